@@ -1,0 +1,18 @@
+/* libspmd: SPMD programs over device meshes, threads and MPI processes. Umbrella header. */
+#ifndef SPMD_H
+#define SPMD_H
+
+#include "spmd/config.h"
+#include "spmd/export.h"
+#include "spmd/version.h"
+
+#include "spmd/status.h"
+#include "spmd/dtype.h"
+#include "spmd/runtime.h"
+
+#include "spmd/mesh.h"
+#include "spmd/spec.h"
+#include "spmd/sharding.h"
+#include "spmd/array.h"
+
+#endif /* SPMD_H */

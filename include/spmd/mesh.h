@@ -1,0 +1,91 @@
+/* Device meshes: an N-d array of global devices with named axes. */
+#ifndef SPMD_MESH_H
+#define SPMD_MESH_H
+
+#include <stddef.h>
+
+#include "spmd/export.h"
+#include "spmd/status.h"
+
+SPMD_BEGIN_DECLS
+
+#define SPMD_MAX_MESH_AXES 8
+/** Longest axis name, in bytes, without the terminating NUL. */
+#define SPMD_MAX_AXIS_NAME 63
+
+typedef struct spmd_mesh spmd_mesh;
+
+/**
+ * Creates a mesh of shape `shape[0..ndim)` with names `axis_names`, laid over `device_ids` in
+ * row-major (C) order: the device at coordinate c is device_ids[flat(c)].
+ *
+ * Any subset of the global devices, in any order, may form a mesh (pipeline stages use
+ * disjoint meshes). `device_ids` NULL means every global device in id order, and then the
+ * product of `shape` must equal spmd_device_count(). A 0-axis mesh holds exactly one device.
+ * Axis names: 1..SPMD_MAX_AXIS_NAME characters, distinct, not "None".
+ *
+ * Not collective, but every process must build the same mesh to use it in collectives.
+ * @param[in]  num_device_ids  length of device_ids (ignored when device_ids is NULL).
+ * @param[out] out  new mesh owned by the caller; release with spmd_mesh_destroy().
+ * @return SPMD_OK, SPMD_ERR_INVALID_ARGUMENT (NULL, bad name, size mismatch, duplicate or
+ *         unknown device, runtime not initialized).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_create(int ndim, const int *shape,
+                                                     const char *const *axis_names,
+                                                     const int *device_ids, int num_device_ids,
+                                                     spmd_mesh **out);
+
+/** Adds a reference; each retain needs one more spmd_mesh_destroy. Returns `mesh`. */
+SPMD_API spmd_mesh *spmd_mesh_retain(spmd_mesh *mesh);
+/** Drops the caller's reference. Shardings and arrays keep their own. NULL-safe. */
+SPMD_API void spmd_mesh_destroy(spmd_mesh *mesh);
+
+/* Queries: not collective; invalid arguments give 0, -1 or NULL as documented. */
+SPMD_API int spmd_mesh_ndim(const spmd_mesh *mesh);                /**< -1 if mesh is NULL */
+SPMD_API int spmd_mesh_size(const spmd_mesh *mesh);                /**< number of devices */
+SPMD_API int spmd_mesh_axis_size(const spmd_mesh *mesh, int axis); /**< -1 if out of range */
+SPMD_API const char *spmd_mesh_axis_name(const spmd_mesh *mesh, int axis); /**< NULL if bad */
+/** Position of the axis called `name`, or -1 when the mesh has no such axis. */
+SPMD_API int spmd_mesh_axis_index(const spmd_mesh *mesh, const char *name);
+/** Global id of the device at row-major position `flat`; -1 if out of range. */
+SPMD_API int spmd_mesh_device_id(const spmd_mesh *mesh, int flat);
+/** Row-major position of global device `device_id` in the mesh; -1 if it is not in the mesh. */
+SPMD_API int spmd_mesh_device_position(const spmd_mesh *mesh, int device_id);
+/** Coordinates of global device `device_id`; SPMD_ERR_INVALID_ARGUMENT if not in the mesh. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_device_coords(const spmd_mesh *mesh, int device_id,
+                                                            int *coords);
+/** Number of this process's devices in the mesh. */
+SPMD_API int spmd_mesh_num_local_devices(const spmd_mesh *mesh);
+/** Global id of this process's i-th mesh device, in mesh flat order; -1 if out of range. */
+SPMD_API int spmd_mesh_local_device_id(const spmd_mesh *mesh, int i);
+/** 1 when the mesh holds a device of `process`, else 0. */
+SPMD_API int spmd_mesh_has_process(const spmd_mesh *mesh, int process);
+
+/**
+ * 1 when every process's devices form a contiguous subcube of the mesh (the rule that
+ * host-local ⇄ global conversions need), else 0.
+ */
+SPMD_API int spmd_mesh_is_contiguous(const spmd_mesh *mesh);
+/**
+ * SPMD_OK when the mesh is contiguous; otherwise SPMD_ERR_INVALID_ARGUMENT with a message that
+ * names the first offending process and a device inside its hull that belongs to another one.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_check_contiguous(const spmd_mesh *mesh);
+/**
+ * Shape of this process's subcube (the local mesh: same axis names, local sizes).
+ * @return SPMD_ERR_INVALID_ARGUMENT if the mesh is not contiguous or has no local device.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_local_shape(const spmd_mesh *mesh, int *shape);
+
+/** 1 when both meshes have the same names, shape and devices in the same order. */
+SPMD_API int spmd_mesh_equal(const spmd_mesh *a, const spmd_mesh *b);
+
+/**
+ * Writes "Mesh('a': 4, 'b': 2)" (NUL-terminated) into buf.
+ * @return SPMD_ERR_INVALID_ARGUMENT when buf is too small (the text is truncated).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_format(const spmd_mesh *mesh, char *buf, size_t size);
+
+SPMD_END_DECLS
+
+#endif /* SPMD_MESH_H */

@@ -1,0 +1,103 @@
+/* Processes and devices: the libspmd equivalent of jax.distributed.initialize() and jax.devices().
+ */
+#ifndef SPMD_RUNTIME_H
+#define SPMD_RUNTIME_H
+
+#include "spmd/export.h"
+#include "spmd/status.h"
+
+SPMD_BEGIN_DECLS
+
+/** Most CPU devices one process may start (options.num_cpu_devices, SPMD_NUM_CPU_DEVICES). */
+#define SPMD_MAX_CPU_DEVICES 4096
+
+/** Value of an integer option meaning "decide from the environment". */
+#define SPMD_AUTO (-1)
+
+typedef enum spmd_platform { SPMD_PLATFORM_CPU = 0, SPMD_PLATFORM_CUDA = 1 } spmd_platform;
+
+typedef struct spmd_init_options {
+    unsigned int version; /**< SPMD_INIT_OPTIONS_VERSION */
+    int num_cpu_devices;  /**< CPU devices per process, 1..SPMD_MAX_CPU_DEVICES; 0:
+                               $SPMD_NUM_CPU_DEVICES, default 1 */
+    int platform;         /**< spmd_platform or SPMD_AUTO: $SPMD_PLATFORM, else cuda when a
+                               GPU is usable, else cpu */
+    int use_mpi;          /**< 1: require MPI; 0: single process even under a launcher;
+                               SPMD_AUTO: MPI when started by mpirun/srun or when the caller
+                               already initialized MPI */
+} spmd_init_options;
+
+#define SPMD_INIT_OPTIONS_VERSION 1
+#define SPMD_INIT_OPTIONS_INIT                                                                     \
+    {                                                                                              \
+        SPMD_INIT_OPTIONS_VERSION, 0, SPMD_AUTO, SPMD_AUTO                                         \
+    }
+
+/** Fills `opts` with the defaults of `version`. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_init_options_init(spmd_init_options *opts,
+                                                           unsigned int version);
+
+/**
+ * Starts libspmd: detects the launcher, initializes MPI with thread support (or adopts the
+ * MPI the caller already initialized), enumerates this process's devices and exchanges them so
+ * that every process sees the same global device list (ids are process-major).
+ *
+ * Collective over: every process of MPI_COMM_WORLD when MPI is used.
+ * Reference-counted: nested calls only count (their options are ignored); each successful
+ * spmd_init needs one spmd_finalize. Safe to call from several threads.
+ * @param opts NULL for defaults.
+ * @return SPMD_OK, SPMD_ERR_INVALID_ARGUMENT (bad option or environment variable, named in the
+ *         message), SPMD_ERR_UNSUPPORTED (MPI or CUDA asked for but not built in),
+ *         SPMD_ERR_BACKEND (no usable GPU for SPMD_PLATFORM=cuda), SPMD_ERR_DISTRIBUTED
+ *         (MPI failed, or another process failed to start; the message names it).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_init(const spmd_init_options *opts);
+
+/**
+ * Drops one reference; the last one joins the device workers, frees the devices and finalizes
+ * MPI if spmd_init initialized it (an MPI the caller initialized is left running).
+ * Collective over: every process, when the last reference goes.
+ * @return SPMD_OK, SPMD_ERR_INVALID_ARGUMENT when libspmd is not initialized.
+ */
+SPMD_API spmd_status spmd_finalize(void);
+
+/** 1 when spmd_init has succeeded more often than spmd_finalize has run, else 0. */
+SPMD_API int spmd_is_initialized(void);
+
+/** This process's index in [0, spmd_process_count()); -1 when not initialized. */
+SPMD_API int spmd_process_index(void);
+/** Number of processes; 0 when not initialized. */
+SPMD_API int spmd_process_count(void);
+/** Number of devices over all processes; 0 when not initialized. */
+SPMD_API int spmd_device_count(void);
+/** Number of this process's devices; 0 when not initialized. */
+SPMD_API int spmd_local_device_count(void);
+/** Global id of this process's `ordinal`-th device; -1 when out of range or not initialized. */
+SPMD_API int spmd_local_device_id(int ordinal);
+/** Platform of this process's devices (all devices of one run share a platform). */
+SPMD_API spmd_platform spmd_runtime_platform(void);
+
+typedef struct spmd_device_info {
+    int id;            /**< global id: process-major, dense in [0, spmd_device_count()) */
+    int process_index; /**< owning process */
+    int local_ordinal; /**< position among the owning process's devices */
+    spmd_platform platform;
+    int hardware_ordinal; /**< CUDA: the GPU it runs on; CPU: equal to local_ordinal */
+} spmd_device_info;
+
+/** Describes global device `id`. Not collective. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_device_get_info(int id, spmd_device_info *info);
+
+/** "cpu" or "cuda"; "invalid" otherwise. */
+SPMD_API const char *spmd_platform_name(spmd_platform p);
+
+#define SPMD_FEATURE_MPI 0x1u
+#define SPMD_FEATURE_CUDA 0x2u
+#define SPMD_FEATURE_NCCL 0x4u
+
+/** Bitmask of SPMD_FEATURE_* compiled into the loaded library. Needs no initialization. */
+SPMD_API unsigned int spmd_build_features(void);
+
+SPMD_END_DECLS
+
+#endif /* SPMD_RUNTIME_H */

@@ -1,0 +1,39 @@
+/* Private: what a device platform provides. CUDA code lives only in backend/cuda.cu. */
+#ifndef SPMD_BACKEND_H
+#define SPMD_BACKEND_H
+
+#include <stddef.h>
+
+#include <spmd/runtime.h>
+#include <spmd/status.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct spmd__backend {
+    const char *name;
+    spmd_platform platform;
+    /** 1 when device memory is ordinary host memory (memcpy may touch it directly). */
+    int host_addressable;
+    /** Number of physical devices this process can use; SPMD_ERR_BACKEND says why none. */
+    spmd_status (*probe)(int *count);
+    /** Prepares the calling (worker) thread to run work on hardware device `hw`. */
+    spmd_status (*bind_thread)(int hw);
+    spmd_status (*alloc)(int hw, size_t bytes, void **ptr);
+    void (*free)(int hw, void *ptr);
+    spmd_status (*copy_to_device)(int hw, void *dst, const void *host_src, size_t bytes);
+    spmd_status (*copy_to_host)(int hw, void *host_dst, const void *src, size_t bytes);
+    spmd_status (*copy_on_device)(int hw, void *dst, const void *src, size_t bytes);
+} spmd__backend;
+
+extern const spmd__backend spmd__backend_cpu;
+#ifdef SPMD_HAVE_CUDA
+extern const spmd__backend spmd__backend_cuda;
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPMD_BACKEND_H */

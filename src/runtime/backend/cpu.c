@@ -1,0 +1,60 @@
+/* CPU devices: host memory; each device's work runs on its own worker thread. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/backend/backend.h"
+#include "runtime/check.h"
+
+/* Cache-line alignment keeps shards of different devices off each other's lines. */
+#define CPU_ALIGNMENT 64
+
+static spmd_status cpu_probe(int *count)
+{
+    *count = 0; /* unlimited: CPU devices are threads, their number comes from configuration */
+    return SPMD_OK;
+}
+
+static spmd_status cpu_bind_thread(int hw)
+{
+    (void)hw;
+    return SPMD_OK;
+}
+
+static spmd_status cpu_alloc(int hw, size_t bytes, void **ptr)
+{
+    (void)hw;
+    void *p = NULL;
+    size_t rounded = (bytes + CPU_ALIGNMENT - 1) / CPU_ALIGNMENT * CPU_ALIGNMENT;
+    if (rounded < bytes || posix_memalign(&p, CPU_ALIGNMENT, rounded ? rounded : CPU_ALIGNMENT))
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
+                          "could not allocate %zu bytes of host memory for a CPU device", bytes);
+    *ptr = p;
+    return SPMD_OK;
+}
+
+static void cpu_free(int hw, void *ptr)
+{
+    (void)hw;
+    free(ptr);
+}
+
+static spmd_status cpu_copy(int hw, void *dst, const void *src, size_t bytes)
+{
+    (void)hw;
+    if (bytes && dst != src)
+        memcpy(dst, src, bytes);
+    return SPMD_OK;
+}
+
+const spmd__backend spmd__backend_cpu = {
+    .name = "cpu",
+    .platform = SPMD_PLATFORM_CPU,
+    .host_addressable = 1,
+    .probe = cpu_probe,
+    .bind_thread = cpu_bind_thread,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy_to_device = cpu_copy,
+    .copy_to_host = cpu_copy,
+    .copy_on_device = cpu_copy,
+};

@@ -1,0 +1,14 @@
+/* Private: strict parsing of SPMD_* environment variables. */
+#ifndef SPMD_RUNTIME_ENV_H
+#define SPMD_RUNTIME_ENV_H
+
+#include <spmd/status.h>
+
+/**
+ * Reads integer variable `name` into *value when it is set and non-empty (*is_set = 1);
+ * leaves *value alone otherwise. SPMD_ERR_INVALID_ARGUMENT, naming the variable and the
+ * accepted range, when it is not an integer in [min, max].
+ */
+spmd_status spmd__env_int(const char *name, long min, long max, long *value, int *is_set);
+
+#endif /* SPMD_RUNTIME_ENV_H */

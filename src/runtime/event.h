@@ -1,0 +1,29 @@
+/* Private: a wake-up event that waits by spinning briefly, then yielding, then blocking. */
+#ifndef SPMD_RUNTIME_EVENT_H
+#define SPMD_RUNTIME_EVENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef struct spmd__event {
+    atomic_uint seq;     /* bumped by every signal */
+    atomic_int sleepers; /* threads blocked (or about to block) in the condition variable */
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+} spmd__event;
+
+void spmd__event_init(spmd__event *e);
+void spmd__event_destroy(spmd__event *e);
+/** The current sequence number: read it, test the condition, then wait on what was read. */
+unsigned spmd__event_seq(spmd__event *e);
+/** Returns once the event has been signalled after `seen` was read (may return early). */
+void spmd__event_wait(spmd__event *e, unsigned seen);
+void spmd__event_signal(spmd__event *e);
+
+/**
+ * How long waiters spin and yield before blocking. Spinning only pays when every thread has a
+ * core: with more threads than cores a spinner steals the time of the thread it waits for.
+ */
+void spmd__event_set_policy(int spins, int yields);
+
+#endif /* SPMD_RUNTIME_EVENT_H */

@@ -1,0 +1,34 @@
+/* The process layer of a build without MPI: always one process. */
+#include <string.h>
+
+#include <spmd/runtime.h>
+
+#include "runtime/check.h"
+#include "runtime/process.h"
+
+spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int *count)
+{
+    (void)user_comm;
+    SPMD_REQUIRE(use_mpi != 1, SPMD_ERR_UNSUPPORTED,
+                 "spmd_init: use_mpi=1 but libspmd was built without MPI; reconfigure with "
+                 "-DSPMD_ENABLE_MPI=ON (needs libopenmpi-dev)");
+    const char *launcher = NULL;
+    int launched = spmd__launcher_process_count(&launcher);
+    SPMD_REQUIRE(use_mpi == 0 || launched <= 1, SPMD_ERR_UNSUPPORTED,
+                 "spmd_init: started by %s as one of %d processes, but libspmd was built without "
+                 "MPI; reconfigure with -DSPMD_ENABLE_MPI=ON, or run a single process",
+                 launcher, launched);
+    *index = 0;
+    *count = 1;
+    return SPMD_OK;
+}
+
+spmd_status spmd__proc_finalize(void) { return SPMD_OK; }
+
+spmd_status spmd__proc_allgather(const void *send, void *recv, size_t bytes)
+{
+    memcpy(recv, send, bytes);
+    return SPMD_OK;
+}
+
+int spmd__proc_node_count(void) { return 1; }

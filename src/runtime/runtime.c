@@ -1,0 +1,379 @@
+/* spmd_init / spmd_finalize and the global device list. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <spmd/config.h>
+#include <spmd/version.h>
+
+#include "runtime/check.h"
+#include "runtime/env.h"
+#include "runtime/event.h"
+#include "runtime/log.h"
+#include "runtime/process.h"
+#include "runtime/runtime_impl.h"
+#include "runtime/worker.h"
+
+#define MAX_DEVICES_PER_GPU 64
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int init_count;
+static atomic_int ready;
+static spmd__runtime rt;
+static unsigned last_session;
+
+/* What each process tells the others at start-up. */
+typedef struct process_record {
+    int32_t status;
+    int32_t platform;
+    int32_t num_local;
+    int32_t devices_per_gpu;
+    char message[496];
+} process_record;
+
+int spmd_version_number(void) { return SPMD_VERSION_NUMBER; }
+const char *spmd_version_string(void) { return SPMD_VERSION_STRING; }
+
+unsigned int spmd_build_features(void)
+{
+    unsigned int f = 0;
+#ifdef SPMD_HAVE_MPI
+    f |= SPMD_FEATURE_MPI;
+#endif
+#ifdef SPMD_HAVE_CUDA
+    f |= SPMD_FEATURE_CUDA;
+#endif
+#ifdef SPMD_HAVE_NCCL
+    f |= SPMD_FEATURE_NCCL;
+#endif
+    return f;
+}
+
+const char *spmd_platform_name(spmd_platform p)
+{
+    switch (p) {
+    case SPMD_PLATFORM_CPU:
+        return "cpu";
+    case SPMD_PLATFORM_CUDA:
+        return "cuda";
+    }
+    return "invalid";
+}
+
+spmd_status spmd_init_options_init(spmd_init_options *opts, unsigned int version)
+{
+    SPMD_REQUIRE_NOT_NULL(opts, "spmd_init_options_init");
+    SPMD_REQUIRE(version == SPMD_INIT_OPTIONS_VERSION, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_init_options_init: version %u is not supported by this libspmd (%s); use "
+                 "SPMD_INIT_OPTIONS_VERSION (%d)",
+                 version, SPMD_VERSION_STRING, SPMD_INIT_OPTIONS_VERSION);
+    const spmd_init_options defaults = SPMD_INIT_OPTIONS_INIT;
+    *opts = defaults;
+    return SPMD_OK;
+}
+
+static spmd_status check_options(const spmd_init_options *o)
+{
+    SPMD_REQUIRE(o->version == SPMD_INIT_OPTIONS_VERSION, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_init: options.version is %u; initialize the options with "
+                 "SPMD_INIT_OPTIONS_INIT or spmd_init_options_init()",
+                 o->version);
+    SPMD_REQUIRE(o->num_cpu_devices >= 0 && o->num_cpu_devices <= SPMD_MAX_CPU_DEVICES,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_init: options.num_cpu_devices is %d; use 1..%d, or 0 to read "
+                 "SPMD_NUM_CPU_DEVICES",
+                 o->num_cpu_devices, SPMD_MAX_CPU_DEVICES);
+    SPMD_REQUIRE(o->platform == SPMD_AUTO || o->platform == SPMD_PLATFORM_CPU ||
+                     o->platform == SPMD_PLATFORM_CUDA,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_init: options.platform is %d; use SPMD_PLATFORM_CPU, SPMD_PLATFORM_CUDA or "
+                 "SPMD_AUTO",
+                 o->platform);
+    SPMD_REQUIRE(o->use_mpi == SPMD_AUTO || o->use_mpi == 0 || o->use_mpi == 1,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_init: options.use_mpi is %d; use 0, 1 or SPMD_AUTO", o->use_mpi);
+    return SPMD_OK;
+}
+
+static spmd_status platform_from_env(int *platform)
+{
+    const char *env = getenv("SPMD_PLATFORM");
+    if (!env || !*env)
+        return SPMD_OK;
+    if (strcmp(env, "cpu") == 0)
+        *platform = SPMD_PLATFORM_CPU;
+    else if (strcmp(env, "cuda") == 0 || strcmp(env, "gpu") == 0)
+        *platform = SPMD_PLATFORM_CUDA;
+    else
+        return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                          "environment variable SPMD_PLATFORM=\"%s\" is not a platform; use cpu or "
+                          "cuda, or unset it to pick cuda when a GPU is usable",
+                          env);
+    return SPMD_OK;
+}
+
+/* Decides this process's platform and device count (no communication). */
+static spmd_status resolve_local_devices(const spmd_init_options *o, process_record *rec)
+{
+    int platform = o->platform;
+    if (platform == SPMD_AUTO)
+        SPMD_CHECK(platform_from_env(&platform));
+    long cpu_devices = o->num_cpu_devices;
+    int from_env = 0;
+    if (cpu_devices == 0) {
+        cpu_devices = 1;
+        SPMD_CHECK(spmd__env_int("SPMD_NUM_CPU_DEVICES", 1, SPMD_MAX_CPU_DEVICES, &cpu_devices,
+                                 &from_env));
+    }
+    long per_gpu = 1;
+    SPMD_CHECK(
+        spmd__env_int("SPMD_CUDA_DEVICES_PER_GPU", 1, MAX_DEVICES_PER_GPU, &per_gpu, &from_env));
+    int gpus = 0;
+#ifdef SPMD_HAVE_CUDA
+    if (platform == SPMD_AUTO) {
+        platform =
+            spmd__backend_cuda.probe(&gpus) == SPMD_OK ? SPMD_PLATFORM_CUDA : SPMD_PLATFORM_CPU;
+        spmd_clear_error();
+    } else if (platform == SPMD_PLATFORM_CUDA) {
+        SPMD_CHECK(spmd__backend_cuda.probe(&gpus));
+    }
+#else
+    SPMD_REQUIRE(platform != SPMD_PLATFORM_CUDA, SPMD_ERR_UNSUPPORTED,
+                 "the cuda platform was requested but libspmd was built without CUDA; "
+                 "reconfigure with -DSPMD_ENABLE_CUDA=ON, or use SPMD_PLATFORM=cpu");
+    platform = SPMD_PLATFORM_CPU;
+#endif
+    rec->platform = platform;
+    rec->devices_per_gpu = (int32_t)per_gpu;
+    rec->num_local =
+        platform == SPMD_PLATFORM_CUDA ? (int32_t)(gpus * per_gpu) : (int32_t)cpu_devices;
+    return SPMD_OK;
+}
+
+static const spmd__backend *backend_for(int platform)
+{
+#ifdef SPMD_HAVE_CUDA
+    if (platform == SPMD_PLATFORM_CUDA)
+        return &spmd__backend_cuda;
+#endif
+    (void)platform;
+    return &spmd__backend_cpu;
+}
+
+/* Every process learns every other's outcome, so a failure anywhere fails everywhere. */
+static spmd_status agree_on_devices(const process_record *all, int count, int me)
+{
+    for (int p = 0; p < count; p++) {
+        if (all[p].status == SPMD_OK)
+            continue;
+        if (p == me)
+            return (spmd_status)all[p].status; /* our own message is already recorded */
+        return SPMD_ERROR(SPMD_ERR_DISTRIBUTED, "process %d failed to initialize libspmd: %s", p,
+                          all[p].message);
+    }
+    for (int p = 1; p < count; p++)
+        SPMD_REQUIRE(all[p].platform == all[0].platform, SPMD_ERR_DISTRIBUTED,
+                     "processes disagree on the platform: process 0 uses %s, process %d uses %s; "
+                     "set SPMD_PLATFORM to the same value on every process",
+                     spmd_platform_name((spmd_platform)all[0].platform), p,
+                     spmd_platform_name((spmd_platform)all[p].platform));
+    return SPMD_OK;
+}
+
+static spmd_status build_device_table(const process_record *all)
+{
+    int total = 0;
+    for (int p = 0; p < rt.process_count; p++) {
+        if (p == rt.process_index)
+            rt.first_local = total;
+        total += all[p].num_local;
+    }
+    rt.devices = calloc((size_t)total, sizeof *rt.devices);
+    if (!rt.devices)
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "could not allocate the table of %d devices",
+                          total);
+    rt.num_devices = total;
+    int id = 0;
+    for (int p = 0; p < rt.process_count; p++) {
+        for (int k = 0; k < all[p].num_local; k++, id++) {
+            spmd_device_info *d = &rt.devices[id];
+            d->id = id;
+            d->process_index = p;
+            d->local_ordinal = k;
+            d->platform = (spmd_platform)all[p].platform;
+            d->hardware_ordinal =
+                d->platform == SPMD_PLATFORM_CUDA ? k / all[p].devices_per_gpu : k;
+        }
+    }
+    rt.num_local = all[rt.process_index].num_local;
+    return SPMD_OK;
+}
+
+static int usable_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Spin only while every busy thread on this machine can have a core of its own. */
+static void choose_wait_policy(void)
+{
+    int threads = spmd__proc_node_count() * (rt.num_local + 1);
+    if (threads <= usable_cores())
+        spmd__event_set_policy(20000, 64);
+    else
+        spmd__event_set_policy(0, 8);
+}
+
+static spmd_status start_workers(void)
+{
+    int *hw = malloc((size_t)rt.num_local * sizeof *hw);
+    if (!hw)
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "could not allocate %d worker slots",
+                          rt.num_local);
+    for (int k = 0; k < rt.num_local; k++)
+        hw[k] = rt.devices[rt.first_local + k].hardware_ordinal;
+    spmd_status st = spmd__workers_start(rt.num_local, rt.first_local, rt.backend, hw);
+    free(hw);
+    return st;
+}
+
+static spmd_status init_locked(const spmd_init_options *o, const void *user_comm)
+{
+    SPMD_CHECK(spmd__proc_init(o->use_mpi, user_comm, &rt.process_index, &rt.process_count));
+
+    process_record mine;
+    memset(&mine, 0, sizeof mine);
+    spmd_status local = resolve_local_devices(o, &mine);
+    if (local != SPMD_OK) {
+        mine.status = local;
+        snprintf(mine.message, sizeof mine.message, "%s", spmd_last_error());
+    }
+    process_record *all = calloc((size_t)rt.process_count, sizeof *all);
+    spmd_status st =
+        all ? SPMD_OK
+            : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
+                         "could not allocate start-up records for %d processes", rt.process_count);
+    if (st == SPMD_OK)
+        st = spmd__proc_allgather(&mine, all, sizeof mine);
+    if (st == SPMD_OK)
+        st = agree_on_devices(all, rt.process_count, rt.process_index);
+    if (st == SPMD_OK) {
+        rt.platform = (spmd_platform)all[0].platform;
+        rt.backend = backend_for(rt.platform);
+        st = build_device_table(all);
+    }
+    free(all);
+    if (st == SPMD_OK)
+        st = start_workers();
+    if (st != SPMD_OK) {
+        free(rt.devices);
+        spmd__proc_finalize();
+        memset(&rt, 0, sizeof rt);
+        return st;
+    }
+    choose_wait_policy();
+    rt.session = ++last_session;
+    return SPMD_OK;
+}
+
+spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_comm)
+{
+    spmd_init_options o = SPMD_INIT_OPTIONS_INIT;
+    if (opts)
+        o = *opts;
+    SPMD_CHECK(check_options(&o));
+    pthread_mutex_lock(&init_lock);
+    spmd_status st = SPMD_OK;
+    if (init_count == 0)
+        st = init_locked(&o, user_comm);
+    if (st == SPMD_OK) {
+        init_count++;
+        atomic_store(&ready, 1);
+    }
+    pthread_mutex_unlock(&init_lock);
+    return st;
+}
+
+spmd_status spmd_init(const spmd_init_options *opts) { return spmd__runtime_init(opts, NULL); }
+
+spmd_status spmd_finalize(void)
+{
+    pthread_mutex_lock(&init_lock);
+    if (init_count == 0) {
+        pthread_mutex_unlock(&init_lock);
+        return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                          "spmd_finalize: libspmd is not initialized (more spmd_finalize calls "
+                          "than successful spmd_init calls)");
+    }
+    spmd_status st = SPMD_OK;
+    if (--init_count == 0) {
+        atomic_store(&ready, 0);
+        spmd__workers_stop();
+        free(rt.devices);
+        st = spmd__proc_finalize();
+        memset(&rt, 0, sizeof rt);
+    }
+    pthread_mutex_unlock(&init_lock);
+    return st;
+}
+
+int spmd_is_initialized(void) { return atomic_load(&ready); }
+
+const spmd__runtime *spmd__runtime_get(const char *fn)
+{
+    if (!atomic_load(&ready)) {
+        SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                   "%s: libspmd is not initialized; call spmd_init first", fn);
+        return NULL;
+    }
+    return &rt;
+}
+
+const spmd__runtime *spmd__runtime_get_session(const char *fn, unsigned session)
+{
+    const spmd__runtime *r = spmd__runtime_get(fn);
+    if (r && r->session != session) {
+        SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                   "%s: the object was built before the last spmd_finalize; objects do not "
+                   "outlive the runtime that made them, so build it again",
+                   fn);
+        return NULL;
+    }
+    return r;
+}
+
+int spmd_process_index(void) { return atomic_load(&ready) ? rt.process_index : -1; }
+int spmd_process_count(void) { return atomic_load(&ready) ? rt.process_count : 0; }
+int spmd_device_count(void) { return atomic_load(&ready) ? rt.num_devices : 0; }
+int spmd_local_device_count(void) { return atomic_load(&ready) ? rt.num_local : 0; }
+spmd_platform spmd_runtime_platform(void) { return rt.platform; }
+
+int spmd_local_device_id(int ordinal)
+{
+    if (!atomic_load(&ready) || ordinal < 0 || ordinal >= rt.num_local)
+        return -1;
+    return rt.first_local + ordinal;
+}
+
+spmd_status spmd_device_get_info(int id, spmd_device_info *info)
+{
+    const spmd__runtime *r = spmd__runtime_get("spmd_device_get_info");
+    if (!r)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    SPMD_REQUIRE_NOT_NULL(info, "spmd_device_get_info");
+    SPMD_REQUIRE(id >= 0 && id < r->num_devices, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_device_get_info: device id %d is out of range; this run has devices "
+                 "0..%d",
+                 id, r->num_devices - 1);
+    *info = r->devices[id];
+    return SPMD_OK;
+}

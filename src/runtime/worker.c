@@ -1,0 +1,174 @@
+#include "runtime/worker.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "runtime/event.h"
+
+/* One fork-join in flight at a time (dispatch_lock), so a single completion event serves all. */
+typedef struct batch {
+    spmd__device_task task;
+    void *arg;
+    atomic_int remaining;
+    atomic_int failed_ordinal; /* lowest failing ordinal, or INT_MAX-like sentinel */
+    pthread_mutex_t error_lock;
+    spmd_status status;
+    char message[SPMD__MESSAGE_CAPACITY];
+} batch;
+
+typedef struct worker {
+    pthread_t thread;
+    int ordinal;
+    int hw;
+    spmd__event wake;
+    batch *_Atomic job;
+    atomic_int stop;
+} worker;
+
+static worker *workers;
+static int worker_count;
+static const spmd__backend *worker_backend;
+static int first_device_id; /* global id of local ordinal 0 (ids are process-major) */
+static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER;
+static spmd__event batch_done;
+static _Thread_local int current_ordinal = -1;
+
+#define NO_FAILURE 0x7fffffff
+
+int spmd__worker_current(void) { return current_ordinal; }
+
+/* Keeps the message of the lowest failing ordinal, so the reported error is deterministic. */
+static void record_failure(batch *b, int ordinal, spmd_status st)
+{
+    pthread_mutex_lock(&b->error_lock);
+    if (ordinal < atomic_load(&b->failed_ordinal)) {
+        atomic_store(&b->failed_ordinal, ordinal);
+        b->status = st;
+        snprintf(b->message, sizeof b->message, "device %d: %s", first_device_id + ordinal,
+                 spmd_last_error());
+    }
+    pthread_mutex_unlock(&b->error_lock);
+}
+
+static void run_task(batch *b, int ordinal)
+{
+    spmd_status st = b->task(ordinal, b->arg);
+    if (st != SPMD_OK)
+        record_failure(b, ordinal, st);
+}
+
+static void *worker_main(void *p)
+{
+    worker *w = p;
+    current_ordinal = w->ordinal;
+    for (;;) {
+        unsigned seen = spmd__event_seq(&w->wake);
+        batch *b = atomic_exchange(&w->job, NULL);
+        if (b) {
+            run_task(b, w->ordinal);
+            /* The batch lives on the caller's stack: this decrement is the last touch. */
+            if (atomic_fetch_sub(&b->remaining, 1) == 1)
+                spmd__event_signal(&batch_done);
+            continue;
+        }
+        if (atomic_load(&w->stop))
+            return NULL;
+        spmd__event_wait(&w->wake, seen);
+    }
+}
+
+static spmd_status bind_task(int ordinal, void *arg)
+{
+    (void)arg;
+    return worker_backend->bind_thread(workers[ordinal].hw);
+}
+
+spmd_status spmd__workers_start(int count, int first_id, const spmd__backend *backend,
+                                const int *hw)
+{
+    first_device_id = first_id;
+    spmd__event_init(&batch_done);
+    workers = calloc((size_t)count, sizeof *workers);
+    if (!workers)
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "could not allocate %d device workers", count);
+    worker_backend = backend;
+    for (int i = 0; i < count; i++) {
+        worker *w = &workers[i];
+        w->ordinal = i;
+        w->hw = hw[i];
+        spmd__event_init(&w->wake);
+        atomic_init(&w->job, NULL);
+        atomic_init(&w->stop, 0);
+        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc != 0) {
+            spmd__event_destroy(&w->wake);
+            spmd__workers_stop();
+            return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
+                              "could not start the worker thread of local device %d: %s", i,
+                              strerror(rc));
+        }
+        worker_count = i + 1;
+        char name[32];
+        snprintf(name, sizeof name, "spmd-dev%d", i);
+        name[15] = '\0'; /* the kernel's limit */
+        pthread_setname_np(w->thread, name);
+    }
+    spmd_status st = spmd__run_on_devices(count, NULL, bind_task, NULL);
+    if (st != SPMD_OK)
+        spmd__workers_stop();
+    return st;
+}
+
+void spmd__workers_stop(void)
+{
+    for (int i = 0; i < worker_count; i++) {
+        atomic_store(&workers[i].stop, 1);
+        spmd__event_signal(&workers[i].wake);
+    }
+    for (int i = 0; i < worker_count; i++) {
+        pthread_join(workers[i].thread, NULL);
+        spmd__event_destroy(&workers[i].wake);
+    }
+    free(workers);
+    workers = NULL;
+    worker_count = 0;
+    spmd__event_destroy(&batch_done);
+}
+
+spmd_status spmd__run_on_devices(int count, const int *ordinals, spmd__device_task task, void *arg)
+{
+    batch b = {.task = task, .arg = arg, .status = SPMD_OK};
+    atomic_init(&b.remaining, count);
+    atomic_init(&b.failed_ordinal, NO_FAILURE);
+    pthread_mutex_init(&b.error_lock, NULL);
+
+    if (current_ordinal >= 0 || count == 0) {
+        /* Nested use from inside a device task: the other workers may be busy with the outer
+         * batch, so waiting for them could deadlock. */
+        for (int i = 0; i < count; i++)
+            run_task(&b, ordinals ? ordinals[i] : i);
+    } else {
+        pthread_mutex_lock(&dispatch_lock);
+        for (int i = 0; i < count; i++) {
+            worker *w = &workers[ordinals ? ordinals[i] : i];
+            atomic_store(&w->job, &b);
+            spmd__event_signal(&w->wake);
+        }
+        for (;;) {
+            unsigned seen = spmd__event_seq(&batch_done);
+            if (atomic_load(&b.remaining) == 0)
+                break;
+            spmd__event_wait(&batch_done, seen);
+        }
+        pthread_mutex_unlock(&dispatch_lock);
+    }
+    pthread_mutex_destroy(&b.error_lock);
+    if (atomic_load(&b.failed_ordinal) == NO_FAILURE)
+        return SPMD_OK;
+    spmd__error_set_raw(b.message);
+    return b.status;
+}

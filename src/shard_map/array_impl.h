@@ -1,0 +1,44 @@
+/* Private: the global array structure. */
+#ifndef SPMD_ARRAY_IMPL_H
+#define SPMD_ARRAY_IMPL_H
+
+#include <stdint.h>
+
+#include <spmd/array.h>
+
+#include "shard_map/buffer.h"
+
+typedef struct spmd__shard_slot {
+    int device_id;
+    int flat;    /* mesh position */
+    int ordinal; /* local ordinal of the device (its worker) */
+    int replica_id;
+    spmd_box index;
+    spmd__buffer *buffer;
+} spmd__shard_slot;
+
+struct spmd_array {
+    uint32_t magic;
+    int ndim;
+    int64_t shape[SPMD_MAX_RANK];
+    int64_t shard_shape[SPMD_MAX_RANK];
+    spmd_dtype dtype;
+    size_t shard_bytes;
+    spmd_sharding *sharding;
+    int num_shards; /* addressable devices, mesh flat order */
+    spmd__shard_slot *shards;
+};
+
+spmd_status spmd__array_check(const spmd_array *a, const char *fn, const char *arg);
+
+/**
+ * Creates an array of `shape` and `dtype` on `sharding` with its shard table filled and no
+ * buffers yet (`fn` names the caller in messages).
+ */
+spmd_status spmd__array_create_empty(const spmd_sharding *sharding, int ndim, const int64_t *shape,
+                                     spmd_dtype dtype, const char *fn, spmd_array **out);
+
+/** Allocates every shard's buffer, each on its device's worker. */
+spmd_status spmd__array_alloc_buffers(spmd_array *a);
+
+#endif /* SPMD_ARRAY_IMPL_H */

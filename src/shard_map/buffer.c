@@ -1,0 +1,43 @@
+#include "shard_map/buffer.h"
+
+#include <stdlib.h>
+
+#include "runtime/check.h"
+#include "runtime/runtime_impl.h"
+
+spmd_status spmd__buffer_create(int device_id, size_t nbytes, spmd__buffer **out)
+{
+    *out = NULL;
+    const spmd__runtime *rt = spmd__runtime_get("spmd__buffer_create");
+    if (!rt)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    spmd__buffer *b = malloc(sizeof *b);
+    SPMD_REQUIRE(b != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of host memory for a buffer descriptor");
+    atomic_init(&b->refs, 1);
+    b->device_id = device_id;
+    b->hw = rt->devices[device_id].hardware_ordinal;
+    b->backend = spmd__device_backend(rt, device_id);
+    b->nbytes = nbytes;
+    b->data = NULL;
+    spmd_status st = b->backend->alloc(b->hw, nbytes, &b->data);
+    if (st != SPMD_OK) {
+        free(b);
+        return st;
+    }
+    *out = b;
+    return SPMD_OK;
+}
+
+spmd__buffer *spmd__buffer_retain(spmd__buffer *b)
+{
+    atomic_fetch_add(&b->refs, 1);
+    return b;
+}
+
+void spmd__buffer_release(spmd__buffer *b)
+{
+    if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
+        b->backend->free(b->hw, b->data);
+        free(b);
+    }
+}

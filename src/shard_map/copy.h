@@ -1,0 +1,20 @@
+/* Private: strided copies of boxes between dense row-major arrays. */
+#ifndef SPMD_COPY_H
+#define SPMD_COPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/**
+ * Copies a region of `extent` elements per dimension from `src` (dense, shape `src_shape`),
+ * starting at `src_start`, into `dst` (dense, shape `dst_shape`) at `dst_start`. Trailing
+ * dimensions covered whole in both arrays are merged into single memcpy runs.
+ */
+void spmd__copy_region(size_t elem_size, int ndim, const int64_t *extent, void *dst,
+                       const int64_t *dst_shape, const int64_t *dst_start, const void *src,
+                       const int64_t *src_shape, const int64_t *src_start);
+
+/** Number of elements of a shape (the product of its extents; 1 for rank 0). */
+int64_t spmd__shape_elements(int ndim, const int64_t *shape);
+
+#endif /* SPMD_COPY_H */

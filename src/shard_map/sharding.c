@@ -1,0 +1,320 @@
+/* NamedSharding: the index box and replica id of every mesh device (SEMANTICS.md (c)). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "shard_map/mesh_impl.h"
+#include "shard_map/sharding_impl.h"
+#include "shard_map/spec_impl.h"
+
+spmd_status spmd__sharding_check(const spmd_sharding *sh, const char *fn, const char *arg)
+{
+    SPMD_REQUIRE(sh != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, arg);
+    SPMD_REQUIRE(sh->magic == SPMD__MAGIC_SHARDING, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: argument '%s' is not a live spmd_sharding (destroyed, or another type)", fn,
+                 arg);
+    return SPMD_OK;
+}
+
+static int valid(const spmd_sharding *sh) { return sh && sh->magic == SPMD__MAGIC_SHARDING; }
+
+static void sharding_free(spmd_sharding *sh)
+{
+    sh->magic = SPMD__MAGIC_DEAD;
+    spmd_mesh_destroy(sh->mesh);
+    spmd_spec_destroy(sh->spec);
+    free(sh->block);
+    free(sh->replica);
+    free(sh);
+}
+
+/* Maps every spec name to its mesh axis; the message lists the mesh's axes. */
+static spmd_status resolve_axes(spmd_sharding *sh)
+{
+    const spmd_spec *spec = sh->spec;
+    const spmd_mesh *mesh = sh->mesh;
+    for (int j = 0; j < spec->length; j++) {
+        long long blocks = 1;
+        for (int k = 0; k < spec->entry_size[j]; k++) {
+            const char *name = spec->names[spec->entry_axis[j][k]];
+            int a = spmd_mesh_axis_index(mesh, name);
+            if (a < 0) {
+                char spec_text[SPMD__SPEC_TEXT], mesh_text[SPMD__MESH_TEXT];
+                spmd__ignore(spmd_spec_format(spec, spec_text, sizeof spec_text));
+                spmd__ignore(spmd_mesh_format(mesh, mesh_text, sizeof mesh_text));
+                return SPMD_ERROR(SPMD_ERR_SPEC,
+                                  "resource axis '%s' of %s is not found in mesh %s; use one of "
+                                  "the mesh's axis names",
+                                  name, spec_text, mesh_text);
+            }
+            sh->entry_mesh_axis[j][k] = a;
+            blocks *= mesh->shape[a];
+        }
+        sh->nblocks[j] = (int)blocks;
+    }
+    return SPMD_OK;
+}
+
+/* Closed form of JAX's iota-tile construction: the first axis of a tuple is the major digit;
+ * the replica id is the row-major rank of the coordinates on the unused axes (mesh order). */
+static void compute_tables(spmd_sharding *sh)
+{
+    const spmd_mesh *m = sh->mesh;
+    int used[SPMD_MAX_MESH_AXES] = {0};
+    long long used_size = 1;
+    for (int j = 0; j < sh->length; j++)
+        for (int k = 0; k < sh->spec->entry_size[j]; k++) {
+            used[sh->entry_mesh_axis[j][k]] = 1;
+            used_size *= m->shape[sh->entry_mesh_axis[j][k]];
+        }
+    sh->fully_replicated = used_size == 1;
+    int c[SPMD_MAX_MESH_AXES];
+    for (int f = 0; f < m->size; f++) {
+        spmd__mesh_coords(m, f, c);
+        for (int j = 0; j < sh->length; j++) {
+            int b = 0;
+            for (int k = 0; k < sh->spec->entry_size[j]; k++) {
+                int a = sh->entry_mesh_axis[j][k];
+                b = b * m->shape[a] + c[a];
+            }
+            sh->block[f * sh->length + j] = b;
+        }
+        int r = 0;
+        for (int a = 0; a < m->ndim; a++)
+            if (!used[a])
+                r = r * m->shape[a] + c[a];
+        sh->replica[f] = r;
+    }
+}
+
+spmd_status spmd_sharding_create(spmd_mesh *mesh, const spmd_spec *spec, spmd_sharding **out)
+{
+    SPMD_REQUIRE_NOT_NULL(out, "spmd_sharding_create");
+    *out = NULL;
+    SPMD_CHECK(spmd__mesh_check(mesh, "spmd_sharding_create", "mesh"));
+    SPMD_CHECK(spmd__spec_check(spec, "spmd_sharding_create", "spec"));
+    spmd_sharding *sh = calloc(1, sizeof *sh);
+    SPMD_REQUIRE(sh != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_sharding_create: out of memory");
+    sh->magic = SPMD__MAGIC_SHARDING;
+    atomic_init(&sh->refs, 1);
+    sh->mesh = spmd_mesh_retain(mesh);
+    sh->length = spec->length;
+    spmd_status st = spmd_spec_copy(spec, &sh->spec);
+    if (st == SPMD_OK)
+        st = resolve_axes(sh);
+    if (st == SPMD_OK) {
+        size_t cells = (size_t)mesh->size * (size_t)(sh->length ? sh->length : 1);
+        sh->block = malloc(cells * sizeof(int));
+        sh->replica = malloc((size_t)mesh->size * sizeof(int));
+        if (!sh->block || !sh->replica)
+            st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_sharding_create: out of memory");
+    }
+    if (st != SPMD_OK) {
+        sharding_free(sh);
+        return st;
+    }
+    compute_tables(sh);
+    *out = sh;
+    return SPMD_OK;
+}
+
+spmd_status spmd_sharding_create_parse(spmd_mesh *mesh, const char *spec_text, spmd_sharding **out)
+{
+    SPMD_REQUIRE_NOT_NULL(out, "spmd_sharding_create_parse");
+    *out = NULL;
+    spmd_spec *spec = NULL;
+    SPMD_CHECK(spmd_spec_parse(spec_text, &spec));
+    spmd_status st = spmd_sharding_create(mesh, spec, out);
+    spmd_spec_destroy(spec);
+    return st;
+}
+
+spmd_sharding *spmd_sharding_retain(spmd_sharding *sharding)
+{
+    if (valid(sharding))
+        atomic_fetch_add(&sharding->refs, 1);
+    return sharding;
+}
+
+void spmd_sharding_destroy(spmd_sharding *sharding)
+{
+    if (valid(sharding) && atomic_fetch_sub(&sharding->refs, 1) == 1)
+        sharding_free(sharding);
+}
+
+spmd_mesh *spmd_sharding_mesh(const spmd_sharding *sharding)
+{
+    return valid(sharding) ? sharding->mesh : NULL;
+}
+
+const spmd_spec *spmd_sharding_spec(const spmd_sharding *sharding)
+{
+    return valid(sharding) ? sharding->spec : NULL;
+}
+
+spmd_status spmd__sharding_check_shape(const spmd_sharding *sh, int ndim, const int64_t *shape,
+                                       const char *fn, const char *what)
+{
+    SPMD_REQUIRE(ndim >= 0 && ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
+                 "%s: %s has rank %d; libspmd arrays have rank 0 to %d (SPMD_MAX_RANK)", fn, what,
+                 ndim, SPMD_MAX_RANK);
+    SPMD_REQUIRE(ndim == 0 || shape != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: the shape of %s is NULL but its rank is %d", fn, what, ndim);
+    char sh_text[SPMD__SHARDING_TEXT];
+    if (sh->length > ndim) {
+        spmd__ignore(spmd_sharding_format(sh, sh_text, sizeof sh_text));
+        return SPMD_ERROR(SPMD_ERR_SHAPE,
+                          "%s: %s is only valid for values of rank at least %d, but %s has rank "
+                          "%d%s",
+                          fn, sh_text, sh->length, what, ndim,
+                          ndim == 0 ? "; for scalars the PartitionSpec should be P()"
+                                    : "; shorten the spec or add dimensions");
+    }
+    for (int j = 0; j < ndim; j++)
+        SPMD_REQUIRE(shape[j] >= 1, SPMD_ERR_SHAPE,
+                     "%s: dimension %d of %s has extent %lld; every extent must be >= 1", fn, j,
+                     what, (long long)shape[j]);
+    for (int j = 0; j < sh->length; j++) {
+        if (shape[j] % sh->nblocks[j] == 0)
+            continue;
+        char shape_text[256], tiling[256];
+        spmd__strbuf sb;
+        spmd__strbuf_init(&sb, shape_text, sizeof shape_text);
+        spmd__strbuf_shape(&sb, shape, ndim);
+        spmd__strbuf_init(&sb, tiling, sizeof tiling);
+        spmd__strbuf_printf(&sb, "(");
+        for (int i = 0; i < ndim; i++)
+            spmd__strbuf_printf(&sb, i ? ", %d" : "%d", spmd__sharding_blocks(sh, i));
+        spmd__strbuf_printf(&sb, ndim == 1 ? ",)" : ")");
+        spmd__ignore(spmd_sharding_format(sh, sh_text, sizeof sh_text));
+        return SPMD_ERROR(SPMD_ERR_SHAPE,
+                          "%s: %s implies that array axis %d of %s is partitioned %d times, but "
+                          "the dimension size is %lld (full shape: %s, per-dimension tiling "
+                          "factors: %s should evenly divide the shape)",
+                          fn, sh_text, j, what, sh->nblocks[j], (long long)shape[j], shape_text,
+                          tiling);
+    }
+    size_t elements = 1;
+    for (int j = 0; j < ndim; j++)
+        SPMD_REQUIRE(!spmd__mul_overflows(elements, (size_t)shape[j], &elements), SPMD_ERR_SHAPE,
+                     "%s: %s has more elements than fit in size_t", fn, what);
+    return SPMD_OK;
+}
+
+spmd_status spmd_sharding_check_shape(const spmd_sharding *sharding, int ndim, const int64_t *shape)
+{
+    SPMD_CHECK(spmd__sharding_check(sharding, "spmd_sharding_check_shape", "sharding"));
+    return spmd__sharding_check_shape(sharding, ndim, shape, "spmd_sharding_check_shape",
+                                      "the array");
+}
+
+spmd_status spmd_sharding_shard_shape(const spmd_sharding *sharding, int ndim, const int64_t *shape,
+                                      int64_t *shard_shape)
+{
+    SPMD_CHECK(spmd__sharding_check(sharding, "spmd_sharding_shard_shape", "sharding"));
+    SPMD_CHECK(spmd__sharding_check_shape(sharding, ndim, shape, "spmd_sharding_shard_shape",
+                                          "the array"));
+    SPMD_REQUIRE(ndim == 0 || shard_shape != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_sharding_shard_shape: argument 'shard_shape' is NULL");
+    for (int j = 0; j < ndim; j++)
+        shard_shape[j] = shape[j] / spmd__sharding_blocks(sharding, j);
+    return SPMD_OK;
+}
+
+int spmd_sharding_num_blocks(const spmd_sharding *sharding, int dim)
+{
+    if (!valid(sharding) || dim < 0 || dim >= SPMD_MAX_RANK)
+        return -1;
+    return spmd__sharding_blocks(sharding, dim);
+}
+
+void spmd__sharding_box(const spmd_sharding *sh, int ndim, const int64_t *shape, int flat,
+                        spmd_box *box)
+{
+    box->ndim = ndim;
+    for (int j = 0; j < ndim; j++) {
+        int64_t size = shape[j] / spmd__sharding_blocks(sh, j);
+        box->start[j] = spmd__sharding_block(sh, flat, j) * size;
+        box->stop[j] = box->start[j] + size;
+    }
+}
+
+spmd_status spmd_sharding_device_box(const spmd_sharding *sharding, int ndim, const int64_t *shape,
+                                     int device_id, spmd_box *box)
+{
+    SPMD_CHECK(spmd__sharding_check(sharding, "spmd_sharding_device_box", "sharding"));
+    SPMD_REQUIRE_NOT_NULL(box, "spmd_sharding_device_box");
+    SPMD_CHECK(
+        spmd__sharding_check_shape(sharding, ndim, shape, "spmd_sharding_device_box", "the array"));
+    int flat = spmd_mesh_device_position(sharding->mesh, device_id);
+    SPMD_REQUIRE(flat >= 0, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_sharding_device_box: device %d is not in the sharding's mesh", device_id);
+    spmd__sharding_box(sharding, ndim, shape, flat, box);
+    return SPMD_OK;
+}
+
+int spmd_sharding_replica_id(const spmd_sharding *sharding, int device_id)
+{
+    if (!valid(sharding))
+        return -1;
+    int flat = spmd_mesh_device_position(sharding->mesh, device_id);
+    return flat >= 0 ? sharding->replica[flat] : -1;
+}
+
+int spmd_sharding_num_devices(const spmd_sharding *sharding)
+{
+    return valid(sharding) ? sharding->mesh->size : 0;
+}
+
+int spmd_sharding_num_addressable_devices(const spmd_sharding *sharding)
+{
+    return valid(sharding) ? sharding->mesh->num_local : 0;
+}
+
+int spmd_sharding_addressable_device_id(const spmd_sharding *sharding, int i)
+{
+    return valid(sharding) ? spmd_mesh_local_device_id(sharding->mesh, i) : -1;
+}
+
+int spmd_sharding_is_fully_addressable(const spmd_sharding *sharding)
+{
+    return valid(sharding) && sharding->mesh->num_local == sharding->mesh->size;
+}
+
+int spmd_sharding_is_fully_replicated(const spmd_sharding *sharding)
+{
+    return valid(sharding) && sharding->fully_replicated;
+}
+
+int spmd_sharding_is_equivalent(const spmd_sharding *a, const spmd_sharding *b, int ndim)
+{
+    if (!valid(a) || !valid(b) || ndim < a->length || ndim < b->length || ndim > SPMD_MAX_RANK)
+        return 0;
+    const spmd_mesh *ma = a->mesh, *mb = b->mesh;
+    if (ma->size != mb->size)
+        return 0;
+    for (int j = 0; j < ndim; j++)
+        if (spmd__sharding_blocks(a, j) != spmd__sharding_blocks(b, j))
+            return 0;
+    for (int fa = 0; fa < ma->size; fa++) {
+        int fb = spmd_mesh_device_position(mb, ma->device_ids[fa]);
+        if (fb < 0)
+            return 0;
+        for (int j = 0; j < ndim; j++)
+            if (spmd__sharding_block(a, fa, j) != spmd__sharding_block(b, fb, j))
+                return 0;
+    }
+    return 1;
+}
+
+spmd_status spmd_sharding_format(const spmd_sharding *sharding, char *buf, size_t size)
+{
+    SPMD_CHECK(spmd__sharding_check(sharding, "spmd_sharding_format", "sharding"));
+    spmd__strbuf sb;
+    SPMD_CHECK(spmd__strbuf_start(&sb, buf, size, "spmd_sharding_format"));
+    char mesh_text[SPMD__MESH_TEXT], spec_text[SPMD__SPEC_TEXT];
+    SPMD_CHECK(spmd_mesh_format(sharding->mesh, mesh_text, sizeof mesh_text));
+    SPMD_CHECK(spmd_spec_format(sharding->spec, spec_text, sizeof spec_text));
+    spmd__strbuf_printf(&sb, "NamedSharding(mesh=%s, spec=%s)", mesh_text, spec_text);
+    return spmd__strbuf_finish(&sb, "spmd_sharding_format");
+}

@@ -1,0 +1,48 @@
+/* Private: the named sharding structure, with the per-device block table precomputed. */
+#ifndef SPMD_SHARDING_IMPL_H
+#define SPMD_SHARDING_IMPL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <spmd/sharding.h>
+
+struct spmd_sharding {
+    uint32_t magic;
+    atomic_int refs;
+    spmd_mesh *mesh;
+    spmd_spec *spec;
+    int length;                                             /* spec entries */
+    int nblocks[SPMD_MAX_RANK];                             /* shards per dimension */
+    int entry_mesh_axis[SPMD_MAX_RANK][SPMD_MAX_MESH_AXES]; /* mesh axis of each spec name */
+    int *block;   /* [mesh size * length]: block index of each mesh position per dimension */
+    int *replica; /* [mesh size] */
+    int fully_replicated;
+};
+
+spmd_status spmd__sharding_check(const spmd_sharding *sh, const char *fn, const char *arg);
+
+/** Shards along dimension `dim` of an array (1 beyond the spec's length). */
+static inline int spmd__sharding_blocks(const spmd_sharding *sh, int dim)
+{
+    return dim < sh->length ? sh->nblocks[dim] : 1;
+}
+
+/** Block index of mesh position `flat` along dimension `dim` (0 beyond the spec's length). */
+static inline int spmd__sharding_block(const spmd_sharding *sh, int flat, int dim)
+{
+    return dim < sh->length ? sh->block[flat * sh->length + dim] : 0;
+}
+
+/** Box of mesh position `flat` for an array of `shape` (already checked). */
+void spmd__sharding_box(const spmd_sharding *sh, int ndim, const int64_t *shape, int flat,
+                        spmd_box *box);
+
+/**
+ * Validates `shape` for the sharding; `fn` and `what` (e.g. "input 2") name the caller and
+ * the array in messages.
+ */
+spmd_status spmd__sharding_check_shape(const spmd_sharding *sh, int ndim, const int64_t *shape,
+                                       const char *fn, const char *what);
+
+#endif /* SPMD_SHARDING_IMPL_H */

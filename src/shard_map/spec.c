@@ -1,0 +1,369 @@
+/* Partition specs: builder, parser for the Python spelling, formatting, equivalence. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "shard_map/spec_impl.h"
+
+spmd_status spmd__check_axis_name(const char *name, const char *what)
+{
+    SPMD_REQUIRE(name != NULL, SPMD_ERR_SPEC, "%s: axis name is NULL", what);
+    size_t len = strlen(name);
+    SPMD_REQUIRE(len > 0, SPMD_ERR_SPEC,
+                 "%s: empty axis name; name a mesh axis, or write None for an unsharded dimension",
+                 what);
+    SPMD_REQUIRE(len <= SPMD_MAX_AXIS_NAME, SPMD_ERR_SPEC,
+                 "%s: axis name \"%.20s...\" is %zu characters long; the limit is %d", what, name,
+                 len, SPMD_MAX_AXIS_NAME);
+    SPMD_REQUIRE(strcmp(name, "None") != 0, SPMD_ERR_SPEC,
+                 "%s: \"None\" cannot be an axis name (it means an unsharded dimension)", what);
+    for (const char *c = name; *c; c++)
+        SPMD_REQUIRE(isgraph((unsigned char)*c) && !strchr("'\"(),=", *c), SPMD_ERR_SPEC,
+                     "%s: axis name \"%s\" contains '%c'; use letters, digits and _.-", what, name,
+                     *c);
+    return SPMD_OK;
+}
+
+spmd_status spmd__spec_check(const spmd_spec *spec, const char *fn, const char *arg)
+{
+    SPMD_REQUIRE(spec != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, arg);
+    SPMD_REQUIRE(spec->magic == SPMD__MAGIC_SPEC, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: argument '%s' is not a live spmd_spec (destroyed, or another type)", fn, arg);
+    return SPMD_OK;
+}
+
+spmd_status spmd_spec_create(spmd_spec **out)
+{
+    SPMD_REQUIRE_NOT_NULL(out, "spmd_spec_create");
+    *out = NULL;
+    spmd_spec *s = calloc(1, sizeof *s);
+    SPMD_REQUIRE(s != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_spec_create: out of memory");
+    s->magic = SPMD__MAGIC_SPEC;
+    *out = s;
+    return SPMD_OK;
+}
+
+void spmd_spec_destroy(spmd_spec *spec)
+{
+    if (!spec || spec->magic != SPMD__MAGIC_SPEC)
+        return;
+    spec->magic = SPMD__MAGIC_DEAD;
+    free(spec);
+}
+
+spmd_status spmd_spec_copy(const spmd_spec *spec, spmd_spec **out)
+{
+    SPMD_REQUIRE_NOT_NULL(out, "spmd_spec_copy");
+    *out = NULL;
+    SPMD_CHECK(spmd__spec_check(spec, "spmd_spec_copy", "spec"));
+    spmd_spec *s = malloc(sizeof *s);
+    SPMD_REQUIRE(s != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_spec_copy: out of memory");
+    *s = *spec;
+    *out = s;
+    return SPMD_OK;
+}
+
+static int find_name(const spmd_spec *s, const char *name)
+{
+    for (int i = 0; i < s->num_names; i++)
+        if (strcmp(s->names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+spmd_status spmd_spec_append(spmd_spec *spec, int naxes, const char *const *axis_names)
+{
+    SPMD_CHECK(spmd__spec_check(spec, "spmd_spec_append", "spec"));
+    SPMD_REQUIRE(spec->length < SPMD_MAX_RANK, SPMD_ERR_SPEC,
+                 "spmd_spec_append: the spec already has %d entries, the most an array rank "
+                 "allows (SPMD_MAX_RANK)",
+                 SPMD_MAX_RANK);
+    SPMD_REQUIRE(naxes >= 0 && naxes <= SPMD_MAX_MESH_AXES, SPMD_ERR_SPEC,
+                 "spmd_spec_append: naxes is %d; use 0 (None) to %d", naxes, SPMD_MAX_MESH_AXES);
+    SPMD_REQUIRE(naxes == 0 || axis_names != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_spec_append: axis_names is NULL but naxes is %d", naxes);
+    spmd_spec next = *spec; /* built aside so that a failure leaves the spec unchanged */
+    int e = next.length;
+    for (int k = 0; k < naxes; k++) {
+        SPMD_CHECK(spmd__check_axis_name(axis_names[k], "spmd_spec_append"));
+        if (find_name(&next, axis_names[k]) >= 0) {
+            char text[SPMD__SPEC_TEXT];
+            spmd__ignore(spmd_spec_format(spec, text, sizeof text));
+            return SPMD_ERROR(SPMD_ERR_SPEC,
+                              "a partition spec can map every mesh axis to at most one dimension, "
+                              "but appending entry %d to %s gives duplicate entries for `%s`",
+                              e, text, axis_names[k]);
+        }
+        SPMD_REQUIRE(next.num_names < SPMD_MAX_MESH_AXES, SPMD_ERR_SPEC,
+                     "spmd_spec_append: a spec can use at most %d mesh axes (SPMD_MAX_MESH_AXES)",
+                     SPMD_MAX_MESH_AXES);
+        snprintf(next.names[next.num_names], sizeof next.names[0], "%s", axis_names[k]);
+        next.entry_axis[e][k] = next.num_names++;
+    }
+    next.entry_size[e] = naxes;
+    next.length++;
+    *spec = next;
+    return SPMD_OK;
+}
+
+spmd_status spmd_spec_append_axis(spmd_spec *spec, const char *axis_name)
+{
+    return spmd_spec_append(spec, axis_name ? 1 : 0, &axis_name);
+}
+
+int spmd_spec_length(const spmd_spec *spec)
+{
+    return spec && spec->magic == SPMD__MAGIC_SPEC ? spec->length : -1;
+}
+
+int spmd_spec_entry_size(const spmd_spec *spec, int i)
+{
+    if (spmd_spec_length(spec) < 0 || i < 0 || i >= spec->length)
+        return -1;
+    return spec->entry_size[i];
+}
+
+const char *spmd_spec_entry_axis(const spmd_spec *spec, int i, int k)
+{
+    int n = spmd_spec_entry_size(spec, i);
+    if (n < 0 || k < 0 || k >= n)
+        return NULL;
+    return spec->names[spec->entry_axis[i][k]];
+}
+
+int spmd_spec_is_equivalent(const spmd_spec *a, const spmd_spec *b)
+{
+    if (spmd_spec_length(a) < 0 || spmd_spec_length(b) < 0)
+        return 0;
+    int n = a->length > b->length ? a->length : b->length;
+    for (int i = 0; i < n; i++) {
+        int na = i < a->length ? a->entry_size[i] : 0;
+        int nb = i < b->length ? b->entry_size[i] : 0;
+        if (na != nb)
+            return 0;
+        for (int k = 0; k < na; k++)
+            if (strcmp(a->names[a->entry_axis[i][k]], b->names[b->entry_axis[i][k]]) != 0)
+                return 0;
+    }
+    return 1;
+}
+
+spmd_status spmd_spec_format(const spmd_spec *spec, char *buf, size_t size)
+{
+    SPMD_CHECK(spmd__spec_check(spec, "spmd_spec_format", "spec"));
+    spmd__strbuf sb;
+    SPMD_CHECK(spmd__strbuf_start(&sb, buf, size, "spmd_spec_format"));
+    spmd__strbuf_printf(&sb, "P(");
+    for (int i = 0; i < spec->length; i++) {
+        int n = spec->entry_size[i];
+        spmd__strbuf_printf(&sb, i ? ", " : "");
+        if (n == 0)
+            spmd__strbuf_printf(&sb, "None");
+        else if (n == 1)
+            spmd__strbuf_printf(&sb, "'%s'", spec->names[spec->entry_axis[i][0]]);
+        else
+            for (int k = 0; k < n; k++)
+                spmd__strbuf_printf(&sb, "%s'%s'%s", k ? ", " : "(",
+                                    spec->names[spec->entry_axis[i][k]], k == n - 1 ? ")" : "");
+    }
+    spmd__strbuf_printf(&sb, spec->length == 1 ? ",)" : ")");
+    return spmd__strbuf_finish(&sb, "spmd_spec_format");
+}
+
+/* ---- parser for the Python spelling ---- */
+
+typedef struct parser {
+    const char *text;
+    const char *p;
+} parser;
+
+static void skip_space(parser *ps)
+{
+    while (isspace((unsigned char)*ps->p))
+        ps->p++;
+}
+
+static int is_ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
+static int is_ident_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '-';
+}
+
+static spmd_status parse_error(const parser *ps, const char *what)
+{
+    return SPMD_ERROR(SPMD_ERR_SPEC, "spmd_spec_parse: %s at position %d of \"%s\"", what,
+                      (int)(ps->p - ps->text), ps->text);
+}
+
+/* Reads one name (quoted, or a bare identifier) into `name`; *is_none for a bare None. */
+static spmd_status parse_name(parser *ps, char *name, int *is_none)
+{
+    *is_none = 0;
+    char quote = *ps->p;
+    const char *start;
+    size_t len;
+    if (quote == '\'' || quote == '"') {
+        start = ++ps->p;
+        while (*ps->p && *ps->p != quote)
+            ps->p++;
+        if (!*ps->p)
+            return parse_error(ps, "unterminated quoted axis name");
+        len = (size_t)(ps->p - start);
+        ps->p++;
+        if (len == 0) {
+            ps->p -= 2;
+            return parse_error(ps, "empty axis name ''; write None for an unsharded dimension");
+        }
+    } else if (is_ident_start(*ps->p)) {
+        start = ps->p;
+        while (is_ident_char(*ps->p))
+            ps->p++;
+        len = (size_t)(ps->p - start);
+        if (len == 4 && strncmp(start, "None", 4) == 0) {
+            *is_none = 1;
+            return SPMD_OK;
+        }
+    } else if (*ps->p == ',' || *ps->p == ')' || *ps->p == '\0') {
+        return parse_error(ps, "empty entry; write None for an unsharded dimension");
+    } else {
+        return parse_error(ps, "expected an axis name, None or a tuple");
+    }
+    if (len > SPMD_MAX_AXIS_NAME)
+        return parse_error(ps, "axis name longer than SPMD_MAX_AXIS_NAME characters");
+    memcpy(name, start, len);
+    name[len] = '\0';
+    return spmd__check_axis_name(name, "spmd_spec_parse");
+}
+
+/* Appends a parsed entry; a builder error (an axis used twice, too many entries) is reported
+ * with the position of the entry in the text. */
+static spmd_status append_parsed(parser *ps, const char *entry_start, spmd_spec *spec, int n,
+                                 const char *const *names)
+{
+    spmd_status st = spmd_spec_append(spec, n, names);
+    if (st == SPMD_OK)
+        return st;
+    char detail[SPMD__MESSAGE_CAPACITY];
+    snprintf(detail, sizeof detail, "%s", spmd_last_error());
+    char *location = strstr(detail, " [src/");
+    if (location)
+        *location = '\0';
+    static const char prefix[] = "spmd_spec_append: ";
+    const char *what =
+        strncmp(detail, prefix, sizeof prefix - 1) == 0 ? detail + sizeof prefix - 1 : detail;
+    return SPMD_ERROR(st, "spmd_spec_parse: %s, at position %d of \"%s\"", what,
+                      (int)(entry_start - ps->text), ps->text);
+}
+
+/* entry := None | name | '(' [name (',' name)* [','] ] ')' */
+static spmd_status parse_entry(parser *ps, spmd_spec *spec)
+{
+    char names[SPMD_MAX_MESH_AXES][SPMD_MAX_AXIS_NAME + 1];
+    const char *ptrs[SPMD_MAX_MESH_AXES];
+    int n = 0, is_none = 0;
+    skip_space(ps);
+    const char *entry_start = ps->p;
+    if (*ps->p != '(') {
+        SPMD_CHECK(parse_name(ps, names[0], &is_none));
+        ptrs[0] = names[0];
+        return append_parsed(ps, entry_start, spec, is_none ? 0 : 1, ptrs);
+    }
+    const char *open = ps->p++;
+    for (;;) {
+        skip_space(ps);
+        if (*ps->p == ')')
+            break;
+        if (*ps->p == '(')
+            return parse_error(ps, "a tuple inside a partition spec cannot contain a nested tuple");
+        if (*ps->p == '\0') {
+            ps->p = open;
+            return parse_error(ps, "unbalanced parentheses: this '(' is never closed");
+        }
+        if (n == SPMD_MAX_MESH_AXES)
+            return parse_error(ps, "more than SPMD_MAX_MESH_AXES axes in one entry");
+        SPMD_CHECK(parse_name(ps, names[n], &is_none));
+        if (is_none)
+            return parse_error(ps, "None inside a tuple; list mesh axis names only");
+        ptrs[n] = names[n];
+        n++;
+        skip_space(ps);
+        if (*ps->p == ',')
+            ps->p++;
+        else if (*ps->p != ')' && *ps->p != '\0')
+            return parse_error(ps, "expected ',' or ')' after an axis name");
+    }
+    ps->p++;
+    return append_parsed(ps, entry_start, spec, n, ptrs);
+}
+
+/* Accepts P( / PartitionSpec( and returns 1 when a wrapper was consumed. */
+static int parse_wrapper(parser *ps)
+{
+    static const char *const wrappers[] = {"PartitionSpec", "P"};
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(wrappers[i]);
+        if (strncmp(ps->p, wrappers[i], n) == 0) {
+            const char *q = ps->p + n;
+            while (isspace((unsigned char)*q))
+                q++;
+            if (*q == '(') {
+                ps->p = q + 1;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static spmd_status parse_spec(parser *ps, spmd_spec *spec)
+{
+    skip_space(ps);
+    const char *wrapper_open = ps->p;
+    int wrapped = parse_wrapper(ps);
+    for (;;) {
+        skip_space(ps);
+        if (*ps->p == '\0' || (wrapped && *ps->p == ')'))
+            break;
+        SPMD_CHECK(parse_entry(ps, spec));
+        skip_space(ps);
+        if (*ps->p == ',') {
+            ps->p++;
+            skip_space(ps);
+            if (*ps->p == ',')
+                return parse_error(ps, "empty entry; write None for an unsharded dimension");
+        } else if (*ps->p != '\0' && !(wrapped && *ps->p == ')')) {
+            return parse_error(ps, *ps->p == ')' ? "unbalanced parentheses: unexpected ')'"
+                                                 : "expected ',' between entries");
+        }
+    }
+    if (wrapped) {
+        if (*ps->p != ')') {
+            ps->p = wrapper_open;
+            return parse_error(ps, "unbalanced parentheses: P( is never closed");
+        }
+        ps->p++;
+        skip_space(ps);
+        if (*ps->p != '\0')
+            return parse_error(ps, "unexpected text after the closing ')'");
+    }
+    return SPMD_OK;
+}
+
+spmd_status spmd_spec_parse(const char *text, spmd_spec **out)
+{
+    SPMD_REQUIRE_NOT_NULL(out, "spmd_spec_parse");
+    *out = NULL;
+    SPMD_REQUIRE_NOT_NULL(text, "spmd_spec_parse");
+    spmd_spec *spec = NULL;
+    SPMD_CHECK(spmd_spec_create(&spec));
+    parser ps = {text, text};
+    spmd_status st = parse_spec(&ps, spec);
+    if (st != SPMD_OK) {
+        spmd_spec_destroy(spec);
+        return st;
+    }
+    *out = spec;
+    return SPMD_OK;
+}

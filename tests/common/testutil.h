@@ -1,0 +1,52 @@
+/* Shared helpers for libspmd tests: cmocka plus status assertions and MPI-aware exit codes. */
+#ifndef SPMD_TESTUTIL_H
+#define SPMD_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <spmd.h>
+
+#define SPMD_TEST_SKIP 77
+
+/** Fails the current test, printing the status name and spmd_last_error(), unless OK. */
+#define assert_ok(expr)                                                                            \
+    do {                                                                                           \
+        spmd_status st_ = (expr);                                                                  \
+        if (st_ != SPMD_OK)                                                                        \
+            fail_msg("%s returned %s: %s", #expr, spmd_status_name(st_), spmd_last_error());       \
+    } while (0)
+
+/**
+ * Asserts that `expr` returns `expected` and that spmd_last_error() contains every
+ * NULL-terminated substring given after it.
+ */
+#define assert_status(expr, expected, ...)                                                         \
+    spmd_test_check_status((expr), (expected), #expr, __FILE__, __LINE__, __VA_ARGS__, (char *)NULL)
+
+void spmd_test_check_status(spmd_status got, spmd_status expected, const char *expr,
+                            const char *file, int line, ...);
+
+/** spmd_init with defaults; exits with status 1 (after printing why) on failure. */
+void spmd_test_init(void);
+
+/**
+ * Combines `failures` over every process (so they all agree), finalizes libspmd and returns
+ * the exit code: 0 when no process failed, 1 otherwise.
+ */
+int spmd_test_finish(int failures);
+
+/** Deterministic pseudo-random numbers (xorshift64*), independent of the C library. */
+typedef struct spmd_test_rng {
+    uint64_t state;
+} spmd_test_rng;
+uint64_t spmd_test_rng_next(spmd_test_rng *rng);
+/** Uniform integer in [0, n). */
+int spmd_test_rng_below(spmd_test_rng *rng, int n);
+
+#endif /* SPMD_TESTUTIL_H */

@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the Debian 12 packages libspmd builds and tests with, when any is missing.
+# Runs as root (or through sudo). The CUDA toolkit is optional and not installed here: when
+# nvcc is found (PATH or /usr/local/cuda), the CUDA backend is built as well.
+set -eu
+packages="build-essential cmake pkg-config git libopenmpi-dev openmpi-bin libcmocka-dev libcjson-dev"
+missing=""
+for p in $packages; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "installing:$missing"
+$sudo apt-get update -q
+# shellcheck disable=SC2086
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $missing

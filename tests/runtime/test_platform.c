@@ -1,0 +1,126 @@
+/* Platform and device-count selection from options and SPMD_* variables; clean failures. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdlib.h>
+
+#include "testutil.h"
+
+static void finalize_ok(void) { assert_ok(spmd_finalize()); }
+
+static void test_cuda_request(void **state)
+{
+    (void)state;
+    setenv("SPMD_PLATFORM", "cuda", 1);
+    spmd_status st = spmd_init(NULL);
+    unsetenv("SPMD_PLATFORM");
+    if (!(spmd_build_features() & SPMD_FEATURE_CUDA)) {
+        assert_int_equal(st, SPMD_ERR_UNSUPPORTED);
+        assert_non_null(strstr(spmd_last_error(), "built without CUDA"));
+    } else if (st == SPMD_OK) { /* a machine with a GPU */
+        assert_int_equal(spmd_runtime_platform(), SPMD_PLATFORM_CUDA);
+        spmd_device_info info;
+        assert_ok(spmd_device_get_info(spmd_local_device_id(0), &info));
+        assert_int_equal(info.platform, SPMD_PLATFORM_CUDA);
+        finalize_ok();
+    } else {
+        assert_int_equal(st, SPMD_ERR_BACKEND);
+        assert_non_null(strstr(spmd_last_error(), "no usable GPU"));
+        assert_non_null(strstr(spmd_last_error(), "SPMD_PLATFORM=cpu"));
+    }
+    assert_false(spmd_is_initialized());
+}
+
+static void test_cpu_after_failure(void **state)
+{
+    (void)state;
+    setenv("SPMD_PLATFORM", "bogus", 1);
+    assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, "SPMD_PLATFORM", "cpu or cuda");
+    assert_false(spmd_is_initialized());
+    assert_int_equal(spmd_process_index(), -1);
+    assert_int_equal(spmd_device_count(), 0);
+    setenv("SPMD_PLATFORM", "cpu", 1);
+    setenv("SPMD_NUM_CPU_DEVICES", "3", 1);
+    assert_ok(spmd_init(NULL));
+    assert_int_equal(spmd_runtime_platform(), SPMD_PLATFORM_CPU);
+    assert_int_equal(spmd_local_device_count(), 3);
+    assert_int_equal(spmd_device_count(), 3);
+    finalize_ok();
+    unsetenv("SPMD_PLATFORM");
+}
+
+static void test_bad_device_counts(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"0", "-2", "abc", "3x", "100000"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("SPMD_NUM_CPU_DEVICES", bad[i], 1);
+        assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, "SPMD_NUM_CPU_DEVICES", bad[i]);
+        assert_false(spmd_is_initialized());
+    }
+    setenv("SPMD_NUM_CPU_DEVICES", "2", 1);
+    setenv("SPMD_CUDA_DEVICES_PER_GPU", "0", 1);
+    assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, "SPMD_CUDA_DEVICES_PER_GPU");
+    unsetenv("SPMD_CUDA_DEVICES_PER_GPU");
+}
+
+/* An option set in code wins over the environment. */
+static void test_options_override_environment(void **state)
+{
+    (void)state;
+    setenv("SPMD_NUM_CPU_DEVICES", "2", 1);
+    spmd_init_options o;
+    assert_ok(spmd_init_options_init(&o, SPMD_INIT_OPTIONS_VERSION));
+    assert_int_equal(o.num_cpu_devices, 0);
+    assert_int_equal(o.platform, SPMD_AUTO);
+    o.num_cpu_devices = 5;
+    o.platform = SPMD_PLATFORM_CPU;
+    o.use_mpi = 0;
+    assert_ok(spmd_init(&o));
+    assert_int_equal(spmd_local_device_count(), 5);
+    assert_int_equal(spmd_process_count(), 1);
+    finalize_ok();
+    unsetenv("SPMD_NUM_CPU_DEVICES");
+    assert_ok(spmd_init(NULL));
+    assert_int_equal(spmd_local_device_count(), 1); /* the documented default */
+    finalize_ok();
+    assert_status(spmd_init_options_init(&o, 99), SPMD_ERR_INVALID_ARGUMENT, "version");
+}
+
+static void test_finalize_without_init(void **state)
+{
+    (void)state;
+    assert_status(spmd_finalize(), SPMD_ERR_INVALID_ARGUMENT, "not initialized");
+}
+
+/* With MPI built, use_mpi=1 outside mpirun starts a one-process MPI (a singleton); MPI cannot
+ * start twice in one process, which the second attempt must say. Runs last for that reason. */
+static void test_forced_mpi(void **state)
+{
+    (void)state;
+    spmd_init_options o = SPMD_INIT_OPTIONS_INIT;
+    o.use_mpi = 1;
+    if (!(spmd_build_features() & SPMD_FEATURE_MPI)) {
+        assert_status(spmd_init(&o), SPMD_ERR_UNSUPPORTED, "without MPI");
+        return;
+    }
+    assert_ok(spmd_init(&o));
+    assert_int_equal(spmd_process_count(), 1);
+    finalize_ok();
+    assert_status(spmd_init(&o), SPMD_ERR_DISTRIBUTED, "finalized");
+    o.use_mpi = SPMD_AUTO; /* no launcher: a plain single process still works */
+    assert_ok(spmd_init(&o));
+    finalize_ok();
+}
+
+int main(void)
+{
+    unsetenv("SPMD_PLATFORM");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_request),
+        cmocka_unit_test(test_cpu_after_failure),
+        cmocka_unit_test(test_bad_device_counts),
+        cmocka_unit_test(test_options_override_environment),
+        cmocka_unit_test(test_finalize_without_init),
+        cmocka_unit_test(test_forced_mpi),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+}
