@@ -95,8 +95,8 @@ spmd_status spmd__strbuf_start(spmd__strbuf *sb, char *buf, size_t size, const c
 spmd_status spmd__strbuf_finish(const spmd__strbuf *sb, const char *fn)
 {
     SPMD_REQUIRE(spmd__strbuf_fits(sb), SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: buffer of %zu bytes is too small; %zu are needed (the text is truncated)",
-                 fn, sb->size, sb->len + 1);
+                 "%s: buffer of %zu bytes is too small; %zu are needed (the text is truncated)", fn,
+                 sb->size, sb->len + 1);
     return SPMD_OK;
 }
 
