@@ -1,7 +1,8 @@
 /*
  * The toy program of JAX's multi-controller guide, in C: a (4, 2) mesh named ('i', 'j') over
- * all 8 devices, the global array arange(32).reshape(4, 8) sharded P('i', 'j'), and each
- * process printing the shards it holds.
+ * all 8 devices, the global array arange(32).reshape(4, 8) sharded P('i', 'j'); each process
+ * prints the shards it holds, then computes sum(sin(x)) with shard_map and psum and prints the
+ * replicated result.
  *
  *   mpirun -np 4 -x SPMD_NUM_CPU_DEVICES=2 ./toy     # 4 processes x 2 devices
  *   SPMD_NUM_CPU_DEVICES=8 ./toy                     # 1 process x 8 devices
@@ -38,6 +39,28 @@ static void print_block(int device, const int32_t *data, int64_t rows, int64_t c
         n += snprintf(line + n, sizeof line - (size_t)n, "]");
     }
     printf("%s]\n", line);
+}
+
+/* shard_map body: this device's partial sum of sin(x), then the sum over the whole mesh. */
+static spmd_status sum_of_sin(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                              spmd_block *out, void *user)
+{
+    (void)nin;
+    (void)nout;
+    (void)user;
+    spmd_block x, partial;
+    spmd_status st = spmd_ctx_alloc(ctx, in[0].ndim, in[0].shape, SPMD_DTYPE_F32, &x);
+    if (st == SPMD_OK)
+        st = spmd_op_copy(ctx, &in[0], &x); /* int32 -> float32 */
+    if (st == SPMD_OK)
+        st = spmd_op_unary(ctx, SPMD_UNARY_SIN, &x, &x);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 0, NULL, SPMD_DTYPE_F32, &partial);
+    if (st == SPMD_OK)
+        st = spmd_op_reduce(ctx, SPMD_REDUCE_SUM, &x, SPMD_ALL_AXES, &partial);
+    if (st == SPMD_OK)
+        st = spmd_psum(ctx, &partial, &out[0], "i,j");
+    return st;
 }
 
 #define CHECK(call)                                                                                \
@@ -81,6 +104,22 @@ int main(void)
     }
     fflush(stdout);
 
+    /* out_specs P(): the scalar result is replicated on every device of the mesh. */
+    spmd_spec *in_spec = NULL, *out_spec = NULL;
+    CHECK(spmd_spec_parse("'i', 'j'", &in_spec));
+    CHECK(spmd_spec_parse("", &out_spec));
+    const spmd_out_desc scalar = {0, {0}, SPMD_DTYPE_F32};
+    spmd_array *result = NULL;
+    CHECK(spmd_shard_map(mesh, sum_of_sin, NULL, 1, &global, (const spmd_spec *const *)&in_spec, 1,
+                         &scalar, (const spmd_spec *const *)&out_spec, NULL, &result));
+    float value = 0;
+    CHECK(spmd_array_to_host(result, &value, sizeof value));
+    printf("process=%d got result: %.7g\n", spmd_process_index(), value);
+    fflush(stdout);
+
+    spmd_array_destroy(result);
+    spmd_spec_destroy(in_spec);
+    spmd_spec_destroy(out_spec);
     spmd_array_destroy(global);
     spmd_sharding_destroy(sharding);
     spmd_mesh_destroy(mesh);

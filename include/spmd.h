@@ -14,5 +14,7 @@
 #include "spmd/spec.h"
 #include "spmd/sharding.h"
 #include "spmd/array.h"
+#include "spmd/shard_map.h"
+#include "spmd/ops.h"
 
 #endif /* SPMD_H */

@@ -53,6 +53,18 @@ void spmd__error_set_raw(const char *msg);
             goto label;                                                                            \
     } while (0)
 
+/** Copies NUL-terminated text into dst (size bytes), truncating quietly. */
+static inline void spmd__copy_text(char *dst, size_t size, const char *src)
+{
+    size_t n = 0;
+    while (n + 1 < size && src[n])
+        n++;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = src[i];
+    if (size)
+        dst[n] = '\0';
+}
+
 /** Marks a status as deliberately unused (formatting text for a message already failing). */
 static inline void spmd__ignore(spmd_status st) { (void)st; }
 

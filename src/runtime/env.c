@@ -24,6 +24,22 @@ spmd_status spmd__env_int(const char *name, long min, long max, long *value, int
     return SPMD_OK;
 }
 
+spmd_status spmd__env_seconds(const char *name, double *seconds)
+{
+    const char *text = getenv(name);
+    if (!text || !*text)
+        return SPMD_OK;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    SPMD_REQUIRE(errno == 0 && *end == '\0' && v > 0 && v <= 1e7, SPMD_ERR_INVALID_ARGUMENT,
+                 "environment variable %s=\"%s\" is not a number of seconds in (0, 1e7]; set it "
+                 "to one or unset it",
+                 name, text);
+    *seconds = v;
+    return SPMD_OK;
+}
+
 int spmd__launcher_process_count(const char **launcher)
 {
     /* Variables that each launcher sets in every process it starts. */

@@ -11,4 +11,10 @@
  */
 spmd_status spmd__env_int(const char *name, long min, long max, long *value, int *is_set);
 
+/**
+ * Reads a duration in seconds (a positive decimal number) from variable `name` into
+ * *seconds when it is set; SPMD_ERR_INVALID_ARGUMENT naming it otherwise.
+ */
+spmd_status spmd__env_seconds(const char *name, double *seconds);
+
 #endif /* SPMD_RUNTIME_ENV_H */

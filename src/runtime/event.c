@@ -1,6 +1,8 @@
 #include "runtime/event.h"
 
+#include <errno.h>
 #include <sched.h>
+#include <time.h>
 
 static atomic_int spin_limit = 0;
 static atomic_int yield_limit = 64;
@@ -16,7 +18,12 @@ void spmd__event_init(spmd__event *e)
     atomic_init(&e->seq, 0);
     atomic_init(&e->sleepers, 0);
     pthread_mutex_init(&e->mutex, NULL);
-    pthread_cond_init(&e->cond, NULL);
+    /* Timed waits measure against the monotonic clock, immune to wall-clock changes. */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cond, &attr);
+    pthread_condattr_destroy(&attr);
 }
 
 void spmd__event_destroy(spmd__event *e)
@@ -58,6 +65,42 @@ void spmd__event_wait(spmd__event *e, unsigned seen)
         pthread_cond_wait(&e->cond, &e->mutex);
     atomic_fetch_sub(&e->sleepers, 1);
     pthread_mutex_unlock(&e->mutex);
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int spmd__event_wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, int64_t poll_ns)
+{
+    int spins = atomic_load_explicit(&spin_limit, memory_order_relaxed);
+    int yields = atomic_load_explicit(&yield_limit, memory_order_relaxed);
+    for (int i = 0; i < spins; i++) {
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
+            return 0;
+        cpu_relax();
+    }
+    for (int i = 0; i < yields; i++) {
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
+            return 0;
+        sched_yield();
+    }
+    int64_t now = now_ns();
+    if (now >= deadline_ns)
+        return atomic_load(&e->seq) == seen;
+    int64_t until = now + poll_ns < deadline_ns ? now + poll_ns : deadline_ns;
+    struct timespec ts = {(time_t)(until / 1000000000), (long)(until % 1000000000)};
+    int timed_out = 0;
+    pthread_mutex_lock(&e->mutex);
+    atomic_fetch_add(&e->sleepers, 1);
+    while (atomic_load(&e->seq) == seen && !timed_out)
+        timed_out = pthread_cond_timedwait(&e->cond, &e->mutex, &ts) == ETIMEDOUT;
+    atomic_fetch_sub(&e->sleepers, 1);
+    pthread_mutex_unlock(&e->mutex);
+    return timed_out && until >= deadline_ns && atomic_load(&e->seq) == seen;
 }
 
 void spmd__event_signal(spmd__event *e)

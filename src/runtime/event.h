@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 typedef struct spmd__event {
     atomic_uint seq;     /* bumped by every signal */
@@ -18,6 +19,11 @@ void spmd__event_destroy(spmd__event *e);
 unsigned spmd__event_seq(spmd__event *e);
 /** Returns once the event has been signalled after `seen` was read (may return early). */
 void spmd__event_wait(spmd__event *e, unsigned seen);
+/**
+ * As spmd__event_wait, but gives up at `deadline_ns` (CLOCK_MONOTONIC) and wakes at least every
+ * `poll_ns` so that the caller can look at other conditions. Returns 1 on timeout, else 0.
+ */
+int spmd__event_wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, int64_t poll_ns);
 void spmd__event_signal(spmd__event *e);
 
 /**

@@ -17,6 +17,9 @@ spmd_status spmd__proc_allgather(const void *send, void *recv, size_t bytes);
 /** Number of processes of the group on this machine (1 without MPI). */
 int spmd__proc_node_count(void);
 
+/** 1 when MPI runs with MPI_THREAD_MULTIPLE (device threads may call it at once). */
+int spmd__mpi_thread_multiple(void);
+
 /** Process count announced by a launcher (mpirun, srun, hydra) in the environment; 0 if none. */
 int spmd__launcher_process_count(const char **launcher);
 

@@ -13,6 +13,7 @@
 static MPI_Comm comm = MPI_COMM_NULL;
 static int node_count = 1;
 static int initialized_mpi; /* spmd_init called MPI_Init_thread, so it finalizes MPI too */
+static int thread_multiple;
 
 static spmd_status mpi_error(int rc, const char *what)
 {
@@ -32,6 +33,9 @@ static spmd_status mpi_error(int rc, const char *what)
 
 static spmd_status use_comm(MPI_Comm base, int *index, int *count)
 {
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    thread_multiple = level >= MPI_THREAD_MULTIPLE;
     MPI_REQUIRE(MPI_Comm_dup(base, &comm), "MPI_Comm_dup");
     MPI_REQUIRE(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     MPI_REQUIRE(MPI_Comm_rank(comm, index), "MPI_Comm_rank");
@@ -100,6 +104,8 @@ spmd_status spmd__proc_allgather(const void *send, void *recv, size_t bytes)
 }
 
 int spmd__proc_node_count(void) { return node_count; }
+
+int spmd__mpi_thread_multiple(void) { return thread_multiple; }
 
 spmd_status spmd_init_mpi(MPI_Comm user, const spmd_init_options *opts)
 {

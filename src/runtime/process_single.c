@@ -32,3 +32,5 @@ spmd_status spmd__proc_allgather(const void *send, void *recv, size_t bytes)
 }
 
 int spmd__proc_node_count(void) { return 1; }
+
+int spmd__mpi_thread_multiple(void) { return 1; }

@@ -20,6 +20,8 @@
 #include "runtime/worker.h"
 
 #define MAX_DEVICES_PER_GPU 64
+/* Long enough for a slow step on another process; short enough to report a mistake. */
+#define DEFAULT_COLLECTIVE_TIMEOUT_S 300.0
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_count;
@@ -133,6 +135,9 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     long per_gpu = 1;
     SPMD_CHECK(
         spmd__env_int("SPMD_CUDA_DEVICES_PER_GPU", 1, MAX_DEVICES_PER_GPU, &per_gpu, &from_env));
+    double timeout_s = DEFAULT_COLLECTIVE_TIMEOUT_S;
+    SPMD_CHECK(spmd__env_seconds("SPMD_COLLECTIVE_TIMEOUT", &timeout_s));
+    rt.collective_timeout_ns = (int64_t)(timeout_s * 1e9);
     int gpus = 0;
 #ifdef SPMD_HAVE_CUDA
     if (platform == SPMD_AUTO) {

@@ -16,6 +16,7 @@ typedef struct spmd__runtime {
     int num_local;
     int first_local;  /* global id of local ordinal 0: ids are process-major */
     unsigned session; /* bumped by every start-up; meshes remember theirs */
+    int64_t collective_timeout_ns; /* $SPMD_COLLECTIVE_TIMEOUT */
 } spmd__runtime;
 
 /** The runtime, or NULL (with an error naming `fn`) when libspmd is not initialized. */

@@ -16,6 +16,10 @@ spmd_status spmd__array_check(const spmd_array *a, const char *fn, const char *a
     SPMD_REQUIRE(a->magic == SPMD__MAGIC_ARRAY, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: argument '%s' is not a live spmd_array (destroyed, or another type)", fn,
                  arg);
+    SPMD_REQUIRE(!a->deleted, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: argument '%s' has been deleted: it was donated to spmd_shard_map and its "
+                 "buffers now belong to that call's output; use the output instead",
+                 fn, arg);
     if (!spmd__runtime_get_session(fn, a->sharding->mesh->session))
         return SPMD_ERR_INVALID_ARGUMENT;
     return SPMD_OK;
@@ -90,6 +94,23 @@ spmd_status spmd__array_create_empty(const spmd_sharding *sharding, int ndim, co
     }
     *out = a;
     return SPMD_OK;
+}
+
+int spmd__array_shard_of_device(const spmd_array *a, int device_id)
+{
+    for (int i = 0; i < a->num_shards; i++)
+        if (a->shards[i].device_id == device_id)
+            return i;
+    return -1;
+}
+
+void spmd__array_mark_deleted(spmd_array *a)
+{
+    for (int i = 0; i < a->num_shards; i++) {
+        spmd__buffer_release(a->shards[i].buffer);
+        a->shards[i].buffer = NULL;
+    }
+    a->deleted = 1;
 }
 
 /* ---- per-shard work on the devices' workers ---- */

@@ -27,7 +27,14 @@ struct spmd_array {
     spmd_sharding *sharding;
     int num_shards; /* addressable devices, mesh flat order */
     spmd__shard_slot *shards;
+    int deleted; /* donated: its buffers now belong to another array */
 };
+
+/** Index of the shard of global device `device_id`, or -1. */
+int spmd__array_shard_of_device(const spmd_array *a, int device_id);
+
+/** Gives up the array's buffers (donation): later uses fail with a clear message. */
+void spmd__array_mark_deleted(spmd_array *a);
 
 spmd_status spmd__array_check(const spmd_array *a, const char *fn, const char *arg);
 

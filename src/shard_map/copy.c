@@ -12,48 +12,82 @@ int64_t spmd__shape_elements(int ndim, const int64_t *shape)
     return n;
 }
 
-void spmd__copy_region(size_t elem_size, int ndim, const int64_t *extent, void *dst,
-                       const int64_t *dst_shape, const int64_t *dst_start, const void *src,
-                       const int64_t *src_shape, const int64_t *src_start)
+void spmd__dense_strides(int ndim, const int64_t *shape, int64_t *strides)
 {
-    if (ndim == 0) {
-        memcpy(dst, src, elem_size);
-        return;
-    }
-    int64_t dst_stride[SPMD_MAX_RANK], src_stride[SPMD_MAX_RANK];
-    int64_t ds = 1, ss = 1;
+    int64_t s = 1;
     for (int d = ndim - 1; d >= 0; d--) {
-        dst_stride[d] = ds;
-        src_stride[d] = ss;
-        ds *= dst_shape[d];
-        ss *= src_shape[d];
+        strides[d] = s;
+        s *= shape[d];
     }
-    /* Dimensions inner..ndim-1 form one contiguous run in both arrays. */
-    int inner = ndim - 1;
-    int64_t run = extent[inner];
-    while (inner > 0 && extent[inner] == dst_shape[inner] && extent[inner] == src_shape[inner]) {
-        inner--;
-        run *= extent[inner];
-    }
-    int64_t dst_base = 0, src_base = 0;
+}
+
+void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void *dst,
+                        const int64_t *dst_strides, const void *src, const int64_t *src_strides)
+{
+    /* Drop unit dimensions, then merge dimension d into d+1 while both layouts are
+     * contiguous across them. */
+    int64_t ext[SPMD_MAX_RANK + 1], ds[SPMD_MAX_RANK + 1], ss[SPMD_MAX_RANK + 1];
+    int n = 0;
     for (int d = 0; d < ndim; d++) {
-        dst_base += dst_start[d] * dst_stride[d];
-        src_base += src_start[d] * src_stride[d];
+        if (extent[d] == 0)
+            return;
+        if (extent[d] == 1)
+            continue;
+        ext[n] = extent[d];
+        ds[n] = dst_strides[d];
+        ss[n] = src_strides[d];
+        n++;
     }
-    size_t run_bytes = (size_t)run * elem_size;
-    int64_t idx[SPMD_MAX_RANK] = {0};
-    for (;;) {
-        int64_t dst_off = dst_base, src_off = src_base;
-        for (int d = 0; d < inner; d++) {
-            dst_off += idx[d] * dst_stride[d];
-            src_off += idx[d] * src_stride[d];
+    int m = 0;
+    for (int d = 0; d < n; d++) {
+        if (m > 0 && ds[m - 1] == ds[d] * ext[d] && ss[m - 1] == ss[d] * ext[d]) {
+            ext[m - 1] *= ext[d];
+            ds[m - 1] = ds[d];
+            ss[m - 1] = ss[d];
+        } else {
+            ext[m] = ext[d];
+            ds[m] = ds[d];
+            ss[m] = ss[d];
+            m++;
         }
-        memcpy((char *)dst + (size_t)dst_off * elem_size,
-               (const char *)src + (size_t)src_off * elem_size, run_bytes);
-        int d = inner - 1;
-        while (d >= 0 && ++idx[d] == extent[d])
+    }
+    /* The innermost run is one memcpy when contiguous in both. */
+    size_t run = 1;
+    int outer = m;
+    if (m > 0 && ds[m - 1] == 1 && ss[m - 1] == 1) {
+        run = (size_t)ext[m - 1];
+        outer = m - 1;
+    }
+    size_t run_bytes = run * elem_size;
+    int64_t idx[SPMD_MAX_RANK + 1] = {0};
+    for (;;) {
+        int64_t doff = 0, soff = 0;
+        for (int d = 0; d < outer; d++) {
+            doff += idx[d] * ds[d];
+            soff += idx[d] * ss[d];
+        }
+        memcpy((char *)dst + (size_t)doff * elem_size, (const char *)src + (size_t)soff * elem_size,
+               run_bytes);
+        int d = outer - 1;
+        while (d >= 0 && ++idx[d] == ext[d])
             idx[d--] = 0;
         if (d < 0)
             return;
     }
+}
+
+void spmd__copy_region(size_t elem_size, int ndim, const int64_t *extent, void *dst,
+                       const int64_t *dst_shape, const int64_t *dst_start, const void *src,
+                       const int64_t *src_shape, const int64_t *src_start)
+{
+    int64_t ds[SPMD_MAX_RANK + 1], ss[SPMD_MAX_RANK + 1];
+    spmd__dense_strides(ndim, dst_shape, ds);
+    spmd__dense_strides(ndim, src_shape, ss);
+    int64_t doff = 0, soff = 0;
+    for (int d = 0; d < ndim; d++) {
+        doff += dst_start[d] * ds[d];
+        soff += src_start[d] * ss[d];
+    }
+    spmd__copy_strided(elem_size, ndim, extent, (char *)dst + (size_t)doff * elem_size, ds,
+                       (const char *)src + (size_t)soff * elem_size, ss);
 }

@@ -14,6 +14,16 @@ void spmd__copy_region(size_t elem_size, int ndim, const int64_t *extent, void *
                        const int64_t *dst_shape, const int64_t *dst_start, const void *src,
                        const int64_t *src_shape, const int64_t *src_start);
 
+/**
+ * Copies `extent` elements per dimension between arbitrary strided layouts (strides in
+ * elements). Innermost dimensions contiguous in both are merged into memcpy runs.
+ */
+void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void *dst,
+                        const int64_t *dst_strides, const void *src, const int64_t *src_strides);
+
+/** Row-major strides (in elements) of a dense array of `shape`. */
+void spmd__dense_strides(int ndim, const int64_t *shape, int64_t *strides);
+
 /** Number of elements of a shape (the product of its extents; 1 for rank 0). */
 int64_t spmd__shape_elements(int ndim, const int64_t *shape);
 

@@ -5,6 +5,7 @@
 
 #include "runtime/check.h"
 #include "runtime/runtime_impl.h"
+#include "shard_map/groups.h"
 #include "shard_map/mesh_impl.h"
 #include "shard_map/spec_impl.h"
 
@@ -27,6 +28,7 @@ void spmd__mesh_coords(const spmd_mesh *mesh, int flat, int *coords)
 static void mesh_free(spmd_mesh *m)
 {
     m->magic = SPMD__MAGIC_DEAD;
+    spmd__mesh_state_destroy(m->state);
     free(m->device_ids);
     free(m->process_of);
     free(m->position_of);
@@ -179,6 +181,12 @@ spmd_status spmd_mesh_create(int ndim, const int *shape, const char *const *axis
         mesh_free(m);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
     }
+    m->state = calloc(1, sizeof *m->state);
+    if (!m->state) {
+        mesh_free(m);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
+    }
+    pthread_mutex_init(&m->state->lock, NULL);
     for (int i = 0; i < rt->num_devices; i++)
         m->position_of[i] = -1;
     spmd_status st = place_devices(m, rt, device_ids, num_device_ids);

@@ -26,6 +26,7 @@ struct spmd_mesh {
     int local_shape[SPMD_MAX_MESH_AXES];  /* valid when contiguous and num_local > 0 */
     int local_origin[SPMD_MAX_MESH_AXES]; /* first coordinate of this process's subcube */
     char why_not_contiguous[512];
+    struct spmd__mesh_state *state; /* shard_map's groups and communicators */
 };
 
 spmd_status spmd__mesh_check(const spmd_mesh *mesh, const char *fn, const char *arg);

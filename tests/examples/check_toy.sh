@@ -1,8 +1,9 @@
 #!/bin/sh
 # usage: check_toy.sh PROCS DEVICES_PER_PROC TOY [MPIEXEC]
 # Runs examples/toy and checks that every process printed exactly its own shards of
-# arange(32).reshape(4, 8) under P('i', 'j') on the (4, 2) mesh: device d holds row d/2,
-# columns 4*(d%2) .. 4*(d%2)+3.
+# arange(32).reshape(4, 8) under P('i', 'j') on the (4, 2) mesh (device d holds row d/2,
+# columns 4*(d%2) .. 4*(d%2)+3), and the shard_map result sum(sin(arange(32))) =
+# -0.12398729 (float32: within 1e-5), once per process.
 set -eu
 procs=$1 per=$2 toy=$3 mpiexec=${4:-}
 if [ "$procs" -gt 1 ]; then
@@ -20,7 +21,19 @@ while [ "$d" -lt 8 ]; do
 "
     d=$((d + 1))
 done
-got=$(printf '%s\n' "$out" | sort)
+results=$(printf '%s\n' "$out" | grep 'got result' || true)
+shards=$(printf '%s\n' "$out" | grep -v 'got result' || true)
+p=0
+while [ "$p" -lt "$procs" ]; do
+    value=$(printf '%s\n' "$results" | sed -n "s/^\[1,$p\]<stdout>:process=$p got result: //p")
+    if [ -z "$value" ] || ! awk -v v="$value" 'BEGIN { d = v + 0.12398729; exit !(d < 1e-5 && d > -1e-5) }'; then
+        printf 'process %d: expected "process=%d got result: -0.1239873" (within 1e-5), got:\n%s\n' \
+            "$p" "$p" "$results"
+        exit 1
+    fi
+    p=$((p + 1))
+done
+got=$(printf '%s\n' "$shards" | sort)
 want=$(printf '%s' "$expected" | sort)
 if [ "$got" != "$want" ]; then
     printf 'toy output differs.\n--- expected\n%s\n--- got\n%s\n' "$want" "$got"

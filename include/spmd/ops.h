@@ -1,0 +1,81 @@
+/* Block operations for fn bodies, on the calling device (CPU loops and OpenBLAS now; the CUDA
+ * backend runs the same calls on the GPU). Blocks are dense and row-major. `ctx` may be NULL
+ * outside shard_map, for blocks in host memory. */
+#ifndef SPMD_OPS_H
+#define SPMD_OPS_H
+
+#include "spmd/export.h"
+#include "spmd/shard_map.h"
+#include "spmd/status.h"
+
+SPMD_BEGIN_DECLS
+
+typedef enum spmd_unary_op {
+    SPMD_UNARY_NEG,
+    SPMD_UNARY_EXP,
+    SPMD_UNARY_LOG,
+    SPMD_UNARY_SIN,
+    SPMD_UNARY_COS,
+    SPMD_UNARY_TANH,
+    SPMD_UNARY_RELU
+} spmd_unary_op;
+
+typedef enum spmd_binary_op {
+    SPMD_BINARY_ADD,
+    SPMD_BINARY_SUB,
+    SPMD_BINARY_MUL,
+    SPMD_BINARY_DIV,
+    SPMD_BINARY_MAX,
+    SPMD_BINARY_MIN
+} spmd_binary_op;
+
+typedef enum spmd_reduce_kind { SPMD_REDUCE_SUM, SPMD_REDUCE_MAX, SPMD_REDUCE_MEAN } spmd_reduce_kind;
+
+/** Axis value of spmd_op_reduce that reduces over every dimension (to a scalar). */
+#define SPMD_ALL_AXES (-1000)
+
+/** out[:] = value. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value);
+/** out[i] = start + i * step over the row-major flat index i. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_iota(spmd_ctx *ctx, spmd_block *out, double start,
+                                                 double step);
+/** out = in, converted to out's dtype (same shape); in == out is allowed for equal dtypes. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_copy(spmd_ctx *ctx, const spmd_block *in,
+                                                 spmd_block *out);
+/**
+ * out = op(in), elementwise (same shape and dtype; in place allowed). exp, log, sin, cos and
+ * tanh need a float dtype; neg and relu also take int32/int64.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op,
+                                                  const spmd_block *in, spmd_block *out);
+/**
+ * out = a op b elementwise, out shaped like a (in place allowed). b is either a's shape, a
+ * single element (scalar broadcast), or a's last dimension (row broadcast). Integer division
+ * truncates; dividing an integer by zero is an error.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op op,
+                                                   const spmd_block *a, const spmd_block *b,
+                                                   spmd_block *out);
+/** out = a op s for a host scalar s. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op,
+                                                          const spmd_block *a, double s,
+                                                          spmd_block *out);
+/**
+ * Sum, max or mean over `axis` (negative counts from the end), out shaped like in without that
+ * dimension; or over all dimensions with SPMD_ALL_AXES, out a scalar (rank 0). Floats
+ * accumulate in double; mean needs a float out.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind,
+                                                   const spmd_block *in, int axis,
+                                                   spmd_block *out);
+/**
+ * C = alpha * op(A) op(B) + beta * C for 2-D blocks, op = transpose when trans_* is nonzero.
+ * float32/float64 through OpenBLAS; float16/bfloat16 accumulate in float32.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b,
+                                                 double alpha, const spmd_block *a,
+                                                 const spmd_block *b, double beta, spmd_block *c);
+
+SPMD_END_DECLS
+
+#endif /* SPMD_OPS_H */

@@ -1,0 +1,198 @@
+/* shard_map: run a C function once per mesh device on its block, with collectives inside. */
+#ifndef SPMD_SHARD_MAP_H
+#define SPMD_SHARD_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spmd/array.h"
+#include "spmd/dtype.h"
+#include "spmd/export.h"
+#include "spmd/mesh.h"
+#include "spmd/spec.h"
+#include "spmd/status.h"
+
+SPMD_BEGIN_DECLS
+
+/** What fn sees of one array on one device: its block, rank-preserving (global / shards). */
+typedef struct spmd_block {
+    void *data; /**< device memory of the calling device (host memory on cpu) */
+    spmd_dtype dtype;
+    int ndim;
+    int64_t shape[SPMD_MAX_RANK];
+} spmd_block;
+
+/** Per-device context of one shard_map call; valid only inside fn, on its own device. */
+typedef struct spmd_ctx spmd_ctx;
+
+/**
+ * The per-device body. `in` are the input blocks (read-only unless donated), `out` the output
+ * blocks to fill (uninitialized memory). Return SPMD_OK, or an error that becomes the status of
+ * the whole call (the other devices' pending collectives are released with an error too).
+ */
+typedef spmd_status (*spmd_fn)(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                               spmd_block *out, void *user);
+
+/** Global shape and dtype of one output (C cannot trace fn to find them). */
+typedef struct spmd_out_desc {
+    int ndim;
+    int64_t shape[SPMD_MAX_RANK];
+    spmd_dtype dtype;
+} spmd_out_desc;
+
+typedef struct spmd_shard_map_options {
+    unsigned int version;    /**< SPMD_SHARD_MAP_OPTIONS_VERSION */
+    /**
+     * 1 (default): verify that every output is identical along the mesh axes its out_spec
+     * leaves out (the replication it claims), failing with SPMD_ERR_SPEC otherwise. 0: trust
+     * it, as JAX's check_vma=False does.
+     */
+    int check_replication;
+    /**
+     * Inputs handed to the call (may be NULL): donate[i] != 0 gives input i's buffers to the
+     * first output with the same block shape and dtype, with no copy: fn then sees
+     * in[i].data == out[j].data and must tolerate the aliasing. The donated array is deleted
+     * (later use fails); one that matches no output, or shares its buffers, is only deleted,
+     * with a logged warning.
+     */
+    const int *donate;
+} spmd_shard_map_options;
+
+#define SPMD_SHARD_MAP_OPTIONS_VERSION 1
+#define SPMD_SHARD_MAP_OPTIONS_INIT {SPMD_SHARD_MAP_OPTIONS_VERSION, 1, NULL}
+
+SPMD_API SPMD_NODISCARD spmd_status spmd_shard_map_options_init(spmd_shard_map_options *opts,
+                                                                unsigned int version);
+
+/**
+ * jax.shard_map(fn, mesh, in_specs, out_specs): runs fn once per device of `mesh` that this
+ * process owns, concurrently, each on its own worker, with the blocks of the inputs given by
+ * in_specs, and assembles the outputs described by out_descs/out_specs.
+ *
+ * Collective over: every process that owns a device of `mesh`, in the same order, with the
+ * same arguments. Processes outside the mesh do not call it.
+ * @param in_arrays  their shardings must place the same boxes on the same devices as
+ *        NamedSharding(mesh, in_specs[i]) (no implicit resharding).
+ * @param out_arrays receives nout new arrays, sharded NamedSharding(mesh, out_specs[j]).
+ * @return SPMD_OK; SPMD_ERR_SPEC (unknown axis, or out_specs claim a replication the values do
+ *         not have); SPMD_ERR_SHAPE; SPMD_ERR_INCOMPATIBLE_DEVICES (an input laid out
+ *         differently: reshard it first); the status fn returned on some device;
+ *         SPMD_ERR_COLLECTIVE_MISMATCH / SPMD_ERR_TIMEOUT / SPMD_ERR_DISTRIBUTED (devices or
+ *         processes disagreed or did not arrive; the message names them; the mesh's
+ *         communicators are rebuilt on the next call).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_shard_map(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
+                                                   spmd_array *const *in_arrays,
+                                                   const spmd_spec *const *in_specs, int nout,
+                                                   const spmd_out_desc *out_descs,
+                                                   const spmd_spec *const *out_specs,
+                                                   const spmd_shard_map_options *options,
+                                                   spmd_array **out_arrays);
+
+/**
+ * A validated shard_map signature (mesh, fn, input shapes/dtypes and specs, outputs and
+ * options), for repeated calls without re-validation: the shardings, block shapes and device
+ * plan are computed once, and collectives reuse their communicators and scratch buffers.
+ */
+typedef struct spmd_plan spmd_plan;
+
+/** Input signature of a plan: global shape and dtype of each input. */
+typedef spmd_out_desc spmd_in_desc;
+
+SPMD_API SPMD_NODISCARD spmd_status spmd_plan_create(spmd_mesh *mesh, spmd_fn fn, void *user,
+                                                     int nin, const spmd_in_desc *in_descs,
+                                                     const spmd_spec *const *in_specs, int nout,
+                                                     const spmd_out_desc *out_descs,
+                                                     const spmd_spec *const *out_specs,
+                                                     const spmd_shard_map_options *options,
+                                                     spmd_plan **out);
+/**
+ * Runs the plan on arrays of its signature (each input must have the shape, dtype and layout
+ * the plan was made for). Collective as spmd_shard_map.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_plan_execute(spmd_plan *plan, spmd_array *const *in_arrays,
+                                                      spmd_array **out_arrays);
+/** NULL-safe. */
+SPMD_API void spmd_plan_destroy(spmd_plan *plan);
+
+/* ---- inside fn ---- */
+
+/** Global id of the calling device. */
+SPMD_API int spmd_ctx_device(const spmd_ctx *ctx);
+/** The mesh of the call (borrowed). */
+SPMD_API const spmd_mesh *spmd_ctx_mesh(const spmd_ctx *ctx);
+/** The device's stream (cudaStream_t) on cuda; NULL on cpu. */
+SPMD_API void *spmd_ctx_stream(const spmd_ctx *ctx);
+/** The device's cuBLAS handle (cublasHandle_t) on cuda, created on first use; NULL on cpu. */
+SPMD_API void *spmd_ctx_cublas(spmd_ctx *ctx);
+/**
+ * A temporary block on the calling device, freed when the call ends (contents uninitialized).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, const int64_t *shape,
+                                                   spmd_dtype dtype, spmd_block *block);
+
+/*
+ * Collectives. `axes` names one mesh axis ("i") or several ("i,j"; the first is the major
+ * digit of the position). The group is the devices that share their coordinates on every other
+ * axis. Every device of the mesh must call the same collectives in the same order with the same
+ * shapes: a mismatch or a device that never arrives is reported (SPMD_ERR_COLLECTIVE_MISMATCH,
+ * SPMD_ERR_TIMEOUT after $SPMD_COLLECTIVE_TIMEOUT seconds), never waited on forever.
+ * `out` may be `in` (in place) where the shapes agree.
+ */
+
+/** Sum over the group; f32 f64 i32 i64, and f16/bf16 accumulated in f32. out: in's shape. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_psum(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                              const char *axes);
+/** psum / group size; out is a float dtype (in's dtype when in is a float). */
+SPMD_API SPMD_NODISCARD spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in,
+                                               spmd_block *out, const char *axes);
+SPMD_API SPMD_NODISCARD spmd_status spmd_pmax(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                              const char *axes);
+SPMD_API SPMD_NODISCARD spmd_status spmd_pmin(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                              const char *axes);
+/**
+ * Untiled: out = stack of the group's blocks at `axis` (normalized against rank+1, so -1 is a
+ * new last axis). Tiled: concatenation along `axis` (normalized against rank).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in,
+                                                    spmd_block *out, const char *axes, int axis,
+                                                    int tiled);
+/**
+ * The group's sum, scattered: untiled needs in.shape[d] == group size and the member at
+ * position g gets slice g with dimension d removed; tiled needs in.shape[d] divisible by it and
+ * gets the g-th block along d.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in,
+                                                      spmd_block *out, const char *axes,
+                                                      int scatter_dimension, int tiled);
+/**
+ * pairs[2k] -> pairs[2k+1] (positions in the group, taken modulo its size; sources and
+ * destinations unique): the destination receives the source's block; positions that are no
+ * destination receive zeros. Several axes must be given in mesh order.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in,
+                                                  spmd_block *out, const char *axes,
+                                                  const int *pairs, int npairs);
+/**
+ * Member g receives chunk g (along split_axis) of every member's block, stacked (untiled: the
+ * split dimension must equal the group size and is replaced) or concatenated (tiled) along
+ * concat_axis, in position order.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in,
+                                                    spmd_block *out, const char *axes,
+                                                    int split_axis, int concat_axis, int tiled);
+/** Position of the calling device in its group (mixed radix, first axis major). */
+SPMD_API SPMD_NODISCARD spmd_status spmd_axis_index(const spmd_ctx *ctx, const char *axes,
+                                                    int *index);
+/** Size of the group: the product of the named axes' sizes. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_axis_size(const spmd_ctx *ctx, const char *axes,
+                                                   int *size);
+
+/** Number of elements of a block. */
+SPMD_API int64_t spmd_block_size(const spmd_block *block);
+/** Bytes of a block's data. */
+SPMD_API size_t spmd_block_nbytes(const spmd_block *block);
+
+SPMD_END_DECLS
+
+#endif /* SPMD_SHARD_MAP_H */

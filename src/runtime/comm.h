@@ -1,0 +1,94 @@
+/* Private: communicators between processes, for the collectives of shard_map. Everything that
+ * touches MPI lives in comm_mpi.c; without MPI (comm_single.c) only one process exists and
+ * nothing here is ever needed across processes. */
+#ifndef SPMD_RUNTIME_COMM_H
+#define SPMD_RUNTIME_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <spmd/dtype.h>
+#include <spmd/status.h>
+
+typedef struct spmd__comm spmd__comm;
+
+typedef enum spmd__reduce_op { SPMD__OP_SUM, SPMD__OP_MAX, SPMD__OP_MIN } spmd__reduce_op;
+
+/** How a wait ends early: at `deadline_ns` (CLOCK_MONOTONIC), or when `cancelled` says so. */
+typedef struct spmd__wait {
+    int64_t deadline_ns;
+    /** Returns an error status to stop waiting (its message already recorded), else SPMD_OK. */
+    spmd_status (*cancelled)(void *arg);
+    void *arg;
+    const char *what; /**< the operation, for the timeout message */
+} spmd__wait;
+
+/** Monotonic clock in nanoseconds. */
+int64_t spmd__now_ns(void);
+
+/**
+ * A communicator over `processes` (ascending runtime process indices, this one included);
+ * rank r is processes[r]. Collective over exactly those processes; `tag` must differ between
+ * creations that may run at the same time over overlapping sets.
+ */
+spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm **out);
+/**
+ * A view of the runtime's communicator restricted to `processes` (ascending, this one
+ * included), for the waits below before any communicator exists: it makes no MPI call, so it
+ * cannot hang, and its messages use tags reserved for mesh set-up (one set-up at a time).
+ */
+spmd_status spmd__comm_view(const int *processes, int n, spmd__comm **out);
+/** Frees a communicator with no operation pending. NULL-safe. */
+void spmd__comm_destroy(spmd__comm *c);
+/**
+ * Drops a communicator that a failed collective may have left with operations pending: it is
+ * never used or freed again (MPI cannot cancel a collective).
+ */
+void spmd__comm_abandon(spmd__comm *c);
+int spmd__comm_rank(const spmd__comm *c);
+int spmd__comm_size(const spmd__comm *c);
+
+/**
+ * Checks that every rank passes the same fingerprint of the collective it is about to run:
+ * SPMD_ERR_COLLECTIVE_MISMATCH quotes two differing `description`s; a rank that never arrives
+ * gives SPMD_ERR_TIMEOUT naming the missing processes (or the cancellation status).
+ */
+spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *description,
+                             const spmd__wait *w);
+/**
+ * Gathers `bytes` from every rank into recv (rank order), waiting as `w` allows; a timeout
+ * names the processes that did not arrive, on every rank that did.
+ */
+spmd_status spmd__comm_allgather_wait(spmd__comm *c, const void *send, size_t bytes, void *recv,
+                                      const spmd__wait *w);
+
+/* Blocking data movement, used once every rank is known to be in the same collective. */
+spmd_status spmd__comm_allreduce(spmd__comm *c, void *buf, size_t count, spmd_dtype dtype,
+                                 spmd__reduce_op op);
+/** recv receives counts[r] bytes from each rank r, packed in rank order. */
+spmd_status spmd__comm_allgatherv(spmd__comm *c, const void *send, void *recv,
+                                  const size_t *counts);
+/** Reduces send (sum over ranks of counts[] elements) and leaves rank r its counts[r]. */
+spmd_status spmd__comm_reduce_scatter(spmd__comm *c, const void *send, void *recv,
+                                      const size_t *counts, spmd_dtype dtype, spmd__reduce_op op);
+/** send_counts[r] bytes to rank r (packed in rank order); recv_counts[r] bytes from it. */
+spmd_status spmd__comm_alltoallv(spmd__comm *c, const void *send, const size_t *send_counts,
+                                 void *recv, const size_t *recv_counts);
+
+/** One point-to-point message of spmd__comm_exchange. */
+typedef struct spmd__message {
+    int peer; /* rank */
+    int tag;
+    void *data;
+    size_t bytes;
+} spmd__message;
+/** Posts every send and receive, then waits for all of them. */
+spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
+                                const spmd__message *recvs);
+
+/** Sends `bytes` of an abort record to every other rank, without waiting. */
+void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes);
+/** 1 (record filled) when an abort record from another rank has arrived, else 0. */
+int spmd__comm_poll_abort(spmd__comm *c, void *record, size_t bytes);
+
+#endif /* SPMD_RUNTIME_COMM_H */

@@ -1,0 +1,1145 @@
+/*
+ * Collectives inside fn. Each runs in three stages for its group:
+ *   1. the local members (device threads of this process) meet at a rendezvous, where the last
+ *      to arrive compares their fingerprints (sequence number, op, axes, dtype, shapes);
+ *   2. the work on this process's data is split across those threads, and when the group spans
+ *      processes its first local member checks that every process is in the same collective
+ *      (with a deadline) and runs one MPI operation for the whole process;
+ *   3. every member takes its result.
+ * Any failure aborts the whole call, so no device is left waiting for another.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/log.h"
+#include "shard_map/copy.h"
+#include "shard_map/executor.h"
+#include "shard_map/mesh_impl.h"
+#include "shard_map/reduce.h"
+
+/* Below this many bytes one thread does a reduction alone: splitting costs more than it saves. */
+#define SPLIT_BYTES (64 * 1024)
+/* How often a blocked device looks for an abort or a peer that finished without arriving. */
+#define POLL_NS 100000000LL
+
+typedef enum op_kind {
+    OP_PSUM = 1,
+    OP_PMEAN,
+    OP_PMAX,
+    OP_PMIN,
+    OP_ALL_GATHER,
+    OP_PSUM_SCATTER,
+    OP_PPERMUTE,
+    OP_ALL_TO_ALL
+} op_kind;
+
+static const char *const op_names[] = {"",           "psum",         "pmean",    "pmax",      "pmin",
+                                       "all_gather", "psum_scatter", "ppermute", "all_to_all"};
+
+/* One device's view of the collective in progress. */
+typedef struct coll {
+    spmd_ctx *ctx;
+    spmd__call *call;
+    const spmd_mesh *mesh;
+    spmd__group *g;
+    int n;       /* group size */
+    int li;      /* this device's index among the group's local members */
+    int nl;      /* local members */
+    int pos;     /* this device's position in the group (axis order of the call) */
+    int naxes;
+    int axes[SPMD_MAX_MESH_AXES];
+    uint64_t fingerprint;
+    char description[120];
+    size_t scratch_need[3];
+} coll;
+
+/* ---- axes ---- */
+
+/* Parses "i", "i,j", "('i', 'j')" into mesh axis indices, major first. */
+static spmd_status parse_axes(const spmd_mesh *m, const char *text, int *axes, int *naxes)
+{
+    SPMD_REQUIRE(text != NULL, SPMD_ERR_INVALID_ARGUMENT, "axes is NULL; name one or more mesh axes");
+    *naxes = 0;
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == '(' || *p == ')' || *p == '\'' || *p == '"' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        const char *start = p;
+        while (*p && *p != ',' && *p != ' ' && *p != ')' && *p != '\'' && *p != '"')
+            p++;
+        char name[SPMD_MAX_AXIS_NAME + 1];
+        size_t len = (size_t)(p - start);
+        int a = -1;
+        if (len <= SPMD_MAX_AXIS_NAME) {
+            memcpy(name, start, len);
+            name[len] = '\0';
+            a = spmd_mesh_axis_index(m, name);
+        }
+        if (a < 0) {
+            char mesh_text[SPMD__MESH_TEXT];
+            spmd__ignore(spmd_mesh_format(m, mesh_text, sizeof mesh_text));
+            return SPMD_ERROR(SPMD_ERR_SPEC,
+                              "unbound axis name '%.*s' in axes \"%s\": it is not an axis of %s",
+                              (int)len, start, text, mesh_text);
+        }
+        for (int k = 0; k < *naxes; k++)
+            SPMD_REQUIRE(axes[k] != a, SPMD_ERR_SPEC, "axes \"%s\" names axis '%s' twice", text,
+                         name);
+        axes[(*naxes)++] = a;
+    }
+    SPMD_REQUIRE(*naxes > 0, SPMD_ERR_SPEC, "axes \"%s\" names no mesh axis", text);
+    return SPMD_OK;
+}
+
+static spmd_status ctx_axes(spmd_ctx *ctx, const char *text, int *axes, int *naxes)
+{
+    if (text != ctx->axes_text || !text) {
+        SPMD_CHECK(parse_axes(ctx->call->mesh, text, ctx->axes, &ctx->naxes));
+        ctx->axes_text = text; /* fn bodies pass the same literal again and again */
+    }
+    *naxes = ctx->naxes;
+    memcpy(axes, ctx->axes, (size_t)ctx->naxes * sizeof(int));
+    return SPMD_OK;
+}
+
+static int position_of(const spmd_mesh *m, const int *axes, int naxes, int flat)
+{
+    int c[SPMD_MAX_MESH_AXES], pos = 0;
+    spmd__mesh_coords(m, flat, c);
+    for (int k = 0; k < naxes; k++)
+        pos = pos * m->shape[axes[k]] + c[axes[k]];
+    return pos;
+}
+
+static unsigned axes_mask(const int *axes, int naxes)
+{
+    unsigned mask = 0;
+    for (int k = 0; k < naxes; k++)
+        mask |= 1u << axes[k];
+    return mask;
+}
+
+/* ---- fingerprints ---- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+static uint64_t mix_block(uint64_t h, const spmd_block *b)
+{
+    h = mix(h, (uint64_t)b->dtype);
+    h = mix(h, (uint64_t)b->ndim);
+    for (int j = 0; j < b->ndim; j++)
+        h = mix(h, (uint64_t)b->shape[j]);
+    return h;
+}
+
+static void describe(coll *c, op_kind op, const spmd_block *in)
+{
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, c->description, sizeof c->description);
+    spmd__strbuf_printf(&sb, "%s %s[", op_names[op], spmd_dtype_name(in->dtype));
+    for (int j = 0; j < in->ndim; j++)
+        spmd__strbuf_printf(&sb, j ? ",%lld" : "%lld", (long long)in->shape[j]);
+    spmd__strbuf_printf(&sb, "] over (");
+    for (int k = 0; k < c->naxes; k++)
+        spmd__strbuf_printf(&sb, "%s'%s'", k ? ", " : "", c->mesh->names[c->axes[k]]);
+    spmd__strbuf_printf(&sb, ") #%u", c->ctx->seq);
+}
+
+/* ---- failures ---- */
+
+/* Argument errors abort the call too: the other devices would otherwise wait for this one. */
+static spmd_status fail(coll *c, spmd_status st)
+{
+    char detail[SPMD__MESSAGE_CAPACITY];
+    snprintf(detail, sizeof detail, "%s", spmd_last_error());
+    return spmd__call_abort(c->call, SPMD_ERROR(st, "device %d: %s", c->ctx->device_id, detail));
+}
+
+static spmd_status fail_args(spmd_ctx *ctx, spmd_status st)
+{
+    char detail[SPMD__MESSAGE_CAPACITY];
+    snprintf(detail, sizeof detail, "%s", spmd_last_error());
+    return spmd__call_abort(ctx->call, SPMD_ERROR(st, "device %d: %s", ctx->device_id, detail));
+}
+
+/* ---- rendezvous of the local members ---- */
+
+static spmd_status missing_members(coll *c, unsigned gen, int *any_finished)
+{
+    spmd__group *g = c->g;
+    char list[256];
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, list, sizeof list);
+    int shown = 0, finished_device = -1;
+    for (int k = 0; k < g->num_local; k++) {
+        if (g->slots[k].arrived == gen + 1)
+            continue;
+        int f = g->local_flat[k];
+        if (shown++ < 16)
+            spmd__strbuf_printf(&sb, "%s%d", shown > 1 ? ", " : "", c->mesh->device_ids[f]);
+        if (atomic_load(&c->call->finished[f]) && finished_device < 0)
+            finished_device = c->mesh->device_ids[f];
+    }
+    *any_finished = finished_device >= 0;
+    if (finished_device >= 0)
+        return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                          "device %d waits in %s, but device %d returned from fn without calling "
+                          "it; every device must issue the same collectives in the same order",
+                          c->ctx->device_id, c->description, finished_device);
+    return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                      "device %d waited in %s for device(s) %s, which did not arrive within "
+                      "SPMD_COLLECTIVE_TIMEOUT (%.3g s); every device must issue the same "
+                      "collectives in the same order",
+                      c->ctx->device_id, c->description, list, (double)c->call->timeout_ns / 1e9);
+}
+
+/* The last arrival at the first barrier: same collective everywhere? scratch large enough? */
+static spmd_status last_arrival(coll *c)
+{
+    spmd__group *g = c->g;
+    for (int k = 1; k < g->num_local; k++)
+        if (g->slots[k].fingerprint != g->slots[0].fingerprint)
+            return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                              "devices issued different collectives: device %d called %s, device "
+                              "%d called %s; every device must issue the same collectives with the "
+                              "same shapes in the same order",
+                              g->slots[0].device_id, g->slots[0].description,
+                              g->slots[k].device_id, g->slots[k].description);
+    for (int i = 0; i < 3; i++)
+        SPMD_CHECK(spmd__group_scratch(g, i, c->scratch_need[i]));
+    return SPMD_OK;
+}
+
+/* A barrier of the group's local members; `arrive` also publishes this device's slot. */
+static spmd_status barrier(coll *c, int arrive)
+{
+    spmd__group *g = c->g;
+    spmd__call *call = c->call;
+    unsigned gen = atomic_load(&g->generation);
+    if (arrive)
+        g->slots[c->li].arrived = gen + 1;
+    if (atomic_fetch_add(&g->arrived, 1) + 1 == (unsigned)g->num_local) {
+        spmd_status st = arrive ? last_arrival(c) : SPMD_OK;
+        atomic_store(&g->arrived, 0);
+        atomic_fetch_add(&g->generation, 1);
+        spmd__event_signal(&g->event);
+        if (st != SPMD_OK)
+            return fail(c, st);
+    } else {
+        int64_t deadline = spmd__now_ns() + call->timeout_ns;
+        atomic_fetch_add(&call->waiting, 1);
+        spmd_status st = SPMD_OK;
+        while (atomic_load(&g->generation) == gen && st == SPMD_OK) {
+            if (atomic_load(&call->aborted))
+                break;
+            unsigned seen = spmd__event_seq(&g->event);
+            if (atomic_load(&g->generation) != gen)
+                break;
+            int timed_out = spmd__event_wait_until(&g->event, seen, deadline, POLL_NS);
+            int any_finished = 0;
+            if (arrive && atomic_load(&g->generation) == gen) {
+                spmd_status why = SPMD_OK;
+                if (timed_out || spmd__now_ns() > deadline)
+                    why = missing_members(c, gen, &any_finished);
+                else {
+                    /* quick look: did a missing member already leave fn? */
+                    for (int k = 0; k < g->num_local; k++)
+                        if (g->slots[k].arrived != gen + 1 &&
+                            atomic_load(&call->finished[g->local_flat[k]]))
+                            any_finished = 1;
+                    if (any_finished)
+                        why = missing_members(c, gen, &any_finished);
+                }
+                if (why != SPMD_OK)
+                    st = spmd__call_abort(call, why);
+            } else if (timed_out) {
+                st = spmd__call_abort(call, SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                                                       "device %d timed out inside %s", c->ctx->device_id,
+                                                       c->description));
+            }
+        }
+        atomic_fetch_sub(&call->waiting, 1);
+    }
+    if (atomic_load(&call->aborted))
+        return spmd__call_aborted_status(call);
+    return SPMD_OK;
+}
+
+/* ---- set-up shared by every collective ---- */
+
+static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd_block *in,
+                         coll *c)
+{
+    memset(c, 0, sizeof *c);
+    c->ctx = ctx;
+    c->call = ctx->call;
+    c->mesh = ctx->call->mesh;
+    spmd_status st = ctx_axes(ctx, axes, c->axes, &c->naxes);
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    const spmd__group_table *t = ctx->call->state->tables[axes_mask(c->axes, c->naxes)];
+    c->g = t->groups[t->group_of_flat[ctx->flat]];
+    c->n = t->group_size;
+    c->nl = c->g->num_local;
+    c->li = spmd__group_local_index(c->g, ctx->flat);
+    c->pos = position_of(c->mesh, c->axes, c->naxes, ctx->flat);
+    ctx->seq++;
+    uint64_t h = mix(mix(0, ctx->seq), (uint64_t)op);
+    for (int k = 0; k < c->naxes; k++)
+        h = mix(h, (uint64_t)c->axes[k]);
+    c->fingerprint = mix_block(h, in);
+    describe(c, op, in);
+    return SPMD_OK;
+}
+
+/* Publishes this device's buffers and meets the other local members. */
+static spmd_status arrive(coll *c, const void *in, void *out, const void *extra)
+{
+    spmd__slot *s = &c->g->slots[c->li];
+    s->fingerprint = c->fingerprint;
+    s->device_id = c->ctx->device_id;
+    s->position = c->pos;
+    s->in = in;
+    s->out = out;
+    s->extra = extra;
+    memcpy(s->description, c->description, sizeof s->description);
+    if (c->nl == 1)
+        return last_arrival(c) == SPMD_OK ? SPMD_OK : fail(c, SPMD_ERR_OUT_OF_MEMORY);
+    return barrier(c, 1);
+}
+
+/* Checks, with a deadline, that every process of the group is in this same collective. */
+static spmd_status agree_across_processes(coll *c)
+{
+    spmd__wait w = {spmd__now_ns() + c->call->timeout_ns, spmd__call_check_cancel, c->call,
+                    c->description};
+    spmd_status st = spmd__comm_agree(c->g->comm, c->fingerprint, c->description, &w);
+    if (st != SPMD_OK) {
+        atomic_store(&c->call->abandoned, 1);
+        return fail(c, st);
+    }
+    return SPMD_OK;
+}
+
+static spmd_status cross_process_result(coll *c, spmd_status st)
+{
+    if (st != SPMD_OK) {
+        atomic_store(&c->call->abandoned, 1);
+        return fail(c, st);
+    }
+    return SPMD_OK;
+}
+
+/* ---- argument checks ---- */
+
+static spmd_status check_block(const spmd_block *b, const char *name, const char *op)
+{
+    SPMD_REQUIRE(b != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", op, name);
+    SPMD_REQUIRE(b->ndim >= 0 && b->ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
+                 "%s: %s has rank %d; use 0..%d", op, name, b->ndim, SPMD_MAX_RANK);
+    SPMD_REQUIRE(spmd_dtype_size(b->dtype) != 0, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: %s has dtype %d, which is not a dtype", op, name, (int)b->dtype);
+    SPMD_REQUIRE(b->data != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: %s.data is NULL", op, name);
+    for (int j = 0; j < b->ndim; j++)
+        SPMD_REQUIRE(b->shape[j] >= 1, SPMD_ERR_SHAPE,
+                     "%s: dimension %d of %s has extent %lld; extents must be >= 1", op, j, name,
+                     (long long)b->shape[j]);
+    return SPMD_OK;
+}
+
+static void shape_text(const spmd_block *b, char *buf, size_t size)
+{
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, buf, size);
+    spmd__strbuf_printf(&sb, "%s[", spmd_dtype_name(b->dtype));
+    for (int j = 0; j < b->ndim; j++)
+        spmd__strbuf_printf(&sb, j ? ",%lld" : "%lld", (long long)b->shape[j]);
+    spmd__strbuf_printf(&sb, "]");
+}
+
+/* out must have exactly `ndim`/`shape` and `dtype`. */
+static spmd_status check_out_shape(const spmd_block *out, spmd_dtype dtype, int ndim,
+                                   const int64_t *shape, const char *op)
+{
+    int same = out->dtype == dtype && out->ndim == ndim;
+    for (int j = 0; same && j < ndim; j++)
+        same = out->shape[j] == shape[j];
+    if (!same) {
+        spmd_block want = {NULL, dtype, ndim, {0}};
+        memcpy(want.shape, shape, (size_t)ndim * sizeof(int64_t));
+        char w[128], g[128];
+        shape_text(&want, w, sizeof w);
+        shape_text(out, g, sizeof g);
+        return SPMD_ERROR(SPMD_ERR_SHAPE, "%s: out is %s but must be %s", op, g, w);
+    }
+    return SPMD_OK;
+}
+
+static int normalize_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+static size_t block_bytes(const spmd_block *b)
+{
+    return (size_t)spmd_block_size(b) * spmd_dtype_size(b->dtype);
+}
+
+/* ---- psum / pmax / pmin / pmean ---- */
+
+static void slice_of(size_t count, int parts, int index, size_t *begin, size_t *end)
+{
+    /* multiples of 16 elements keep different threads off each other's cache lines */
+    size_t per = (count / (size_t)parts + 15) / 16 * 16;
+    *begin = per * (size_t)index < count ? per * (size_t)index : count;
+    *end = *begin + per < count ? *begin + per : count;
+    if (index == parts - 1)
+        *end = count;
+}
+
+static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                          op_kind op, spmd__reduce_op rop)
+{
+    const char *name = op_names[op];
+    spmd_status st = check_block(in, "in", name);
+    if (st == SPMD_OK)
+        st = check_block(out, "out", name);
+    if (st == SPMD_OK && !spmd__reducible(in->dtype))
+        st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
+                        "%s of %s is not supported; convert to int32 or float32 first "
+                        "(spmd_op_cast)",
+                        name, spmd_dtype_name(in->dtype));
+    if (st == SPMD_OK)
+        st = check_out_shape(out, in->dtype, in->ndim, in->shape, name);
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    coll c;
+    SPMD_CHECK(begin(ctx, axes, op, in, &c));
+    size_t count = (size_t)spmd_block_size(in), elem = spmd_dtype_size(in->dtype);
+    spmd_dtype acc_dtype = spmd__accumulator_dtype(in->dtype);
+    int half = spmd__is_half(in->dtype);
+    if (half)
+        c.scratch_need[0] = count * sizeof(float);
+    SPMD_CHECK(arrive(&c, in->data, out->data, NULL));
+
+    spmd__group *g = c.g;
+    enum { STACK = 64 };
+    const void *stack_srcs[STACK];
+    const void **srcs = c.nl <= STACK ? stack_srcs : malloc((size_t)c.nl * sizeof *srcs);
+    if (!srcs)
+        return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+    for (int k = 0; k < c.nl; k++)
+        srcs[k] = g->slots[k].in;
+    void *acc = half ? g->scratch[0] : g->slots[0].out;
+    void *member0_out = g->slots[0].out;
+    int small = count * elem < SPLIT_BYTES || c.nl == 1;
+    st = SPMD_OK;
+    if (small) {
+        if (c.li == 0) {
+            spmd__reduce_many(in->dtype, rop, acc, srcs, c.nl, 0, count);
+            if (g->comm)
+                st = agree_across_processes(&c);
+            if (st == SPMD_OK && g->comm)
+                st = cross_process_result(&c, spmd__comm_allreduce(g->comm, acc, count, acc_dtype,
+                                                                    rop));
+            for (int k = 0; k < c.nl && st == SPMD_OK; k++)
+                spmd__from_accumulator(in->dtype, g->slots[k].out, acc, 0, count);
+        }
+        if (c.nl > 1 && st == SPMD_OK)
+            st = barrier(&c, 0);
+    } else {
+        size_t b, e;
+        slice_of(count, c.nl, c.li, &b, &e);
+        spmd__reduce_many(in->dtype, rop, acc, srcs, c.nl, b, e);
+        st = barrier(&c, 0);
+        if (st == SPMD_OK && g->comm) {
+            if (c.li == 0) {
+                st = agree_across_processes(&c);
+                if (st == SPMD_OK)
+                    st = cross_process_result(
+                        &c, spmd__comm_allreduce(g->comm, acc, count, acc_dtype, rop));
+            }
+            if (st == SPMD_OK)
+                st = barrier(&c, 0);
+        }
+        if (st == SPMD_OK && (half || out->data != member0_out))
+            spmd__from_accumulator(in->dtype, out->data, acc, 0, count);
+    }
+    if (srcs != stack_srcs)
+        free(srcs);
+    /* rop is SUM for pmean: the division happens on each device's own output */
+    if (st == SPMD_OK && op == OP_PMEAN)
+        spmd__scale(out->dtype, out->data, 1.0 / c.n, count);
+    return st;
+}
+
+spmd_status spmd_psum(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_psum");
+    return reduce(ctx, in, out, axes, OP_PSUM, SPMD__OP_SUM);
+}
+
+spmd_status spmd_pmax(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_pmax");
+    return reduce(ctx, in, out, axes, OP_PMAX, SPMD__OP_MAX);
+}
+
+spmd_status spmd_pmin(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_pmin");
+    return reduce(ctx, in, out, axes, OP_PMIN, SPMD__OP_MIN);
+}
+
+static int is_float(spmd_dtype t)
+{
+    return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || spmd__is_half(t);
+}
+
+spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_pmean");
+    spmd_status st = check_block(in, "in", "pmean");
+    if (st == SPMD_OK)
+        st = check_block(out, "out", "pmean");
+    if (st == SPMD_OK && is_float(in->dtype) && out->dtype != in->dtype)
+        st = SPMD_ERROR(SPMD_ERR_SHAPE, "pmean: out is %s but in is %s; they must match",
+                        spmd_dtype_name(out->dtype), spmd_dtype_name(in->dtype));
+    if (st == SPMD_OK && !is_float(out->dtype))
+        st = SPMD_ERROR(SPMD_ERR_SHAPE,
+                        "pmean: out is %s; the mean of %s needs a float out (float32 or float64)",
+                        spmd_dtype_name(out->dtype), spmd_dtype_name(in->dtype));
+    if (st == SPMD_OK)
+        st = check_out_shape(out, out->dtype, in->ndim, in->shape, "pmean");
+    if (st == SPMD_OK && !is_float(in->dtype) && in->data == out->data &&
+        spmd_dtype_size(in->dtype) != spmd_dtype_size(out->dtype))
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "pmean: in (%s) and out (%s) share memory but differ in element size; pass "
+                        "a separate out",
+                        spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    if (is_float(in->dtype))
+        return reduce(ctx, in, out, axes, OP_PMEAN, SPMD__OP_SUM);
+    /* integers: average as floats, like JAX */
+    spmd__convert(out->dtype, out->data, in->dtype, in->data, (size_t)spmd_block_size(in));
+    return reduce(ctx, out, out, axes, OP_PMEAN, SPMD__OP_SUM);
+}
+
+/* ---- helpers for the data-movement collectives ---- */
+
+typedef struct members {
+    int *pos;        /* [n] position of each member (group member order) */
+    int *member_at;  /* [n] member at each position */
+    int *local_of;   /* [n] local index of the member, or -1 */
+} members;
+
+static spmd_status members_init(const coll *c, members *m)
+{
+    m->pos = malloc(3 * (size_t)c->n * sizeof(int));
+    SPMD_REQUIRE(m->pos != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    m->member_at = m->pos + c->n;
+    m->local_of = m->member_at + c->n;
+    for (int k = 0; k < c->n; k++) {
+        m->pos[k] = position_of(c->mesh, c->axes, c->naxes, c->g->member_flat[k]);
+        m->member_at[m->pos[k]] = k;
+        m->local_of[k] = spmd__group_local_index(c->g, c->g->member_flat[k]);
+    }
+    return SPMD_OK;
+}
+
+/* Offsets (in blocks) of each rank's members in rank-ordered, per-member staging. */
+static void rank_offsets(const spmd__group *g, size_t *offset)
+{
+    size_t o = 0;
+    for (int r = 0; r < g->num_ranks; r++) {
+        offset[r] = o;
+        o += (size_t)g->rank_members[r];
+    }
+}
+
+/* ---- all_gather ---- */
+
+/* Writes `block` (shape `b`) into out as member `p` of the stack/concatenation along axis. */
+static void place_gathered(const spmd_block *out, const void *block, const spmd_block *b, int axis,
+                           int tiled, int p)
+{
+    int64_t extent[SPMD_MAX_RANK + 1], start[SPMD_MAX_RANK + 1] = {0};
+    size_t elem = spmd_dtype_size(b->dtype);
+    if (tiled) {
+        memcpy(extent, b->shape, (size_t)b->ndim * sizeof(int64_t));
+        start[axis] = p * b->shape[axis];
+        spmd__copy_region(elem, b->ndim, extent, out->data, out->shape, start, block, extent,
+                          (int64_t[SPMD_MAX_RANK + 1]){0});
+        return;
+    }
+    for (int j = 0, k = 0; j <= b->ndim; j++)
+        extent[j] = j == axis ? 1 : b->shape[k++];
+    start[axis] = p;
+    spmd__copy_region(elem, out->ndim, extent, out->data, out->shape, start, block, extent,
+                      (int64_t[SPMD_MAX_RANK + 1]){0});
+}
+
+spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                            int axis, int tiled)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_all_gather");
+    spmd_status st = check_block(in, "in", "all_gather");
+    if (st == SPMD_OK)
+        st = check_block(out, "out", "all_gather");
+    int rank_out = tiled ? in->ndim : in->ndim + 1;
+    int a = st == SPMD_OK ? normalize_axis(axis, rank_out) : 0;
+    if (st == SPMD_OK && (a < 0 || a >= rank_out || (tiled && in->ndim == 0)))
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "all_gather: axis %d is out of range for a %s gather of a rank-%d block",
+                        axis, tiled ? "tiled" : "stacked", in->ndim);
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    coll c;
+    SPMD_CHECK(begin(ctx, axes, OP_ALL_GATHER, in, &c));
+    c.fingerprint = mix(mix(c.fingerprint, (uint64_t)a), (uint64_t)tiled);
+    int64_t want[SPMD_MAX_RANK + 1];
+    for (int j = 0, k = 0; j < rank_out; j++)
+        want[j] = tiled ? in->shape[j] * (j == a ? c.n : 1) : (j == a ? c.n : in->shape[k++]);
+    st = check_out_shape(out, in->dtype, rank_out, want, "all_gather");
+    if (st != SPMD_OK)
+        return fail(&c, st);
+    size_t bytes = block_bytes(in);
+    spmd__group *g = c.g;
+    if (g->comm) {
+        c.scratch_need[0] = (size_t)c.nl * bytes;
+        c.scratch_need[1] = (size_t)c.n * bytes;
+    }
+    SPMD_CHECK(arrive(&c, in->data, out->data, NULL));
+    members m;
+    st = members_init(&c, &m);
+    if (st != SPMD_OK)
+        return fail(&c, st);
+    if (!g->comm) {
+        for (int k = 0; k < c.n; k++)
+            place_gathered(out, g->slots[m.local_of[k]].in, in, a, tiled, m.pos[k]);
+        st = barrier(&c, 0); /* the others' inputs stay untouched until everyone has read them */
+    } else {
+        memcpy((char *)g->scratch[0] + (size_t)c.li * bytes, in->data, bytes);
+        st = barrier(&c, 0);
+        if (st == SPMD_OK && c.li == 0) {
+            size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);
+            st = counts ? agree_across_processes(&c)
+                        : fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+            for (int r = 0; st == SPMD_OK && r < g->num_ranks; r++)
+                counts[r] = (size_t)g->rank_members[r] * bytes;
+            if (st == SPMD_OK)
+                st = cross_process_result(
+                    &c, spmd__comm_allgatherv(g->comm, g->scratch[0], g->scratch[1], counts));
+            free(counts);
+        }
+        if (st == SPMD_OK)
+            st = barrier(&c, 0);
+        if (st == SPMD_OK) {
+            size_t *roff = malloc((size_t)g->num_ranks * sizeof *roff);
+            if (!roff) {
+                st = fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+            } else {
+                rank_offsets(g, roff);
+                for (int k = 0; k < c.n; k++) {
+                    size_t slot = roff[g->member_rank[k]] + (size_t)g->member_index[k];
+                    place_gathered(out, (char *)g->scratch[1] + slot * bytes, in, a, tiled,
+                                   m.pos[k]);
+                }
+                free(roff);
+            }
+        }
+    }
+    free(m.pos);
+    return st;
+}
+
+/* ---- psum_scatter ---- */
+
+/* The chunk of position p along dimension d: `outer` runs of `run` contiguous elements. */
+typedef struct chunking {
+    size_t outer;   /* product of the extents before d */
+    size_t run;     /* chunk extent along d times the extents after d */
+    size_t stride;  /* elements between runs: extent of d times the extents after d */
+    size_t elems;   /* outer * run */
+} chunking;
+
+static chunking chunks_of(const spmd_block *in, int d, int64_t chunk)
+{
+    chunking k = {1, (size_t)chunk, 0, 0};
+    for (int j = 0; j < d; j++)
+        k.outer *= (size_t)in->shape[j];
+    size_t inner = 1;
+    for (int j = d + 1; j < in->ndim; j++)
+        inner *= (size_t)in->shape[j];
+    k.run *= inner;
+    k.stride = (size_t)in->shape[d] * inner;
+    k.elems = k.outer * k.run;
+    return k;
+}
+
+/* acc (contiguous chunk, accumulator dtype) = op over srcs of chunk p of each. */
+static void reduce_chunk(spmd_dtype dtype, spmd__reduce_op op, void *acc, const void *const *srcs,
+                         int n, const chunking *k, int p, const void **scratch_ptrs)
+{
+    size_t elem = spmd_dtype_size(dtype), acc_elem = spmd_dtype_size(spmd__accumulator_dtype(dtype));
+    for (size_t r = 0; r < k->outer; r++) {
+        size_t offset = r * k->stride + (size_t)p * k->run;
+        for (int i = 0; i < n; i++)
+            scratch_ptrs[i] = (const char *)srcs[i] + offset * elem;
+        spmd__reduce_many(dtype, op, (char *)acc + r * k->run * acc_elem, scratch_ptrs, n, 0,
+                          k->run);
+    }
+}
+
+/* Copies chunk p of a dense accumulator-dtype buffer into contiguous dst. */
+static void pack_chunk(size_t acc_elem, void *dst, const void *acc, const chunking *k, int p)
+{
+    for (size_t r = 0; r < k->outer; r++)
+        memcpy((char *)dst + r * k->run * acc_elem,
+               (const char *)acc + (r * k->stride + (size_t)p * k->run) * acc_elem,
+               k->run * acc_elem);
+}
+
+spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                              const char *axes, int scatter_dimension, int tiled)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_psum_scatter");
+    spmd_status st = check_block(in, "in", "psum_scatter");
+    if (st == SPMD_OK)
+        st = check_block(out, "out", "psum_scatter");
+    if (st == SPMD_OK && !spmd__reducible(in->dtype))
+        st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED, "psum_scatter of %s is not supported; convert to "
+                                              "int32 or float32 first",
+                        spmd_dtype_name(in->dtype));
+    int d = st == SPMD_OK ? normalize_axis(scatter_dimension, in->ndim) : 0;
+    if (st == SPMD_OK && (d < 0 || d >= in->ndim))
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "psum_scatter: scatter_dimension %d is out of range for a rank-%d block",
+                        scatter_dimension, in->ndim);
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    coll c;
+    SPMD_CHECK(begin(ctx, axes, OP_PSUM_SCATTER, in, &c));
+    c.fingerprint = mix(mix(c.fingerprint, (uint64_t)d), (uint64_t)tiled);
+    int64_t extent = in->shape[d];
+    if (!tiled && extent != c.n)
+        st = SPMD_ERROR(SPMD_ERR_SHAPE,
+                        "psum_scatter: operand scatter dimension size %lld must match shard count "
+                        "%d (untiled)",
+                        (long long)extent, c.n);
+    else if (tiled && extent % c.n != 0)
+        st = SPMD_ERROR(SPMD_ERR_SHAPE,
+                        "psum_scatter: tiled operand scatter dimension size %lld must be divisible "
+                        "by shard_count %d",
+                        (long long)extent, c.n);
+    int64_t chunk = extent / c.n, want[SPMD_MAX_RANK];
+    int out_rank = tiled ? in->ndim : in->ndim - 1;
+    for (int j = 0, k = 0; j < in->ndim; j++) {
+        if (j == d && !tiled)
+            continue;
+        want[k++] = j == d ? chunk : in->shape[j];
+    }
+    if (st == SPMD_OK)
+        st = check_out_shape(out, in->dtype, out_rank, want, "psum_scatter");
+    if (st != SPMD_OK)
+        return fail(&c, st);
+
+    spmd__group *g = c.g;
+    chunking k = chunks_of(in, d, chunk);
+    size_t count = (size_t)spmd_block_size(in);
+    spmd_dtype acc_dtype = spmd__accumulator_dtype(in->dtype);
+    size_t acc_elem = spmd_dtype_size(acc_dtype);
+    int half = spmd__is_half(in->dtype);
+    if (g->comm) {
+        c.scratch_need[0] = count * acc_elem;            /* this process's partial sum */
+        c.scratch_need[1] = count * acc_elem;            /* its chunks in rank order */
+        c.scratch_need[2] = (size_t)c.nl * k.elems * acc_elem; /* this process's results */
+    } else if (half) {
+        c.scratch_need[0] = (size_t)c.nl * k.elems * acc_elem;
+    }
+    SPMD_CHECK(arrive(&c, in->data, out->data, NULL));
+    const void **srcs = malloc(2 * (size_t)c.nl * sizeof *srcs);
+    if (!srcs)
+        return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+    for (int i = 0; i < c.nl; i++)
+        srcs[i] = g->slots[i].in;
+    if (!g->comm) {
+        /* Each device sums its own chunk over the local members directly. */
+        void *acc = half ? (char *)g->scratch[0] + (size_t)c.li * k.elems * acc_elem : out->data;
+        reduce_chunk(in->dtype, SPMD__OP_SUM, acc, srcs, c.nl, &k, c.pos, srcs + c.nl);
+        if (half)
+            spmd__from_accumulator(in->dtype, out->data, acc, 0, k.elems);
+        st = barrier(&c, 0);
+    } else {
+        size_t b, e;
+        slice_of(count, c.nl, c.li, &b, &e);
+        spmd__reduce_many(in->dtype, SPMD__OP_SUM, g->scratch[0], srcs, c.nl, b, e);
+        st = barrier(&c, 0);
+        if (st == SPMD_OK && c.li == 0) {
+            members m;
+            size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);
+            st = counts ? members_init(&c, &m) : SPMD_ERR_OUT_OF_MEMORY;
+            if (st != SPMD_OK) {
+                free(counts);
+                st = fail(&c, SPMD_ERROR(st, "out of memory"));
+            } else {
+                /* rank r's members' chunks, in member-index order, one after another */
+                size_t *roff = malloc((size_t)g->num_ranks * sizeof *roff);
+                if (roff) {
+                    rank_offsets(g, roff);
+                    for (int i = 0; i < c.n; i++)
+                        pack_chunk(acc_elem,
+                                   (char *)g->scratch[1] +
+                                       (roff[g->member_rank[i]] + (size_t)g->member_index[i]) *
+                                           k.elems * acc_elem,
+                                   g->scratch[0], &k, m.pos[i]);
+                }
+                for (int r = 0; r < g->num_ranks; r++)
+                    counts[r] = (size_t)g->rank_members[r] * k.elems;
+                st = roff ? agree_across_processes(&c)
+                          : fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+                if (st == SPMD_OK)
+                    st = cross_process_result(
+                        &c, spmd__comm_reduce_scatter(g->comm, g->scratch[1], g->scratch[2],
+                                                      counts, acc_dtype, SPMD__OP_SUM));
+                free(roff);
+                free(counts);
+                free(m.pos);
+            }
+        }
+        if (st == SPMD_OK)
+            st = barrier(&c, 0);
+        if (st == SPMD_OK)
+            spmd__from_accumulator(in->dtype, out->data,
+                                   (char *)g->scratch[2] + (size_t)c.li * k.elems * acc_elem, 0,
+                                   k.elems);
+    }
+    free(srcs);
+    return st;
+}
+
+/* ---- ppermute ---- */
+
+static spmd_status check_pairs(const int *pairs, int npairs, int n, int *src_of, uint64_t *hash)
+{
+    SPMD_REQUIRE(npairs >= 0 && (npairs == 0 || pairs != NULL), SPMD_ERR_INVALID_ARGUMENT,
+                 "ppermute: pairs is NULL or npairs (%d) is negative", npairs);
+    int *seen_src = calloc((size_t)n, sizeof *seen_src);
+    SPMD_REQUIRE(seen_src != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int p = 0; p < n; p++)
+        src_of[p] = -1;
+    uint64_t h = 0;
+    spmd_status st = SPMD_OK;
+    for (int i = 0; i < npairs && st == SPMD_OK; i++) {
+        int s = ((pairs[2 * i] % n) + n) % n, d = ((pairs[2 * i + 1] % n) + n) % n;
+        if (seen_src[s] || src_of[d] >= 0)
+            st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                            "ppermute sources and destinations must be unique, got pair %d "
+                            "(%d -> %d) repeating a %s",
+                            i, pairs[2 * i], pairs[2 * i + 1], seen_src[s] ? "source" : "destination");
+        seen_src[s] = 1;
+        src_of[d] = s;
+        h = mix(mix(h, (uint64_t)s), (uint64_t)d);
+    }
+    free(seen_src);
+    *hash = h;
+    return st;
+}
+
+static spmd_status check_mesh_order(const coll *c)
+{
+    for (int k = 1; k < c->naxes; k++)
+        SPMD_REQUIRE(c->axes[k] > c->axes[k - 1], SPMD_ERR_INVALID_ARGUMENT,
+                     "ppermute: axes must be named in the same order as the mesh declares them "
+                     "('%s' comes before '%s' in the mesh)",
+                     c->mesh->names[c->axes[k]], c->mesh->names[c->axes[k - 1]]);
+    return SPMD_OK;
+}
+
+spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                          const int *pairs, int npairs)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_ppermute");
+    spmd_status st = check_block(in, "in", "ppermute");
+    if (st == SPMD_OK)
+        st = check_block(out, "out", "ppermute");
+    if (st == SPMD_OK)
+        st = check_out_shape(out, in->dtype, in->ndim, in->shape, "ppermute");
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    coll c;
+    SPMD_CHECK(begin(ctx, axes, OP_PPERMUTE, in, &c));
+    int *src_of = malloc((size_t)c.n * sizeof *src_of);
+    uint64_t pairs_hash = 0;
+    st = src_of ? check_mesh_order(&c) : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == SPMD_OK)
+        st = check_pairs(pairs, npairs, c.n, src_of, &pairs_hash);
+    if (st != SPMD_OK) {
+        free(src_of);
+        return fail(&c, st);
+    }
+    c.fingerprint = mix(c.fingerprint, pairs_hash);
+    size_t bytes = block_bytes(in);
+    spmd__group *g = c.g;
+    c.scratch_need[0] = (size_t)c.nl * bytes; /* inputs, when some device permutes in place */
+    SPMD_CHECK(arrive(&c, in->data, out->data, NULL));
+    members m;
+    st = members_init(&c, &m);
+    int in_place = 0;
+    for (int i = 0; i < c.nl; i++)
+        in_place |= g->slots[i].in == g->slots[i].out;
+    /* Sources are read from copies when a destination overwrites its own input. */
+    if (st == SPMD_OK && in_place) {
+        memcpy((char *)g->scratch[0] + (size_t)c.li * bytes, in->data, bytes);
+        st = barrier(&c, 0);
+    }
+#define SOURCE(local) (in_place ? (const char *)g->scratch[0] + (size_t)(local)*bytes : g->slots[local].in)
+    if (st == SPMD_OK && g->comm && c.li == 0) {
+        st = agree_across_processes(&c);
+        spmd__message *msgs = st == SPMD_OK ? malloc(2 * (size_t)c.n * sizeof *msgs) : NULL;
+        if (st == SPMD_OK && !msgs)
+            st = fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+        if (st == SPMD_OK) {
+            int nsend = 0, nrecv = 0;
+            spmd__message *sends = msgs, *recvs = msgs + c.n;
+            int my_rank = g->member_rank[m.member_at[c.pos]];
+            for (int dpos = 0; dpos < c.n; dpos++) {
+                int s = src_of[dpos];
+                if (s < 0)
+                    continue;
+                int ms = m.member_at[s], md = m.member_at[dpos];
+                int s_local = g->member_rank[ms] == my_rank, d_local = g->member_rank[md] == my_rank;
+                if (s_local && !d_local)
+                    sends[nsend++] = (spmd__message){g->member_rank[md], dpos,
+                                                     (void *)SOURCE(m.local_of[ms]), bytes};
+                else if (!s_local && d_local)
+                    recvs[nrecv++] = (spmd__message){g->member_rank[ms], dpos,
+                                                     g->slots[m.local_of[md]].out, bytes};
+            }
+            st = cross_process_result(&c, spmd__comm_exchange(g->comm, nsend, sends, nrecv, recvs));
+        }
+        free(msgs);
+    }
+    if (st == SPMD_OK && g->comm)
+        st = barrier(&c, 0);
+    if (st == SPMD_OK) {
+        int s = src_of[c.pos];
+        if (s < 0)
+            memset(out->data, 0, bytes); /* not a destination: zeros */
+        else if (m.local_of[m.member_at[s]] >= 0 && SOURCE(m.local_of[m.member_at[s]]) != out->data)
+            memcpy(out->data, SOURCE(m.local_of[m.member_at[s]]), bytes);
+        st = barrier(&c, 0); /* sources stay valid until every destination has read them */
+    }
+#undef SOURCE
+    free(m.pos);
+    free(src_of);
+    return st;
+}
+
+/* ---- all_to_all ---- */
+
+typedef struct a2a {
+    int rank;                     /* of in and out */
+    int untiled;
+    int s, c;                     /* split and concat axes */
+    int64_t extent[SPMD_MAX_RANK];/* the chunk, in its own dims (rank-1 dims when untiled) */
+    int cdims;                    /* dims of the chunk */
+    int64_t src_strides[SPMD_MAX_RANK];
+    int64_t src_step;             /* elements between chunk g and g+1 of an input */
+    int64_t dst_strides[SPMD_MAX_RANK];
+    int64_t dst_step;             /* elements between slot h and h+1 of the output */
+    int64_t chunk_elems;
+} a2a;
+
+static void a2a_layout(const spmd_block *in, const spmd_block *out, int s, int c, int n, int tiled,
+                       a2a *L)
+{
+    int64_t is[SPMD_MAX_RANK], os[SPMD_MAX_RANK];
+    spmd__dense_strides(in->ndim, in->shape, is);
+    spmd__dense_strides(out->ndim, out->shape, os);
+    L->rank = in->ndim;
+    L->untiled = !tiled;
+    L->s = s;
+    L->c = c;
+    L->chunk_elems = spmd_block_size(in) / n;
+    if (tiled) {
+        L->cdims = in->ndim;
+        for (int j = 0; j < in->ndim; j++) {
+            L->extent[j] = j == s ? in->shape[j] / n : in->shape[j];
+            L->src_strides[j] = is[j];
+            L->dst_strides[j] = os[j];
+        }
+        L->src_step = L->extent[s] * is[s];
+        L->dst_step = L->extent[c] * os[c];
+        return;
+    }
+    /* Untiled: the chunk drops dimension s of the input and fills a slot (index h along c) of
+     * the output; its remaining dims map in order onto the output's dims other than c. */
+    L->cdims = in->ndim - 1;
+    for (int j = 0, k = 0; j < in->ndim; j++)
+        if (j != s) {
+            L->extent[k] = in->shape[j];
+            L->src_strides[k++] = is[j];
+        }
+    for (int j = 0, k = 0; j < out->ndim; j++)
+        if (j != c)
+            L->dst_strides[k++] = os[j];
+    L->src_step = is[s];
+    L->dst_step = os[c];
+}
+
+spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                            int split_axis, int concat_axis, int tiled)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_all_to_all");
+    spmd_status st = check_block(in, "in", "all_to_all");
+    if (st == SPMD_OK)
+        st = check_block(out, "out", "all_to_all");
+    int s = st == SPMD_OK ? normalize_axis(split_axis, in->ndim) : 0;
+    int cc = st == SPMD_OK ? normalize_axis(concat_axis, in->ndim) : 0;
+    if (st == SPMD_OK && (s < 0 || s >= in->ndim || cc < 0 || cc >= in->ndim))
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "all_to_all: split_axis %d or concat_axis %d is out of range for a rank-%d "
+                        "block",
+                        split_axis, concat_axis, in->ndim);
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    coll c;
+    SPMD_CHECK(begin(ctx, axes, OP_ALL_TO_ALL, in, &c));
+    c.fingerprint = mix(mix(mix(c.fingerprint, (uint64_t)s), (uint64_t)cc), (uint64_t)tiled);
+    int64_t want[SPMD_MAX_RANK];
+    if (!tiled && in->shape[s] != c.n)
+        st = SPMD_ERROR(SPMD_ERR_SHAPE,
+                        "all_to_all requires the size of the mapped axis to equal "
+                        "x.shape[split_axis], but they are %d and %lld",
+                        c.n, (long long)in->shape[s]);
+    else if (tiled && in->shape[s] % c.n != 0)
+        st = SPMD_ERROR(SPMD_ERR_SHAPE,
+                        "all_to_all: the size of split_axis (%lld) has to be divisible by the size "
+                        "of the named axes (%d)",
+                        (long long)in->shape[s], c.n);
+    if (tiled) {
+        for (int j = 0; j < in->ndim; j++)
+            want[j] = in->shape[j];
+        want[s] /= c.n;
+        want[cc] *= c.n;
+    } else {
+        /* insert(delete(shape, split), concat, n) */
+        int64_t rest[SPMD_MAX_RANK];
+        for (int j = 0, k = 0; j < in->ndim; j++)
+            if (j != s)
+                rest[k++] = in->shape[j];
+        for (int j = 0, k = 0; j < in->ndim; j++)
+            want[j] = j == cc ? c.n : rest[k++];
+    }
+    if (st == SPMD_OK)
+        st = check_out_shape(out, in->dtype, in->ndim, want, "all_to_all");
+    if (st != SPMD_OK)
+        return fail(&c, st);
+
+    a2a L;
+    a2a_layout(in, out, s, cc, c.n, tiled, &L);
+    size_t elem = spmd_dtype_size(in->dtype), cbytes = (size_t)L.chunk_elems * elem;
+    spmd__group *g = c.g;
+    if (g->comm) {
+        c.scratch_need[0] = (size_t)c.nl * (size_t)c.n * cbytes; /* to other processes */
+        c.scratch_need[1] = (size_t)c.nl * (size_t)c.n * cbytes; /* from them */
+    }
+    SPMD_CHECK(arrive(&c, in->data, out->data, NULL));
+    members m;
+    st = members_init(&c, &m);
+    if (st != SPMD_OK)
+        return fail(&c, st);
+    int64_t dense[SPMD_MAX_RANK];
+    spmd__dense_strides(L.cdims, L.extent, dense);
+    int me = g->member_rank[m.member_at[c.pos]];
+    size_t *sc = NULL;
+    if (g->comm) {
+        /* To rank r: for each of its members (index order), this process's chunks for it,
+         * one per local member (local order). Each device packs its own input's chunks. */
+        sc = calloc(4 * (size_t)g->num_ranks, sizeof *sc);
+        if (!sc) {
+            free(m.pos);
+            return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+        }
+        size_t *sdisp = sc + g->num_ranks, *rc = sdisp + g->num_ranks, *rdisp = rc + g->num_ranks;
+        for (int r = 0, so = 0, ro = 0; r < g->num_ranks; r++) {
+            int cnt = r == me ? 0 : g->rank_members[r];
+            sc[r] = (size_t)cnt * (size_t)c.nl * cbytes;
+            rc[r] = (size_t)c.nl * (size_t)cnt * cbytes;
+            sdisp[r] = (size_t)so;
+            rdisp[r] = (size_t)ro;
+            so += (int)(sc[r] / cbytes);
+            ro += (int)(rc[r] / cbytes);
+        }
+        for (int k = 0; k < c.n; k++) {
+            int r = g->member_rank[k];
+            if (r == me)
+                continue;
+            char *dst = (char *)g->scratch[0] + sdisp[r] * cbytes +
+                        ((size_t)g->member_index[k] * (size_t)c.nl + (size_t)c.li) * cbytes;
+            spmd__copy_strided(elem, L.cdims, L.extent, dst, dense,
+                               (const char *)in->data + (size_t)(m.pos[k] * L.src_step) * elem,
+                               L.src_strides);
+        }
+        st = barrier(&c, 0);
+        if (st == SPMD_OK && c.li == 0) {
+            st = agree_across_processes(&c);
+            if (st == SPMD_OK)
+                st = cross_process_result(
+                    &c, spmd__comm_alltoallv(g->comm, g->scratch[0], sc, g->scratch[1], rc));
+        }
+        if (st == SPMD_OK)
+            st = barrier(&c, 0);
+    }
+    /* Assemble: slot h of this device's output is chunk `pos` of member h's input. */
+    for (int k = 0; st == SPMD_OK && k < c.n; k++) {
+        char *dst = (char *)out->data + (size_t)(m.pos[k] * L.dst_step) * elem;
+        int r = g->member_rank[k];
+        if (r == me) {
+            const char *src = (const char *)g->slots[m.local_of[k]].in +
+                              (size_t)(c.pos * L.src_step) * elem;
+            spmd__copy_strided(elem, L.cdims, L.extent, dst, L.dst_strides, src, L.src_strides);
+        } else {
+            size_t *rdisp = sc + 3 * (size_t)g->num_ranks;
+            const char *src = (const char *)g->scratch[1] + rdisp[r] * cbytes +
+                              ((size_t)c.li * (size_t)g->rank_members[r] +
+                               (size_t)g->member_index[k]) * cbytes;
+            spmd__copy_strided(elem, L.cdims, L.extent, dst, L.dst_strides, src, dense);
+        }
+    }
+    if (st == SPMD_OK)
+        st = barrier(&c, 0); /* local inputs stay valid until every member has read them */
+    free(sc);
+    free(m.pos);
+    return st;
+}
+
+/* ---- axis_index / axis_size ---- */
+
+spmd_status spmd_axis_index(const spmd_ctx *ctx, const char *axes, int *index)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_axis_index");
+    SPMD_REQUIRE_NOT_NULL(index, "spmd_axis_index");
+    int a[SPMD_MAX_MESH_AXES], n = 0;
+    SPMD_CHECK(parse_axes(ctx->call->mesh, axes, a, &n));
+    *index = position_of(ctx->call->mesh, a, n, ctx->flat);
+    return SPMD_OK;
+}
+
+spmd_status spmd_axis_size(const spmd_ctx *ctx, const char *axes, int *size)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_axis_size");
+    SPMD_REQUIRE_NOT_NULL(size, "spmd_axis_size");
+    int a[SPMD_MAX_MESH_AXES], n = 0;
+    SPMD_CHECK(parse_axes(ctx->call->mesh, axes, a, &n));
+    *size = 1;
+    for (int k = 0; k < n; k++)
+        *size *= ctx->call->mesh->shape[a[k]];
+    return SPMD_OK;
+}

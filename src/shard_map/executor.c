@@ -1,0 +1,859 @@
+/* spmd_shard_map and spmd_plan: validation once, then per call: run fn on every local device
+ * of the mesh, agree on the outcome with the other processes, check claimed replication. */
+#include "shard_map/executor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/log.h"
+#include "runtime/runtime_impl.h"
+#include "runtime/worker.h"
+#include "shard_map/array_impl.h"
+#include "shard_map/mesh_impl.h"
+#include "shard_map/sharding_impl.h"
+#include "shard_map/spec_impl.h"
+
+#define SPMD__MAGIC_PLAN 0x504c414eu /* "PLAN" */
+
+struct spmd_plan {
+    uint32_t magic;
+    spmd_mesh *mesh;
+    spmd_fn fn;
+    void *user;
+    int nin, nout;
+    spmd_in_desc *in_descs;
+    spmd_sharding **in_shardings;
+    const spmd_sharding **accepted; /* last input sharding found equivalent, per input */
+    spmd_out_desc *out_descs;
+    spmd_sharding **out_shardings;
+    int64_t (*out_blocks)[SPMD_MAX_RANK];
+    int64_t (*in_blocks)[SPMD_MAX_RANK];
+    int *check_output;              /* out_spec leaves out a mesh axis of size > 1 */
+    int check_replication;
+    int *donate;                    /* per input */
+    int *donate_to;                 /* per input: the output it can alias, or -1 */
+    int num_local;                  /* this process's mesh devices, flat order */
+    int *local_flat;
+    int *local_ordinal;
+};
+
+spmd_status spmd_shard_map_options_init(spmd_shard_map_options *opts, unsigned int version)
+{
+    SPMD_REQUIRE_NOT_NULL(opts, "spmd_shard_map_options_init");
+    SPMD_REQUIRE(version == SPMD_SHARD_MAP_OPTIONS_VERSION, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_shard_map_options_init: version %u is not supported; use "
+                 "SPMD_SHARD_MAP_OPTIONS_VERSION (%d)",
+                 version, SPMD_SHARD_MAP_OPTIONS_VERSION);
+    const spmd_shard_map_options defaults = SPMD_SHARD_MAP_OPTIONS_INIT;
+    *opts = defaults;
+    return SPMD_OK;
+}
+
+/* ---- plan construction ---- */
+
+void spmd_plan_destroy(spmd_plan *plan)
+{
+    if (!plan || plan->magic != SPMD__MAGIC_PLAN)
+        return;
+    plan->magic = SPMD__MAGIC_DEAD;
+    for (int i = 0; i < plan->nin && plan->in_shardings; i++)
+        spmd_sharding_destroy(plan->in_shardings[i]);
+    for (int j = 0; j < plan->nout && plan->out_shardings; j++)
+        spmd_sharding_destroy(plan->out_shardings[j]);
+    free(plan->in_descs);
+    free(plan->in_shardings);
+    free(plan->accepted);
+    free(plan->out_descs);
+    free(plan->out_shardings);
+    free(plan->out_blocks);
+    free(plan->in_blocks);
+    free(plan->check_output);
+    free(plan->donate);
+    free(plan->donate_to);
+    free(plan->local_flat);
+    spmd_mesh_destroy(plan->mesh);
+    free(plan);
+}
+
+static spmd_status make_sharding(spmd_mesh *mesh, const spmd_spec *spec, const char *which, int k,
+                                 spmd_sharding **out)
+{
+    char arg[32];
+    snprintf(arg, sizeof arg, "%s[%d]", which, k);
+    SPMD_CHECK(spmd__spec_check(spec, "spmd_shard_map", arg));
+    spmd_status st = spmd_sharding_create(mesh, spec, out);
+    if (st != SPMD_OK) {
+        char detail[SPMD__MESSAGE_CAPACITY];
+        snprintf(detail, sizeof detail, "%s", spmd_last_error());
+        return SPMD_ERROR(st, "spmd_shard_map: %s: %s", arg, detail);
+    }
+    return SPMD_OK;
+}
+
+static int uses_every_axis(const spmd_sharding *sh)
+{
+    const spmd_mesh *m = sh->mesh;
+    int used[SPMD_MAX_MESH_AXES] = {0};
+    for (int j = 0; j < sh->length; j++)
+        for (int k = 0; k < sh->spec->entry_size[j]; k++)
+            used[sh->entry_mesh_axis[j][k]] = 1;
+    for (int a = 0; a < m->ndim; a++)
+        if (!used[a] && m->shape[a] > 1)
+            return 0;
+    return 1;
+}
+
+static spmd_status check_desc(const spmd_out_desc *d, const char *which, int k)
+{
+    SPMD_REQUIRE(d->ndim >= 0 && d->ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
+                 "spmd_shard_map: %s[%d] has rank %d; use 0..%d", which, k, d->ndim, SPMD_MAX_RANK);
+    SPMD_REQUIRE(spmd_dtype_size(d->dtype) != 0, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_shard_map: %s[%d] has dtype %d, which is not a dtype", which, k,
+                 (int)d->dtype);
+    return SPMD_OK;
+}
+
+static spmd_status block_shape(const spmd_sharding *sh, const spmd_out_desc *d, const char *what,
+                               int64_t *block)
+{
+    SPMD_CHECK(spmd__sharding_check_shape(sh, d->ndim, d->shape, "spmd_shard_map", what));
+    for (int j = 0; j < d->ndim; j++)
+        block[j] = d->shape[j] / spmd__sharding_blocks(sh, j);
+    return SPMD_OK;
+}
+
+/* Donated input i can hand its buffers to the first output of the same block and dtype. */
+static void match_donations(spmd_plan *p)
+{
+    int *taken = calloc((size_t)(p->nout ? p->nout : 1), sizeof *taken);
+    for (int i = 0; i < p->nin; i++) {
+        p->donate_to[i] = -1;
+        if (!p->donate[i] || !taken)
+            continue;
+        for (int j = 0; j < p->nout; j++) {
+            if (taken[j] || p->out_descs[j].dtype != p->in_descs[i].dtype ||
+                p->out_descs[j].ndim != p->in_descs[i].ndim ||
+                memcmp(p->out_blocks[j], p->in_blocks[i],
+                       (size_t)p->in_descs[i].ndim * sizeof(int64_t)) != 0)
+                continue;
+            taken[j] = 1;
+            p->donate_to[i] = j;
+            break;
+        }
+    }
+    free(taken);
+}
+
+static spmd_status plan_fill(spmd_plan *p, const spmd_in_desc *in_descs,
+                             const spmd_spec *const *in_specs, const spmd_out_desc *out_descs,
+                             const spmd_spec *const *out_specs)
+{
+    int nin = p->nin, nout = p->nout;
+    size_t ni = (size_t)(nin ? nin : 1), no = (size_t)(nout ? nout : 1);
+    p->in_descs = calloc(ni, sizeof *p->in_descs);
+    p->in_shardings = calloc(ni, sizeof *p->in_shardings);
+    p->accepted = calloc(ni, sizeof *p->accepted);
+    p->in_blocks = calloc(ni, sizeof *p->in_blocks);
+    p->donate = calloc(ni, sizeof *p->donate);
+    p->donate_to = calloc(ni, sizeof *p->donate_to);
+    p->out_descs = calloc(no, sizeof *p->out_descs);
+    p->out_shardings = calloc(no, sizeof *p->out_shardings);
+    p->out_blocks = calloc(no, sizeof *p->out_blocks);
+    p->check_output = calloc(no, sizeof *p->check_output);
+    p->local_flat = malloc(2 * (size_t)(p->mesh->num_local ? p->mesh->num_local : 1) * sizeof(int));
+    SPMD_REQUIRE(p->in_descs && p->in_shardings && p->accepted && p->in_blocks && p->donate &&
+                     p->donate_to && p->out_descs && p->out_shardings && p->out_blocks &&
+                     p->check_output && p->local_flat,
+                 SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
+    p->local_ordinal = p->local_flat + p->mesh->num_local;
+    for (int i = 0; i < nin; i++) {
+        char what[48];
+        snprintf(what, sizeof what, "input %d", i);
+        SPMD_CHECK(check_desc(&in_descs[i], "in_descs", i));
+        p->in_descs[i] = in_descs[i];
+        SPMD_CHECK(make_sharding(p->mesh, in_specs ? in_specs[i] : NULL, "in_specs", i,
+                                 &p->in_shardings[i]));
+        SPMD_CHECK(block_shape(p->in_shardings[i], &in_descs[i], what, p->in_blocks[i]));
+    }
+    for (int j = 0; j < nout; j++) {
+        char what[48];
+        snprintf(what, sizeof what, "output %d", j);
+        SPMD_CHECK(check_desc(&out_descs[j], "out_descs", j));
+        p->out_descs[j] = out_descs[j];
+        SPMD_CHECK(make_sharding(p->mesh, out_specs ? out_specs[j] : NULL, "out_specs", j,
+                                 &p->out_shardings[j]));
+        SPMD_CHECK(block_shape(p->out_shardings[j], &out_descs[j], what, p->out_blocks[j]));
+        p->check_output[j] = p->check_replication && !uses_every_axis(p->out_shardings[j]);
+    }
+    const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
+    if (!rt)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    p->num_local = p->mesh->num_local;
+    for (int k = 0; k < p->num_local; k++) {
+        p->local_flat[k] = p->mesh->position_of[p->mesh->local_ids[k]];
+        p->local_ordinal[k] = p->mesh->local_ids[k] - rt->first_local;
+    }
+    return SPMD_OK;
+}
+
+spmd_status spmd_plan_create(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
+                             const spmd_in_desc *in_descs, const spmd_spec *const *in_specs,
+                             int nout, const spmd_out_desc *out_descs,
+                             const spmd_spec *const *out_specs,
+                             const spmd_shard_map_options *options, spmd_plan **out)
+{
+    const char *f = "spmd_plan_create";
+    SPMD_REQUIRE_NOT_NULL(out, f);
+    *out = NULL;
+    SPMD_CHECK(spmd__mesh_check(mesh, f, "mesh"));
+    if (!spmd__runtime_get_session(f, mesh->session))
+        return SPMD_ERR_INVALID_ARGUMENT;
+    SPMD_REQUIRE_NOT_NULL(fn, f);
+    SPMD_REQUIRE(nin >= 0 && nin <= 4096 && nout >= 0 && nout <= 4096, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: nin=%d and nout=%d must each be in 0..4096", f, nin, nout);
+    SPMD_REQUIRE(nin == 0 || (in_descs && in_specs), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: in_descs or in_specs is NULL but nin is %d", f, nin);
+    SPMD_REQUIRE(nout == 0 || (out_descs && out_specs), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: out_descs or out_specs is NULL but nout is %d", f, nout);
+    spmd_shard_map_options opts = SPMD_SHARD_MAP_OPTIONS_INIT;
+    if (options) {
+        SPMD_REQUIRE(options->version == SPMD_SHARD_MAP_OPTIONS_VERSION,
+                     SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: options.version is %u; initialize options with "
+                     "SPMD_SHARD_MAP_OPTIONS_INIT",
+                     f, options->version);
+        opts = *options;
+    }
+    spmd_plan *p = calloc(1, sizeof *p);
+    SPMD_REQUIRE(p != NULL, SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", f);
+    p->magic = SPMD__MAGIC_PLAN;
+    p->mesh = spmd_mesh_retain(mesh);
+    p->fn = fn;
+    p->user = user;
+    p->nin = nin;
+    p->nout = nout;
+    p->check_replication = opts.check_replication != 0;
+    spmd_status st = plan_fill(p, in_descs, in_specs, out_descs, out_specs);
+    if (st == SPMD_OK && opts.donate) {
+        for (int i = 0; i < nin; i++)
+            p->donate[i] = opts.donate[i] != 0;
+        match_donations(p);
+    } else if (st == SPMD_OK) {
+        for (int i = 0; i < nin; i++)
+            p->donate_to[i] = -1;
+    }
+    if (st != SPMD_OK) {
+        spmd_plan_destroy(p);
+        return st;
+    }
+    *out = p;
+    return SPMD_OK;
+}
+
+/* ---- input checks at execution ---- */
+
+static void device_list(spmd__strbuf *sb, const spmd_mesh *m)
+{
+    spmd__strbuf_int_list(sb, m->device_ids, m->size);
+}
+
+static spmd_status check_input(spmd_plan *p, int i, const spmd_array *a)
+{
+    char arg[32];
+    snprintf(arg, sizeof arg, "in_arrays[%d]", i);
+    SPMD_CHECK(spmd__array_check(a, "spmd_shard_map", arg));
+    const spmd_in_desc *d = &p->in_descs[i];
+    int same_shape = a->ndim == d->ndim && a->dtype == d->dtype;
+    for (int j = 0; same_shape && j < d->ndim; j++)
+        same_shape = a->shape[j] == d->shape[j];
+    if (!same_shape) {
+        char want[256], got[256];
+        spmd__strbuf sb;
+        spmd__strbuf_init(&sb, want, sizeof want);
+        spmd__strbuf_printf(&sb, "%s", spmd_dtype_name(d->dtype));
+        spmd__strbuf_shape(&sb, d->shape, d->ndim);
+        spmd__strbuf_init(&sb, got, sizeof got);
+        spmd__strbuf_printf(&sb, "%s", spmd_dtype_name(a->dtype));
+        spmd__strbuf_shape(&sb, a->shape, a->ndim);
+        return SPMD_ERROR(SPMD_ERR_SHAPE, "spmd_shard_map: input %d is %s but the plan expects %s",
+                          i, got, want);
+    }
+    if (p->accepted[i] == a->sharding)
+        return SPMD_OK;
+    if (!spmd_sharding_is_equivalent(a->sharding, p->in_shardings[i], d->ndim)) {
+        char have[SPMD__MESSAGE_CAPACITY / 4], want[SPMD__MESSAGE_CAPACITY / 4];
+        spmd__strbuf sb;
+        spmd__strbuf_init(&sb, have, sizeof have);
+        char text[SPMD__SHARDING_TEXT];
+        spmd__ignore(spmd_sharding_format(a->sharding, text, sizeof text));
+        spmd__strbuf_printf(&sb, "%s on devices ", text);
+        device_list(&sb, a->sharding->mesh);
+        spmd__strbuf_init(&sb, want, sizeof want);
+        spmd__ignore(spmd_sharding_format(p->in_shardings[i], text, sizeof text));
+        spmd__strbuf_printf(&sb, "%s on devices ", text);
+        device_list(&sb, p->mesh);
+        return SPMD_ERROR(SPMD_ERR_INCOMPATIBLE_DEVICES,
+                          "spmd_shard_map: input %d is laid out as %s, but in_specs[%d] on this "
+                          "mesh needs %s; reshard it first (spmd_device_put of its data onto that "
+                          "sharding), or change in_specs",
+                          i, have, i, want);
+    }
+    p->accepted[i] = a->sharding;
+    return SPMD_OK;
+}
+
+/* ---- the call ---- */
+
+typedef struct abort_record {
+    unsigned long seq;
+    int32_t status;
+    int32_t process;
+    char message[1000];
+} abort_record;
+
+spmd_status spmd__call_aborted_status(spmd__call *call)
+{
+    pthread_mutex_lock(&call->abort_lock);
+    spmd_status st = call->abort_status;
+    char message[SPMD__MESSAGE_CAPACITY];
+    snprintf(message, sizeof message, "%s", call->abort_message);
+    pthread_mutex_unlock(&call->abort_lock);
+    spmd__error_set_raw(message);
+    return st;
+}
+
+static int record_abort(spmd__call *call, spmd_status st, const char *message)
+{
+    pthread_mutex_lock(&call->abort_lock);
+    int first = !atomic_load(&call->aborted);
+    if (first) {
+        call->abort_status = st;
+        snprintf(call->abort_message, sizeof call->abort_message, "%s", message);
+        atomic_store(&call->aborted, 1);
+    }
+    pthread_mutex_unlock(&call->abort_lock);
+    if (first)
+        spmd__mesh_state_wake_all(call->state);
+    return first;
+}
+
+spmd_status spmd__call_abort(spmd__call *call, spmd_status st)
+{
+    char message[SPMD__MESSAGE_CAPACITY];
+    snprintf(message, sizeof message, "%s", spmd_last_error());
+    if (record_abort(call, st, message) && call->state->control) {
+        abort_record r;
+        memset(&r, 0, sizeof r);
+        r.seq = call->seq;
+        r.status = st;
+        r.process = spmd_process_index();
+        spmd__copy_text(r.message, sizeof r.message, message);
+        spmd__comm_post_abort(call->state->control, &r, sizeof r);
+    }
+    return st;
+}
+
+spmd_status spmd__call_check_cancel(void *arg)
+{
+    spmd__call *call = arg;
+    if (atomic_load(&call->aborted))
+        return spmd__call_aborted_status(call);
+    abort_record r;
+    while (call->state->control && spmd__comm_poll_abort(call->state->control, &r, sizeof r)) {
+        if (r.seq != call->seq)
+            continue; /* left over from an earlier call */
+        char message[SPMD__MESSAGE_CAPACITY];
+        snprintf(message, sizeof message, "process %d failed: %s", r.process, r.message);
+        record_abort(call, (spmd_status)r.status, message);
+        return spmd__call_aborted_status(call);
+    }
+    return SPMD_OK;
+}
+
+typedef struct call_job {
+    spmd_plan *plan;
+    spmd__call *call;
+    spmd_array *const *inputs;
+    spmd_array **outputs;
+    int *slot_of_ordinal;  /* local ordinal -> index into plan->local_flat */
+    const int *aliased;    /* per output: a donated input's buffers were handed over */
+} call_job;
+
+static void free_allocations(spmd_ctx *ctx)
+{
+    while (ctx->allocations) {
+        spmd__allocation *a = ctx->allocations;
+        ctx->allocations = a->next;
+        const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
+        if (rt)
+            spmd__device_backend(rt, ctx->device_id)
+                ->free(rt->devices[ctx->device_id].hardware_ordinal, a->data);
+        free(a);
+    }
+}
+
+static void fill_block(spmd_block *b, void *data, spmd_dtype dtype, int ndim, const int64_t *shape)
+{
+    b->data = data;
+    b->dtype = dtype;
+    b->ndim = ndim;
+    for (int j = 0; j < ndim; j++)
+        b->shape[j] = shape[j];
+}
+
+static spmd_status device_task(int ordinal, void *arg)
+{
+    call_job *job = arg;
+    spmd_plan *p = job->plan;
+    int k = job->slot_of_ordinal[ordinal];
+    spmd_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.call = job->call;
+    ctx.flat = p->local_flat[k];
+    ctx.device_id = p->mesh->device_ids[ctx.flat];
+    spmd__mesh_coords(p->mesh, ctx.flat, ctx.coords);
+
+    enum { STACK_BLOCKS = 8 };
+    spmd_block stack_blocks[2 * STACK_BLOCKS];
+    spmd_block *in = stack_blocks, *out = stack_blocks + STACK_BLOCKS;
+    if (p->nin > STACK_BLOCKS || p->nout > STACK_BLOCKS) {
+        in = malloc((size_t)(p->nin + p->nout) * sizeof *in);
+        if (!in)
+            return spmd__call_abort(job->call, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
+                                                          "out of memory for the blocks of fn"));
+        out = in + p->nin;
+    }
+    spmd_status st = SPMD_OK;
+    for (int i = 0; i < p->nin; i++) {
+        const spmd_array *a = job->inputs[i];
+        int s = spmd__array_shard_of_device(a, ctx.device_id);
+        fill_block(&in[i], a->shards[s].buffer->data, a->dtype, a->ndim, p->in_blocks[i]);
+    }
+    for (int j = 0; j < p->nout && st == SPMD_OK; j++) {
+        spmd_array *o = job->outputs[j];
+        spmd__shard_slot *slot = &o->shards[k];
+        if (!job->aliased[j])
+            st = spmd__buffer_create(ctx.device_id, o->shard_bytes, &slot->buffer);
+        if (st == SPMD_OK)
+            fill_block(&out[j], slot->buffer->data, o->dtype, o->ndim, p->out_blocks[j]);
+    }
+    if (st == SPMD_OK)
+        st = p->fn(&ctx, p->nin, in, p->nout, out, p->user);
+    free_allocations(&ctx);
+    /* Devices still waiting for this one in a collective can now tell it never will come. */
+    atomic_store(&job->call->finished[ctx.flat], 1);
+    if (atomic_load(&job->call->waiting) > 0)
+        spmd__mesh_state_wake_all(job->call->state);
+    if (in != stack_blocks)
+        free(in);
+    if (st != SPMD_OK && !atomic_load(&job->call->aborted)) {
+        if (spmd_last_error()[0] == '\0')
+            SPMD_ERROR(st, "fn returned %s without a message", spmd_status_name(st));
+        char detail[SPMD__MESSAGE_CAPACITY];
+        snprintf(detail, sizeof detail, "%s", spmd_last_error());
+        spmd__call_abort(job->call, SPMD_ERROR(st, "fn failed on device %d (process %d): %s",
+                                               ctx.device_id, spmd_process_index(), detail));
+    }
+    return st;
+}
+
+/* ---- replication check ---- */
+
+static uint64_t digest(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    for (; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h | 1; /* never 0: 0 marks "not held here" */
+}
+
+static int64_t block_key(const spmd_sharding *sh, int ndim, int flat)
+{
+    int64_t key = 0;
+    for (int j = 0; j < ndim; j++)
+        key = key * spmd__sharding_blocks(sh, j) + spmd__sharding_block(sh, flat, j);
+    return key;
+}
+
+/* Digest of every local device's block of each checked output, at [output][mesh position]. */
+static void local_digests(const spmd_plan *p, spmd_array **outputs, uint64_t *digests)
+{
+    int size = p->mesh->size, checked = 0;
+    for (int j = 0; j < p->nout; j++) {
+        if (!p->check_output[j])
+            continue;
+        uint64_t *row = digests + (size_t)checked++ * (size_t)size;
+        const spmd_array *o = outputs[j];
+        for (int s = 0; s < o->num_shards; s++)
+            row[o->shards[s].flat] = digest(o->shards[s].buffer->data, o->shard_bytes);
+    }
+}
+
+static spmd_status replication_error(const spmd_plan *p, int j, int fa, int fb)
+{
+    const spmd_mesh *m = p->mesh;
+    const spmd_sharding *sh = p->out_shardings[j];
+    int ca[SPMD_MAX_MESH_AXES], cb[SPMD_MAX_MESH_AXES];
+    spmd__mesh_coords(m, fa, ca);
+    spmd__mesh_coords(m, fb, cb);
+    char axes[256], spec[SPMD__SPEC_TEXT];
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, axes, sizeof axes);
+    int n = 0;
+    for (int a = 0; a < m->ndim; a++)
+        if (ca[a] != cb[a])
+            spmd__strbuf_printf(&sb, "%s'%s'", n++ ? ", " : "", m->names[a]);
+    spmd__ignore(spmd_spec_format(sh->spec, spec, sizeof spec));
+    return SPMD_ERROR(SPMD_ERR_SPEC,
+                      "spmd_shard_map: output %d: out_specs[%d] = %s claims the output is "
+                      "replicated over mesh axis %s, but devices %d and %d (which differ only "
+                      "along it) hold different values; reduce over %s in fn (spmd_psum), or name "
+                      "%s in out_specs[%d]",
+                      j, j, spec, axes, m->device_ids[fa], m->device_ids[fb], axes, axes, j);
+}
+
+/* Every device holding the same block of a checked output must hold the same bytes. */
+static spmd_status check_replication(const spmd_plan *p, const uint64_t *digests)
+{
+    int size = p->mesh->size, checked = 0;
+    int64_t *first = malloc((size_t)size * sizeof *first);
+    SPMD_REQUIRE(first != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory checking replication");
+    spmd_status st = SPMD_OK;
+    for (int j = 0; j < p->nout && st == SPMD_OK; j++) {
+        if (!p->check_output[j])
+            continue;
+        const uint64_t *row = digests + (size_t)checked++ * (size_t)size;
+        const spmd_sharding *sh = p->out_shardings[j];
+        for (int f = 0; f < size; f++)
+            first[f] = -1;
+        /* keys are < mesh size: the blocks of a sharding number at most its devices */
+        for (int f = 0; f < size && st == SPMD_OK; f++) {
+            int64_t key = block_key(sh, p->out_descs[j].ndim, f);
+            if (first[key] < 0)
+                first[key] = f;
+            else if (row[f] != row[first[key]])
+                st = replication_error(p, j, (int)first[key], f);
+        }
+    }
+    free(first);
+    return st;
+}
+
+/* ---- agreement between processes at the end of a call ---- */
+
+typedef struct end_record {
+    int32_t status;
+    int32_t abandoned;
+    char message[1016];
+} end_record;
+
+/* Every process learns every other's outcome (and digests), so that all return the same
+ * status; a failure anywhere fails the call everywhere. */
+static spmd_status exchange_outcomes(spmd__call *call, spmd_status local,
+                                     uint64_t *digests, size_t digest_bytes, int *abandoned)
+{
+    spmd__mesh_state *s = call->state;
+    size_t bytes = sizeof(end_record) + digest_bytes;
+    int n = s->num_processes;
+    char *mine = calloc(1, bytes);
+    char *all = calloc((size_t)n, bytes);
+    if (!mine || !all) {
+        free(mine);
+        free(all);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for the end-of-call exchange");
+    }
+    end_record *r = (end_record *)mine;
+    r->status = local;
+    r->abandoned = atomic_load(&call->abandoned);
+    if (local != SPMD_OK)
+        snprintf(r->message, sizeof r->message, "%s", spmd_last_error());
+    memcpy(mine + sizeof(end_record), digests, digest_bytes);
+    spmd__wait w = {spmd__now_ns() + call->timeout_ns, NULL, NULL,
+                    "spmd_shard_map (agreeing on the outcome)"};
+    spmd_status st = spmd__comm_allgather_wait(s->control, mine, bytes, all, &w);
+    if (st != SPMD_OK) {
+        *abandoned = 1;
+    } else {
+        spmd_status first_error = SPMD_OK;
+        for (int q = 0; q < n; q++) {
+            end_record *e = (end_record *)(all + (size_t)q * bytes);
+            *abandoned |= e->abandoned;
+            if (e->status != SPMD_OK && first_error == SPMD_OK && local == SPMD_OK) {
+                first_error = (spmd_status)e->status;
+                SPMD_ERROR(first_error, "process %d failed: %s", s->processes[q], e->message);
+            }
+            /* combine digests: each position is nonzero on exactly its owner */
+            const uint64_t *d = (const uint64_t *)(all + (size_t)q * bytes + sizeof(end_record));
+            for (size_t i = 0; i < digest_bytes / sizeof(uint64_t); i++)
+                digests[i] |= d[i];
+        }
+        st = local != SPMD_OK ? local : first_error;
+        if (local != SPMD_OK)
+            spmd__error_set_raw(r->message);
+    }
+    free(mine);
+    free(all);
+    return st;
+}
+
+/* ---- execution ---- */
+
+static spmd_status create_outputs(spmd_plan *p, spmd_array **outputs)
+{
+    for (int j = 0; j < p->nout; j++)
+        SPMD_CHECK(spmd__array_create_empty(p->out_shardings[j], p->out_descs[j].ndim,
+                                            p->out_descs[j].shape, p->out_descs[j].dtype,
+                                            "spmd_shard_map", &outputs[j]));
+    return SPMD_OK;
+}
+
+/* Hands donated buffers to their outputs when no other array shares them. */
+static void apply_donations(spmd_plan *p, spmd_array *const *inputs, spmd_array **outputs,
+                            int *aliased)
+{
+    for (int i = 0; i < p->nin; i++) {
+        if (!p->donate[i])
+            continue;
+        spmd_array *a = inputs[i];
+        int j = p->donate_to[i], exclusive = 1;
+        for (int s = 0; s < a->num_shards; s++)
+            exclusive &= atomic_load(&a->shards[s].buffer->refs) == 1;
+        if (j < 0 || !exclusive) {
+            SPMD_WARN("spmd_shard_map: donated input %d %s; it is deleted without being reused", i,
+                      j < 0 ? "matches no output of the same block shape and dtype"
+                            : "shares its buffers with another array");
+            continue;
+        }
+        spmd_array *o = outputs[j];
+        for (int k = 0; k < o->num_shards; k++) {
+            int s = spmd__array_shard_of_device(a, o->shards[k].device_id);
+            o->shards[k].buffer = spmd__buffer_retain(a->shards[s].buffer);
+        }
+        aliased[j] = 1;
+    }
+}
+
+static spmd_status run_call(spmd_plan *p, spmd__call *call, spmd_array *const *inputs,
+                            spmd_array **outputs)
+{
+    int *aliased = calloc((size_t)(p->nout ? p->nout : 1), sizeof *aliased);
+    int *slot_of_ordinal = malloc((size_t)spmd_local_device_count() * sizeof(int));
+    if (!aliased || !slot_of_ordinal) {
+        free(aliased);
+        free(slot_of_ordinal);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
+    }
+    for (int k = 0; k < p->num_local; k++)
+        slot_of_ordinal[p->local_ordinal[k]] = k;
+    apply_donations(p, inputs, outputs, aliased);
+    call_job job = {p, call, inputs, outputs, slot_of_ordinal, aliased};
+    spmd_status st = spmd__run_on_devices(p->num_local, p->local_ordinal, device_task, &job);
+    if (atomic_load(&call->aborted))
+        st = spmd__call_aborted_status(call); /* the root cause, not a bystander's error */
+    free(aliased);
+    free(slot_of_ordinal);
+    return st;
+}
+
+static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array **outputs)
+{
+    const spmd__runtime *rt = spmd__runtime_get_session("spmd_shard_map", p->mesh->session);
+    if (!rt)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    SPMD_REQUIRE(p->num_local > 0, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_shard_map: process %d owns no device of the mesh; only the processes "
+                 "that do call spmd_shard_map on it",
+                 rt->process_index);
+    spmd__mesh_state *state = p->mesh->state;
+    SPMD_CHECK(spmd__mesh_state_setup(p->mesh, state, rt->collective_timeout_ns));
+    for (int j = 0; j < p->nout; j++)
+        outputs[j] = NULL;
+    spmd__call call;
+    memset(&call, 0, sizeof call);
+    call.mesh = p->mesh;
+    call.state = state;
+    call.seq = ++state->call_seq;
+    call.timeout_ns = rt->collective_timeout_ns;
+    pthread_mutex_init(&call.abort_lock, NULL);
+    call.finished = calloc((size_t)p->mesh->size, sizeof *call.finished);
+    if (!call.finished) {
+        pthread_mutex_destroy(&call.abort_lock);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
+    }
+
+    spmd_status st = create_outputs(p, outputs);
+    if (st == SPMD_OK) {
+        st = run_call(p, &call, inputs, outputs);
+        /* Donated inputs are gone once the call ran, whatever its outcome. */
+        for (int i = 0; i < p->nin; i++)
+            if (p->donate[i])
+                spmd__array_mark_deleted(inputs[i]);
+    }
+
+    int checked = 0;
+    for (int j = 0; j < p->nout; j++)
+        checked += p->check_output[j];
+    size_t digest_bytes = (size_t)checked * (size_t)p->mesh->size * sizeof(uint64_t);
+    uint64_t *digests = calloc(1, digest_bytes ? digest_bytes : 1);
+    if (!digests && st == SPMD_OK)
+        st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
+    if (st == SPMD_OK && checked)
+        local_digests(p, outputs, digests);
+    int abandoned = atomic_load(&call.abandoned);
+    if (state->control && digests)
+        st = exchange_outcomes(&call, st, digests, digest_bytes, &abandoned);
+    if (st == SPMD_OK && checked)
+        st = check_replication(p, digests);
+    free(digests);
+
+    if (abandoned)
+        spmd__mesh_state_break(state, spmd_last_error());
+    if (atomic_load(&call.aborted))
+        spmd__mesh_state_reset_rendezvous(state);
+    pthread_mutex_destroy(&call.abort_lock);
+    free(call.finished);
+    if (st != SPMD_OK)
+        for (int j = 0; j < p->nout; j++) {
+            spmd_array_destroy(outputs[j]);
+            outputs[j] = NULL;
+        }
+    return st;
+}
+
+spmd_status spmd_plan_execute(spmd_plan *plan, spmd_array *const *in_arrays,
+                              spmd_array **out_arrays)
+{
+    SPMD_REQUIRE(plan != NULL && plan->magic == SPMD__MAGIC_PLAN, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_plan_execute: argument 'plan' is NULL or not a live spmd_plan");
+    SPMD_REQUIRE(plan->nin == 0 || in_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_plan_execute: in_arrays is NULL but the plan has %d inputs", plan->nin);
+    SPMD_REQUIRE(plan->nout == 0 || out_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_plan_execute: out_arrays is NULL but the plan has %d outputs", plan->nout);
+    for (int j = 0; j < plan->nout; j++)
+        out_arrays[j] = NULL;
+    for (int i = 0; i < plan->nin; i++) {
+        SPMD_CHECK(check_input(plan, i, in_arrays[i]));
+        for (int k = 0; k < i; k++)
+            SPMD_REQUIRE(!plan->donate[i] || in_arrays[k] != in_arrays[i], SPMD_ERR_INVALID_ARGUMENT,
+                         "spmd_shard_map: input %d is donated but also passed as input %d; an "
+                         "array can be donated only once and not read elsewhere in the call",
+                         i, k);
+    }
+    return execute(plan, in_arrays, out_arrays);
+}
+
+spmd_status spmd_shard_map(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
+                           spmd_array *const *in_arrays, const spmd_spec *const *in_specs,
+                           int nout, const spmd_out_desc *out_descs,
+                           const spmd_spec *const *out_specs,
+                           const spmd_shard_map_options *options, spmd_array **out_arrays)
+{
+    SPMD_REQUIRE(nout == 0 || out_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_shard_map: out_arrays is NULL but nout is %d", nout);
+    for (int j = 0; j < nout; j++)
+        out_arrays[j] = NULL;
+    SPMD_REQUIRE(nin == 0 || in_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_shard_map: in_arrays is NULL but nin is %d", nin);
+    SPMD_REQUIRE(nin >= 0 && nin <= 4096, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_shard_map: nin=%d must be in 0..4096", nin);
+    spmd_in_desc stack_descs[8] = {{0}};
+    spmd_in_desc *descs = nin <= 8 ? stack_descs : malloc((size_t)nin * sizeof *descs);
+    SPMD_REQUIRE(descs != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
+    spmd_status st = SPMD_OK;
+    for (int i = 0; i < nin && st == SPMD_OK; i++) {
+        char arg[32];
+        snprintf(arg, sizeof arg, "in_arrays[%d]", i);
+        st = spmd__array_check(in_arrays[i], "spmd_shard_map", arg);
+        if (st == SPMD_OK) {
+            descs[i].ndim = in_arrays[i]->ndim;
+            descs[i].dtype = in_arrays[i]->dtype;
+            memcpy(descs[i].shape, in_arrays[i]->shape, sizeof descs[i].shape);
+        }
+    }
+    spmd_plan *plan = NULL;
+    if (st == SPMD_OK)
+        st = spmd_plan_create(mesh, fn, user, nin, descs, in_specs, nout, out_descs, out_specs,
+                              options, &plan);
+    if (descs != stack_descs)
+        free(descs);
+    if (st == SPMD_OK)
+        st = spmd_plan_execute(plan, in_arrays, out_arrays);
+    spmd_plan_destroy(plan);
+    return st;
+}
+
+/* ---- context accessors ---- */
+
+int spmd_ctx_device(const spmd_ctx *ctx) { return ctx ? ctx->device_id : -1; }
+const spmd_mesh *spmd_ctx_mesh(const spmd_ctx *ctx) { return ctx ? ctx->call->mesh : NULL; }
+
+void *spmd_ctx_stream(const spmd_ctx *ctx)
+{
+    (void)ctx;
+    return NULL; /* cpu devices have no stream */
+}
+
+void *spmd_ctx_cublas(spmd_ctx *ctx)
+{
+    (void)ctx;
+    return NULL;
+}
+
+spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, const int64_t *shape, spmd_dtype dtype,
+                           spmd_block *block)
+{
+    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_ctx_alloc");
+    SPMD_REQUIRE_NOT_NULL(block, "spmd_ctx_alloc");
+    SPMD_REQUIRE(ndim >= 0 && ndim <= SPMD_MAX_RANK && (ndim == 0 || shape != NULL),
+                 SPMD_ERR_SHAPE, "spmd_ctx_alloc: ndim is %d (use 0..%d) or shape is NULL", ndim,
+                 SPMD_MAX_RANK);
+    size_t bytes = spmd_dtype_size(dtype);
+    SPMD_REQUIRE(bytes != 0, SPMD_ERR_INVALID_ARGUMENT, "spmd_ctx_alloc: dtype %d is not a dtype",
+                 (int)dtype);
+    for (int j = 0; j < ndim; j++) {
+        SPMD_REQUIRE(shape[j] >= 1, SPMD_ERR_SHAPE,
+                     "spmd_ctx_alloc: dimension %d has extent %lld; extents must be >= 1", j,
+                     (long long)shape[j]);
+        SPMD_REQUIRE(!spmd__mul_overflows(bytes, (size_t)shape[j], &bytes), SPMD_ERR_SHAPE,
+                     "spmd_ctx_alloc: the block's bytes overflow size_t");
+    }
+    const spmd__runtime *rt = spmd__runtime_get("spmd_ctx_alloc");
+    if (!rt)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    spmd__allocation *a = malloc(sizeof *a);
+    SPMD_REQUIRE(a != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_ctx_alloc: out of memory");
+    spmd_status st = spmd__device_backend(rt, ctx->device_id)
+                         ->alloc(rt->devices[ctx->device_id].hardware_ordinal, bytes, &a->data);
+    if (st != SPMD_OK) {
+        free(a);
+        return st;
+    }
+    a->next = ctx->allocations;
+    ctx->allocations = a;
+    fill_block(block, a->data, dtype, ndim, shape);
+    return SPMD_OK;
+}
+
+int64_t spmd_block_size(const spmd_block *block)
+{
+    if (!block || block->ndim < 0 || block->ndim > SPMD_MAX_RANK)
+        return 0;
+    int64_t n = 1;
+    for (int j = 0; j < block->ndim; j++)
+        n *= block->shape[j];
+    return n;
+}
+
+size_t spmd_block_nbytes(const spmd_block *block)
+{
+    return block ? (size_t)spmd_block_size(block) * spmd_dtype_size(block->dtype) : 0;
+}

@@ -1,0 +1,58 @@
+/* Private: one shard_map call in flight, and the per-device context fn runs with. */
+#ifndef SPMD_EXECUTOR_H
+#define SPMD_EXECUTOR_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <spmd/shard_map.h>
+
+#include "runtime/check.h"
+#include "shard_map/groups.h"
+
+typedef struct spmd__call {
+    spmd_mesh *mesh;
+    spmd__mesh_state *state;
+    unsigned long seq;              /* this call's number on the mesh (same on every process) */
+    int64_t timeout_ns;
+    atomic_int aborted;
+    pthread_mutex_t abort_lock;
+    spmd_status abort_status;       /* the first failure: the call's status */
+    char abort_message[SPMD__MESSAGE_CAPACITY];
+    atomic_int abandoned;           /* a cross-process wait was given up: communicators unusable */
+    atomic_int *finished;           /* [mesh size]: the device's fn has returned */
+    atomic_int waiting;             /* devices blocked in a rendezvous */
+} spmd__call;
+
+typedef struct spmd__allocation {
+    struct spmd__allocation *next;
+    void *data;
+} spmd__allocation;
+
+struct spmd_ctx {
+    spmd__call *call;
+    int device_id;
+    int flat;                       /* mesh position */
+    int coords[SPMD_MAX_MESH_AXES];
+    unsigned seq;                   /* collectives issued so far in this call */
+    spmd__allocation *allocations;  /* spmd_ctx_alloc, freed at the end of the call */
+    /* the last axes string parsed, by pointer (fn bodies reuse their literals) */
+    const char *axes_text;
+    int naxes;
+    int axes[SPMD_MAX_MESH_AXES];
+};
+
+/**
+ * Records `st` (with the calling thread's last error) as the call's failure when it is the
+ * first, tells the other processes, and wakes every waiting device. Returns `st`.
+ */
+spmd_status spmd__call_abort(spmd__call *call, spmd_status st);
+
+/** The status a device returns once the call was aborted elsewhere. */
+spmd_status spmd__call_aborted_status(spmd__call *call);
+
+/** Cancellation check for cross-process waits: a local abort, or another process's. */
+spmd_status spmd__call_check_cancel(void *call);
+
+#endif /* SPMD_EXECUTOR_H */

@@ -1,0 +1,326 @@
+/* Collective groups of a mesh: built once, collectively, at the mesh's first shard_map. */
+#include "shard_map/groups.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "runtime/runtime_impl.h"
+#include "shard_map/mesh_impl.h"
+
+/* One mesh set-up at a time in this process, so that communicator creations (collective over
+ * overlapping process sets) happen in the same order everywhere. */
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh) { return mesh->state; }
+
+static void group_free(spmd__group *g, int abandon)
+{
+    if (!g)
+        return;
+    if (abandon)
+        spmd__comm_abandon(g->comm);
+    else
+        spmd__comm_destroy(g->comm);
+    spmd__event_destroy(&g->event);
+    for (int i = 0; i < 3; i++)
+        free(g->scratch[i]);
+    free(g->slots);
+    free(g->member_flat);
+    free(g);
+}
+
+static void table_free(spmd__group_table *t, int abandon)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->num_groups; i++)
+        group_free(t->groups[i], abandon);
+    free(t->groups);
+    free(t->group_of_flat);
+    free(t);
+}
+
+void spmd__mesh_state_destroy(spmd__mesh_state *state)
+{
+    if (!state)
+        return;
+    /* After spmd_finalize MPI is gone: drop the communicators without calling it. */
+    int abandon = !spmd_is_initialized();
+    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++)
+        table_free(state->tables[m], abandon);
+    if (abandon)
+        spmd__comm_abandon(state->control);
+    else
+        spmd__comm_destroy(state->control);
+    free(state->processes);
+    pthread_mutex_destroy(&state->lock);
+    free(state);
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t mesh_fingerprint(const spmd_mesh *m)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv1a(h, &m->ndim, sizeof m->ndim);
+    h = fnv1a(h, m->shape, (size_t)m->ndim * sizeof(int));
+    for (int a = 0; a < m->ndim; a++)
+        h = fnv1a(h, m->names[a], strlen(m->names[a]) + 1);
+    return fnv1a(h, m->device_ids, (size_t)m->size * sizeof(int));
+}
+
+/* Fills member lists, ranks and local members of group `id` of table t. */
+static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, int id, int me,
+                               spmd__group **out)
+{
+    spmd__group *g = calloc(1, sizeof *g);
+    SPMD_REQUIRE(g != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
+    int n = t->group_size;
+    /* one allocation for the per-member and per-rank arrays (at most n ranks) */
+    g->member_flat = malloc((size_t)n * 7 * sizeof(int));
+    if (!g->member_flat) {
+        free(g);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
+    }
+    g->member_rank = g->member_flat + n;
+    g->member_index = g->member_rank + n;
+    g->rank_process = g->member_index + n;
+    g->rank_members = g->rank_process + n;
+    g->local_flat = g->rank_members + n;
+    g->id = id;
+    g->size = n;
+    int k = 0;
+    for (int f = 0; f < m->size; f++)
+        if (t->group_of_flat[f] == id)
+            g->member_flat[k++] = f;
+    /* ranks: the distinct processes, ascending */
+    for (int i = 0; i < n; i++) {
+        int p = m->process_of[g->member_flat[i]];
+        int r = 0;
+        while (r < g->num_ranks && g->rank_process[r] < p)
+            r++;
+        if (r == g->num_ranks || g->rank_process[r] != p) {
+            memmove(&g->rank_process[r + 1], &g->rank_process[r],
+                    (size_t)(g->num_ranks - r) * sizeof(int));
+            g->rank_process[r] = p;
+            g->num_ranks++;
+        }
+    }
+    memset(g->rank_members, 0, (size_t)g->num_ranks * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        int p = m->process_of[g->member_flat[i]];
+        int r = 0;
+        while (g->rank_process[r] != p)
+            r++;
+        g->member_rank[i] = r;
+        g->member_index[i] = g->rank_members[r]++;
+        if (p == me)
+            g->local_flat[g->num_local++] = g->member_flat[i];
+    }
+    spmd__event_init(&g->event);
+    atomic_init(&g->arrived, 0);
+    atomic_init(&g->generation, 0);
+    g->slots = calloc((size_t)g->num_local, sizeof *g->slots);
+    if (!g->slots) {
+        group_free(g, 0);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
+    }
+    *out = g;
+    return SPMD_OK;
+}
+
+static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__group_table **out)
+{
+    spmd__group_table *t = calloc(1, sizeof *t);
+    SPMD_REQUIRE(t != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
+    t->mask = mask;
+    t->group_size = 1;
+    for (int a = 0; a < m->ndim; a++)
+        if (mask & (1u << a))
+            t->group_size *= m->shape[a];
+    t->num_groups = m->size / t->group_size;
+    t->group_of_flat = malloc((size_t)m->size * sizeof(int));
+    t->groups = calloc((size_t)t->num_groups, sizeof *t->groups);
+    if (!t->group_of_flat || !t->groups) {
+        table_free(t, 0);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
+    }
+    int c[SPMD_MAX_MESH_AXES];
+    for (int f = 0; f < m->size; f++) {
+        spmd__mesh_coords(m, f, c);
+        int id = 0;
+        for (int a = 0; a < m->ndim; a++)
+            if (!(mask & (1u << a)))
+                id = id * m->shape[a] + c[a];
+        t->group_of_flat[f] = id;
+    }
+    for (int i = 0; i < m->num_local; i++) {
+        int id = t->group_of_flat[m->position_of[m->local_ids[i]]];
+        if (t->groups[id])
+            continue;
+        spmd_status st = build_group(m, t, id, me, &t->groups[id]);
+        if (st != SPMD_OK) {
+            table_free(t, 0);
+            return st;
+        }
+    }
+    *out = t;
+    return SPMD_OK;
+}
+
+/* Creates the communicators of every multi-process group this process belongs to, in
+ * (mask, group id) order: the same total order on every process, so creation cannot deadlock. */
+static spmd_status create_group_comms(spmd__mesh_state *s)
+{
+    for (unsigned mask = 1; mask < (1u << SPMD_MAX_MESH_AXES); mask++) {
+        spmd__group_table *t = s->tables[mask];
+        for (int id = 0; t && id < t->num_groups; id++) {
+            spmd__group *g = t->groups[id];
+            if (!g || g->num_ranks < 2)
+                continue;
+            int tag = 2 + (int)((mask * 131u + (unsigned)id) % 30000u);
+            SPMD_CHECK(spmd__comm_create(g->rank_process, g->num_ranks, tag, &g->comm));
+        }
+    }
+    return SPMD_OK;
+}
+
+static spmd_status agree_on_mesh(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
+{
+    spmd__comm *view = NULL;
+    SPMD_CHECK(spmd__comm_view(s->processes, s->num_processes, &view));
+    char text[SPMD__MESH_TEXT], description[120];
+    spmd__ignore(spmd_mesh_format(mesh, text, sizeof text));
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, description, sizeof description);
+    spmd__strbuf_printf(&sb, "shard_map on %s (devices %d..%d)", text, mesh->device_ids[0],
+                        mesh->device_ids[mesh->size - 1]);
+    spmd__wait w = {spmd__now_ns() + timeout_ns, NULL, NULL, "setting up the mesh for shard_map"};
+    spmd_status st = spmd__comm_agree(view, mesh_fingerprint(mesh), description, &w);
+    if (st == SPMD_OK)
+        spmd__comm_destroy(view);
+    else
+        spmd__comm_abandon(view);
+    return st;
+}
+
+static spmd_status setup_locked(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
+{
+    s->processes = malloc((size_t)mesh->size * sizeof(int));
+    SPMD_REQUIRE(s->processes != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    s->num_processes = 0;
+    for (int f = 0; f < mesh->size; f++) {
+        int p = mesh->process_of[f], i = 0;
+        while (i < s->num_processes && s->processes[i] < p)
+            i++;
+        if (i < s->num_processes && s->processes[i] == p)
+            continue;
+        memmove(&s->processes[i + 1], &s->processes[i], (size_t)(s->num_processes - i) * sizeof(int));
+        s->processes[i] = p;
+        s->num_processes++;
+    }
+    const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
+    if (!rt)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    if (s->num_processes > 1) {
+        /* Only after every process has shown up is it safe to create communicators, whose
+         * creation blocks. */
+        SPMD_CHECK(agree_on_mesh(mesh, s, timeout_ns));
+        SPMD_CHECK(spmd__comm_create(s->processes, s->num_processes, 1, &s->control));
+    }
+    for (unsigned mask = 1; mask < (1u << mesh->ndim); mask++)
+        SPMD_CHECK(build_table(mesh, mask, rt->process_index, &s->tables[mask]));
+    return create_group_comms(s);
+}
+
+spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
+{
+    pthread_mutex_lock(&s->lock);
+    spmd_status st = SPMD_OK;
+    if (s->broken) {
+        st = SPMD_ERROR(SPMD_ERR_DISTRIBUTED,
+                        "spmd_shard_map: this mesh is unusable after an earlier failed call (%s); "
+                        "destroy it and create a new mesh",
+                        s->broken_reason);
+    } else if (!s->ready) {
+        pthread_mutex_lock(&setup_lock);
+        st = setup_locked(mesh, s, timeout_ns);
+        pthread_mutex_unlock(&setup_lock);
+        if (st == SPMD_OK) {
+            s->ready = 1;
+        } else {
+            char reason[512];
+            snprintf(reason, sizeof reason, "its set-up failed: %s", spmd_last_error());
+            spmd__mesh_state_break(s, reason);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
+{
+    if (!s->broken)
+        snprintf(s->broken_reason, sizeof s->broken_reason, "%s", reason);
+    s->broken = 1;
+    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
+        spmd__group_table *t = s->tables[m];
+        for (int id = 0; t && id < t->num_groups; id++)
+            if (t->groups[id]) {
+                spmd__comm_abandon(t->groups[id]->comm);
+                t->groups[id]->comm = NULL;
+            }
+    }
+    spmd__comm_abandon(s->control);
+    s->control = NULL;
+}
+
+void spmd__mesh_state_wake_all(spmd__mesh_state *s)
+{
+    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
+        spmd__group_table *t = s->tables[m];
+        for (int id = 0; t && id < t->num_groups; id++)
+            if (t->groups[id])
+                spmd__event_signal(&t->groups[id]->event);
+    }
+}
+
+void spmd__mesh_state_reset_rendezvous(spmd__mesh_state *s)
+{
+    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
+        spmd__group_table *t = s->tables[m];
+        for (int id = 0; t && id < t->num_groups; id++)
+            if (t->groups[id])
+                atomic_store(&t->groups[id]->arrived, 0);
+    }
+}
+
+int spmd__group_local_index(const spmd__group *g, int flat)
+{
+    for (int i = 0; i < g->num_local; i++)
+        if (g->local_flat[i] == flat)
+            return i;
+    return -1;
+}
+
+spmd_status spmd__group_scratch(spmd__group *g, int which, size_t bytes)
+{
+    if (g->scratch_bytes[which] >= bytes)
+        return SPMD_OK;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64))
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
+                          "out of host memory for a %zu-byte collective staging buffer", bytes);
+    free(g->scratch[which]);
+    g->scratch[which] = p;
+    g->scratch_bytes[which] = bytes;
+    return SPMD_OK;
+}

@@ -1,0 +1,403 @@
+/* Block operations on CPU devices: float32/float64 through typed loops (vectorized by the
+ * compiler), other dtypes through double; gemm through OpenBLAS. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <spmd/ops.h>
+
+#include "runtime/check.h"
+#include "shard_map/reduce.h"
+
+static spmd_status check_block(const spmd_block *b, const char *name, const char *fn)
+{
+    SPMD_REQUIRE(b != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, name);
+    SPMD_REQUIRE(b->ndim >= 0 && b->ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
+                 "%s: %s has rank %d; use 0..%d", fn, name, b->ndim, SPMD_MAX_RANK);
+    SPMD_REQUIRE(spmd_dtype_size(b->dtype) != 0, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: %s has dtype %d, which is not a dtype", fn, name, (int)b->dtype);
+    SPMD_REQUIRE(b->data != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: %s.data is NULL", fn, name);
+    for (int j = 0; j < b->ndim; j++)
+        SPMD_REQUIRE(b->shape[j] >= 1, SPMD_ERR_SHAPE,
+                     "%s: dimension %d of %s has extent %lld; extents must be >= 1", fn, j, name,
+                     (long long)b->shape[j]);
+    return SPMD_OK;
+}
+
+static int same_shape(const spmd_block *a, const spmd_block *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int j = 0; j < a->ndim; j++)
+        if (a->shape[j] != b->shape[j])
+            return 0;
+    return 1;
+}
+
+static spmd_status require_same_shape(const spmd_block *a, const spmd_block *b, const char *fn,
+                                      const char *an, const char *bn)
+{
+    SPMD_REQUIRE(same_shape(a, b), SPMD_ERR_SHAPE,
+                 "%s: %s and %s must have the same shape (ranks %d and %d)", fn, an, bn, a->ndim,
+                 b->ndim);
+    return SPMD_OK;
+}
+
+static int is_float(spmd_dtype t)
+{
+    return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || t == SPMD_DTYPE_F16 ||
+           t == SPMD_DTYPE_BF16;
+}
+
+static int is_number(spmd_dtype t)
+{
+    return is_float(t) || t == SPMD_DTYPE_I32 || t == SPMD_DTYPE_I64;
+}
+
+spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value)
+{
+    (void)ctx;
+    SPMD_CHECK(check_block(out, "out", "spmd_op_fill"));
+    size_t n = (size_t)spmd_block_size(out);
+    if (out->dtype == SPMD_DTYPE_F32) {
+        float *p = out->data, v = (float)value;
+        for (size_t i = 0; i < n; i++)
+            p[i] = v;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            spmd__store(out->dtype, out->data, i, value);
+    }
+    return SPMD_OK;
+}
+
+spmd_status spmd_op_iota(spmd_ctx *ctx, spmd_block *out, double start, double step)
+{
+    (void)ctx;
+    SPMD_CHECK(check_block(out, "out", "spmd_op_iota"));
+    size_t n = (size_t)spmd_block_size(out);
+    for (size_t i = 0; i < n; i++)
+        spmd__store(out->dtype, out->data, i, start + (double)i * step);
+    return SPMD_OK;
+}
+
+spmd_status spmd_op_copy(spmd_ctx *ctx, const spmd_block *in, spmd_block *out)
+{
+    (void)ctx;
+    SPMD_CHECK(check_block(in, "in", "spmd_op_copy"));
+    SPMD_CHECK(check_block(out, "out", "spmd_op_copy"));
+    SPMD_CHECK(require_same_shape(in, out, "spmd_op_copy", "in", "out"));
+    SPMD_REQUIRE(in->data != out->data || in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_op_copy: converting %s to %s in place is not possible; use another out",
+                 spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    spmd__convert(out->dtype, out->data, in->dtype, in->data, (size_t)spmd_block_size(in));
+    return SPMD_OK;
+}
+
+static double apply_unary(spmd_unary_op op, double x)
+{
+    switch (op) {
+    case SPMD_UNARY_NEG:
+        return -x;
+    case SPMD_UNARY_EXP:
+        return exp(x);
+    case SPMD_UNARY_LOG:
+        return log(x);
+    case SPMD_UNARY_SIN:
+        return sin(x);
+    case SPMD_UNARY_COS:
+        return cos(x);
+    case SPMD_UNARY_TANH:
+        return tanh(x);
+    case SPMD_UNARY_RELU:
+        return x > 0 ? x : 0;
+    }
+    return x;
+}
+
+static float apply_unary_f(spmd_unary_op op, float x)
+{
+    switch (op) {
+    case SPMD_UNARY_NEG:
+        return -x;
+    case SPMD_UNARY_EXP:
+        return expf(x);
+    case SPMD_UNARY_LOG:
+        return logf(x);
+    case SPMD_UNARY_SIN:
+        return sinf(x);
+    case SPMD_UNARY_COS:
+        return cosf(x);
+    case SPMD_UNARY_TANH:
+        return tanhf(x);
+    case SPMD_UNARY_RELU:
+        return x > 0 ? x : 0;
+    }
+    return x;
+}
+
+spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in, spmd_block *out)
+{
+    (void)ctx;
+    const char *fn = "spmd_op_unary";
+    SPMD_CHECK(check_block(in, "in", fn));
+    SPMD_CHECK(check_block(out, "out", fn));
+    SPMD_CHECK(require_same_shape(in, out, fn, "in", "out"));
+    SPMD_REQUIRE(op >= SPMD_UNARY_NEG && op <= SPMD_UNARY_RELU, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: op %d is not a spmd_unary_op", fn, (int)op);
+    SPMD_REQUIRE(in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: in is %s but out is %s; convert with spmd_op_copy first", fn,
+                 spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    int int_ok = op == SPMD_UNARY_NEG || op == SPMD_UNARY_RELU;
+    SPMD_REQUIRE(is_float(in->dtype) || (int_ok && is_number(in->dtype)), SPMD_ERR_UNSUPPORTED,
+                 "%s: this op needs a float dtype, not %s; convert with spmd_op_copy first", fn,
+                 spmd_dtype_name(in->dtype));
+    size_t n = (size_t)spmd_block_size(in);
+    if (in->dtype == SPMD_DTYPE_F32) {
+        const float *x = in->data;
+        float *y = out->data;
+        for (size_t i = 0; i < n; i++)
+            y[i] = apply_unary_f(op, x[i]);
+    } else if (in->dtype == SPMD_DTYPE_I64) {
+        const int64_t *x = in->data;
+        int64_t *y = out->data;
+        for (size_t i = 0; i < n; i++)
+            y[i] = op == SPMD_UNARY_NEG ? (int64_t)(0 - (uint64_t)x[i]) : (x[i] > 0 ? x[i] : 0);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            spmd__store(in->dtype, out->data, i,
+                        apply_unary(op, spmd__load(in->dtype, in->data, i)));
+    }
+    return SPMD_OK;
+}
+
+static double apply_binary(spmd_binary_op op, double a, double b, int integer)
+{
+    switch (op) {
+    case SPMD_BINARY_ADD:
+        return a + b;
+    case SPMD_BINARY_SUB:
+        return a - b;
+    case SPMD_BINARY_MUL:
+        return a * b;
+    case SPMD_BINARY_DIV:
+        return integer ? trunc(a / b) : a / b;
+    case SPMD_BINARY_MAX:
+        return a > b ? a : b;
+    case SPMD_BINARY_MIN:
+        return a < b ? a : b;
+    }
+    return a;
+}
+
+static float apply_binary_f(spmd_binary_op op, float a, float b)
+{
+    switch (op) {
+    case SPMD_BINARY_ADD:
+        return a + b;
+    case SPMD_BINARY_SUB:
+        return a - b;
+    case SPMD_BINARY_MUL:
+        return a * b;
+    case SPMD_BINARY_DIV:
+        return a / b;
+    case SPMD_BINARY_MAX:
+        return a > b ? a : b;
+    case SPMD_BINARY_MIN:
+        return a < b ? a : b;
+    }
+    return a;
+}
+
+/* b broadcasts with period `period` over a: 1 (scalar), the row length, or a's size. */
+static spmd_status binary(spmd_binary_op op, const spmd_block *a, const void *b, size_t period,
+                          spmd_dtype b_dtype, spmd_block *out)
+{
+    size_t n = (size_t)spmd_block_size(a);
+    int integer = !is_float(a->dtype);
+    if (integer && op == SPMD_BINARY_DIV)
+        for (size_t i = 0; i < period; i++)
+            SPMD_REQUIRE(spmd__load(b_dtype, b, i) != 0, SPMD_ERR_INVALID_ARGUMENT,
+                         "spmd_op_binary: integer division by zero (element %zu of b)", i);
+    if (a->dtype == SPMD_DTYPE_F32 && b_dtype == SPMD_DTYPE_F32) {
+        const float *x = a->data, *y = b;
+        float *z = out->data;
+        for (size_t i = 0; i < n; i++)
+            z[i] = apply_binary_f(op, x[i], y[i % period]);
+        return SPMD_OK;
+    }
+    for (size_t i = 0; i < n; i++)
+        spmd__store(out->dtype, out->data, i,
+                    apply_binary(op, spmd__load(a->dtype, a->data, i),
+                                 spmd__load(b_dtype, b, i % period), integer));
+    return SPMD_OK;
+}
+
+static spmd_status check_binary(spmd_binary_op op, const spmd_block *a, const spmd_block *out)
+{
+    const char *fn = "spmd_op_binary";
+    SPMD_CHECK(check_block(a, "a", fn));
+    SPMD_CHECK(check_block(out, "out", fn));
+    SPMD_CHECK(require_same_shape(a, out, fn, "a", "out"));
+    SPMD_REQUIRE(op >= SPMD_BINARY_ADD && op <= SPMD_BINARY_MIN, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: op %d is not a spmd_binary_op", fn, (int)op);
+    SPMD_REQUIRE(a->dtype == out->dtype && is_number(a->dtype), SPMD_ERR_UNSUPPORTED,
+                 "%s: a (%s) and out (%s) must share a numeric dtype", fn,
+                 spmd_dtype_name(a->dtype), spmd_dtype_name(out->dtype));
+    return SPMD_OK;
+}
+
+spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a,
+                           const spmd_block *b, spmd_block *out)
+{
+    (void)ctx;
+    SPMD_CHECK(check_binary(op, a, out));
+    SPMD_CHECK(check_block(b, "b", "spmd_op_binary"));
+    SPMD_REQUIRE(b->dtype == a->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_op_binary: a is %s but b is %s", spmd_dtype_name(a->dtype),
+                 spmd_dtype_name(b->dtype));
+    size_t nb = (size_t)spmd_block_size(b);
+    size_t row = a->ndim ? (size_t)a->shape[a->ndim - 1] : 1;
+    size_t period = same_shape(a, b) ? (size_t)spmd_block_size(a) : nb;
+    SPMD_REQUIRE(same_shape(a, b) || nb == 1 || (b->ndim == 1 && nb == row), SPMD_ERR_SHAPE,
+                 "spmd_op_binary: b must have a's shape, one element, or a's last dimension "
+                 "(%zu) as a row; it has %zu elements over %d dimension(s)",
+                 row, nb, b->ndim);
+    return binary(op, a, b->data, period, b->dtype, out);
+}
+
+spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a, double s,
+                                  spmd_block *out)
+{
+    (void)ctx;
+    SPMD_CHECK(check_binary(op, a, out));
+    return binary(op, a, &s, 1, SPMD_DTYPE_F64, out);
+}
+
+spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_block *in, int axis,
+                           spmd_block *out)
+{
+    (void)ctx;
+    const char *fn = "spmd_op_reduce";
+    SPMD_CHECK(check_block(in, "in", fn));
+    SPMD_CHECK(check_block(out, "out", fn));
+    SPMD_REQUIRE(kind >= SPMD_REDUCE_SUM && kind <= SPMD_REDUCE_MEAN, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: kind %d is not a spmd_reduce_kind", fn, (int)kind);
+    SPMD_REQUIRE(is_number(in->dtype), SPMD_ERR_UNSUPPORTED, "%s: cannot reduce %s", fn,
+                 spmd_dtype_name(in->dtype));
+    SPMD_REQUIRE(kind != SPMD_REDUCE_MEAN || is_float(out->dtype), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: a mean needs a float out, not %s", fn, spmd_dtype_name(out->dtype));
+    size_t outer = 1, extent = (size_t)spmd_block_size(in), inner = 1;
+    if (axis != SPMD_ALL_AXES) {
+        int a = axis < 0 ? axis + in->ndim : axis;
+        SPMD_REQUIRE(a >= 0 && a < in->ndim, SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: axis %d is out of range for a rank-%d block (use SPMD_ALL_AXES to "
+                     "reduce everything)",
+                     fn, axis, in->ndim);
+        SPMD_REQUIRE(out->ndim == in->ndim - 1, SPMD_ERR_SHAPE,
+                     "%s: out must have rank %d (in without axis %d), not %d", fn, in->ndim - 1, a,
+                     out->ndim);
+        for (int j = 0, k = 0; j < in->ndim; j++) {
+            if (j == a)
+                continue;
+            SPMD_REQUIRE(out->shape[k] == in->shape[j], SPMD_ERR_SHAPE,
+                         "%s: dimension %d of out is %lld but must be %lld", fn, k,
+                         (long long)out->shape[k], (long long)in->shape[j]);
+            k++;
+        }
+        outer = inner = 1;
+        for (int j = 0; j < a; j++)
+            outer *= (size_t)in->shape[j];
+        for (int j = a + 1; j < in->ndim; j++)
+            inner *= (size_t)in->shape[j];
+        extent = (size_t)in->shape[a];
+    } else {
+        SPMD_REQUIRE(spmd_block_size(out) == 1, SPMD_ERR_SHAPE,
+                     "%s: reducing over all axes gives one element; out has %lld", fn,
+                     (long long)spmd_block_size(out));
+    }
+    for (size_t o = 0; o < outer; o++)
+        for (size_t i = 0; i < inner; i++) {
+            double acc = kind == SPMD_REDUCE_MAX ? -INFINITY : 0;
+            for (size_t e = 0; e < extent; e++) {
+                double v = spmd__load(in->dtype, in->data, (o * extent + e) * inner + i);
+                acc = kind == SPMD_REDUCE_MAX ? (v > acc ? v : acc) : acc + v;
+            }
+            if (kind == SPMD_REDUCE_MEAN)
+                acc /= (double)extent;
+            spmd__store(out->dtype, out->data, o * inner + i, acc);
+        }
+    return SPMD_OK;
+}
+
+static spmd_status gemm_dims(int trans_a, int trans_b, const spmd_block *a, const spmd_block *b,
+                             const spmd_block *c, int *m, int *n, int *k)
+{
+    const char *fn = "spmd_op_gemm";
+    SPMD_REQUIRE(a->ndim == 2 && b->ndim == 2 && c->ndim == 2, SPMD_ERR_SHAPE,
+                 "%s: A, B and C must be 2-D (ranks %d, %d, %d)", fn, a->ndim, b->ndim, c->ndim);
+    int64_t am = trans_a ? a->shape[1] : a->shape[0], ak = trans_a ? a->shape[0] : a->shape[1];
+    int64_t bk = trans_b ? b->shape[1] : b->shape[0], bn = trans_b ? b->shape[0] : b->shape[1];
+    SPMD_REQUIRE(ak == bk && c->shape[0] == am && c->shape[1] == bn, SPMD_ERR_SHAPE,
+                 "%s: op(A) is %lldx%lld, op(B) is %lldx%lld and C is %lldx%lld; they do not "
+                 "multiply",
+                 fn, (long long)am, (long long)ak, (long long)bk, (long long)bn,
+                 (long long)c->shape[0], (long long)c->shape[1]);
+    SPMD_REQUIRE(am <= INT32_MAX && bn <= INT32_MAX && ak <= INT32_MAX, SPMD_ERR_UNSUPPORTED,
+                 "%s: dimensions beyond 2^31 exceed BLAS's int arguments", fn);
+    *m = (int)am;
+    *n = (int)bn;
+    *k = (int)ak;
+    return SPMD_OK;
+}
+
+static float *to_f32(const spmd_block *x)
+{
+    size_t n = (size_t)spmd_block_size(x);
+    float *f = malloc(n * sizeof *f);
+    if (f)
+        spmd__convert(SPMD_DTYPE_F32, f, x->dtype, x->data, n);
+    return f;
+}
+
+spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha,
+                         const spmd_block *a, const spmd_block *b, double beta, spmd_block *c)
+{
+    (void)ctx;
+    const char *fn = "spmd_op_gemm";
+    SPMD_CHECK(check_block(a, "A", fn));
+    SPMD_CHECK(check_block(b, "B", fn));
+    SPMD_CHECK(check_block(c, "C", fn));
+    SPMD_REQUIRE(a->dtype == b->dtype && b->dtype == c->dtype && is_float(a->dtype),
+                 SPMD_ERR_UNSUPPORTED,
+                 "%s: A, B and C must share a float dtype (got %s, %s, %s)", fn,
+                 spmd_dtype_name(a->dtype), spmd_dtype_name(b->dtype), spmd_dtype_name(c->dtype));
+    int m = 0, n = 0, k = 0;
+    SPMD_CHECK(gemm_dims(trans_a, trans_b, a, b, c, &m, &n, &k));
+    CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    int lda = (int)a->shape[1], ldb = (int)b->shape[1], ldc = n;
+    if (a->dtype == SPMD_DTYPE_F64) {
+        cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a->data, lda, b->data, ldb, beta,
+                    c->data, ldc);
+        return SPMD_OK;
+    }
+    if (a->dtype == SPMD_DTYPE_F32) {
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, (float)alpha, a->data, lda, b->data, ldb,
+                    (float)beta, c->data, ldc);
+        return SPMD_OK;
+    }
+    /* 16-bit floats: convert, multiply in float32, round once */
+    float *fa = to_f32(a), *fb = to_f32(b), *fc = to_f32(c);
+    spmd_status st = SPMD_OK;
+    if (!fa || !fb || !fc) {
+        st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory for float32 copies", fn);
+    } else {
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, (float)alpha, fa, lda, fb, ldb, (float)beta, fc,
+                    ldc);
+        spmd__convert(c->dtype, c->data, SPMD_DTYPE_F32, fc, (size_t)m * (size_t)n);
+    }
+    free(fa);
+    free(fb);
+    free(fc);
+    return st;
+}

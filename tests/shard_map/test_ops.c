@@ -1,0 +1,2 @@
+/* placeholder until the real test lands */
+int main(void) { return 77; }
