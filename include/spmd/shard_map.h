@@ -41,7 +41,7 @@ typedef struct spmd_out_desc {
 } spmd_out_desc;
 
 typedef struct spmd_shard_map_options {
-    unsigned int version;    /**< SPMD_SHARD_MAP_OPTIONS_VERSION */
+    unsigned int version; /**< SPMD_SHARD_MAP_OPTIONS_VERSION */
     /**
      * 1 (default): verify that every output is identical along the mesh axes its out_spec
      * leaves out (the replication it claims), failing with SPMD_ERR_SPEC otherwise. 0: trust
@@ -59,7 +59,10 @@ typedef struct spmd_shard_map_options {
 } spmd_shard_map_options;
 
 #define SPMD_SHARD_MAP_OPTIONS_VERSION 1
-#define SPMD_SHARD_MAP_OPTIONS_INIT {SPMD_SHARD_MAP_OPTIONS_VERSION, 1, NULL}
+#define SPMD_SHARD_MAP_OPTIONS_INIT                                                                \
+    {                                                                                              \
+        SPMD_SHARD_MAP_OPTIONS_VERSION, 1, NULL                                                    \
+    }
 
 SPMD_API SPMD_NODISCARD spmd_status spmd_shard_map_options_init(spmd_shard_map_options *opts,
                                                                 unsigned int version);
@@ -78,8 +81,11 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_shard_map_options_init(spmd_shard_map_o
  *         not have); SPMD_ERR_SHAPE; SPMD_ERR_INCOMPATIBLE_DEVICES (an input laid out
  *         differently: reshard it first); the status fn returned on some device;
  *         SPMD_ERR_COLLECTIVE_MISMATCH / SPMD_ERR_TIMEOUT / SPMD_ERR_DISTRIBUTED (devices or
- *         processes disagreed or did not arrive; the message names them; the mesh's
- *         communicators are rebuilt on the next call).
+ *         processes disagreed or did not arrive; the message names them). Every process
+ *         returns the same status. After a failure seen across processes, the next call on the
+ *         mesh recreates its communicators (collectively); if a process did not even finish
+ *         the failed call, the mesh refuses further calls (SPMD_ERR_DISTRIBUTED) and a new mesh
+ *         must be created.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_shard_map(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
                                                    spmd_array *const *in_arrays,
@@ -99,13 +105,10 @@ typedef struct spmd_plan spmd_plan;
 /** Input signature of a plan: global shape and dtype of each input. */
 typedef spmd_out_desc spmd_in_desc;
 
-SPMD_API SPMD_NODISCARD spmd_status spmd_plan_create(spmd_mesh *mesh, spmd_fn fn, void *user,
-                                                     int nin, const spmd_in_desc *in_descs,
-                                                     const spmd_spec *const *in_specs, int nout,
-                                                     const spmd_out_desc *out_descs,
-                                                     const spmd_spec *const *out_specs,
-                                                     const spmd_shard_map_options *options,
-                                                     spmd_plan **out);
+SPMD_API SPMD_NODISCARD spmd_status spmd_plan_create(
+    spmd_mesh *mesh, spmd_fn fn, void *user, int nin, const spmd_in_desc *in_descs,
+    const spmd_spec *const *in_specs, int nout, const spmd_out_desc *out_descs,
+    const spmd_spec *const *out_specs, const spmd_shard_map_options *options, spmd_plan **out);
 /**
  * Runs the plan on arrays of its signature (each input must have the shape, dtype and layout
  * the plan was made for). Collective as spmd_shard_map.
@@ -144,8 +147,8 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, cons
 SPMD_API SPMD_NODISCARD spmd_status spmd_psum(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                               const char *axes);
 /** psum / group size; out is a float dtype (in's dtype when in is a float). */
-SPMD_API SPMD_NODISCARD spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in,
-                                               spmd_block *out, const char *axes);
+SPMD_API SPMD_NODISCARD spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                               const char *axes);
 SPMD_API SPMD_NODISCARD spmd_status spmd_pmax(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                               const char *axes);
 SPMD_API SPMD_NODISCARD spmd_status spmd_pmin(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,

@@ -4,6 +4,7 @@
 #ifndef SPMD_RUNTIME_COMM_H
 #define SPMD_RUNTIME_COMM_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,7 +21,11 @@ typedef struct spmd__wait {
     /** Returns an error status to stop waiting (its message already recorded), else SPMD_OK. */
     spmd_status (*cancelled)(void *arg);
     void *arg;
-    const char *what; /**< the operation, for the timeout message */
+    const char *what;    /**< the operation, for the timeout message */
+    unsigned long epoch; /**< the shard_map call this wait belongs to (for abort notices) */
+    /** set once the call failed (read under the leader's gather lock; may be NULL) */
+    const atomic_int *aborted;
+    int remote_failure; /**< out: the wait ended because another process's call failed */
 } spmd__wait;
 
 /** Monotonic clock in nanoseconds. */
@@ -54,17 +59,18 @@ int spmd__comm_size(const spmd__comm *c);
  * gives SPMD_ERR_TIMEOUT naming the missing processes (or the cancellation status).
  */
 spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *description,
-                             const spmd__wait *w);
+                             spmd__wait *w);
 /**
  * Gathers `bytes` from every rank into recv (rank order), waiting as `w` allows; a timeout
  * names the processes that did not arrive, on every rank that did.
  */
 spmd_status spmd__comm_allgather_wait(spmd__comm *c, const void *send, size_t bytes, void *recv,
-                                      const spmd__wait *w);
+                                      spmd__wait *w);
 
 /* Blocking data movement, used once every rank is known to be in the same collective. */
-spmd_status spmd__comm_allreduce(spmd__comm *c, void *buf, size_t count, spmd_dtype dtype,
-                                 spmd__reduce_op op);
+/** recv = op over ranks of send (send == recv: in place). */
+spmd_status spmd__comm_allreduce(spmd__comm *c, const void *send, void *recv, size_t count,
+                                 spmd_dtype dtype, spmd__reduce_op op);
 /** recv receives counts[r] bytes from each rank r, packed in rank order. */
 spmd_status spmd__comm_allgatherv(spmd__comm *c, const void *send, void *recv,
                                   const size_t *counts);
@@ -85,6 +91,16 @@ typedef struct spmd__message {
 /** Posts every send and receive, then waits for all of them. */
 spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
                                 const spmd__message *recvs);
+
+/**
+ * Tells the other ranks that this rank's call `epoch` failed, so that a rank waiting for this
+ * one as its group's leader can stop when this one will never start the collective it waits
+ * for (it keeps waiting when this one already started it: its verdict is on the way). Does
+ * nothing on ranks other than 0 (the leader).
+ */
+void spmd__comm_notify_abort(spmd__comm *c, unsigned long epoch);
+/** Discards abort notices and records left over from failed calls. */
+void spmd__comm_drain(spmd__comm *c);
 
 /** Sends `bytes` of an abort record to every other rank, without waiting. */
 void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes);

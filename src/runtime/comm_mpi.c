@@ -16,9 +16,10 @@
 #include "runtime/comm.h"
 #include "runtime/process.h"
 
-/* Tags: abort records use one fixed tag, views (mesh set-up) one fixed pair; gather/broadcast
- * pairs of created communicators cycle through the rest. */
+/* Tags: abort records and notices use fixed tags, views (mesh set-up) one fixed pair;
+ * gather/broadcast pairs of created communicators cycle through the rest. */
 #define ABORT_TAG 32000
+#define NOTICE_TAG 32001
 #define VIEW_TAG 31500
 #define CYCLE_TAGS 31000
 
@@ -26,13 +27,25 @@ struct spmd__comm {
     MPI_Comm comm;
     int rank;
     int size;
-    int *processes;      /* runtime process index of each rank */
-    int *peer;           /* rank in `comm` of each rank: itself, or for a view its process */
+    int *processes; /* runtime process index of each rank */
+    int *peer;      /* rank in `comm` of each rank: itself, or for a view its process */
     int is_view;
     unsigned next_tag;   /* advanced identically on every rank */
     void **abort_copies; /* send buffers of posted abort records, freed with the comm */
     int num_abort_copies;
+    /* Gathers begun on this rank, counted alike everywhere; on the leader (rank 0) taking the
+     * lock to begin one and to notify an abort orders the two (see spmd__comm_notify_abort). */
+    pthread_mutex_t gather_lock;
+    unsigned long gathers;
+    /* the latest abort notice from the leader, kept for the later gathers it concerns */
+    unsigned long notice_epoch, notice_gathers;
 };
+
+/* What a failed leader tells its members: how many gathers it had begun in that call. */
+typedef struct abort_notice {
+    unsigned long epoch;
+    unsigned long gathers;
+} abort_notice;
 
 /* With less than MPI_THREAD_MULTIPLE, device threads take turns in MPI. */
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -87,6 +100,7 @@ static spmd__comm *new_wrapper(const int *processes, int n)
     c->peer = c->processes + n;
     memcpy(c->processes, processes, (size_t)n * sizeof(int));
     c->size = n;
+    pthread_mutex_init(&c->gather_lock, NULL);
     return c;
 }
 
@@ -96,6 +110,7 @@ static void free_wrapper(spmd__comm *c)
         free(c->abort_copies[i]);
     free(c->abort_copies);
     free(c->processes);
+    pthread_mutex_destroy(&c->gather_lock);
     free(c);
 }
 
@@ -184,10 +199,34 @@ static unsigned take_tags(spmd__comm *c)
     return t;
 }
 
-/* Polls requests until all complete, the deadline passes or the wait is cancelled. done[i]
- * records which completed. */
-static spmd_status poll_requests(int n, MPI_Request *reqs, int *done, const spmd__wait *w,
-                                 int64_t deadline, int *timed_out)
+/* 1 when the leader of `c` reported that it failed call w->epoch before beginning gather
+ * number `index`, which it therefore never will begin. Older notices are dropped. */
+static int leader_gave_up_before(spmd__comm *c, spmd__wait *w, unsigned long index)
+{
+    for (;;) {
+        int flag = 0;
+        abort_notice n;
+        lock();
+        MPI_Iprobe(c->peer[0], NOTICE_TAG, c->comm, &flag, MPI_STATUS_IGNORE);
+        if (flag)
+            MPI_Recv(&n, (int)sizeof n, MPI_BYTE, c->peer[0], NOTICE_TAG, c->comm,
+                     MPI_STATUS_IGNORE);
+        unlock();
+        if (!flag)
+            break;
+        c->notice_epoch = n.epoch; /* an earlier gather of the call may read it first */
+        c->notice_gathers = n.gathers;
+    }
+    /* epoch 0 is no call (mesh set-up): calls count from 1 */
+    return w->epoch != 0 && c->notice_epoch == w->epoch && c->notice_gathers < index;
+}
+
+/* Polls requests until all complete, the deadline passes, (when `cancellable`) the wait is
+ * cancelled, or (when notice_index > 0) the leader tells it will never answer. done[i] records
+ * which completed. */
+static spmd_status poll_requests(spmd__comm *c, int n, MPI_Request *reqs, int *done, spmd__wait *w,
+                                 int cancellable, unsigned long notice_index, int64_t deadline,
+                                 int *timed_out)
 {
     *timed_out = 0;
     for (;;) {
@@ -204,11 +243,15 @@ static spmd_status poll_requests(int n, MPI_Request *reqs, int *done, const spmd
         unlock();
         if (all)
             return SPMD_OK;
-        if (w->cancelled) {
+        if (cancellable && w->cancelled) {
             spmd_status st = w->cancelled(w->arg);
             if (st != SPMD_OK)
                 return st;
         }
+        if (notice_index && leader_gave_up_before(c, w, notice_index) && (w->remote_failure = 1))
+            return SPMD_ERROR(SPMD_ERR_DISTRIBUTED,
+                              "%s: process %d (the group's first) failed before reaching it",
+                              w->what, c->processes[0]);
         if (spmd__now_ns() > deadline) {
             *timed_out = 1;
             return SPMD_OK;
@@ -217,14 +260,31 @@ static spmd_status poll_requests(int n, MPI_Request *reqs, int *done, const spmd
     }
 }
 
-static void cancel_pending(int n, MPI_Request *reqs, const int *done)
+/* Gives up on unfinished sends: a send cannot be waited for once its receiver is gone. */
+static void abandon_sends(int n, MPI_Request *reqs, const int *done)
 {
     lock();
     for (int i = 0; i < n; i++)
-        if (!done[i] && reqs[i] != MPI_REQUEST_NULL) {
-            MPI_Cancel(&reqs[i]);
+        if (!done[i] && reqs[i] != MPI_REQUEST_NULL)
             MPI_Request_free(&reqs[i]);
-        }
+    unlock();
+}
+
+/* Cancels unfinished receives and waits for each to settle: a receive that matched a message
+ * just before the cancel completes normally, and done[i] then says so. */
+static void cancel_receives(int n, MPI_Request *reqs, int *done)
+{
+    lock();
+    for (int i = 0; i < n; i++) {
+        if (done[i] || reqs[i] == MPI_REQUEST_NULL)
+            continue;
+        MPI_Status status;
+        int cancelled = 0;
+        MPI_Cancel(&reqs[i]);
+        MPI_Wait(&reqs[i], &status);
+        MPI_Test_cancelled(&status, &cancelled);
+        done[i] = !cancelled;
+    }
     unlock();
 }
 
@@ -238,10 +298,47 @@ static void list_missing(const spmd__comm *c, const unsigned char *present, char
             spmd__strbuf_printf(&sb, "%s%d", shown > 1 ? ", " : "", c->processes[r]);
 }
 
-/* The leader's answer to each present member: who was present, then every record. Members that
- * gave up meanwhile cancelled their receives, hence non-blocking sends with a deadline. */
+static spmd_status missing_error(const spmd__comm *c, const unsigned char *present, spmd__wait *w)
+{
+    char missing[256];
+    list_missing(c, present, missing, sizeof missing);
+    return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                      "%s: process(es) %s did not arrive within the collective timeout "
+                      "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same collectives "
+                      "in the same order",
+                      w->what, missing);
+}
+
+/*
+ * The gather protocol behind every wait that must not hang: rank 0 (the leader) collects each
+ * rank's record, then answers every rank that sent one with the table and a verdict. Only the
+ * leader may give up early (its call failed); a rank that has sent its record always waits for
+ * the verdict (until the deadline), so the leader's decision binds everyone: either all go on
+ * to the data phase together, or none does. The verdict follows `present` in one message.
+ */
+enum { VERDICT_GO = 0, VERDICT_LEADER_GAVE_UP = 1 };
+
+/* Keeps a copy of a message to send without waiting (freed with the communicator). */
+static void *keep_copy(spmd__comm *c, const void *data, size_t bytes)
+{
+    void **grown = realloc(c->abort_copies, (size_t)(c->num_abort_copies + 1) * sizeof *grown);
+    void *copy = malloc(bytes);
+    if (grown)
+        c->abort_copies = grown;
+    if (!grown || !copy) {
+        free(copy);
+        return NULL;
+    }
+    c->abort_copies[c->num_abort_copies++] = copy;
+    memcpy(copy, data, bytes);
+    return copy;
+}
+
+/* The verdict goes to every rank: those that sent a record are waiting for it; one that comes
+ * late finds it waiting and learns at once that it was missed (its message, sent from a kept
+ * copy, is never waited for, since that rank may never come). */
 static spmd_status send_table(spmd__comm *c, unsigned tag, size_t bytes, const void *table,
-                              const unsigned char *present, const spmd__wait *w)
+                              const unsigned char *present, spmd__wait *w)
 {
     int n = 2 * (c->size - 1);
     MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
@@ -251,32 +348,41 @@ static spmd_status send_table(spmd__comm *c, unsigned tag, size_t bytes, const v
         free(done);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory answering processes");
     }
-    lock();
+    size_t table_bytes = bytes * (size_t)c->size;
     for (int r = 1; r < c->size; r++) {
         MPI_Request *pair = &reqs[2 * (r - 1)];
+        const void *p = present, *t = table;
         if (!present[r]) {
-            pair[0] = pair[1] = MPI_REQUEST_NULL;
+            p = keep_copy(c, present, (size_t)c->size + 1);
+            t = keep_copy(c, table, table_bytes);
             done[2 * (r - 1)] = done[2 * (r - 1) + 1] = 1;
-            continue;
         }
-        MPI_Isend(present, c->size, MPI_BYTE, c->peer[r], (int)tag + 1, c->comm, &pair[0]);
-        MPI_Isend(table, (int)(bytes * (size_t)c->size), MPI_BYTE, c->peer[r], (int)tag + 1,
-                  c->comm, &pair[1]);
+        lock();
+        if (p)
+            MPI_Isend(p, c->size + 1, MPI_BYTE, c->peer[r], (int)tag + 1, c->comm, &pair[0]);
+        if (p && t)
+            MPI_Isend(t, (int)table_bytes, MPI_BYTE, c->peer[r], (int)tag + 1, c->comm, &pair[1]);
+        if (!present[r]) {
+            if (p)
+                MPI_Request_free(&pair[0]);
+            if (p && t)
+                MPI_Request_free(&pair[1]);
+            pair[0] = pair[1] = MPI_REQUEST_NULL;
+        }
+        unlock();
     }
-    unlock();
     int timed_out = 0;
-    spmd_status st = poll_requests(n, reqs, done, w, w->deadline_ns + 2000000000LL, &timed_out);
-    if (st != SPMD_OK || timed_out)
-        cancel_pending(n, reqs, done);
+    spmd_status st =
+        poll_requests(c, n, reqs, done, w, 0, 0, w->deadline_ns + 2000000000LL, &timed_out);
+    if (timed_out)
+        abandon_sends(n, reqs, done);
     free(reqs);
     free(done);
     return st;
 }
 
-/* Rank 0 gathers everyone's record, then sends the table (with who was present) back, so that
- * every rank learns exactly which processes are missing when some are. */
 static spmd_status gather_leader(spmd__comm *c, unsigned tag, const void *send, size_t bytes,
-                                 void *recv, unsigned char *present, const spmd__wait *w)
+                                 void *recv, unsigned char *present, spmd__wait *w)
 {
     int n = c->size - 1;
     MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
@@ -293,78 +399,107 @@ static spmd_status gather_leader(spmd__comm *c, unsigned tag, const void *send, 
                   c->comm, &reqs[r - 1]);
     unlock();
     int timed_out = 0;
-    spmd_status st = poll_requests(n, reqs, done, w, w->deadline_ns, &timed_out);
+    spmd_status st = poll_requests(c, n, reqs, done, w, 1, 0, w->deadline_ns, &timed_out);
+    if (st != SPMD_OK || timed_out)
+        cancel_receives(n, reqs, done); /* after this, done[] says exactly who sent a record */
     present[0] = 1;
     for (int r = 1; r <= n; r++)
         present[r] = (unsigned char)done[r - 1];
-    if (st != SPMD_OK || timed_out)
-        cancel_pending(n, reqs, done);
+    /* everyone turned up after all: the gather is complete whatever stopped the wait */
+    int all = 1;
+    for (int r = 1; r <= n; r++)
+        all &= done[r - 1];
+    if (all && timed_out)
+        timed_out = 0;
+    present[c->size] = st == SPMD_OK ? VERDICT_GO : VERDICT_LEADER_GAVE_UP;
     free(reqs);
     free(done);
-    if (st == SPMD_OK)
-        st = send_table(c, tag, bytes, recv, present, w);
-    if (st == SPMD_OK && timed_out) {
-        char missing[256];
-        list_missing(c, present, missing, sizeof missing);
-        st = SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                        "%s: process(es) %s did not arrive within the collective timeout "
-                        "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same "
-                        "collectives in the same order",
-                        w->what, missing);
+    /* Everyone who sent a record waits for this answer, whatever happened here. */
+    char message[SPMD__MESSAGE_CAPACITY];
+    spmd__copy_text(message, sizeof message, spmd_last_error());
+    spmd_status sent = send_table(c, tag, bytes, recv, present, w);
+    if (st != SPMD_OK) {
+        spmd__error_set_raw(message);
+        return st;
     }
-    return st;
+    if (sent != SPMD_OK)
+        return sent;
+    return timed_out ? missing_error(c, present, w) : SPMD_OK;
 }
 
 static spmd_status gather_member(spmd__comm *c, unsigned tag, const void *send, size_t bytes,
-                                 void *recv, unsigned char *present, const spmd__wait *w)
+                                 void *recv, unsigned char *present, spmd__wait *w,
+                                 unsigned long index)
 {
     MPI_Request reqs[3];
     int done[3] = {0, 0, 0};
     lock();
     int leader = c->peer[0];
     MPI_Isend(send, (int)bytes, MPI_BYTE, leader, (int)tag, c->comm, &reqs[0]);
-    MPI_Irecv(present, c->size, MPI_BYTE, leader, (int)tag + 1, c->comm, &reqs[1]);
+    MPI_Irecv(present, c->size + 1, MPI_BYTE, leader, (int)tag + 1, c->comm, &reqs[1]);
     MPI_Irecv(recv, (int)(bytes * (size_t)c->size), MPI_BYTE, leader, (int)tag + 1, c->comm,
               &reqs[2]);
     unlock();
-    /* A little longer than the leader, so that its precise verdict arrives first. */
+    /* Not cancellable (see above) unless the leader says it never began this gather, and a
+     * little longer than the leader's own deadline so that its precise verdict arrives first. */
     int timed_out = 0;
-    spmd_status st = poll_requests(3, reqs, done, w, w->deadline_ns + 2000000000LL, &timed_out);
-    if (st != SPMD_OK || timed_out)
-        cancel_pending(3, reqs, done);
-    if (st == SPMD_OK && timed_out)
-        st = SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                        "%s: process %d (the group's first) did not answer within the collective "
-                        "timeout (SPMD_COLLECTIVE_TIMEOUT); every process must issue the same "
-                        "collectives in the same order",
+    spmd_status st =
+        poll_requests(c, 3, reqs, done, w, 0, index, w->deadline_ns + 2000000000LL, &timed_out);
+    if (st != SPMD_OK || timed_out) {
+        cancel_receives(2, reqs + 1, done + 1);
+        abandon_sends(1, reqs, done);
+    }
+    if (st == SPMD_OK && timed_out && !(done[1] && done[2])) {
+        return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                          "%s: process %d (the group's first) did not answer within the "
+                          "collective timeout (SPMD_COLLECTIVE_TIMEOUT); every process must "
+                          "issue the same collectives in the same order",
+                          w->what, c->processes[0]);
+    }
+    if (st == SPMD_OK && present[c->size] == VERDICT_LEADER_GAVE_UP && (w->remote_failure = 1))
+        st = SPMD_ERROR(SPMD_ERR_DISTRIBUTED,
+                        "%s: process %d (the group's first) abandoned it because its own call "
+                        "failed",
                         w->what, c->processes[0]);
     return st;
 }
 
 spmd_status spmd__comm_allgather_wait(spmd__comm *c, const void *send, size_t bytes, void *recv,
-                                      const spmd__wait *w)
+                                      spmd__wait *w)
 {
     SPMD_REQUIRE(bytes * (size_t)c->size <= INT_MAX, SPMD_ERR_UNSUPPORTED,
                  "%s: %zu bytes per process is beyond MPI's int counts", w->what, bytes);
-    unsigned char *present = calloc((size_t)c->size, 1);
+    unsigned char *present = calloc((size_t)c->size + 1, 1);
     SPMD_REQUIRE(present != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     unsigned tag = take_tags(c);
-    spmd_status st = c->rank == 0 ? gather_leader(c, tag, send, bytes, recv, present, w)
-                                  : gather_member(c, tag, send, bytes, recv, present, w);
-    if (st == SPMD_OK) {
-        int all = 1;
-        for (int r = 0; r < c->size; r++)
-            all &= present[r];
-        if (!all) {
-            char missing[256];
-            list_missing(c, present, missing, sizeof missing);
-            st = SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                            "%s: process(es) %s did not arrive within the collective timeout "
-                            "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same "
-                            "collectives in the same order",
-                            w->what, missing);
+    spmd_status st = SPMD_OK;
+    if (c->rank == 0) {
+        /* A leader whose call already failed begins no new gather. Looking at the flag and
+         * counting the gather are atomic with respect to spmd__comm_notify_abort, which runs
+         * after the flag is set; the cancellation check (which may record another process's
+         * abort, and so notify) runs outside the lock. */
+        if (w->cancelled)
+            st = w->cancelled(w->arg);
+        if (st == SPMD_OK) {
+            pthread_mutex_lock(&c->gather_lock);
+            int stop = w->aborted && atomic_load(w->aborted);
+            if (!stop)
+                c->gathers++;
+            pthread_mutex_unlock(&c->gather_lock);
+            if (stop)
+                st = w->cancelled
+                         ? w->cancelled(w->arg)
+                         : SPMD_ERROR(SPMD_ERR_DISTRIBUTED, "%s: the call failed", w->what);
         }
+        if (st == SPMD_OK)
+            st = gather_leader(c, tag, send, bytes, recv, present, w);
+    } else {
+        st = gather_member(c, tag, send, bytes, recv, present, w, ++c->gathers);
     }
+    if (st == SPMD_OK)
+        for (int r = 0; r < c->size && st == SPMD_OK; r++)
+            if (!present[r])
+                st = missing_error(c, present, w);
     free(present);
     return st;
 }
@@ -375,7 +510,7 @@ typedef struct agree_record {
 } agree_record;
 
 spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *description,
-                             const spmd__wait *w)
+                             spmd__wait *w)
 {
     agree_record mine;
     memset(&mine, 0, sizeof mine);
@@ -384,14 +519,16 @@ spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *de
     agree_record *all = malloc((size_t)c->size * sizeof *all);
     SPMD_REQUIRE(all != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     spmd_status st = spmd__comm_allgather_wait(c, &mine, sizeof mine, all, w);
+    /* Against this rank's own record: a table left over from an earlier, abandoned collective
+     * would agree with itself but not with it. */
     for (int r = 0; st == SPMD_OK && r < c->size; r++)
-        if (all[r].fingerprint != all[0].fingerprint)
-            st = SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
-                            "processes issued different collectives: process %d called %s, "
-                            "process %d called %s; every process must issue the same collectives "
-                            "with the same shapes in the same order",
-                            c->processes[0], all[0].description, c->processes[r],
-                            all[r].description);
+        if (all[r].fingerprint != fingerprint)
+            st =
+                SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                           "processes issued different collectives: process %d called %s, "
+                           "process %d called %s; every process must issue the same collectives "
+                           "with the same shapes in the same order",
+                           c->processes[c->rank], description, c->processes[r], all[r].description);
     free(all);
     return st;
 }
@@ -420,8 +557,8 @@ static MPI_Op mpi_op(spmd__reduce_op op)
     return op == SPMD__OP_SUM ? MPI_SUM : op == SPMD__OP_MAX ? MPI_MAX : MPI_MIN;
 }
 
-spmd_status spmd__comm_allreduce(spmd__comm *c, void *buf, size_t count, spmd_dtype dtype,
-                                 spmd__reduce_op op)
+spmd_status spmd__comm_allreduce(spmd__comm *c, const void *send, void *recv, size_t count,
+                                 spmd_dtype dtype, spmd__reduce_op op)
 {
     MPI_Datatype t = mpi_type(dtype);
     SPMD_REQUIRE(t != MPI_DATATYPE_NULL, SPMD_ERR_INTERNAL, "no MPI type for %s",
@@ -430,8 +567,8 @@ spmd_status spmd__comm_allreduce(spmd__comm *c, void *buf, size_t count, spmd_dt
     /* MPI counts are ints: reduce very large buffers in pieces. */
     for (size_t done = 0; done < count;) {
         size_t n = count - done < (size_t)INT_MAX ? count - done : (size_t)INT_MAX;
-        MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * elem, (int)n, t, mpi_op(op),
-                               c->comm),
+        const void *from = send == recv ? MPI_IN_PLACE : (const char *)send + done * elem;
+        MPI_CALL(MPI_Allreduce(from, (char *)recv + done * elem, (int)n, t, mpi_op(op), c->comm),
                  "MPI_Allreduce");
         done += n;
     }
@@ -540,19 +677,55 @@ spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *s
     return rc == MPI_SUCCESS ? SPMD_OK : mpi_failure(rc, "MPI_Waitall (ppermute)");
 }
 
+void spmd__comm_notify_abort(spmd__comm *c, unsigned long epoch)
+{
+    if (c->rank != 0)
+        return;
+    abort_notice n = {epoch, 0};
+    pthread_mutex_lock(&c->gather_lock);
+    n.gathers = c->gathers;
+    pthread_mutex_unlock(&c->gather_lock);
+    void *copy = keep_copy(c, &n, sizeof n);
+    if (!copy)
+        return; /* the members will time out instead */
+    lock();
+    for (int r = 1; r < c->size; r++) {
+        MPI_Request req;
+        if (MPI_Isend(copy, (int)sizeof n, MPI_BYTE, c->peer[r], NOTICE_TAG, c->comm, &req) ==
+            MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
+    unlock();
+}
+
+void spmd__comm_drain(spmd__comm *c)
+{
+    static const int tags[2] = {ABORT_TAG, NOTICE_TAG};
+    char scratch[2048];
+    lock();
+    for (int t = 0; t < 2; t++) {
+        for (;;) {
+            int flag = 0, count = 0;
+            MPI_Status status;
+            MPI_Iprobe(MPI_ANY_SOURCE, tags[t], c->comm, &flag, &status);
+            if (!flag)
+                break;
+            MPI_Get_count(&status, MPI_BYTE, &count);
+            void *buf = count <= (int)sizeof scratch ? scratch : malloc((size_t)count);
+            MPI_Recv(buf ? buf : scratch, buf ? count : 0, MPI_BYTE, status.MPI_SOURCE, tags[t],
+                     c->comm, MPI_STATUS_IGNORE);
+            if (buf != scratch)
+                free(buf);
+        }
+    }
+    unlock();
+}
+
 void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
 {
-    void **grown = realloc(c->abort_copies, (size_t)(c->num_abort_copies + 1) * sizeof *grown);
-    void *copy = malloc(bytes);
-    if (!grown || !copy) {
-        free(copy);
-        if (grown)
-            c->abort_copies = grown;
+    void *copy = keep_copy(c, record, bytes);
+    if (!copy)
         return; /* best effort: the others will time out instead */
-    }
-    c->abort_copies = grown;
-    c->abort_copies[c->num_abort_copies++] = copy;
-    memcpy(copy, record, bytes);
     lock();
     for (int r = 0; r < c->size; r++) {
         if (r == c->rank)

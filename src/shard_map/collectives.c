@@ -22,6 +22,9 @@
 #define SPLIT_BYTES (64 * 1024)
 /* How often a blocked device looks for an abort or a peer that finished without arriving. */
 #define POLL_NS 100000000LL
+/* Extra patience at the barriers after the first: the member doing the cross-process step
+ * reports a missing process more precisely, and its own wait ends up to 2 s after the timeout. */
+#define PHASE_GRACE_NS 3000000000LL
 
 typedef enum op_kind {
     OP_PSUM = 1,
@@ -34,8 +37,8 @@ typedef enum op_kind {
     OP_ALL_TO_ALL
 } op_kind;
 
-static const char *const op_names[] = {"",           "psum",         "pmean",    "pmax",      "pmin",
-                                       "all_gather", "psum_scatter", "ppermute", "all_to_all"};
+static const char *const op_names[] = {
+    "", "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all"};
 
 /* One device's view of the collective in progress. */
 typedef struct coll {
@@ -43,10 +46,10 @@ typedef struct coll {
     spmd__call *call;
     const spmd_mesh *mesh;
     spmd__group *g;
-    int n;       /* group size */
-    int li;      /* this device's index among the group's local members */
-    int nl;      /* local members */
-    int pos;     /* this device's position in the group (axis order of the call) */
+    int n;   /* group size */
+    int li;  /* this device's index among the group's local members */
+    int nl;  /* local members */
+    int pos; /* this device's position in the group (axis order of the call) */
     int naxes;
     int axes[SPMD_MAX_MESH_AXES];
     uint64_t fingerprint;
@@ -59,7 +62,8 @@ typedef struct coll {
 /* Parses "i", "i,j", "('i', 'j')" into mesh axis indices, major first. */
 static spmd_status parse_axes(const spmd_mesh *m, const char *text, int *axes, int *naxes)
 {
-    SPMD_REQUIRE(text != NULL, SPMD_ERR_INVALID_ARGUMENT, "axes is NULL; name one or more mesh axes");
+    SPMD_REQUIRE(text != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "axes is NULL; name one or more mesh axes");
     *naxes = 0;
     const char *p = text;
     for (;;) {
@@ -96,9 +100,14 @@ static spmd_status parse_axes(const spmd_mesh *m, const char *text, int *axes, i
 
 static spmd_status ctx_axes(spmd_ctx *ctx, const char *text, int *axes, int *naxes)
 {
-    if (text != ctx->axes_text || !text) {
+    /* fn bodies pass the same few strings again and again: keep the last one parsed */
+    if (!text || !text[0] || strcmp(text, ctx->axes_text) != 0) {
         SPMD_CHECK(parse_axes(ctx->call->mesh, text, ctx->axes, &ctx->naxes));
-        ctx->axes_text = text; /* fn bodies pass the same literal again and again */
+        size_t len = strlen(text);
+        if (len < sizeof ctx->axes_text)
+            memcpy(ctx->axes_text, text, len + 1);
+        else
+            ctx->axes_text[0] = '\0'; /* too long to keep: parsed every time */
     }
     *naxes = ctx->naxes;
     memcpy(axes, ctx->axes, (size_t)ctx->naxes * sizeof(int));
@@ -210,8 +219,8 @@ static spmd_status last_arrival(coll *c)
                               "devices issued different collectives: device %d called %s, device "
                               "%d called %s; every device must issue the same collectives with the "
                               "same shapes in the same order",
-                              g->slots[0].device_id, g->slots[0].description,
-                              g->slots[k].device_id, g->slots[k].description);
+                              g->slots[0].device_id, g->slots[0].description, g->slots[k].device_id,
+                              g->slots[k].description);
     for (int i = 0; i < 3; i++)
         SPMD_CHECK(spmd__group_scratch(g, i, c->scratch_need[i]));
     return SPMD_OK;
@@ -233,7 +242,7 @@ static spmd_status barrier(coll *c, int arrive)
         if (st != SPMD_OK)
             return fail(c, st);
     } else {
-        int64_t deadline = spmd__now_ns() + call->timeout_ns;
+        int64_t deadline = spmd__now_ns() + call->timeout_ns + (arrive ? 0 : PHASE_GRACE_NS);
         atomic_fetch_add(&call->waiting, 1);
         spmd_status st = SPMD_OK;
         while (atomic_load(&g->generation) == gen && st == SPMD_OK) {
@@ -260,9 +269,9 @@ static spmd_status barrier(coll *c, int arrive)
                 if (why != SPMD_OK)
                     st = spmd__call_abort(call, why);
             } else if (timed_out) {
-                st = spmd__call_abort(call, SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                                                       "device %d timed out inside %s", c->ctx->device_id,
-                                                       c->description));
+                st = spmd__call_abort(call,
+                                      SPMD_ERROR(SPMD_ERR_TIMEOUT, "device %d timed out inside %s",
+                                                 c->ctx->device_id, c->description));
             }
         }
         atomic_fetch_sub(&call->waiting, 1);
@@ -274,8 +283,7 @@ static spmd_status barrier(coll *c, int arrive)
 
 /* ---- set-up shared by every collective ---- */
 
-static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd_block *in,
-                         coll *c)
+static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd_block *in, coll *c)
 {
     memset(c, 0, sizeof *c);
     c->ctx = ctx;
@@ -291,7 +299,8 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
     c->li = spmd__group_local_index(c->g, ctx->flat);
     c->pos = position_of(c->mesh, c->axes, c->naxes, ctx->flat);
     ctx->seq++;
-    uint64_t h = mix(mix(0, ctx->seq), (uint64_t)op);
+    /* the call's number too: collectives of different calls never look alike */
+    uint64_t h = mix(mix(mix(0, ctx->call->seq), ctx->seq), (uint64_t)op);
     for (int k = 0; k < c->naxes; k++)
         h = mix(h, (uint64_t)c->axes[k]);
     c->fingerprint = mix_block(h, in);
@@ -318,14 +327,24 @@ static spmd_status arrive(coll *c, const void *in, void *out, const void *extra)
 /* Checks, with a deadline, that every process of the group is in this same collective. */
 static spmd_status agree_across_processes(coll *c)
 {
-    spmd__wait w = {spmd__now_ns() + c->call->timeout_ns, spmd__call_check_cancel, c->call,
-                    c->description};
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + c->call->timeout_ns,
+                    .cancelled = spmd__call_check_cancel,
+                    .arg = c->call,
+                    .what = c->description,
+                    .epoch = c->call->seq,
+                    .aborted = &c->call->aborted};
     spmd_status st = spmd__comm_agree(c->g->comm, c->fingerprint, c->description, &w);
-    if (st != SPMD_OK) {
-        atomic_store(&c->call->abandoned, 1);
-        return fail(c, st);
-    }
-    return SPMD_OK;
+    if (st == SPMD_OK)
+        return SPMD_OK;
+    atomic_store(&c->call->abandoned, 1);
+    if (atomic_load(&c->call->aborted))
+        return spmd__call_aborted_status(c->call); /* the wait was cancelled by that abort */
+    char detail[SPMD__MESSAGE_CAPACITY];
+    spmd__copy_text(detail, sizeof detail, spmd_last_error());
+    st = SPMD_ERROR(st, "device %d: %s", c->ctx->device_id, detail);
+    /* a peer that gave up because its own call failed is not the cause */
+    return w.remote_failure ? spmd__call_abort_consequence(c->call, st)
+                            : spmd__call_abort(c->call, st);
 }
 
 static spmd_status cross_process_result(coll *c, spmd_status st)
@@ -429,46 +448,55 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
     spmd__group *g = c.g;
     enum { STACK = 64 };
     const void *stack_srcs[STACK];
+    void *stack_dsts[STACK];
     const void **srcs = c.nl <= STACK ? stack_srcs : malloc((size_t)c.nl * sizeof *srcs);
-    if (!srcs)
+    void **dsts = c.nl <= STACK ? stack_dsts : malloc((size_t)c.nl * sizeof *dsts);
+    if (!srcs || !dsts) {
+        if (srcs != stack_srcs)
+            free(srcs);
+        if (dsts != stack_dsts)
+            free(dsts);
         return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
-    for (int k = 0; k < c.nl; k++)
-        srcs[k] = g->slots[k].in;
-    void *acc = half ? g->scratch[0] : g->slots[0].out;
-    void *member0_out = g->slots[0].out;
-    int small = count * elem < SPLIT_BYTES || c.nl == 1;
-    st = SPMD_OK;
-    if (small) {
-        if (c.li == 0) {
-            spmd__reduce_many(in->dtype, rop, acc, srcs, c.nl, 0, count);
-            if (g->comm)
-                st = agree_across_processes(&c);
-            if (st == SPMD_OK && g->comm)
-                st = cross_process_result(&c, spmd__comm_allreduce(g->comm, acc, count, acc_dtype,
-                                                                    rop));
-            for (int k = 0; k < c.nl && st == SPMD_OK; k++)
-                spmd__from_accumulator(in->dtype, g->slots[k].out, acc, 0, count);
-        }
-        if (c.nl > 1 && st == SPMD_OK)
-            st = barrier(&c, 0);
-    } else {
-        size_t b, e;
-        slice_of(count, c.nl, c.li, &b, &e);
-        spmd__reduce_many(in->dtype, rop, acc, srcs, c.nl, b, e);
-        st = barrier(&c, 0);
-        if (st == SPMD_OK && g->comm) {
-            if (c.li == 0) {
-                st = agree_across_processes(&c);
-                if (st == SPMD_OK)
-                    st = cross_process_result(
-                        &c, spmd__comm_allreduce(g->comm, acc, count, acc_dtype, rop));
-            }
-            if (st == SPMD_OK)
-                st = barrier(&c, 0);
-        }
-        if (st == SPMD_OK && (half || out->data != member0_out))
-            spmd__from_accumulator(in->dtype, out->data, acc, 0, count);
     }
+    for (int k = 0; k < c.nl; k++) {
+        srcs[k] = g->slots[k].in;
+        dsts[k] = g->slots[k].out;
+    }
+    int small = count * elem < SPLIT_BYTES || c.nl == 1;
+    size_t b = 0, e = count;
+    if (!small)
+        slice_of(count, c.nl, c.li, &b, &e);
+    st = SPMD_OK;
+    if (!g->comm) {
+        /* One pass: each thread reduces its slice and writes it to every output. */
+        if (!small || c.li == 0)
+            spmd__reduce_many_to_all(in->dtype, rop, dsts, c.nl, srcs, c.nl, b, e,
+                                     spmd__should_stream(count * elem * (size_t)c.nl));
+    } else {
+        /* The process's partial result goes through MPI once, then out to every output. */
+        void *acc = half ? g->scratch[0] : dsts[0];
+        const void *send = c.nl == 1 && !half ? srcs[0] : acc; /* MPI reads a lone input */
+        if ((!small || c.li == 0) && send == acc)
+            spmd__reduce_many(in->dtype, rop, acc, srcs, c.nl, b, e);
+        if (!small)
+            st = barrier(&c, 0);
+        if (st == SPMD_OK && c.li == 0) {
+            st = agree_across_processes(&c);
+            if (st == SPMD_OK)
+                st = cross_process_result(
+                    &c, spmd__comm_allreduce(g->comm, send, acc, count, acc_dtype, rop));
+        }
+        if (st == SPMD_OK && !small)
+            st = barrier(&c, 0);
+        for (int k = 0; st == SPMD_OK && k < c.nl && (!small || c.li == 0); k++)
+            if (half || dsts[k] != acc)
+                spmd__from_accumulator(in->dtype, dsts[k], acc, b, e);
+    }
+    /* Threads wrote into each other's outputs: nobody returns before all are done. */
+    if (st == SPMD_OK && c.nl > 1)
+        st = barrier(&c, 0);
+    if (dsts != stack_dsts)
+        free(dsts);
     if (srcs != stack_srcs)
         free(srcs);
     /* rop is SUM for pmean: the division happens on each device's own output */
@@ -533,9 +561,9 @@ spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, con
 /* ---- helpers for the data-movement collectives ---- */
 
 typedef struct members {
-    int *pos;        /* [n] position of each member (group member order) */
-    int *member_at;  /* [n] member at each position */
-    int *local_of;   /* [n] local index of the member, or -1 */
+    int *pos;       /* [n] position of each member (group member order) */
+    int *member_at; /* [n] member at each position */
+    int *local_of;  /* [n] local index of the member, or -1 */
 } members;
 
 static spmd_status members_init(const coll *c, members *m)
@@ -662,10 +690,10 @@ spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
 
 /* The chunk of position p along dimension d: `outer` runs of `run` contiguous elements. */
 typedef struct chunking {
-    size_t outer;   /* product of the extents before d */
-    size_t run;     /* chunk extent along d times the extents after d */
-    size_t stride;  /* elements between runs: extent of d times the extents after d */
-    size_t elems;   /* outer * run */
+    size_t outer;  /* product of the extents before d */
+    size_t run;    /* chunk extent along d times the extents after d */
+    size_t stride; /* elements between runs: extent of d times the extents after d */
+    size_t elems;  /* outer * run */
 } chunking;
 
 static chunking chunks_of(const spmd_block *in, int d, int64_t chunk)
@@ -686,7 +714,8 @@ static chunking chunks_of(const spmd_block *in, int d, int64_t chunk)
 static void reduce_chunk(spmd_dtype dtype, spmd__reduce_op op, void *acc, const void *const *srcs,
                          int n, const chunking *k, int p, const void **scratch_ptrs)
 {
-    size_t elem = spmd_dtype_size(dtype), acc_elem = spmd_dtype_size(spmd__accumulator_dtype(dtype));
+    size_t elem = spmd_dtype_size(dtype),
+           acc_elem = spmd_dtype_size(spmd__accumulator_dtype(dtype));
     for (size_t r = 0; r < k->outer; r++) {
         size_t offset = r * k->stride + (size_t)p * k->run;
         for (int i = 0; i < n; i++)
@@ -713,8 +742,9 @@ spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *o
     if (st == SPMD_OK)
         st = check_block(out, "out", "psum_scatter");
     if (st == SPMD_OK && !spmd__reducible(in->dtype))
-        st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED, "psum_scatter of %s is not supported; convert to "
-                                              "int32 or float32 first",
+        st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
+                        "psum_scatter of %s is not supported; convert to "
+                        "int32 or float32 first",
                         spmd_dtype_name(in->dtype));
     int d = st == SPMD_OK ? normalize_axis(scatter_dimension, in->ndim) : 0;
     if (st == SPMD_OK && (d < 0 || d >= in->ndim))
@@ -756,8 +786,8 @@ spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *o
     size_t acc_elem = spmd_dtype_size(acc_dtype);
     int half = spmd__is_half(in->dtype);
     if (g->comm) {
-        c.scratch_need[0] = count * acc_elem;            /* this process's partial sum */
-        c.scratch_need[1] = count * acc_elem;            /* its chunks in rank order */
+        c.scratch_need[0] = count * acc_elem;                  /* this process's partial sum */
+        c.scratch_need[1] = count * acc_elem;                  /* its chunks in rank order */
         c.scratch_need[2] = (size_t)c.nl * k.elems * acc_elem; /* this process's results */
     } else if (half) {
         c.scratch_need[0] = (size_t)c.nl * k.elems * acc_elem;
@@ -805,8 +835,8 @@ spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *o
                           : fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
                 if (st == SPMD_OK)
                     st = cross_process_result(
-                        &c, spmd__comm_reduce_scatter(g->comm, g->scratch[1], g->scratch[2],
-                                                      counts, acc_dtype, SPMD__OP_SUM));
+                        &c, spmd__comm_reduce_scatter(g->comm, g->scratch[1], g->scratch[2], counts,
+                                                      acc_dtype, SPMD__OP_SUM));
                 free(roff);
                 free(counts);
                 free(m.pos);
@@ -841,7 +871,8 @@ static spmd_status check_pairs(const int *pairs, int npairs, int n, int *src_of,
             st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
                             "ppermute sources and destinations must be unique, got pair %d "
                             "(%d -> %d) repeating a %s",
-                            i, pairs[2 * i], pairs[2 * i + 1], seen_src[s] ? "source" : "destination");
+                            i, pairs[2 * i], pairs[2 * i + 1],
+                            seen_src[s] ? "source" : "destination");
         seen_src[s] = 1;
         src_of[d] = s;
         h = mix(mix(h, (uint64_t)s), (uint64_t)d);
@@ -898,7 +929,8 @@ spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
         memcpy((char *)g->scratch[0] + (size_t)c.li * bytes, in->data, bytes);
         st = barrier(&c, 0);
     }
-#define SOURCE(local) (in_place ? (const char *)g->scratch[0] + (size_t)(local)*bytes : g->slots[local].in)
+#define SOURCE(local)                                                                              \
+    (in_place ? (const char *)g->scratch[0] + (size_t)(local)*bytes : g->slots[local].in)
     if (st == SPMD_OK && g->comm && c.li == 0) {
         st = agree_across_processes(&c);
         spmd__message *msgs = st == SPMD_OK ? malloc(2 * (size_t)c.n * sizeof *msgs) : NULL;
@@ -913,7 +945,8 @@ spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
                 if (s < 0)
                     continue;
                 int ms = m.member_at[s], md = m.member_at[dpos];
-                int s_local = g->member_rank[ms] == my_rank, d_local = g->member_rank[md] == my_rank;
+                int s_local = g->member_rank[ms] == my_rank,
+                    d_local = g->member_rank[md] == my_rank;
                 if (s_local && !d_local)
                     sends[nsend++] = (spmd__message){g->member_rank[md], dpos,
                                                      (void *)SOURCE(m.local_of[ms]), bytes};
@@ -944,15 +977,15 @@ spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
 /* ---- all_to_all ---- */
 
 typedef struct a2a {
-    int rank;                     /* of in and out */
+    int rank; /* of in and out */
     int untiled;
-    int s, c;                     /* split and concat axes */
-    int64_t extent[SPMD_MAX_RANK];/* the chunk, in its own dims (rank-1 dims when untiled) */
-    int cdims;                    /* dims of the chunk */
+    int s, c;                      /* split and concat axes */
+    int64_t extent[SPMD_MAX_RANK]; /* the chunk, in its own dims (rank-1 dims when untiled) */
+    int cdims;                     /* dims of the chunk */
     int64_t src_strides[SPMD_MAX_RANK];
-    int64_t src_step;             /* elements between chunk g and g+1 of an input */
+    int64_t src_step; /* elements between chunk g and g+1 of an input */
     int64_t dst_strides[SPMD_MAX_RANK];
-    int64_t dst_step;             /* elements between slot h and h+1 of the output */
+    int64_t dst_step; /* elements between slot h and h+1 of the output */
     int64_t chunk_elems;
 } a2a;
 
@@ -1102,14 +1135,14 @@ spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
         char *dst = (char *)out->data + (size_t)(m.pos[k] * L.dst_step) * elem;
         int r = g->member_rank[k];
         if (r == me) {
-            const char *src = (const char *)g->slots[m.local_of[k]].in +
-                              (size_t)(c.pos * L.src_step) * elem;
+            const char *src =
+                (const char *)g->slots[m.local_of[k]].in + (size_t)(c.pos * L.src_step) * elem;
             spmd__copy_strided(elem, L.cdims, L.extent, dst, L.dst_strides, src, L.src_strides);
         } else {
             size_t *rdisp = sc + 3 * (size_t)g->num_ranks;
-            const char *src = (const char *)g->scratch[1] + rdisp[r] * cbytes +
-                              ((size_t)c.li * (size_t)g->rank_members[r] +
-                               (size_t)g->member_index[k]) * cbytes;
+            const char *src =
+                (const char *)g->scratch[1] + rdisp[r] * cbytes +
+                ((size_t)c.li * (size_t)g->rank_members[r] + (size_t)g->member_index[k]) * cbytes;
             spmd__copy_strided(elem, L.cdims, L.extent, dst, L.dst_strides, src, dense);
         }
     }

@@ -24,16 +24,17 @@ struct spmd_plan {
     int nin, nout;
     spmd_in_desc *in_descs;
     spmd_sharding **in_shardings;
-    const spmd_sharding **accepted; /* last input sharding found equivalent, per input */
+    spmd_sharding **accepted; /* last input sharding found equivalent, per input; retained so
+                                 that its address cannot be reused by another sharding */
     spmd_out_desc *out_descs;
     spmd_sharding **out_shardings;
     int64_t (*out_blocks)[SPMD_MAX_RANK];
     int64_t (*in_blocks)[SPMD_MAX_RANK];
-    int *check_output;              /* out_spec leaves out a mesh axis of size > 1 */
+    int *check_output; /* out_spec leaves out a mesh axis of size > 1 */
     int check_replication;
-    int *donate;                    /* per input */
-    int *donate_to;                 /* per input: the output it can alias, or -1 */
-    int num_local;                  /* this process's mesh devices, flat order */
+    int *donate;    /* per input */
+    int *donate_to; /* per input: the output it can alias, or -1 */
+    int num_local;  /* this process's mesh devices, flat order */
     int *local_flat;
     int *local_ordinal;
 };
@@ -63,6 +64,8 @@ void spmd_plan_destroy(spmd_plan *plan)
         spmd_sharding_destroy(plan->out_shardings[j]);
     free(plan->in_descs);
     free(plan->in_shardings);
+    for (int i = 0; i < plan->nin && plan->accepted; i++)
+        spmd_sharding_destroy(plan->accepted[i]);
     free(plan->accepted);
     free(plan->out_descs);
     free(plan->out_shardings);
@@ -218,8 +221,7 @@ spmd_status spmd_plan_create(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
                  "%s: out_descs or out_specs is NULL but nout is %d", f, nout);
     spmd_shard_map_options opts = SPMD_SHARD_MAP_OPTIONS_INIT;
     if (options) {
-        SPMD_REQUIRE(options->version == SPMD_SHARD_MAP_OPTIONS_VERSION,
-                     SPMD_ERR_INVALID_ARGUMENT,
+        SPMD_REQUIRE(options->version == SPMD_SHARD_MAP_OPTIONS_VERSION, SPMD_ERR_INVALID_ARGUMENT,
                      "%s: options.version is %u; initialize options with "
                      "SPMD_SHARD_MAP_OPTIONS_INIT",
                      f, options->version);
@@ -299,7 +301,8 @@ static spmd_status check_input(spmd_plan *p, int i, const spmd_array *a)
                           "sharding), or change in_specs",
                           i, have, i, want);
     }
-    p->accepted[i] = a->sharding;
+    spmd_sharding_destroy(p->accepted[i]);
+    p->accepted[i] = spmd_sharding_retain(a->sharding);
     return SPMD_OK;
 }
 
@@ -323,26 +326,30 @@ spmd_status spmd__call_aborted_status(spmd__call *call)
     return st;
 }
 
-static int record_abort(spmd__call *call, spmd_status st, const char *message)
+static int record_abort(spmd__call *call, spmd_status st, const char *message, int consequence)
 {
     pthread_mutex_lock(&call->abort_lock);
     int first = !atomic_load(&call->aborted);
     if (first) {
         call->abort_status = st;
+        call->abort_is_consequence = consequence;
         snprintf(call->abort_message, sizeof call->abort_message, "%s", message);
         atomic_store(&call->aborted, 1);
     }
     pthread_mutex_unlock(&call->abort_lock);
-    if (first)
+    if (first) {
         spmd__mesh_state_wake_all(call->state);
+        /* members waiting for this process to lead a gather it will never begin can stop */
+        spmd__mesh_state_notify_abort(call->state, call->seq);
+    }
     return first;
 }
 
-spmd_status spmd__call_abort(spmd__call *call, spmd_status st)
+static spmd_status abort_call(spmd__call *call, spmd_status st, int consequence)
 {
     char message[SPMD__MESSAGE_CAPACITY];
     snprintf(message, sizeof message, "%s", spmd_last_error());
-    if (record_abort(call, st, message) && call->state->control) {
+    if (record_abort(call, st, message, consequence) && call->state->control) {
         abort_record r;
         memset(&r, 0, sizeof r);
         r.seq = call->seq;
@@ -352,6 +359,13 @@ spmd_status spmd__call_abort(spmd__call *call, spmd_status st)
         spmd__comm_post_abort(call->state->control, &r, sizeof r);
     }
     return st;
+}
+
+spmd_status spmd__call_abort(spmd__call *call, spmd_status st) { return abort_call(call, st, 0); }
+
+spmd_status spmd__call_abort_consequence(spmd__call *call, spmd_status st)
+{
+    return abort_call(call, st, 1);
 }
 
 spmd_status spmd__call_check_cancel(void *arg)
@@ -365,7 +379,7 @@ spmd_status spmd__call_check_cancel(void *arg)
             continue; /* left over from an earlier call */
         char message[SPMD__MESSAGE_CAPACITY];
         snprintf(message, sizeof message, "process %d failed: %s", r.process, r.message);
-        record_abort(call, (spmd_status)r.status, message);
+        record_abort(call, (spmd_status)r.status, message, 1);
         return spmd__call_aborted_status(call);
     }
     return SPMD_OK;
@@ -376,19 +390,20 @@ typedef struct call_job {
     spmd__call *call;
     spmd_array *const *inputs;
     spmd_array **outputs;
-    int *slot_of_ordinal;  /* local ordinal -> index into plan->local_flat */
-    const int *aliased;    /* per output: a donated input's buffers were handed over */
+    int *slot_of_ordinal;           /* local ordinal -> index into plan->local_flat */
+    const int *aliased;             /* per output: a donated input's buffers were handed over */
+    spmd__allocation **allocations; /* per local device: its spmd_ctx_alloc temporaries */
 } call_job;
 
-static void free_allocations(spmd_ctx *ctx)
+static void free_allocations(int device_id, spmd__allocation *list)
 {
-    while (ctx->allocations) {
-        spmd__allocation *a = ctx->allocations;
-        ctx->allocations = a->next;
-        const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
+    const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
+    while (list) {
+        spmd__allocation *a = list;
+        list = a->next;
         if (rt)
-            spmd__device_backend(rt, ctx->device_id)
-                ->free(rt->devices[ctx->device_id].hardware_ordinal, a->data);
+            spmd__device_backend(rt, device_id)
+                ->free(rt->devices[device_id].hardware_ordinal, a->data);
         free(a);
     }
 }
@@ -438,15 +453,17 @@ static spmd_status device_task(int ordinal, void *arg)
         if (st == SPMD_OK)
             fill_block(&out[j], slot->buffer->data, o->dtype, o->ndim, p->out_blocks[j]);
     }
-    if (st == SPMD_OK)
+    if (st == SPMD_OK) {
+        spmd_clear_error(); /* a message left by earlier work on this thread is not fn's */
         st = p->fn(&ctx, p->nin, in, p->nout, out, p->user);
-    free_allocations(&ctx);
-    /* Devices still waiting for this one in a collective can now tell it never will come. */
-    atomic_store(&job->call->finished[ctx.flat], 1);
-    if (atomic_load(&job->call->waiting) > 0)
-        spmd__mesh_state_wake_all(job->call->state);
+    }
+    /* Temporaries outlive fn until every device is done: after an abort, a device's peers may
+     * still be finishing a collective that reads or writes them. */
+    job->allocations[k] = ctx.allocations;
     if (in != stack_blocks)
         free(in);
+    /* fn's own error is the cause: record it before the others can see this device finished
+     * and call it a collective mismatch */
     if (st != SPMD_OK && !atomic_load(&job->call->aborted)) {
         if (spmd_last_error()[0] == '\0')
             SPMD_ERROR(st, "fn returned %s without a message", spmd_status_name(st));
@@ -455,6 +472,10 @@ static spmd_status device_task(int ordinal, void *arg)
         spmd__call_abort(job->call, SPMD_ERROR(st, "fn failed on device %d (process %d): %s",
                                                ctx.device_id, spmd_process_index(), detail));
     }
+    /* Devices still waiting for this one in a collective can now tell it never will come. */
+    atomic_store(&job->call->finished[ctx.flat], 1);
+    if (atomic_load(&job->call->waiting) > 0)
+        spmd__mesh_state_wake_all(job->call->state);
     return st;
 }
 
@@ -551,15 +572,34 @@ static spmd_status check_replication(const spmd_plan *p, const uint64_t *digests
 /* ---- agreement between processes at the end of a call ---- */
 
 typedef struct end_record {
+    uint64_t seq; /* the call: a record from another call means the processes diverged */
     int32_t status;
     int32_t abandoned;
-    char message[1016];
+    int32_t consequence; /* the failure only follows from another process's */
+    char message[1004];
 } end_record;
+
+/* The failure every process reports: the first root cause in process order, else the first
+ * failure. Returns its index in `all`, or -1 when every process succeeded. */
+static int reported_failure(const char *all, size_t bytes, int n)
+{
+    int first = -1;
+    for (int q = 0; q < n; q++) {
+        const end_record *e = (const end_record *)(all + (size_t)q * bytes);
+        if (e->status == SPMD_OK)
+            continue;
+        if (!e->consequence)
+            return q;
+        if (first < 0)
+            first = q;
+    }
+    return first;
+}
 
 /* Every process learns every other's outcome (and digests), so that all return the same
  * status; a failure anywhere fails the call everywhere. */
-static spmd_status exchange_outcomes(spmd__call *call, spmd_status local,
-                                     uint64_t *digests, size_t digest_bytes, int *abandoned)
+static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64_t *digests,
+                                     size_t digest_bytes, int *abandoned, int *everyone_finished)
 {
     spmd__mesh_state *s = call->state;
     size_t bytes = sizeof(end_record) + digest_bytes;
@@ -572,33 +612,50 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local,
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for the end-of-call exchange");
     }
     end_record *r = (end_record *)mine;
+    r->seq = call->seq;
     r->status = local;
     r->abandoned = atomic_load(&call->abandoned);
+    r->consequence = atomic_load(&call->aborted) && call->abort_is_consequence;
     if (local != SPMD_OK)
-        snprintf(r->message, sizeof r->message, "%s", spmd_last_error());
+        spmd__copy_text(r->message, sizeof r->message, spmd_last_error());
     memcpy(mine + sizeof(end_record), digests, digest_bytes);
-    spmd__wait w = {spmd__now_ns() + call->timeout_ns, NULL, NULL,
-                    "spmd_shard_map (agreeing on the outcome)"};
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + call->timeout_ns,
+                    .what = "spmd_shard_map (agreeing on the outcome)",
+                    .epoch = call->seq};
     spmd_status st = spmd__comm_allgather_wait(s->control, mine, bytes, all, &w);
+    *everyone_finished = st == SPMD_OK;
     if (st != SPMD_OK) {
         *abandoned = 1;
     } else {
-        spmd_status first_error = SPMD_OK;
+        st = SPMD_OK;
         for (int q = 0; q < n; q++) {
             end_record *e = (end_record *)(all + (size_t)q * bytes);
             *abandoned |= e->abandoned;
-            if (e->status != SPMD_OK && first_error == SPMD_OK && local == SPMD_OK) {
-                first_error = (spmd_status)e->status;
-                SPMD_ERROR(first_error, "process %d failed: %s", s->processes[q], e->message);
+            if (e->seq != call->seq && st == SPMD_OK) {
+                *abandoned = 1;
+                *everyone_finished = 0; /* not the same call: nothing to resume from */
+                st = SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                                "spmd_shard_map: process %d is at call %llu on this mesh but "
+                                "process %d at call %llu; every process must make the same "
+                                "shard_map calls in the same order",
+                                spmd_process_index(), (unsigned long long)call->seq,
+                                s->processes[q], (unsigned long long)e->seq);
             }
             /* combine digests: each position is nonzero on exactly its owner */
             const uint64_t *d = (const uint64_t *)(all + (size_t)q * bytes + sizeof(end_record));
             for (size_t i = 0; i < digest_bytes / sizeof(uint64_t); i++)
                 digests[i] |= d[i];
         }
-        st = local != SPMD_OK ? local : first_error;
-        if (local != SPMD_OK)
-            spmd__error_set_raw(r->message);
+        int q = st == SPMD_OK ? reported_failure(all, bytes, n) : -1;
+        if (q >= 0) {
+            const end_record *e = (const end_record *)(all + (size_t)q * bytes);
+            st = (spmd_status)e->status;
+            /* a message relayed from yet another process already says where it came from */
+            if (s->processes[q] == spmd_process_index() || strncmp(e->message, "process ", 8) == 0)
+                spmd__error_set_raw(e->message);
+            else
+                SPMD_ERROR(st, "process %d failed: %s", s->processes[q], e->message);
+        }
     }
     free(mine);
     free(all);
@@ -647,16 +704,21 @@ static spmd_status run_call(spmd_plan *p, spmd__call *call, spmd_array *const *i
 {
     int *aliased = calloc((size_t)(p->nout ? p->nout : 1), sizeof *aliased);
     int *slot_of_ordinal = malloc((size_t)spmd_local_device_count() * sizeof(int));
-    if (!aliased || !slot_of_ordinal) {
+    spmd__allocation **allocations = calloc((size_t)p->num_local, sizeof *allocations);
+    if (!aliased || !slot_of_ordinal || !allocations) {
         free(aliased);
         free(slot_of_ordinal);
+        free(allocations);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     }
     for (int k = 0; k < p->num_local; k++)
         slot_of_ordinal[p->local_ordinal[k]] = k;
     apply_donations(p, inputs, outputs, aliased);
-    call_job job = {p, call, inputs, outputs, slot_of_ordinal, aliased};
+    call_job job = {p, call, inputs, outputs, slot_of_ordinal, aliased, allocations};
     spmd_status st = spmd__run_on_devices(p->num_local, p->local_ordinal, device_task, &job);
+    for (int k = 0; k < p->num_local; k++)
+        free_allocations(p->mesh->device_ids[p->local_flat[k]], allocations[k]);
+    free(allocations);
     if (atomic_load(&call->aborted))
         st = spmd__call_aborted_status(call); /* the root cause, not a bystander's error */
     free(aliased);
@@ -708,14 +770,21 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
         st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     if (st == SPMD_OK && checked)
         local_digests(p, outputs, digests);
-    int abandoned = atomic_load(&call.abandoned);
+    int abandoned = atomic_load(&call.abandoned), everyone_finished = 0;
     if (state->control && digests)
-        st = exchange_outcomes(&call, st, digests, digest_bytes, &abandoned);
+        st = exchange_outcomes(&call, st, digests, digest_bytes, &abandoned, &everyone_finished);
     if (st == SPMD_OK && checked)
         st = check_replication(p, digests);
     free(digests);
 
-    if (abandoned)
+    if (st != SPMD_OK)
+        spmd__mesh_state_drain(state); /* what no wait consumed would pile up */
+    /* Waits given up across processes may have left exchanges half done in the group
+     * communicators: replace them when every process made it to the end, else give up on the
+     * mesh (a process is stuck or gone, and creating communicators would wait for it). */
+    if (abandoned && everyone_finished)
+        spmd__mesh_state_discard_comms(state);
+    else if (abandoned)
         spmd__mesh_state_break(state, spmd_last_error());
     if (atomic_load(&call.aborted))
         spmd__mesh_state_reset_rendezvous(state);
@@ -743,18 +812,19 @@ spmd_status spmd_plan_execute(spmd_plan *plan, spmd_array *const *in_arrays,
     for (int i = 0; i < plan->nin; i++) {
         SPMD_CHECK(check_input(plan, i, in_arrays[i]));
         for (int k = 0; k < i; k++)
-            SPMD_REQUIRE(!plan->donate[i] || in_arrays[k] != in_arrays[i], SPMD_ERR_INVALID_ARGUMENT,
-                         "spmd_shard_map: input %d is donated but also passed as input %d; an "
-                         "array can be donated only once and not read elsewhere in the call",
-                         i, k);
+            SPMD_REQUIRE(!(plan->donate[i] || plan->donate[k]) || in_arrays[k] != in_arrays[i],
+                         SPMD_ERR_INVALID_ARGUMENT,
+                         "spmd_shard_map: inputs %d and %d are the same array and one of them is "
+                         "donated; a donated array can be passed only once (its buffers become an "
+                         "output's)",
+                         k, i);
     }
     return execute(plan, in_arrays, out_arrays);
 }
 
 spmd_status spmd_shard_map(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
-                           spmd_array *const *in_arrays, const spmd_spec *const *in_specs,
-                           int nout, const spmd_out_desc *out_descs,
-                           const spmd_spec *const *out_specs,
+                           spmd_array *const *in_arrays, const spmd_spec *const *in_specs, int nout,
+                           const spmd_out_desc *out_descs, const spmd_spec *const *out_specs,
                            const spmd_shard_map_options *options, spmd_array **out_arrays)
 {
     SPMD_REQUIRE(nout == 0 || out_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
@@ -813,9 +883,8 @@ spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, const int64_t *shape, spmd_d
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_ctx_alloc");
     SPMD_REQUIRE_NOT_NULL(block, "spmd_ctx_alloc");
-    SPMD_REQUIRE(ndim >= 0 && ndim <= SPMD_MAX_RANK && (ndim == 0 || shape != NULL),
-                 SPMD_ERR_SHAPE, "spmd_ctx_alloc: ndim is %d (use 0..%d) or shape is NULL", ndim,
-                 SPMD_MAX_RANK);
+    SPMD_REQUIRE(ndim >= 0 && ndim <= SPMD_MAX_RANK && (ndim == 0 || shape != NULL), SPMD_ERR_SHAPE,
+                 "spmd_ctx_alloc: ndim is %d (use 0..%d) or shape is NULL", ndim, SPMD_MAX_RANK);
     size_t bytes = spmd_dtype_size(dtype);
     SPMD_REQUIRE(bytes != 0, SPMD_ERR_INVALID_ARGUMENT, "spmd_ctx_alloc: dtype %d is not a dtype",
                  (int)dtype);

@@ -14,15 +14,16 @@
 typedef struct spmd__call {
     spmd_mesh *mesh;
     spmd__mesh_state *state;
-    unsigned long seq;              /* this call's number on the mesh (same on every process) */
+    unsigned long seq; /* this call's number on the mesh (same on every process) */
     int64_t timeout_ns;
     atomic_int aborted;
     pthread_mutex_t abort_lock;
-    spmd_status abort_status;       /* the first failure: the call's status */
+    spmd_status abort_status; /* the first failure: the call's status */
+    int abort_is_consequence; /* ... caused by another process's failure, not a root */
     char abort_message[SPMD__MESSAGE_CAPACITY];
-    atomic_int abandoned;           /* a cross-process wait was given up: communicators unusable */
-    atomic_int *finished;           /* [mesh size]: the device's fn has returned */
-    atomic_int waiting;             /* devices blocked in a rendezvous */
+    atomic_int abandoned; /* a cross-process wait was given up: communicators unusable */
+    atomic_int *finished; /* [mesh size]: the device's fn has returned */
+    atomic_int waiting;   /* devices blocked in a rendezvous */
 } spmd__call;
 
 typedef struct spmd__allocation {
@@ -33,12 +34,12 @@ typedef struct spmd__allocation {
 struct spmd_ctx {
     spmd__call *call;
     int device_id;
-    int flat;                       /* mesh position */
+    int flat; /* mesh position */
     int coords[SPMD_MAX_MESH_AXES];
-    unsigned seq;                   /* collectives issued so far in this call */
-    spmd__allocation *allocations;  /* spmd_ctx_alloc, freed at the end of the call */
-    /* the last axes string parsed, by pointer (fn bodies reuse their literals) */
-    const char *axes_text;
+    unsigned seq;                  /* collectives issued so far in this call */
+    spmd__allocation *allocations; /* spmd_ctx_alloc, freed at the end of the call */
+    /* the last axes string parsed, and its parse */
+    char axes_text[128];
     int naxes;
     int axes[SPMD_MAX_MESH_AXES];
 };
@@ -48,6 +49,12 @@ struct spmd_ctx {
  * first, tells the other processes, and wakes every waiting device. Returns `st`.
  */
 spmd_status spmd__call_abort(spmd__call *call, spmd_status st);
+
+/**
+ * As spmd__call_abort, for a failure that only follows from another process's (a peer that gave
+ * up): when processes compare outcomes, a root cause elsewhere is reported instead.
+ */
+spmd_status spmd__call_abort_consequence(spmd__call *call, spmd_status st);
 
 /** The status a device returns once the call was aborted elsewhere. */
 spmd_status spmd__call_aborted_status(spmd__call *call);

@@ -203,7 +203,8 @@ static spmd_status agree_on_mesh(spmd_mesh *mesh, spmd__mesh_state *s, int64_t t
     spmd__strbuf_init(&sb, description, sizeof description);
     spmd__strbuf_printf(&sb, "shard_map on %s (devices %d..%d)", text, mesh->device_ids[0],
                         mesh->device_ids[mesh->size - 1]);
-    spmd__wait w = {spmd__now_ns() + timeout_ns, NULL, NULL, "setting up the mesh for shard_map"};
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout_ns,
+                    .what = "setting up the mesh for shard_map"};
     spmd_status st = spmd__comm_agree(view, mesh_fingerprint(mesh), description, &w);
     if (st == SPMD_OK)
         spmd__comm_destroy(view);
@@ -223,7 +224,8 @@ static spmd_status setup_locked(spmd_mesh *mesh, spmd__mesh_state *s, int64_t ti
             i++;
         if (i < s->num_processes && s->processes[i] == p)
             continue;
-        memmove(&s->processes[i + 1], &s->processes[i], (size_t)(s->num_processes - i) * sizeof(int));
+        memmove(&s->processes[i + 1], &s->processes[i],
+                (size_t)(s->num_processes - i) * sizeof(int));
         s->processes[i] = p;
         s->num_processes++;
     }
@@ -250,12 +252,19 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
                         "spmd_shard_map: this mesh is unusable after an earlier failed call (%s); "
                         "destroy it and create a new mesh",
                         s->broken_reason);
-    } else if (!s->ready) {
+    } else if (!s->ready || s->rebuild) {
         pthread_mutex_lock(&setup_lock);
-        st = setup_locked(mesh, s, timeout_ns);
+        if (!s->ready) {
+            st = setup_locked(mesh, s, timeout_ns);
+        } else { /* new group communicators once every process is back */
+            st = agree_on_mesh(mesh, s, timeout_ns);
+            if (st == SPMD_OK)
+                st = create_group_comms(s);
+        }
         pthread_mutex_unlock(&setup_lock);
         if (st == SPMD_OK) {
             s->ready = 1;
+            s->rebuild = 0;
         } else {
             char reason[512];
             snprintf(reason, sizeof reason, "its set-up failed: %s", spmd_last_error());
@@ -266,11 +275,8 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
     return st;
 }
 
-void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
+static void abandon_group_comms(spmd__mesh_state *s)
 {
-    if (!s->broken)
-        snprintf(s->broken_reason, sizeof s->broken_reason, "%s", reason);
-    s->broken = 1;
     for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
         spmd__group_table *t = s->tables[m];
         for (int id = 0; t && id < t->num_groups; id++)
@@ -279,6 +285,20 @@ void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
                 t->groups[id]->comm = NULL;
             }
     }
+}
+
+void spmd__mesh_state_discard_comms(spmd__mesh_state *s)
+{
+    abandon_group_comms(s);
+    s->rebuild = 1;
+}
+
+void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
+{
+    if (!s->broken)
+        snprintf(s->broken_reason, sizeof s->broken_reason, "%s", reason);
+    s->broken = 1;
+    abandon_group_comms(s);
     spmd__comm_abandon(s->control);
     s->control = NULL;
 }
@@ -291,6 +311,36 @@ void spmd__mesh_state_wake_all(spmd__mesh_state *s)
             if (t->groups[id])
                 spmd__event_signal(&t->groups[id]->event);
     }
+}
+
+/* Calls fn on every live group communicator of the mesh. */
+static void for_each_comm(spmd__mesh_state *s, void (*fn)(spmd__comm *, unsigned long),
+                          unsigned long arg)
+{
+    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
+        spmd__group_table *t = s->tables[m];
+        for (int id = 0; t && id < t->num_groups; id++)
+            if (t->groups[id] && t->groups[id]->comm)
+                fn(t->groups[id]->comm, arg);
+    }
+}
+
+void spmd__mesh_state_notify_abort(spmd__mesh_state *s, unsigned long epoch)
+{
+    for_each_comm(s, spmd__comm_notify_abort, epoch);
+}
+
+static void drain(spmd__comm *c, unsigned long unused)
+{
+    (void)unused;
+    spmd__comm_drain(c);
+}
+
+void spmd__mesh_state_drain(spmd__mesh_state *s)
+{
+    for_each_comm(s, drain, 0);
+    if (s->control)
+        spmd__comm_drain(s->control);
 }
 
 void spmd__mesh_state_reset_rendezvous(spmd__mesh_state *s)

@@ -15,34 +15,34 @@
 /* What one local member publishes at a rendezvous; read by the others right after it. */
 typedef struct spmd__slot {
     uint64_t fingerprint;
-    unsigned arrived;       /* generation + 1 when this member arrived */
+    unsigned arrived; /* generation + 1 when this member arrived */
     int device_id;
-    int position;           /* in the group, for the collective's axis order */
+    int position; /* in the group, for the collective's axis order */
     const void *in;
     void *out;
-    const void *extra;      /* collective-specific */
-    char description[120];  /* "psum float32[4,3] over ('i',) #2", for mismatch messages */
+    const void *extra;     /* collective-specific */
+    char description[120]; /* "psum float32[4,3] over ('i',) #2", for mismatch messages */
 } spmd__slot;
 
 /* One group (devices that share every coordinate off the table's axes) with local members. */
 typedef struct spmd__group {
     int id;
-    int size;                /* members */
-    int *member_flat;        /* [size] mesh positions, ascending */
-    int *member_rank;        /* [size] rank of the member's process in `comm` */
-    int *member_index;       /* [size] index of the member among its process's, ascending */
-    int num_ranks;           /* processes with members */
-    int *rank_process;       /* [num_ranks] runtime process of each rank, ascending */
-    int *rank_members;       /* [num_ranks] members per rank */
-    spmd__comm *comm;        /* NULL when every member is in this process */
-    int num_local;           /* members in this process */
-    int *local_flat;         /* [num_local] ascending */
+    int size;          /* members */
+    int *member_flat;  /* [size] mesh positions, ascending */
+    int *member_rank;  /* [size] rank of the member's process in `comm` */
+    int *member_index; /* [size] index of the member among its process's, ascending */
+    int num_ranks;     /* processes with members */
+    int *rank_process; /* [num_ranks] runtime process of each rank, ascending */
+    int *rank_members; /* [num_ranks] members per rank */
+    spmd__comm *comm;  /* NULL when every member is in this process */
+    int num_local;     /* members in this process */
+    int *local_flat;   /* [num_local] ascending */
     /* rendezvous of the local members */
     atomic_uint arrived;
     atomic_uint generation;
     spmd__event event;
-    spmd__slot *slots;       /* [num_local] */
-    void *scratch[3];        /* staging buffers shared by the members, grown on demand */
+    spmd__slot *slots; /* [num_local] */
+    void *scratch[3];  /* staging buffers shared by the members, grown on demand */
     size_t scratch_bytes[3];
 } spmd__group;
 
@@ -51,19 +51,21 @@ typedef struct spmd__group_table {
     unsigned mask;
     int group_size;
     int num_groups;
-    int *group_of_flat;      /* [mesh size] */
-    spmd__group **groups;    /* [num_groups], NULL for groups without local members */
+    int *group_of_flat;   /* [mesh size] */
+    spmd__group **groups; /* [num_groups], NULL for groups without local members */
 } spmd__group_table;
 
 /* Per-mesh state behind shard_map, created by the first call (collectively). */
 typedef struct spmd__mesh_state {
     pthread_mutex_t lock;
     int ready;
-    int broken;               /* a failed call left communicators unusable */
+    int rebuild; /* a failed call abandoned the group communicators; every process
+                    finished it, so the next call creates new ones */
+    int broken;  /* a process did not finish a failed call: the mesh is unusable */
     char broken_reason[1024];
     int num_processes;
-    int *processes;           /* mesh processes, ascending */
-    spmd__comm *control;      /* all mesh processes; NULL in one process */
+    int *processes;      /* mesh processes, ascending */
+    spmd__comm *control; /* all mesh processes; NULL in one process */
     unsigned long call_seq;
     spmd__group_table *tables[1u << SPMD_MAX_MESH_AXES];
 } spmd__mesh_state;
@@ -80,11 +82,23 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state);
  */
 spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *state, int64_t timeout_ns);
 
+/**
+ * After a failed call that every process finished: drops the group communicators (unfinished
+ * exchanges may linger in them) and makes the next call create new ones, collectively.
+ */
+void spmd__mesh_state_discard_comms(spmd__mesh_state *state);
+
 /** Marks the mesh unusable (communicators may hold pending operations) and drops them. */
 void spmd__mesh_state_break(spmd__mesh_state *state, const char *reason);
 
 /** Wakes every rendezvous of the mesh (a call is aborting). */
 void spmd__mesh_state_wake_all(spmd__mesh_state *state);
+
+/** Tells the members of every group this process leads that its call `epoch` failed. */
+void spmd__mesh_state_notify_abort(spmd__mesh_state *state, unsigned long epoch);
+
+/** Discards abort records and notices left over from a failed call. */
+void spmd__mesh_state_drain(spmd__mesh_state *state);
 
 /** Resets every rendezvous for the next call (after an aborted one). */
 void spmd__mesh_state_reset_rendezvous(spmd__mesh_state *state);

@@ -110,7 +110,7 @@ static double apply_unary(spmd_unary_op op, double x)
     case SPMD_UNARY_TANH:
         return tanh(x);
     case SPMD_UNARY_RELU:
-        return x > 0 ? x : 0;
+        return x > 0 || x != x ? x : 0; /* NaN stays NaN, as max(x, 0) in JAX */
     }
     return x;
 }
@@ -131,7 +131,7 @@ static float apply_unary_f(spmd_unary_op op, float x)
     case SPMD_UNARY_TANH:
         return tanhf(x);
     case SPMD_UNARY_RELU:
-        return x > 0 ? x : 0;
+        return x > 0 || x != x ? x : 0; /* NaN stays NaN, as max(x, 0) in JAX */
     }
     return x;
 }
@@ -158,11 +158,13 @@ spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in,
         float *y = out->data;
         for (size_t i = 0; i < n; i++)
             y[i] = apply_unary_f(op, x[i]);
-    } else if (in->dtype == SPMD_DTYPE_I64) {
-        const int64_t *x = in->data;
-        int64_t *y = out->data;
-        for (size_t i = 0; i < n; i++)
-            y[i] = op == SPMD_UNARY_NEG ? (int64_t)(0 - (uint64_t)x[i]) : (x[i] > 0 ? x[i] : 0);
+    } else if (!is_float(in->dtype)) {
+        /* integers exactly; negation wraps (-INT_MIN == INT_MIN), as in JAX */
+        for (size_t i = 0; i < n; i++) {
+            int64_t v = spmd__load_int(in->dtype, in->data, i);
+            spmd__store_int(in->dtype, out->data, i,
+                            op == SPMD_UNARY_NEG ? (int64_t)(0 - (uint64_t)v) : (v > 0 ? v : 0));
+        }
     } else {
         for (size_t i = 0; i < n; i++)
             spmd__store(in->dtype, out->data, i,
@@ -171,7 +173,7 @@ spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in,
     return SPMD_OK;
 }
 
-static double apply_binary(spmd_binary_op op, double a, double b, int integer)
+static double apply_binary(spmd_binary_op op, double a, double b)
 {
     switch (op) {
     case SPMD_BINARY_ADD:
@@ -181,7 +183,27 @@ static double apply_binary(spmd_binary_op op, double a, double b, int integer)
     case SPMD_BINARY_MUL:
         return a * b;
     case SPMD_BINARY_DIV:
-        return integer ? trunc(a / b) : a / b;
+        return a / b;
+    case SPMD_BINARY_MAX: /* NaN propagates, as in lax.max */
+        return a != a || b != b ? NAN : a > b ? a : b;
+    case SPMD_BINARY_MIN:
+        return a != a || b != b ? NAN : a < b ? a : b;
+    }
+    return a;
+}
+
+/* Integer arithmetic in int64 with wrap-around; int32 results wrap when stored. */
+static int64_t apply_binary_int(spmd_binary_op op, int64_t a, int64_t b)
+{
+    switch (op) {
+    case SPMD_BINARY_ADD:
+        return (int64_t)((uint64_t)a + (uint64_t)b);
+    case SPMD_BINARY_SUB:
+        return (int64_t)((uint64_t)a - (uint64_t)b);
+    case SPMD_BINARY_MUL:
+        return (int64_t)((uint64_t)a * (uint64_t)b);
+    case SPMD_BINARY_DIV: /* truncates; INT64_MIN / -1 wraps instead of trapping */
+        return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
     case SPMD_BINARY_MAX:
         return a > b ? a : b;
     case SPMD_BINARY_MIN:
@@ -202,9 +224,9 @@ static float apply_binary_f(spmd_binary_op op, float a, float b)
     case SPMD_BINARY_DIV:
         return a / b;
     case SPMD_BINARY_MAX:
-        return a > b ? a : b;
+        return a != a || b != b ? NAN : a > b ? a : b;
     case SPMD_BINARY_MIN:
-        return a < b ? a : b;
+        return a != a || b != b ? NAN : a < b ? a : b;
     }
     return a;
 }
@@ -214,11 +236,17 @@ static spmd_status binary(spmd_binary_op op, const spmd_block *a, const void *b,
                           spmd_dtype b_dtype, spmd_block *out)
 {
     size_t n = (size_t)spmd_block_size(a);
-    int integer = !is_float(a->dtype);
-    if (integer && op == SPMD_BINARY_DIV)
-        for (size_t i = 0; i < period; i++)
-            SPMD_REQUIRE(spmd__load(b_dtype, b, i) != 0, SPMD_ERR_INVALID_ARGUMENT,
-                         "spmd_op_binary: integer division by zero (element %zu of b)", i);
+    if (!is_float(a->dtype)) {
+        if (op == SPMD_BINARY_DIV)
+            for (size_t i = 0; i < period; i++)
+                SPMD_REQUIRE(spmd__load_int(b_dtype, b, i) != 0, SPMD_ERR_INVALID_ARGUMENT,
+                             "spmd_op_binary: integer division by zero (element %zu of b)", i);
+        for (size_t i = 0; i < n; i++)
+            spmd__store_int(out->dtype, out->data, i,
+                            apply_binary_int(op, spmd__load_int(a->dtype, a->data, i),
+                                             spmd__load_int(b_dtype, b, i % period)));
+        return SPMD_OK;
+    }
     if (a->dtype == SPMD_DTYPE_F32 && b_dtype == SPMD_DTYPE_F32) {
         const float *x = a->data, *y = b;
         float *z = out->data;
@@ -227,9 +255,9 @@ static spmd_status binary(spmd_binary_op op, const spmd_block *a, const void *b,
         return SPMD_OK;
     }
     for (size_t i = 0; i < n; i++)
-        spmd__store(out->dtype, out->data, i,
-                    apply_binary(op, spmd__load(a->dtype, a->data, i),
-                                 spmd__load(b_dtype, b, i % period), integer));
+        spmd__store(
+            out->dtype, out->data, i,
+            apply_binary(op, spmd__load(a->dtype, a->data, i), spmd__load(b_dtype, b, i % period)));
     return SPMD_OK;
 }
 
@@ -271,6 +299,13 @@ spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op, const spmd_b
 {
     (void)ctx;
     SPMD_CHECK(check_binary(op, a, out));
+    if (!is_float(a->dtype)) { /* the scalar in a's own type, so integer arithmetic stays exact */
+        SPMD_REQUIRE(s == s && s >= -0x1p63 && s < 0x1p63, SPMD_ERR_INVALID_ARGUMENT,
+                     "spmd_op_binary_scalar: %g is not representable as %s", s,
+                     spmd_dtype_name(a->dtype));
+        int64_t v = (int64_t)s;
+        return binary(op, a, &v, 1, SPMD_DTYPE_I64, out);
+    }
     return binary(op, a, &s, 1, SPMD_DTYPE_F64, out);
 }
 
@@ -316,12 +351,24 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
                      "%s: reducing over all axes gives one element; out has %lld", fn,
                      (long long)spmd_block_size(out));
     }
+    int exact = !is_float(in->dtype) && kind != SPMD_REDUCE_MEAN && !is_float(out->dtype);
     for (size_t o = 0; o < outer; o++)
         for (size_t i = 0; i < inner; i++) {
-            double acc = kind == SPMD_REDUCE_MAX ? -INFINITY : 0;
-            for (size_t e = 0; e < extent; e++) {
-                double v = spmd__load(in->dtype, in->data, (o * extent + e) * inner + i);
-                acc = kind == SPMD_REDUCE_MAX ? (v > acc ? v : acc) : acc + v;
+            size_t first = o * extent * inner + i;
+            if (exact) { /* integers: exact, sums wrap */
+                int64_t acc = spmd__load_int(in->dtype, in->data, first);
+                for (size_t e = 1; e < extent; e++) {
+                    int64_t v = spmd__load_int(in->dtype, in->data, first + e * inner);
+                    acc = kind == SPMD_REDUCE_MAX ? (v > acc ? v : acc)
+                                                  : (int64_t)((uint64_t)acc + (uint64_t)v);
+                }
+                spmd__store_int(out->dtype, out->data, o * inner + i, acc);
+                continue;
+            }
+            double acc = spmd__load(in->dtype, in->data, first);
+            for (size_t e = 1; e < extent; e++) {
+                double v = spmd__load(in->dtype, in->data, first + e * inner);
+                acc = kind != SPMD_REDUCE_MAX ? acc + v : v > acc || v != v ? v : acc;
             }
             if (kind == SPMD_REDUCE_MEAN)
                 acc /= (double)extent;
@@ -360,8 +407,8 @@ static float *to_f32(const spmd_block *x)
     return f;
 }
 
-spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha,
-                         const spmd_block *a, const spmd_block *b, double beta, spmd_block *c)
+spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, const spmd_block *a,
+                         const spmd_block *b, double beta, spmd_block *c)
 {
     (void)ctx;
     const char *fn = "spmd_op_gemm";
@@ -369,12 +416,13 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha,
     SPMD_CHECK(check_block(b, "B", fn));
     SPMD_CHECK(check_block(c, "C", fn));
     SPMD_REQUIRE(a->dtype == b->dtype && b->dtype == c->dtype && is_float(a->dtype),
-                 SPMD_ERR_UNSUPPORTED,
-                 "%s: A, B and C must share a float dtype (got %s, %s, %s)", fn,
-                 spmd_dtype_name(a->dtype), spmd_dtype_name(b->dtype), spmd_dtype_name(c->dtype));
+                 SPMD_ERR_UNSUPPORTED, "%s: A, B and C must share a float dtype (got %s, %s, %s)",
+                 fn, spmd_dtype_name(a->dtype), spmd_dtype_name(b->dtype),
+                 spmd_dtype_name(c->dtype));
     int m = 0, n = 0, k = 0;
     SPMD_CHECK(gemm_dims(trans_a, trans_b, a, b, c, &m, &n, &k));
-    CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans,
+                    tb = trans_b ? CblasTrans : CblasNoTrans;
     int lda = (int)a->shape[1], ldb = (int)b->shape[1], ldc = n;
     if (a->dtype == SPMD_DTYPE_F64) {
         cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a->data, lda, b->data, ldb, beta,

@@ -2,7 +2,14 @@
  * are visited in cache-sized blocks so that each block of dst stays hot across the n inputs. */
 #include "shard_map/reduce.h"
 
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 int spmd__reducible(spmd_dtype dtype)
 {
@@ -20,20 +27,20 @@ spmd_dtype spmd__accumulator_dtype(spmd_dtype dtype)
 #define BLOCK 2048 /* elements per pass over the inputs */
 
 #define DEFINE_REDUCE(name, T)                                                                     \
-    static void name(spmd__reduce_op op, T *restrict acc, const T *restrict src, size_t n)        \
+    static void name(spmd__reduce_op op, T *restrict acc, const T *restrict src, size_t n)         \
     {                                                                                              \
         switch (op) {                                                                              \
         case SPMD__OP_SUM:                                                                         \
             for (size_t i = 0; i < n; i++)                                                         \
                 acc[i] += src[i];                                                                  \
             break;                                                                                 \
-        case SPMD__OP_MAX:                                                                         \
+        case SPMD__OP_MAX: /* a NaN anywhere wins, as in XLA */                                    \
             for (size_t i = 0; i < n; i++)                                                         \
-                acc[i] = src[i] > acc[i] ? src[i] : acc[i];                                        \
+                acc[i] = src[i] > acc[i] || src[i] != src[i] ? src[i] : acc[i];                    \
             break;                                                                                 \
         case SPMD__OP_MIN:                                                                         \
             for (size_t i = 0; i < n; i++)                                                         \
-                acc[i] = src[i] < acc[i] ? src[i] : acc[i];                                        \
+                acc[i] = src[i] < acc[i] || src[i] != src[i] ? src[i] : acc[i];                    \
             break;                                                                                 \
         }                                                                                          \
     }
@@ -121,6 +128,74 @@ void spmd__reduce_many(spmd_dtype dtype, spmd__reduce_op op, void *dst, const vo
     }
 }
 
+/* Beyond a typical last-level cache share, results are streamed past the caches. */
+#define STREAM_BYTES (8u << 20)
+
+int spmd__should_stream(size_t bytes)
+{
+#if defined(__SSE2__)
+    return bytes >= STREAM_BYTES;
+#else
+    (void)bytes;
+    return 0;
+#endif
+}
+
+static void store_streaming(void *dst, const void *src, size_t bytes)
+{
+#if defined(__SSE2__)
+    char *d = dst;
+    const char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    head = head < bytes ? head : bytes;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    bytes -= head;
+    for (; bytes >= 16; bytes -= 16, d += 16, s += 16)
+        _mm_stream_si128((__m128i *)(void *)d, _mm_loadu_si128((const __m128i *)(const void *)s));
+    memcpy(d, s, bytes);
+#else
+    memcpy(dst, src, bytes);
+#endif
+}
+
+void spmd__reduce_many_to_all(spmd_dtype dtype, spmd__reduce_op op, void *const *dsts, int ndst,
+                              const void *const *srcs, int n, size_t begin, size_t end,
+                              int streaming)
+{
+    streaming = streaming && !spmd__is_half(dtype);
+    double block[BLOCK]; /* aligned, and room for BLOCK elements of any accumulator dtype */
+    size_t elem = spmd_dtype_size(dtype);
+    const void *stack[64];
+    const void **shifted = n <= 64 ? stack : malloc((size_t)n * sizeof *shifted);
+    if (!shifted) { /* no memory for the pointers: a second pass does the same work */
+        spmd__reduce_many(dtype, op, dsts[0], srcs, n, begin, end);
+        for (int d = 1; d < ndst; d++)
+            memcpy((char *)dsts[d] + begin * elem, (char *)dsts[0] + begin * elem,
+                   (end - begin) * elem);
+        return;
+    }
+    for (size_t b = begin; b < end; b += BLOCK) {
+        size_t len = end - b < BLOCK ? end - b : BLOCK;
+        for (int k = 0; k < n; k++)
+            shifted[k] = (const char *)srcs[k] + b * elem;
+        spmd__reduce_many(dtype, op, block, shifted, n, 0, len);
+        for (int d = 0; d < ndst; d++) {
+            if (streaming)
+                store_streaming((char *)dsts[d] + b * elem, block, len * elem);
+            else
+                spmd__from_accumulator(dtype, (char *)dsts[d] + b * elem, block, 0, len);
+        }
+    }
+#if defined(__SSE2__)
+    if (streaming)
+        _mm_sfence(); /* streamed stores are weakly ordered: publish them before the barrier */
+#endif
+    if (shifted != stack)
+        free(shifted);
+}
+
 void spmd__from_accumulator(spmd_dtype dtype, void *dst, const void *acc, size_t begin, size_t end)
 {
     const float *a = acc;
@@ -134,7 +209,45 @@ void spmd__from_accumulator(spmd_dtype dtype, void *dst, const void *acc, size_t
     } else {
         size_t elem = spmd_dtype_size(dtype);
         if (dst != acc)
-            memcpy((char *)dst + begin * elem, (const char *)acc + begin * elem, (end - begin) * elem);
+            memcpy((char *)dst + begin * elem, (const char *)acc + begin * elem,
+                   (end - begin) * elem);
+    }
+}
+
+int spmd__int_like(spmd_dtype t)
+{
+    return t == SPMD_DTYPE_I32 || t == SPMD_DTYPE_I64 || t == SPMD_DTYPE_U8 || t == SPMD_DTYPE_BOOL;
+}
+
+int64_t spmd__load_int(spmd_dtype t, const void *p, size_t i)
+{
+    switch (t) {
+    case SPMD_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    case SPMD_DTYPE_I64:
+        return ((const int64_t *)p)[i];
+    case SPMD_DTYPE_BOOL:
+        return ((const uint8_t *)p)[i] != 0;
+    default:
+        return ((const uint8_t *)p)[i];
+    }
+}
+
+void spmd__store_int(spmd_dtype t, void *p, size_t i, int64_t v)
+{
+    switch (t) {
+    case SPMD_DTYPE_I32:
+        ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; /* wraps */
+        break;
+    case SPMD_DTYPE_I64:
+        ((int64_t *)p)[i] = v;
+        break;
+    case SPMD_DTYPE_BOOL:
+        ((uint8_t *)p)[i] = v != 0;
+        break;
+    default:
+        ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v;
+        break;
     }
 }
 
@@ -162,6 +275,23 @@ double spmd__load(spmd_dtype t, const void *p, size_t i)
     }
 }
 
+/* double -> float rounding to odd: the float keeps a sticky last bit when inexact, so that a
+ * second rounding to 16 bits (11 or 8 significant bits, far fewer than 24) rounds the same
+ * as one rounding straight from the double would. */
+static float round_to_odd(double v)
+{
+    float f = (float)v;
+    if ((double)f == v || v != v || isinf(f))
+        return f;
+    if (fabs((double)f) > fabs(v))
+        f = nextafterf(f, 0.0f); /* toward zero: truncated */
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    bits |= 1u;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
 void spmd__store(spmd_dtype t, void *p, size_t i, double v)
 {
     switch (t) {
@@ -171,23 +301,30 @@ void spmd__store(spmd_dtype t, void *p, size_t i, double v)
     case SPMD_DTYPE_F64:
         ((double *)p)[i] = v;
         break;
+    /* out-of-range floats saturate (a plain C cast would be undefined); NaN becomes 0 */
     case SPMD_DTYPE_I32:
-        ((int32_t *)p)[i] = (int32_t)v;
+        ((int32_t *)p)[i] = v != v           ? 0
+                            : v <= INT32_MIN ? INT32_MIN
+                            : v >= INT32_MAX ? INT32_MAX
+                                             : (int32_t)v;
         break;
     case SPMD_DTYPE_I64:
-        ((int64_t *)p)[i] = (int64_t)v;
+        ((int64_t *)p)[i] = v != v         ? 0
+                            : v <= -0x1p63 ? INT64_MIN
+                            : v >= 0x1p63  ? INT64_MAX
+                                           : (int64_t)v;
         break;
     case SPMD_DTYPE_U8:
-        ((uint8_t *)p)[i] = (uint8_t)v;
+        ((uint8_t *)p)[i] = v != v || v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
         break;
     case SPMD_DTYPE_BOOL:
         ((uint8_t *)p)[i] = v != 0;
         break;
     case SPMD_DTYPE_F16:
-        ((uint16_t *)p)[i] = spmd_f32_to_f16((float)v);
+        ((uint16_t *)p)[i] = spmd_f32_to_f16(round_to_odd(v));
         break;
     case SPMD_DTYPE_BF16:
-        ((uint16_t *)p)[i] = spmd_f32_to_bf16((float)v);
+        ((uint16_t *)p)[i] = spmd_f32_to_bf16(round_to_odd(v));
         break;
     default:
         break;
@@ -201,11 +338,10 @@ void spmd__convert(spmd_dtype to, void *dst, spmd_dtype from, const void *src, s
             memmove(dst, src, count * spmd_dtype_size(to));
         return;
     }
-    /* int64 <-> int64-sized values lose nothing through double below 2^53; exact paths for
-     * the common integer widenings. */
-    if (from == SPMD_DTYPE_I32 && to == SPMD_DTYPE_I64) {
+    /* Between integer types: exactly, through int64 (narrowing wraps, as in numpy). */
+    if (spmd__int_like(from) && spmd__int_like(to)) {
         for (size_t i = 0; i < count; i++)
-            ((int64_t *)dst)[i] = ((const int32_t *)src)[i];
+            spmd__store_int(to, dst, i, spmd__load_int(from, src, i));
         return;
     }
     for (size_t i = 0; i < count; i++)

@@ -3,6 +3,7 @@
 #define SPMD_REDUCE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <spmd/dtype.h>
 #include <spmd/status.h>
@@ -23,6 +24,22 @@ spmd_dtype spmd__accumulator_dtype(spmd_dtype dtype);
 void spmd__reduce_many(spmd_dtype dtype, spmd__reduce_op op, void *dst, const void *const *srcs,
                        int n, size_t begin, size_t end);
 
+/**
+ * For i in [begin, end): every dsts[d][i] (dtype elements) = op over k of srcs[k][i], in one
+ * pass: each block is reduced in a small buffer and written to all destinations, so the data is
+ * read once and written once. A destination may be one of the sources (in place).
+ */
+void spmd__reduce_many_to_all(spmd_dtype dtype, spmd__reduce_op op, void *const *dsts, int ndst,
+                              const void *const *srcs, int n, size_t begin, size_t end,
+                              int streaming);
+
+/**
+ * 1 when results of `bytes` in all should bypass the caches (non-temporal stores): they would
+ * only evict data that is still useful, and skipping the read-for-ownership saves a third of
+ * the memory traffic.
+ */
+int spmd__should_stream(size_t bytes);
+
 /** dst[i] op= src[i] for accumulator-dtype buffers. */
 void spmd__reduce_into(spmd_dtype acc_dtype, spmd__reduce_op op, void *dst, const void *src,
                        size_t count);
@@ -36,6 +53,12 @@ void spmd__convert(spmd_dtype to, void *dst, spmd_dtype from, const void *src, s
 /** Element i of a `t` buffer as a double, and back (rounding for f16/bf16, truncating ints). */
 double spmd__load(spmd_dtype t, const void *p, size_t i);
 void spmd__store(spmd_dtype t, void *p, size_t i, double v);
+
+/** 1 for int32, int64, uint8 and bool; their values, exactly, as int64. */
+int spmd__int_like(spmd_dtype t);
+int64_t spmd__load_int(spmd_dtype t, const void *p, size_t i);
+/** Stores v, wrapping for int32 and uint8 (bool: v != 0). */
+void spmd__store_int(spmd_dtype t, void *p, size_t i, int64_t v);
 
 /** Multiplies count float elements (f32 f64 f16 bf16) by s in place. */
 void spmd__scale(spmd_dtype dtype, void *data, double s, size_t count);

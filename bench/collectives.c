@@ -1,0 +1,616 @@
+/*
+ * bench/collectives: nccl-tests-style rows for every shard_map collective, with the baselines
+ * measured in the same run: raw MPI (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block,
+ * MPI_Alltoall, MPI_Sendrecv) between processes on the same bytes, and the STREAM-copy
+ * bandwidth of this machine for the in-process case; plus shard_map dispatch latency against a
+ * hand-written persistent thread pool.
+ *
+ *   mpirun -np 4 -x SPMD_NUM_CPU_DEVICES=1 bench_collectives --op psum          # cross-process
+ *   SPMD_NUM_CPU_DEVICES=8 bench_collectives --op psum --dispatch               # in-process
+ *
+ * size (nccl-tests convention): psum, ppermute: bytes per device; all_gather: bytes of the
+ * gathered output; psum_scatter: bytes of each device's input; all_to_all: bytes per device.
+ * algbw = size / time; busbw = algbw * (2(n-1)/n for psum, (n-1)/n for all_gather,
+ * psum_scatter and all_to_all, 1 for ppermute).
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <spmd.h>
+#ifdef SPMD_HAVE_MPI
+#include <spmd/mpi.h>
+#endif
+
+typedef enum bench_op { B_PSUM, B_ALL_GATHER, B_PSUM_SCATTER, B_PPERMUTE, B_ALL_TO_ALL, B_OPS } bench_op;
+static const char *const op_names[] = {"psum", "all_gather", "psum_scatter", "ppermute",
+                                       "all_to_all"};
+
+typedef struct config {
+    int ops[B_OPS];
+    size_t min_bytes, max_bytes;
+    int iters, warmup;
+    int rounds; /* repetitions of each row, alternating with the baseline; the median counts */
+    spmd_dtype dtype;
+    int dispatch;
+    int dispatch_calls;
+    const char *json_path;
+} config;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        spmd_status st_ = (call);                                                                  \
+        if (st_ != SPMD_OK) {                                                                      \
+            fprintf(stderr, "bench_collectives: %s failed: %s\n", #call, spmd_last_error());       \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* ---- the measured body ---- */
+
+typedef struct job {
+    bench_op op;
+    size_t count; /* elements of each device's input */
+    int n;        /* devices */
+    int iters, warmup;
+    spmd_dtype dtype;
+} job;
+
+static size_t out_count(const job *j)
+{
+    switch (j->op) {
+    case B_ALL_GATHER:
+        return j->count * (size_t)j->n;
+    case B_PSUM_SCATTER:
+        return j->count / (size_t)j->n;
+    default:
+        return j->count;
+    }
+}
+
+static double input_value(int device, size_t i) { return (double)((device * 7 + (int)(i % 13)) % 17); }
+
+/* Expected output element i on the device at position p, from the definitions. */
+static double expected(const job *j, int p, size_t i)
+{
+    size_t per = j->count / (size_t)j->n;
+    switch (j->op) {
+    case B_PSUM: {
+        double s = 0;
+        for (int d = 0; d < j->n; d++)
+            s += input_value(d, i);
+        return s;
+    }
+    case B_ALL_GATHER:
+        return input_value((int)(i / j->count), i % j->count);
+    case B_PSUM_SCATTER: {
+        double s = 0;
+        for (int d = 0; d < j->n; d++)
+            s += input_value(d, (size_t)p * per + i);
+        return s;
+    }
+    case B_PPERMUTE:
+        return input_value((p + j->n - 1) % j->n, i);
+    case B_ALL_TO_ALL: /* tiled on axis 0: chunk p of member h lands in slot h */
+        return input_value((int)(i / per), (size_t)p * per + i % per);
+    default:
+        return 0;
+    }
+}
+
+static double load(spmd_dtype t, const void *p, size_t i)
+{
+    switch (t) {
+    case SPMD_DTYPE_F32:
+        return ((const float *)p)[i];
+    case SPMD_DTYPE_F64:
+        return ((const double *)p)[i];
+    case SPMD_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    default:
+        return NAN;
+    }
+}
+
+static spmd_status run_op(spmd_ctx *ctx, const job *j, spmd_block *in, spmd_block *out, int *pairs)
+{
+    switch (j->op) {
+    case B_PSUM:
+        return spmd_psum(ctx, in, out, "x");
+    case B_ALL_GATHER:
+        return spmd_all_gather(ctx, in, out, "x", 0, 1);
+    case B_PSUM_SCATTER:
+        return spmd_psum_scatter(ctx, in, out, "x", 0, 1);
+    case B_PPERMUTE:
+        return spmd_ppermute(ctx, in, out, "x", pairs, j->n);
+    case B_ALL_TO_ALL:
+        return spmd_all_to_all(ctx, in, out, "x", 0, 0, 1);
+    default:
+        return SPMD_ERR_INVALID_ARGUMENT;
+    }
+}
+
+/* Outputs: [0] the slowest device's seconds per iteration, [1] the number of wrong elements. */
+static spmd_status bench_body(spmd_ctx *ctx, int nin, const spmd_block *inb, int nout,
+                              spmd_block *outb, void *user)
+{
+    (void)nin;
+    (void)inb;
+    (void)nout;
+    const job *j = user;
+    int p = 0;
+    spmd_status st = spmd_axis_index(ctx, "x", &p);
+    int64_t in_shape[1] = {(int64_t)j->count}, out_shape[1] = {(int64_t)out_count(j)};
+    int64_t one[1] = {1};
+    spmd_block in, out, t, w;
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, in_shape, j->dtype, &in);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, out_shape, j->dtype, &out);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, one, SPMD_DTYPE_F64, &t);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, one, SPMD_DTYPE_F64, &w);
+    if (st != SPMD_OK)
+        return st;
+    for (size_t i = 0; i < j->count; i++) {
+        double v = input_value(p, i);
+        if (j->dtype == SPMD_DTYPE_F32)
+            ((float *)in.data)[i] = (float)v;
+        else if (j->dtype == SPMD_DTYPE_F64)
+            ((double *)in.data)[i] = v;
+        else
+            ((int32_t *)in.data)[i] = (int32_t)v;
+    }
+    int *pairs = malloc(2 * (size_t)j->n * sizeof *pairs);
+    for (int k = 0; k < j->n; k++) {
+        pairs[2 * k] = k;
+        pairs[2 * k + 1] = (k + 1) % j->n;
+    }
+    /* warm-up (touches every page), then a tiny psum as a barrier before timing */
+    for (int k = 0; k < j->warmup && st == SPMD_OK; k++)
+        st = run_op(ctx, j, &in, &out, pairs);
+    ((double *)t.data)[0] = 0;
+    if (st == SPMD_OK)
+        st = spmd_psum(ctx, &t, &w, "x");
+    double start = now_s();
+    for (int k = 0; k < j->iters && st == SPMD_OK; k++)
+        st = run_op(ctx, j, &in, &out, pairs);
+    ((double *)t.data)[0] = (now_s() - start) / j->iters;
+    free(pairs);
+    if (st != SPMD_OK)
+        return st;
+    double wrong = 0;
+    for (size_t i = 0; i < out_count(j); i++)
+        wrong += load(j->dtype, out.data, i) != expected(j, p, i);
+    ((double *)w.data)[0] = wrong;
+    st = spmd_pmax(ctx, &t, &outb[0], "x");
+    if (st == SPMD_OK) {
+        spmd_block wsum = outb[1];
+        st = spmd_psum(ctx, &w, &wsum, "x");
+    }
+    return st;
+}
+
+/* ---- baselines ---- */
+
+#ifdef SPMD_HAVE_MPI
+static MPI_Datatype mpi_type(spmd_dtype t)
+{
+    return t == SPMD_DTYPE_F32 ? MPI_FLOAT : t == SPMD_DTYPE_F64 ? MPI_DOUBLE : MPI_INT32_T;
+}
+
+/* The same collective, raw MPI between processes (one device per process), seconds per op. */
+static double mpi_baseline(const job *j)
+{
+    MPI_Comm comm = spmd_mpi_comm();
+    int n = 0, me = 0;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    size_t elem = spmd_dtype_size(j->dtype);
+    char *in = malloc(j->count * elem), *out = malloc(out_count(j) * elem + elem);
+    memset(in, 1, j->count * elem);
+    memset(out, 0, out_count(j) * elem + elem);
+    MPI_Datatype t = mpi_type(j->dtype);
+    int per = (int)(j->count / (size_t)n);
+    double elapsed = 0;
+    for (int phase = 0; phase < 2; phase++) {
+        int reps = phase == 0 ? j->warmup : j->iters;
+        MPI_Barrier(comm);
+        double start = now_s();
+        for (int k = 0; k < reps; k++) {
+            switch (j->op) {
+            case B_PSUM:
+                MPI_Allreduce(in, out, (int)j->count, t, MPI_SUM, comm);
+                break;
+            case B_ALL_GATHER:
+                MPI_Allgather(in, (int)j->count, t, out, (int)j->count, t, comm);
+                break;
+            case B_PSUM_SCATTER:
+                MPI_Reduce_scatter_block(in, out, per, t, MPI_SUM, comm);
+                break;
+            case B_PPERMUTE:
+                MPI_Sendrecv(in, (int)j->count, t, (me + 1) % n, 0, out, (int)j->count, t,
+                             (me + n - 1) % n, 0, comm, MPI_STATUS_IGNORE);
+                break;
+            case B_ALL_TO_ALL:
+                MPI_Alltoall(in, per, t, out, per, t, comm);
+                break;
+            default:
+                break;
+            }
+        }
+        elapsed = (now_s() - start) / (reps ? reps : 1);
+    }
+    double slowest = elapsed;
+    MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
+    free(in);
+    free(out);
+    return slowest;
+}
+#endif
+
+/* STREAM copy with every core: bytes read + written per second. */
+typedef struct copy_part {
+    char *dst;
+    const char *src;
+    size_t bytes;
+} copy_part;
+
+static void *copy_thread(void *p)
+{
+    copy_part *c = p;
+    memcpy(c->dst, c->src, c->bytes);
+    return NULL;
+}
+
+static double stream_copy_bandwidth(void)
+{
+    const size_t bytes = 64u << 20;
+    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    threads = threads < 1 ? 1 : threads > 64 ? 64 : threads;
+    char *a = malloc(bytes), *b = malloc(bytes);
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        pthread_t tid[64];
+        copy_part parts[64];
+        double start = now_s();
+        for (int t = 0; t < threads; t++) {
+            size_t lo = bytes / (size_t)threads * (size_t)t;
+            size_t hi = t == threads - 1 ? bytes : bytes / (size_t)threads * (size_t)(t + 1);
+            parts[t] = (copy_part){b + lo, a + lo, hi - lo};
+            pthread_create(&tid[t], NULL, copy_thread, &parts[t]);
+        }
+        for (int t = 0; t < threads; t++)
+            pthread_join(tid[t], NULL);
+        double bw = 2.0 * (double)bytes / (now_s() - start);
+        best = bw > best ? bw : best;
+    }
+    free(a);
+    free(b);
+    return best;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A hand-written persistent thread pool: workers spin, then yield, waiting for a generation
+ * counter; the caller waits for all of them the same way. The baseline for dispatch. */
+typedef struct pool {
+    int n;
+    atomic_uint generation;
+    atomic_int remaining;
+    atomic_int stop;
+    pthread_t threads[256];
+} pool;
+
+static void *pool_worker(void *p)
+{
+    pool *pl = p;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g;
+        while ((g = atomic_load(&pl->generation)) == seen && !atomic_load(&pl->stop))
+            sched_yield();
+        if (atomic_load(&pl->stop))
+            return NULL;
+        seen = g;
+        atomic_fetch_sub(&pl->remaining, 1); /* the empty task */
+    }
+}
+
+static double pool_fork_join_median(int n, int calls)
+{
+    pool *pl = calloc(1, sizeof *pl);
+    pl->n = n;
+    for (int t = 0; t < n; t++)
+        pthread_create(&pl->threads[t], NULL, pool_worker, pl);
+    double *times = malloc((size_t)calls * sizeof *times);
+    for (int c = 0; c < calls; c++) {
+        double start = now_s();
+        atomic_store(&pl->remaining, n);
+        atomic_fetch_add(&pl->generation, 1);
+        while (atomic_load(&pl->remaining) > 0)
+            sched_yield();
+        times[c] = now_s() - start;
+    }
+    atomic_store(&pl->stop, 1);
+    for (int t = 0; t < n; t++)
+        pthread_join(pl->threads[t], NULL);
+    free(pl);
+    qsort(times, (size_t)calls, sizeof *times, cmp);
+    double median = times[calls / 2];
+    free(times);
+    return median;
+}
+
+static spmd_status empty_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                              spmd_block *out, void *user)
+{
+    (void)ctx;
+    (void)nin;
+    (void)in;
+    (void)nout;
+    (void)out;
+    (void)user;
+    return SPMD_OK;
+}
+
+static double dispatch_median(spmd_mesh *mesh, int calls)
+{
+    spmd_plan *plan = NULL;
+    CHECK(spmd_plan_create(mesh, empty_body, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, &plan));
+    double *times = malloc((size_t)calls * sizeof *times);
+    for (int c = 0; c < calls; c++) {
+        double start = now_s();
+        CHECK(spmd_plan_execute(plan, NULL, NULL));
+        times[c] = now_s() - start;
+    }
+    qsort(times, (size_t)calls, sizeof *times, cmp);
+    double median = times[calls / 2];
+    free(times);
+    spmd_plan_destroy(plan);
+    return median;
+}
+
+/* ---- driver ---- */
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return v[n / 2];
+}
+
+/* One shard_map running the timed loop: seconds per collective (slowest device); adds the
+ * number of wrong elements to *wrong. */
+static double measure(spmd_mesh *mesh, spmd_spec *replicated, job *j, double *wrong)
+{
+    const spmd_out_desc descs[2] = {{1, {1}, SPMD_DTYPE_F64}, {1, {1}, SPMD_DTYPE_F64}};
+    const spmd_spec *specs[2] = {replicated, replicated};
+    spmd_array *outs[2] = {NULL, NULL};
+    CHECK(spmd_shard_map(mesh, bench_body, j, 0, NULL, NULL, 2, descs, specs, NULL, outs));
+    double t = 0, w = 0;
+    CHECK(spmd_array_to_host(outs[0], &t, sizeof t));
+    CHECK(spmd_array_to_host(outs[1], &w, sizeof w));
+    spmd_array_destroy(outs[0]);
+    spmd_array_destroy(outs[1]);
+    *wrong += w;
+    return t;
+}
+
+static int busbw_factor_num(bench_op op, int n, double *factor)
+{
+    *factor = op == B_PSUM ? 2.0 * (n - 1) / n : op == B_PPERMUTE ? 1.0 : (double)(n - 1) / n;
+    return 0;
+}
+
+static size_t size_of(const job *j)
+{
+    size_t elem = spmd_dtype_size(j->dtype);
+    return (j->op == B_ALL_GATHER ? j->count * (size_t)j->n : j->count) * elem;
+}
+
+static void usage(void)
+{
+    printf("usage: bench_collectives [--op NAME|all] [--min-bytes N] [--max-bytes N] [--iters N]\n"
+           "                         [--warmup N] [--rounds N] [--dtype float32|float64|int32]\n"
+           "                         [--dispatch] [--dispatch-calls N] [--json FILE]\n");
+}
+
+static void parse(int argc, char **argv, config *c)
+{
+    static const struct option options[] = {
+        {"op", required_argument, NULL, 'o'},        {"min-bytes", required_argument, NULL, 'b'},
+        {"max-bytes", required_argument, NULL, 'e'}, {"iters", required_argument, NULL, 'n'},
+        {"warmup", required_argument, NULL, 'w'},    {"dtype", required_argument, NULL, 'd'},
+        {"dispatch", no_argument, NULL, 'D'},        {"dispatch-calls", required_argument, NULL, 'c'},
+        {"json", required_argument, NULL, 'j'},      {"help", no_argument, NULL, 'h'},
+        {"rounds", required_argument, NULL, 'r'},
+        {NULL, 0, NULL, 0}};
+    *c = (config){{1, 1, 1, 1, 1}, 8, 64u << 20, 20, 5, 3, SPMD_DTYPE_F32, 0, 2000, NULL};
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'o':
+            if (strcmp(optarg, "all") != 0) {
+                memset(c->ops, 0, sizeof c->ops);
+                for (int k = 0; k < B_OPS; k++)
+                    if (strcmp(optarg, op_names[k]) == 0)
+                        c->ops[k] = 1;
+            }
+            break;
+        case 'b':
+            c->min_bytes = strtoull(optarg, NULL, 10);
+            break;
+        case 'e':
+            c->max_bytes = strtoull(optarg, NULL, 10);
+            break;
+        case 'n':
+            c->iters = atoi(optarg);
+            break;
+        case 'w':
+            c->warmup = atoi(optarg);
+            break;
+        case 'd':
+            c->dtype = spmd_dtype_from_name(optarg);
+            break;
+        case 'D':
+            c->dispatch = 1;
+            break;
+        case 'c':
+            c->dispatch_calls = atoi(optarg);
+            break;
+        case 'j':
+            c->json_path = optarg;
+            break;
+        case 'r':
+            c->rounds = atoi(optarg);
+            break;
+        default:
+            usage();
+            exit(opt == 'h' ? 0 : 2);
+        }
+    }
+    if (c->iters < 1 || c->rounds < 1 || c->rounds > 99 || c->warmup < 0 || c->min_bytes < 1 || c->max_bytes < c->min_bytes ||
+        (c->dtype != SPMD_DTYPE_F32 && c->dtype != SPMD_DTYPE_F64 && c->dtype != SPMD_DTYPE_I32)) {
+        fprintf(stderr, "bench_collectives: bad arguments\n");
+        usage();
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    config cfg;
+    parse(argc, argv, &cfg);
+    CHECK(spmd_init(NULL));
+    int me = spmd_process_index(), procs = spmd_process_count(), n = spmd_device_count();
+    const char *name = "x";
+    spmd_mesh *mesh = NULL;
+    spmd_spec *replicated = NULL;
+    CHECK(spmd_mesh_create(1, &n, &name, NULL, 0, &mesh));
+    CHECK(spmd_spec_parse("", &replicated));
+    int one_device_each = procs > 1 && spmd_local_device_count() == 1;
+    double b_copy = procs == 1 ? stream_copy_bandwidth() : 0;
+    cJSON *root = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(root, "rows");
+    cJSON_AddNumberToObject(root, "processes", procs);
+    cJSON_AddNumberToObject(root, "devices", n);
+    if (b_copy > 0)
+        cJSON_AddNumberToObject(root, "stream_copy_GBps", b_copy / 1e9);
+    if (me == 0) {
+        printf("# libspmd bench_collectives: %d process(es) x %d device(s), dtype %s\n", procs,
+               spmd_local_device_count(), spmd_dtype_name(cfg.dtype));
+        if (b_copy > 0)
+            printf("# STREAM copy bandwidth (all cores): %.2f GB/s\n", b_copy / 1e9);
+        printf("# %-12s %12s %12s %10s %9s %9s %6s   %s\n", "op", "size", "count", "time_us",
+               "algbw", "busbw", "#wrong", one_device_each ? "MPI: time_us busbw ratio"
+                                                            : (procs == 1 ? "bound: ratio" : ""));
+    }
+    size_t elem = spmd_dtype_size(cfg.dtype);
+    for (int op = 0; op < B_OPS; op++) {
+        if (!cfg.ops[op])
+            continue;
+        for (size_t bytes = cfg.min_bytes; bytes <= cfg.max_bytes; bytes *= 2) {
+            job j = {(bench_op)op, bytes / elem, n, cfg.iters, cfg.warmup, cfg.dtype};
+            if (op == B_ALL_GATHER)
+                j.count = bytes / elem / (size_t)n;
+            if (op == B_PSUM_SCATTER || op == B_ALL_TO_ALL)
+                j.count = j.count / (size_t)n * (size_t)n;
+            if (j.count == 0 || (op != B_PSUM && op != B_PPERMUTE && j.count < (size_t)n))
+                continue;
+            /* fewer repetitions for big messages keep the run short */
+            if (bytes >= (1u << 24))
+                j.iters = cfg.iters / 4 > 2 ? cfg.iters / 4 : 2;
+            double times[100], baseline[100], wrong = 0;
+            for (int r = 0; r < cfg.rounds; r++) {
+                times[r] = measure(mesh, replicated, &j, &wrong);
+#ifdef SPMD_HAVE_MPI
+                if (one_device_each)
+                    baseline[r] = mpi_baseline(&j);
+#endif
+            }
+            double t = median(times, cfg.rounds);
+            double size = (double)size_of(&j), factor;
+            busbw_factor_num((bench_op)op, n, &factor);
+            double algbw = size / t / 1e9, busbw = algbw * factor;
+            cJSON *row = cJSON_CreateObject();
+            cJSON_AddStringToObject(row, "op", op_names[op]);
+            cJSON_AddNumberToObject(row, "size", size);
+            cJSON_AddNumberToObject(row, "count", (double)j.count);
+            cJSON_AddStringToObject(row, "dtype", spmd_dtype_name(cfg.dtype));
+            cJSON_AddNumberToObject(row, "time_us", t * 1e6);
+            cJSON_AddNumberToObject(row, "algbw", algbw);
+            cJSON_AddNumberToObject(row, "busbw", busbw);
+            cJSON_AddNumberToObject(row, "wrong", wrong);
+            char extra[128] = "";
+#ifdef SPMD_HAVE_MPI
+            if (one_device_each) {
+                double tb = median(baseline, cfg.rounds), bb = size / tb / 1e9 * factor;
+                cJSON_AddNumberToObject(row, "mpi_time_us", tb * 1e6);
+                cJSON_AddNumberToObject(row, "mpi_busbw", bb);
+                cJSON_AddNumberToObject(row, "ratio", busbw / bb);
+                snprintf(extra, sizeof extra, "%9.1f %9.3f %5.2f", tb * 1e6, bb, busbw / bb);
+            }
+#endif
+            if (procs == 1 && op == B_PSUM && b_copy > 0) {
+                /* every input read once and every output written once: 2 n S bytes */
+                double bound = 2.0 * n * size / b_copy;
+                cJSON_AddNumberToObject(row, "bound_time_us", bound * 1e6);
+                cJSON_AddNumberToObject(row, "ratio", bound / t);
+                snprintf(extra, sizeof extra, "%9.1f %5.2f", bound * 1e6, bound / t);
+            }
+            cJSON_AddItemToArray(rows, row);
+            if (me == 0)
+                printf("  %-12s %12.0f %12zu %10.1f %9.3f %9.3f %6.0f   %s\n", op_names[op], size,
+                       j.count, t * 1e6, algbw, busbw, wrong, extra);
+            fflush(stdout);
+        }
+    }
+    if (cfg.dispatch && procs == 1) {
+        double ours = dispatch_median(mesh, cfg.dispatch_calls);
+        double base = pool_fork_join_median(spmd_local_device_count(), cfg.dispatch_calls);
+        cJSON *d = cJSON_AddObjectToObject(root, "dispatch");
+        cJSON_AddNumberToObject(d, "devices", n);
+        cJSON_AddNumberToObject(d, "plan_median_us", ours * 1e6);
+        cJSON_AddNumberToObject(d, "thread_pool_median_us", base * 1e6);
+        cJSON_AddNumberToObject(d, "ratio", ours / base);
+        printf("# dispatch of an empty fn on %d devices through a reused plan: median %.1f us; "
+               "hand-written thread-pool fork-join: %.1f us; ratio %.2f\n",
+               n, ours * 1e6, base * 1e6, ours / base);
+    }
+    if (cfg.json_path && me == 0) {
+        FILE *f = fopen(cfg.json_path, "w");
+        char *text = cJSON_Print(root);
+        if (f && text)
+            fprintf(f, "%s\n", text);
+        if (f)
+            fclose(f);
+        free(text);
+    }
+    cJSON_Delete(root);
+    spmd_spec_destroy(replicated);
+    spmd_mesh_destroy(mesh);
+    CHECK(spmd_finalize());
+    return 0;
+}

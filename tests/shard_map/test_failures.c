@@ -1,0 +1,184 @@
+/*
+ * Failures inside spmd_shard_map end within SPMD_COLLECTIVE_TIMEOUT + 5 s with the documented
+ * status on every process: a process that skips a psum, devices that psum different shapes,
+ * fn failing on one device, and out_specs claiming a replication that the values lack.
+ * Runs with SPMD_COLLECTIVE_TIMEOUT=3. Each scenario uses a fresh mesh, so that one scenario's
+ * recovery (new communicators after a failure seen across processes) does not hide another's.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "testutil.h"
+
+#define TIMEOUT_S 3.0
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static spmd_mesh *mesh_of_all(void)
+{
+    int n = spmd_device_count();
+    const char *name = "x";
+    spmd_mesh *mesh = NULL;
+    assert_ok(spmd_mesh_create(1, &n, &name, NULL, 0, &mesh));
+    return mesh;
+}
+
+typedef enum scenario { SKIP_PSUM, SHAPE_MISMATCH, FN_FAILS, FALSE_REPLICATION } scenario;
+
+static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
+                        void *user)
+{
+    (void)nin;
+    (void)in;
+    (void)nout;
+    scenario s = *(const scenario *)user;
+    int device = spmd_ctx_device(ctx), last = spmd_device_count() - 1;
+    int index = 0;
+    spmd_status st = spmd_axis_index(ctx, "x", &index);
+    if (st != SPMD_OK)
+        return st;
+    int64_t shape[1] = {s == SHAPE_MISMATCH && device == last ? 4 : 2};
+    spmd_block x, y;
+    st = spmd_ctx_alloc(ctx, 1, shape, SPMD_DTYPE_F32, &x);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, shape, SPMD_DTYPE_F32, &y);
+    if (st == SPMD_OK)
+        st = spmd_op_fill(ctx, &x, (double)index);
+    if (st != SPMD_OK)
+        return st;
+    switch (s) {
+    case SKIP_PSUM:
+        /* the last process's devices skip the psum (in one process: the last device) */
+        if (spmd_process_count() > 1 ? spmd_process_index() == spmd_process_count() - 1
+                                     : device == last)
+            return spmd_op_fill(ctx, &out[0], 0);
+        break;
+    case FN_FAILS:
+        if (device == last)
+            return SPMD_ERR_UNSUPPORTED;
+        break;
+    case FALSE_REPLICATION:
+        return spmd_op_fill(ctx, &out[0], (double)index); /* varies, yet out_specs say P() */
+    default:
+        break;
+    }
+    st = spmd_psum(ctx, &x, &y, "x");
+    if (st == SPMD_OK)
+        st = spmd_op_fill(ctx, &out[0], 1);
+    return st;
+}
+
+/* Runs the scenario; returns the status, asserting it came back in time on this process. */
+static spmd_status run(scenario s, spmd_mesh *mesh, double *elapsed)
+{
+    spmd_spec *replicated = NULL;
+    assert_ok(spmd_spec_parse("", &replicated));
+    spmd_out_desc desc = {1, {1}, SPMD_DTYPE_F32};
+    spmd_array *out = (spmd_array *)&desc; /* must be reset to NULL on failure */
+    double start = now_s();
+    spmd_status st = spmd_shard_map(mesh, body, &s, 0, NULL, NULL, 1, &desc,
+                                    (const spmd_spec *const *)&replicated, NULL, &out);
+    *elapsed = now_s() - start;
+    assert_true(*elapsed < TIMEOUT_S + 5.0);
+    if (st != SPMD_OK)
+        assert_null(out);
+    spmd_array_destroy(st == SPMD_OK ? out : NULL);
+    spmd_spec_destroy(replicated);
+    return st;
+}
+
+static int enough_devices(void) { return spmd_device_count() >= 2; }
+
+static void test_skipped_psum(void **state)
+{
+    (void)state;
+    if (!enough_devices())
+        skip();
+    spmd_mesh *mesh = mesh_of_all();
+    double t = 0;
+    spmd_status st = run(SKIP_PSUM, mesh, &t);
+    if (st != SPMD_ERR_TIMEOUT && st != SPMD_ERR_COLLECTIVE_MISMATCH)
+        fail_msg("skipped psum gave %s: %s", spmd_status_name(st), spmd_last_error());
+    assert_non_null(strstr(spmd_last_error(), "psum"));
+    /* within one process the missing device is seen leaving fn: no need to wait the timeout */
+    if (spmd_process_count() == 1) {
+        assert_int_equal(st, SPMD_ERR_COLLECTIVE_MISMATCH);
+        assert_true(t < TIMEOUT_S);
+    }
+    printf("process %d: skipped psum -> %s after %.2f s: %s\n", spmd_process_index(),
+           spmd_status_name(st), t, spmd_last_error());
+    spmd_mesh_destroy(mesh);
+}
+
+static void test_shape_mismatch(void **state)
+{
+    (void)state;
+    if (!enough_devices())
+        skip();
+    spmd_mesh *mesh = mesh_of_all();
+    double t = 0;
+    spmd_status st = run(SHAPE_MISMATCH, mesh, &t);
+    assert_int_equal(st, SPMD_ERR_COLLECTIVE_MISMATCH);
+    assert_non_null(strstr(spmd_last_error(), "float32[4]"));
+    assert_non_null(strstr(spmd_last_error(), "float32[2]"));
+    assert_true(t < TIMEOUT_S); /* detected when the fingerprints meet, not by the timeout */
+    printf("process %d: shape mismatch -> %s after %.2f s\n", spmd_process_index(),
+           spmd_status_name(st), t);
+    spmd_mesh_destroy(mesh);
+}
+
+static void test_fn_fails(void **state)
+{
+    (void)state;
+    if (!enough_devices())
+        skip();
+    spmd_mesh *mesh = mesh_of_all();
+    double t = 0;
+    spmd_status st = run(FN_FAILS, mesh, &t);
+    assert_int_equal(st, SPMD_ERR_UNSUPPORTED);
+    char expected[64];
+    snprintf(expected, sizeof expected, "device %d", spmd_device_count() - 1);
+    assert_non_null(strstr(spmd_last_error(), expected));
+    assert_true(t < TIMEOUT_S); /* the others are told, not left to time out */
+    printf("process %d: fn fails -> %s after %.2f s\n", spmd_process_index(), spmd_status_name(st),
+           t);
+    spmd_mesh_destroy(mesh);
+}
+
+static void test_false_replication(void **state)
+{
+    (void)state;
+    if (!enough_devices())
+        skip();
+    spmd_mesh *mesh = mesh_of_all();
+    double t = 0;
+    spmd_status st = run(FALSE_REPLICATION, mesh, &t);
+    assert_int_equal(st, SPMD_ERR_SPEC);
+    assert_non_null(strstr(spmd_last_error(), "output 0"));
+    assert_non_null(strstr(spmd_last_error(), "'x'"));
+    assert_non_null(strstr(spmd_last_error(), "psum"));
+    /* the mesh stays usable: nothing was left pending */
+    st = run(SHAPE_MISMATCH, mesh, &t);
+    assert_int_equal(st, SPMD_ERR_COLLECTIVE_MISMATCH);
+    spmd_mesh_destroy(mesh);
+}
+
+int main(void)
+{
+    spmd_test_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shape_mismatch),
+        cmocka_unit_test(test_fn_fails),
+        cmocka_unit_test(test_false_replication),
+        cmocka_unit_test(test_skipped_psum),
+    };
+    int failures = cmocka_run_group_tests(tests, NULL, NULL);
+    return spmd_test_finish(failures);
+}
