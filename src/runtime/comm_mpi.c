@@ -31,8 +31,9 @@ struct spmd__comm {
     int *peer;      /* rank in `comm` of each rank: itself, or for a view its process */
     int is_view;
     unsigned next_tag;   /* advanced identically on every rank */
-    void **abort_copies; /* send buffers of posted abort records, freed with the comm */
+    void **abort_copies; /* send buffers of messages not waited for, freed with the comm */
     int num_abort_copies;
+    pthread_mutex_t copies_lock; /* several threads may post such messages at once */
     /* Gathers begun on this rank, counted alike everywhere; on the leader (rank 0) taking the
      * lock to begin one and to notify an abort orders the two (see spmd__comm_notify_abort). */
     pthread_mutex_t gather_lock;
@@ -101,6 +102,7 @@ static spmd__comm *new_wrapper(const int *processes, int n)
     memcpy(c->processes, processes, (size_t)n * sizeof(int));
     c->size = n;
     pthread_mutex_init(&c->gather_lock, NULL);
+    pthread_mutex_init(&c->copies_lock, NULL);
     return c;
 }
 
@@ -111,6 +113,7 @@ static void free_wrapper(spmd__comm *c)
     free(c->abort_copies);
     free(c->processes);
     pthread_mutex_destroy(&c->gather_lock);
+    pthread_mutex_destroy(&c->copies_lock);
     free(c);
 }
 
@@ -321,16 +324,21 @@ enum { VERDICT_GO = 0, VERDICT_LEADER_GAVE_UP = 1 };
 /* Keeps a copy of a message to send without waiting (freed with the communicator). */
 static void *keep_copy(spmd__comm *c, const void *data, size_t bytes)
 {
-    void **grown = realloc(c->abort_copies, (size_t)(c->num_abort_copies + 1) * sizeof *grown);
     void *copy = malloc(bytes);
-    if (grown)
+    if (!copy)
+        return NULL;
+    memcpy(copy, data, bytes);
+    pthread_mutex_lock(&c->copies_lock);
+    void **grown = realloc(c->abort_copies, (size_t)(c->num_abort_copies + 1) * sizeof *grown);
+    if (grown) {
         c->abort_copies = grown;
-    if (!grown || !copy) {
+        c->abort_copies[c->num_abort_copies++] = copy;
+    }
+    pthread_mutex_unlock(&c->copies_lock);
+    if (!grown) {
         free(copy);
         return NULL;
     }
-    c->abort_copies[c->num_abort_copies++] = copy;
-    memcpy(copy, data, bytes);
     return copy;
 }
 

@@ -188,7 +188,7 @@ static spmd_status missing_members(coll *c, unsigned gen, int *any_finished)
     spmd__strbuf_init(&sb, list, sizeof list);
     int shown = 0, finished_device = -1;
     for (int k = 0; k < g->num_local; k++) {
-        if (g->slots[k].arrived == gen + 1)
+        if (atomic_load(&g->slots[k].arrived) == gen + 1)
             continue;
         int f = g->local_flat[k];
         if (shown++ < 16)
@@ -233,7 +233,7 @@ static spmd_status barrier(coll *c, int arrive)
     spmd__call *call = c->call;
     unsigned gen = atomic_load(&g->generation);
     if (arrive)
-        g->slots[c->li].arrived = gen + 1;
+        atomic_store(&g->slots[c->li].arrived, gen + 1);
     if (atomic_fetch_add(&g->arrived, 1) + 1 == (unsigned)g->num_local) {
         spmd_status st = arrive ? last_arrival(c) : SPMD_OK;
         atomic_store(&g->arrived, 0);
@@ -260,7 +260,7 @@ static spmd_status barrier(coll *c, int arrive)
                 else {
                     /* quick look: did a missing member already leave fn? */
                     for (int k = 0; k < g->num_local; k++)
-                        if (g->slots[k].arrived != gen + 1 &&
+                        if (atomic_load(&g->slots[k].arrived) != gen + 1 &&
                             atomic_load(&call->finished[g->local_flat[k]]))
                             any_finished = 1;
                     if (any_finished)

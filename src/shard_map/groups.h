@@ -15,7 +15,7 @@
 /* What one local member publishes at a rendezvous; read by the others right after it. */
 typedef struct spmd__slot {
     uint64_t fingerprint;
-    unsigned arrived; /* generation + 1 when this member arrived */
+    atomic_uint arrived; /* generation + 1 when this member arrived (read by waiters) */
     int device_id;
     int position; /* in the group, for the collective's axis order */
     const void *in;
