@@ -9,10 +9,12 @@
 #include "runtime/check.h"
 #include "runtime/event.h"
 
+/* Hot shared words sit 128 bytes apart: the adjacent-line prefetcher couples 64-byte lines in
+ * pairs, so 64-byte padding still left the dispatcher and the workers stalling each other. */
+#define SPAN 128
+
 /* One fork-join in flight at a time (dispatch_lock), so a single completion event serves all. */
 typedef struct batch {
-    spmd__device_task task;
-    void *arg;
     atomic_int remaining;
     atomic_int failed_ordinal; /* lowest failing ordinal, or INT_MAX-like sentinel */
     pthread_mutex_t error_lock;
@@ -21,12 +23,12 @@ typedef struct batch {
 } batch;
 
 typedef struct worker {
-    pthread_t thread;
+    _Alignas(SPAN) pthread_t thread; /* apart: the dispatcher writes every `job` */
     int ordinal;
     int hw;
-    spmd__event wake;
+    spmd__device_task task;
+    void *arg;
     batch *_Atomic job;
-    atomic_int stop;
 } worker;
 
 static worker *workers;
@@ -34,7 +36,10 @@ static int worker_count;
 static const spmd__backend *worker_backend;
 static int first_device_id; /* global id of local ordinal 0 (ids are process-major) */
 static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER;
-static spmd__event batch_done;
+/* One wake-up for all workers: a single signal instead of one contended write per worker. */
+static _Alignas(SPAN) spmd__event dispatch_wake;
+static _Alignas(SPAN) atomic_int stopping;
+static _Alignas(SPAN) spmd__event batch_done;
 static _Thread_local int current_ordinal = -1;
 
 #define NO_FAILURE 0x7fffffff
@@ -54,9 +59,9 @@ static void record_failure(batch *b, int ordinal, spmd_status st)
     pthread_mutex_unlock(&b->error_lock);
 }
 
-static void run_task(batch *b, int ordinal)
+static void run_task(batch *b, spmd__device_task task, void *arg, int ordinal)
 {
-    spmd_status st = b->task(ordinal, b->arg);
+    spmd_status st = task(ordinal, arg);
     if (st != SPMD_OK)
         record_failure(b, ordinal, st);
 }
@@ -66,18 +71,21 @@ static void *worker_main(void *p)
     worker *w = p;
     current_ordinal = w->ordinal;
     for (;;) {
-        unsigned seen = spmd__event_seq(&w->wake);
-        batch *b = atomic_exchange(&w->job, NULL);
+        unsigned seen = spmd__event_seq(&dispatch_wake);
+        /* Only the dispatcher sets the slot, and not again before this batch completes. */
+        batch *b = atomic_load_explicit(&w->job, memory_order_acquire);
         if (b) {
-            run_task(b, w->ordinal);
+            atomic_store_explicit(&w->job, NULL, memory_order_relaxed);
+            /* task and arg sit beside the job pointer: one line to fetch, not two */
+            run_task(b, w->task, w->arg, w->ordinal);
             /* The batch lives on the caller's stack: this decrement is the last touch. */
             if (atomic_fetch_sub(&b->remaining, 1) == 1)
                 spmd__event_signal(&batch_done);
             continue;
         }
-        if (atomic_load(&w->stop))
+        if (atomic_load(&stopping))
             return NULL;
-        spmd__event_wait(&w->wake, seen);
+        spmd__event_wait(&dispatch_wake, seen);
     }
 }
 
@@ -92,20 +100,20 @@ spmd_status spmd__workers_start(int count, int first_id, const spmd__backend *ba
 {
     first_device_id = first_id;
     spmd__event_init(&batch_done);
-    workers = calloc((size_t)count, sizeof *workers);
+    spmd__event_init(&dispatch_wake);
+    atomic_store(&stopping, 0);
+    workers = aligned_alloc(_Alignof(worker), (size_t)count * sizeof *workers);
     if (!workers)
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "could not allocate %d device workers", count);
+    memset(workers, 0, (size_t)count * sizeof *workers);
     worker_backend = backend;
     for (int i = 0; i < count; i++) {
         worker *w = &workers[i];
         w->ordinal = i;
         w->hw = hw[i];
-        spmd__event_init(&w->wake);
         atomic_init(&w->job, NULL);
-        atomic_init(&w->stop, 0);
         int rc = pthread_create(&w->thread, NULL, worker_main, w);
         if (rc != 0) {
-            spmd__event_destroy(&w->wake);
             spmd__workers_stop();
             return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
                               "could not start the worker thread of local device %d: %s", i,
@@ -125,23 +133,20 @@ spmd_status spmd__workers_start(int count, int first_id, const spmd__backend *ba
 
 void spmd__workers_stop(void)
 {
-    for (int i = 0; i < worker_count; i++) {
-        atomic_store(&workers[i].stop, 1);
-        spmd__event_signal(&workers[i].wake);
-    }
-    for (int i = 0; i < worker_count; i++) {
+    atomic_store(&stopping, 1);
+    spmd__event_signal(&dispatch_wake);
+    for (int i = 0; i < worker_count; i++)
         pthread_join(workers[i].thread, NULL);
-        spmd__event_destroy(&workers[i].wake);
-    }
     free(workers);
     workers = NULL;
     worker_count = 0;
     spmd__event_destroy(&batch_done);
+    spmd__event_destroy(&dispatch_wake);
 }
 
 spmd_status spmd__run_on_devices(int count, const int *ordinals, spmd__device_task task, void *arg)
 {
-    batch b = {.task = task, .arg = arg, .status = SPMD_OK};
+    batch b = {.status = SPMD_OK};
     atomic_init(&b.remaining, count);
     atomic_init(&b.failed_ordinal, NO_FAILURE);
     pthread_mutex_init(&b.error_lock, NULL);
@@ -150,14 +155,16 @@ spmd_status spmd__run_on_devices(int count, const int *ordinals, spmd__device_ta
         /* Nested use from inside a device task: the other workers may be busy with the outer
          * batch, so waiting for them could deadlock. */
         for (int i = 0; i < count; i++)
-            run_task(&b, ordinals ? ordinals[i] : i);
+            run_task(&b, task, arg, ordinals ? ordinals[i] : i);
     } else {
         pthread_mutex_lock(&dispatch_lock);
         for (int i = 0; i < count; i++) {
             worker *w = &workers[ordinals ? ordinals[i] : i];
-            atomic_store(&w->job, &b);
-            spmd__event_signal(&w->wake);
+            w->task = task;
+            w->arg = arg;
+            atomic_store_explicit(&w->job, &b, memory_order_release);
         }
+        spmd__event_signal(&dispatch_wake);
         for (;;) {
             unsigned seen = spmd__event_seq(&batch_done);
             if (atomic_load(&b.remaining) == 0)

@@ -193,7 +193,7 @@ static spmd_status missing_members(coll *c, unsigned gen, int *any_finished)
         int f = g->local_flat[k];
         if (shown++ < 16)
             spmd__strbuf_printf(&sb, "%s%d", shown > 1 ? ", " : "", c->mesh->device_ids[f]);
-        if (atomic_load(&c->call->finished[f]) && finished_device < 0)
+        if (spmd__call_finished(c->call, f) && finished_device < 0)
             finished_device = c->mesh->device_ids[f];
     }
     *any_finished = finished_device >= 0;
@@ -243,7 +243,7 @@ static spmd_status barrier(coll *c, int arrive)
             return fail(c, st);
     } else {
         int64_t deadline = spmd__now_ns() + call->timeout_ns + (arrive ? 0 : PHASE_GRACE_NS);
-        atomic_fetch_add(&call->waiting, 1);
+        atomic_fetch_add(&call->state->waiting, 1);
         spmd_status st = SPMD_OK;
         while (atomic_load(&g->generation) == gen && st == SPMD_OK) {
             if (atomic_load(&call->aborted))
@@ -261,7 +261,7 @@ static spmd_status barrier(coll *c, int arrive)
                     /* quick look: did a missing member already leave fn? */
                     for (int k = 0; k < g->num_local; k++)
                         if (atomic_load(&g->slots[k].arrived) != gen + 1 &&
-                            atomic_load(&call->finished[g->local_flat[k]]))
+                            spmd__call_finished(call, g->local_flat[k]))
                             any_finished = 1;
                     if (any_finished)
                         why = missing_members(c, gen, &any_finished);
@@ -274,7 +274,7 @@ static spmd_status barrier(coll *c, int arrive)
                                                  c->ctx->device_id, c->description));
             }
         }
-        atomic_fetch_sub(&call->waiting, 1);
+        atomic_fetch_sub(&call->state->waiting, 1);
     }
     if (atomic_load(&call->aborted))
         return spmd__call_aborted_status(call);

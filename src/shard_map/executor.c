@@ -37,6 +37,8 @@ struct spmd_plan {
     int num_local;  /* this process's mesh devices, flat order */
     int *local_flat;
     int *local_ordinal;
+    int *slot_of_ordinal; /* [local device count]: index into local_flat */
+    int *slot_of_flat;    /* [mesh size]: index into local_flat, or -1 */
 };
 
 spmd_status spmd_shard_map_options_init(spmd_shard_map_options *opts, unsigned int version)
@@ -75,6 +77,8 @@ void spmd_plan_destroy(spmd_plan *plan)
     free(plan->donate);
     free(plan->donate_to);
     free(plan->local_flat);
+    free(plan->slot_of_ordinal);
+    free(plan->slot_of_flat);
     spmd_mesh_destroy(plan->mesh);
     free(plan);
 }
@@ -165,9 +169,11 @@ static spmd_status plan_fill(spmd_plan *p, const spmd_in_desc *in_descs,
     p->out_blocks = calloc(no, sizeof *p->out_blocks);
     p->check_output = calloc(no, sizeof *p->check_output);
     p->local_flat = malloc(2 * (size_t)(p->mesh->num_local ? p->mesh->num_local : 1) * sizeof(int));
+    p->slot_of_ordinal = malloc((size_t)spmd_local_device_count() * sizeof(int) + 1);
+    p->slot_of_flat = malloc((size_t)p->mesh->size * sizeof(int));
     SPMD_REQUIRE(p->in_descs && p->in_shardings && p->accepted && p->in_blocks && p->donate &&
                      p->donate_to && p->out_descs && p->out_shardings && p->out_blocks &&
-                     p->check_output && p->local_flat,
+                     p->check_output && p->local_flat && p->slot_of_ordinal && p->slot_of_flat,
                  SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     p->local_ordinal = p->local_flat + p->mesh->num_local;
     for (int i = 0; i < nin; i++) {
@@ -193,9 +199,13 @@ static spmd_status plan_fill(spmd_plan *p, const spmd_in_desc *in_descs,
     if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;
     p->num_local = p->mesh->num_local;
+    for (int f = 0; f < p->mesh->size; f++)
+        p->slot_of_flat[f] = -1;
     for (int k = 0; k < p->num_local; k++) {
         p->local_flat[k] = p->mesh->position_of[p->mesh->local_ids[k]];
         p->local_ordinal[k] = p->mesh->local_ids[k] - rt->first_local;
+        p->slot_of_ordinal[p->local_ordinal[k]] = k;
+        p->slot_of_flat[p->local_flat[k]] = k;
     }
     return SPMD_OK;
 }
@@ -210,8 +220,15 @@ spmd_status spmd_plan_create(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
     SPMD_REQUIRE_NOT_NULL(out, f);
     *out = NULL;
     SPMD_CHECK(spmd__mesh_check(mesh, f, "mesh"));
-    if (!spmd__runtime_get_session(f, mesh->session))
+    const spmd__runtime *rt = spmd__runtime_get_session(f, mesh->session);
+    if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;
+    /* Until the CUDA backend runs fn bodies and collectives, refuse rather than hand host code
+     * device pointers. */
+    SPMD_REQUIRE(rt->platform == SPMD_PLATFORM_CPU, SPMD_ERR_UNSUPPORTED,
+                 "%s: the mesh is on CUDA devices, where this build can place and copy arrays but "
+                 "not yet run fn or collectives; set SPMD_PLATFORM=cpu to run on CPU devices",
+                 f);
     SPMD_REQUIRE_NOT_NULL(fn, f);
     SPMD_REQUIRE(nin >= 0 && nin <= 4096 && nout >= 0 && nout <= 4096, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: nin=%d and nout=%d must each be in 0..4096", f, nin, nout);
@@ -390,7 +407,6 @@ typedef struct call_job {
     spmd__call *call;
     spmd_array *const *inputs;
     spmd_array **outputs;
-    int *slot_of_ordinal;           /* local ordinal -> index into plan->local_flat */
     const int *aliased;             /* per output: a donated input's buffers were handed over */
     spmd__allocation **allocations; /* per local device: its spmd_ctx_alloc temporaries */
 } call_job;
@@ -421,7 +437,7 @@ static spmd_status device_task(int ordinal, void *arg)
 {
     call_job *job = arg;
     spmd_plan *p = job->plan;
-    int k = job->slot_of_ordinal[ordinal];
+    int k = p->slot_of_ordinal[ordinal];
     spmd_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.call = job->call;
@@ -459,7 +475,8 @@ static spmd_status device_task(int ordinal, void *arg)
     }
     /* Temporaries outlive fn until every device is done: after an abort, a device's peers may
      * still be finishing a collective that reads or writes them. */
-    job->allocations[k] = ctx.allocations;
+    if (ctx.allocations) /* a write only when needed: the devices' entries share lines */
+        job->allocations[k] = ctx.allocations;
     if (in != stack_blocks)
         free(in);
     /* fn's own error is the cause: record it before the others can see this device finished
@@ -473,8 +490,8 @@ static spmd_status device_task(int ordinal, void *arg)
                                                ctx.device_id, spmd_process_index(), detail));
     }
     /* Devices still waiting for this one in a collective can now tell it never will come. */
-    atomic_store(&job->call->finished[ctx.flat], 1);
-    if (atomic_load(&job->call->waiting) > 0)
+    atomic_store(&job->call->state->returned[k].value, job->call->seq);
+    if (atomic_load(&job->call->state->waiting) > 0)
         spmd__mesh_state_wake_all(job->call->state);
     return st;
 }
@@ -699,30 +716,25 @@ static void apply_donations(spmd_plan *p, spmd_array *const *inputs, spmd_array 
     }
 }
 
-static spmd_status run_call(spmd_plan *p, spmd__call *call, spmd_array *const *inputs,
-                            spmd_array **outputs)
+static spmd_status run_call(spmd_plan *p, call_job *job, spmd__call *call,
+                            spmd_array *const *inputs, spmd_array **outputs)
 {
     int *aliased = calloc((size_t)(p->nout ? p->nout : 1), sizeof *aliased);
-    int *slot_of_ordinal = malloc((size_t)spmd_local_device_count() * sizeof(int));
     spmd__allocation **allocations = calloc((size_t)p->num_local, sizeof *allocations);
-    if (!aliased || !slot_of_ordinal || !allocations) {
+    if (!aliased || !allocations) {
         free(aliased);
-        free(slot_of_ordinal);
         free(allocations);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     }
-    for (int k = 0; k < p->num_local; k++)
-        slot_of_ordinal[p->local_ordinal[k]] = k;
     apply_donations(p, inputs, outputs, aliased);
-    call_job job = {p, call, inputs, outputs, slot_of_ordinal, aliased, allocations};
-    spmd_status st = spmd__run_on_devices(p->num_local, p->local_ordinal, device_task, &job);
+    *job = (call_job){p, call, inputs, outputs, aliased, allocations};
+    spmd_status st = spmd__run_on_devices(p->num_local, p->local_ordinal, device_task, job);
     for (int k = 0; k < p->num_local; k++)
         free_allocations(p->mesh->device_ids[p->local_flat[k]], allocations[k]);
     free(allocations);
     if (atomic_load(&call->aborted))
         st = spmd__call_aborted_status(call); /* the root cause, not a bystander's error */
     free(aliased);
-    free(slot_of_ordinal);
     return st;
 }
 
@@ -739,22 +751,23 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
     SPMD_CHECK(spmd__mesh_state_setup(p->mesh, state, rt->collective_timeout_ns));
     for (int j = 0; j < p->nout; j++)
         outputs[j] = NULL;
-    spmd__call call;
-    memset(&call, 0, sizeof call);
-    call.mesh = p->mesh;
-    call.state = state;
-    call.seq = ++state->call_seq;
-    call.timeout_ns = rt->collective_timeout_ns;
-    pthread_mutex_init(&call.abort_lock, NULL);
-    call.finished = calloc((size_t)p->mesh->size, sizeof *call.finished);
-    if (!call.finished) {
-        pthread_mutex_destroy(&call.abort_lock);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
-    }
+    /* The job and the head of the call, which every device thread reads first, side by side. */
+    struct {
+        call_job job;
+        spmd__call call;
+    } frame;
+    memset(&frame, 0, sizeof frame);
+    spmd__call *const call = &frame.call;
+    call->mesh = p->mesh;
+    call->state = state;
+    call->seq = ++state->call_seq;
+    call->timeout_ns = rt->collective_timeout_ns;
+    pthread_mutex_init(&call->abort_lock, NULL);
+    call->slot_of_flat = p->slot_of_flat;
 
     spmd_status st = create_outputs(p, outputs);
     if (st == SPMD_OK) {
-        st = run_call(p, &call, inputs, outputs);
+        st = run_call(p, &frame.job, call, inputs, outputs);
         /* Donated inputs are gone once the call ran, whatever its outcome. */
         for (int i = 0; i < p->nin; i++)
             if (p->donate[i])
@@ -770,9 +783,9 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
         st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     if (st == SPMD_OK && checked)
         local_digests(p, outputs, digests);
-    int abandoned = atomic_load(&call.abandoned), everyone_finished = 0;
+    int abandoned = atomic_load(&call->abandoned), everyone_finished = 0;
     if (state->control && digests)
-        st = exchange_outcomes(&call, st, digests, digest_bytes, &abandoned, &everyone_finished);
+        st = exchange_outcomes(call, st, digests, digest_bytes, &abandoned, &everyone_finished);
     if (st == SPMD_OK && checked)
         st = check_replication(p, digests);
     free(digests);
@@ -786,10 +799,9 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
         spmd__mesh_state_discard_comms(state);
     else if (abandoned)
         spmd__mesh_state_break(state, spmd_last_error());
-    if (atomic_load(&call.aborted))
+    if (atomic_load(&call->aborted))
         spmd__mesh_state_reset_rendezvous(state);
-    pthread_mutex_destroy(&call.abort_lock);
-    free(call.finished);
+    pthread_mutex_destroy(&call->abort_lock);
     if (st != SPMD_OK)
         for (int j = 0; j < p->nout; j++) {
             spmd_array_destroy(outputs[j]);

@@ -12,9 +12,11 @@
 #include "shard_map/groups.h"
 
 typedef struct spmd__call {
+    /* first what every device reads, then the failure record */
     spmd_mesh *mesh;
     spmd__mesh_state *state;
-    unsigned long seq; /* this call's number on the mesh (same on every process) */
+    unsigned long seq;       /* this call's number on the mesh (same on every process) */
+    const int *slot_of_flat; /* [mesh size]: local slot of a mesh position, or -1 */
     int64_t timeout_ns;
     atomic_int aborted;
     pthread_mutex_t abort_lock;
@@ -22,9 +24,13 @@ typedef struct spmd__call {
     int abort_is_consequence; /* ... caused by another process's failure, not a root */
     char abort_message[SPMD__MESSAGE_CAPACITY];
     atomic_int abandoned; /* a cross-process wait was given up: communicators unusable */
-    atomic_int *finished; /* [mesh size]: the device's fn has returned */
-    atomic_int waiting;   /* devices blocked in a rendezvous */
 } spmd__call;
+
+/** Whether the local device at mesh position `flat` has returned from fn. */
+static inline int spmd__call_finished(spmd__call *call, int flat)
+{
+    return atomic_load(&call->state->returned[call->slot_of_flat[flat]].value) == call->seq;
+}
 
 typedef struct spmd__allocation {
     struct spmd__allocation *next;

@@ -55,6 +55,7 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state)
     else
         spmd__comm_destroy(state->control);
     free(state->processes);
+    free(state->returned);
     pthread_mutex_destroy(&state->lock);
     free(state);
 }

@@ -55,6 +55,12 @@ typedef struct spmd__group_table {
     spmd__group **groups; /* [num_groups], NULL for groups without local members */
 } spmd__group_table;
 
+/* A word that one device thread writes and others rarely read, on a line pair of its own so
+ * that it stays in that thread's cache from call to call. */
+typedef struct spmd__private_word {
+    _Alignas(128) atomic_ulong value;
+} spmd__private_word;
+
 /* Per-mesh state behind shard_map, created by the first call (collectively). */
 typedef struct spmd__mesh_state {
     pthread_mutex_t lock;
@@ -68,6 +74,10 @@ typedef struct spmd__mesh_state {
     spmd__comm *control; /* all mesh processes; NULL in one process */
     unsigned long call_seq;
     spmd__group_table *tables[1u << SPMD_MAX_MESH_AXES];
+    /* [local slot]: the number of the last call whose fn the device returned from */
+    spmd__private_word *returned;
+    /* devices blocked in a rendezvous; apart from call_seq, which every call writes */
+    _Alignas(128) atomic_int waiting;
 } spmd__mesh_state;
 
 /** The mesh's state, created empty on first use (not collective). */

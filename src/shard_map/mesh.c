@@ -181,11 +181,12 @@ spmd_status spmd_mesh_create(int ndim, const int *shape, const char *const *axis
         mesh_free(m);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
     }
-    m->state = calloc(1, sizeof *m->state);
+    m->state = aligned_alloc(_Alignof(spmd__mesh_state), sizeof *m->state);
     if (!m->state) {
         mesh_free(m);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
     }
+    memset(m->state, 0, sizeof *m->state);
     pthread_mutex_init(&m->state->lock, NULL);
     for (int i = 0; i < rt->num_devices; i++)
         m->position_of[i] = -1;
@@ -195,6 +196,13 @@ spmd_status spmd_mesh_create(int ndim, const int *shape, const char *const *axis
         return st;
     }
     compute_contiguity(m, rt->process_count, rt->process_index);
+    size_t returned_bytes = (size_t)(m->num_local ? m->num_local : 1) * sizeof(spmd__private_word);
+    m->state->returned = aligned_alloc(_Alignof(spmd__private_word), returned_bytes);
+    if (!m->state->returned) {
+        mesh_free(m);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
+    }
+    memset(m->state->returned, 0, returned_bytes);
     *out = m;
     return SPMD_OK;
 }

@@ -7,6 +7,14 @@
 
 #include "testutil.h"
 
+static spmd_status touch_block(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                               spmd_block *out, void *user)
+{
+    (void)ctx, (void)nin, (void)in, (void)nout, (void)out, (void)user;
+    fail_msg("fn must not run on CUDA devices before the CUDA backend runs fn bodies");
+    return SPMD_OK;
+}
+
 static void test_devices_and_round_trip(void **state)
 {
     (void)state;
@@ -41,6 +49,18 @@ static void test_devices_and_round_trip(void **state)
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < 4; c++)
             assert_true(block[r * 4 + c] == host[r * 4 * n + 4 + c]);
+    /* Until the CUDA backend runs fn bodies, shard_map refuses instead of handing host code
+     * device pointers. */
+    spmd_spec *spec = NULL;
+    assert_ok(spmd_spec_parse("None, 'x'", &spec));
+    const spmd_spec *specs[1] = {spec};
+    spmd_out_desc desc = {.ndim = 2, .shape = {ROWS, 4 * n}, .dtype = SPMD_DTYPE_F32};
+    spmd_array *result = NULL;
+    assert_status(spmd_shard_map(mesh, touch_block, NULL, 1, &a, specs, 1, &desc, specs, NULL,
+                                 &result),
+                  SPMD_ERR_UNSUPPORTED, "CUDA devices", "SPMD_PLATFORM=cpu");
+    assert_null(result);
+    spmd_spec_destroy(spec);
     spmd_array_destroy(a);
     free(host);
     free(back);
