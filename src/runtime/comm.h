@@ -99,12 +99,21 @@ spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *s
  * nothing on ranks other than 0 (the leader).
  */
 void spmd__comm_notify_abort(spmd__comm *c, unsigned long epoch);
-/** Discards abort notices and records left over from failed calls. */
-void spmd__comm_drain(spmd__comm *c);
+/**
+ * Discards the abort notices and records of calls up to `epoch`, which failed. Those of later
+ * calls are kept: a faster rank may already have failed its next call.
+ */
+void spmd__comm_drain(spmd__comm *c, unsigned long epoch);
 
-/** Sends `bytes` of an abort record to every other rank, without waiting. */
+/**
+ * Sends `bytes` of an abort record to every other rank, without waiting. A record begins with
+ * the number (unsigned long) of the call that failed.
+ */
 void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes);
-/** 1 (record filled) when an abort record from another rank has arrived, else 0. */
-int spmd__comm_poll_abort(spmd__comm *c, void *record, size_t bytes);
+/**
+ * 1 (record filled) when an abort record of call `epoch` from another rank has arrived, else 0.
+ * Records of earlier calls are dropped, those of later calls kept for then.
+ */
+int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size_t bytes);
 
 #endif /* SPMD_RUNTIME_COMM_H */

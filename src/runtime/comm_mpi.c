@@ -40,6 +40,10 @@ struct spmd__comm {
     unsigned long gathers;
     /* the latest abort notice from the leader, kept for the later gathers it concerns */
     unsigned long notice_epoch, notice_gathers;
+    /* abort records of calls this rank has not reached yet, received while draining */
+    void **later_records;
+    size_t *later_bytes;
+    int num_later;
 };
 
 /* What a failed leader tells its members: how many gathers it had begun in that call. */
@@ -111,6 +115,10 @@ static void free_wrapper(spmd__comm *c)
     for (int i = 0; i < c->num_abort_copies; i++)
         free(c->abort_copies[i]);
     free(c->abort_copies);
+    for (int i = 0; i < c->num_later; i++)
+        free(c->later_records[i]);
+    free(c->later_records);
+    free(c->later_bytes);
     free(c->processes);
     pthread_mutex_destroy(&c->gather_lock);
     pthread_mutex_destroy(&c->copies_lock);
@@ -706,10 +714,36 @@ void spmd__comm_notify_abort(spmd__comm *c, unsigned long epoch)
     unlock();
 }
 
-void spmd__comm_drain(spmd__comm *c)
+/* The call number a notice or record begins with. */
+static unsigned long leading_epoch(const void *message, int bytes)
+{
+    unsigned long epoch = 0;
+    if (bytes >= (int)sizeof epoch)
+        memcpy(&epoch, message, sizeof epoch);
+    return epoch;
+}
+
+/* Keeps a record of a later call for spmd__comm_poll_abort (takes `record`); called locked. */
+static void keep_later_record(spmd__comm *c, void *record, size_t bytes)
+{
+    void **records = realloc(c->later_records, (size_t)(c->num_later + 1) * sizeof *records);
+    if (records)
+        c->later_records = records;
+    size_t *sizes =
+        records ? realloc(c->later_bytes, (size_t)(c->num_later + 1) * sizeof *sizes) : NULL;
+    if (sizes)
+        c->later_bytes = sizes;
+    if (!records || !sizes) {
+        free(record); /* the call it belongs to will time out instead */
+        return;
+    }
+    c->later_records[c->num_later] = record;
+    c->later_bytes[c->num_later++] = bytes;
+}
+
+void spmd__comm_drain(spmd__comm *c, unsigned long epoch)
 {
     static const int tags[2] = {ABORT_TAG, NOTICE_TAG};
-    char scratch[2048];
     lock();
     for (int t = 0; t < 2; t++) {
         for (;;) {
@@ -719,11 +753,22 @@ void spmd__comm_drain(spmd__comm *c)
             if (!flag)
                 break;
             MPI_Get_count(&status, MPI_BYTE, &count);
-            void *buf = count <= (int)sizeof scratch ? scratch : malloc((size_t)count);
-            MPI_Recv(buf ? buf : scratch, buf ? count : 0, MPI_BYTE, status.MPI_SOURCE, tags[t],
+            char *buf = malloc(count > 0 ? (size_t)count : 1);
+            char byte;
+            MPI_Recv(buf ? buf : &byte, buf ? count : 0, MPI_BYTE, status.MPI_SOURCE, tags[t],
                      c->comm, MPI_STATUS_IGNORE);
-            if (buf != scratch)
-                free(buf);
+            unsigned long of = buf ? leading_epoch(buf, count) : 0;
+            if (of > epoch && tags[t] == ABORT_TAG) {
+                keep_later_record(c, buf, (size_t)count);
+                continue;
+            }
+            if (of > epoch && count >= (int)sizeof(abort_notice)) {
+                abort_notice n;
+                memcpy(&n, buf, sizeof n);
+                c->notice_epoch = n.epoch;
+                c->notice_gathers = n.gathers;
+            }
+            free(buf);
         }
     }
     unlock();
@@ -745,15 +790,45 @@ void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
     unlock();
 }
 
-int spmd__comm_poll_abort(spmd__comm *c, void *record, size_t bytes)
+int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size_t bytes)
 {
-    int flag = 0;
-    MPI_Status status;
+    int found = 0;
     lock();
-    MPI_Iprobe(MPI_ANY_SOURCE, ABORT_TAG, c->comm, &flag, &status);
-    if (flag)
-        MPI_Recv(record, (int)bytes, MPI_BYTE, status.MPI_SOURCE, ABORT_TAG, c->comm,
-                 MPI_STATUS_IGNORE);
+    for (int i = 0; i < c->num_later && !found; i++) {
+        unsigned long of = leading_epoch(c->later_records[i], (int)c->later_bytes[i]);
+        if (of > epoch)
+            continue;
+        if (of == epoch) {
+            memcpy(record, c->later_records[i],
+                   bytes < c->later_bytes[i] ? bytes : c->later_bytes[i]);
+            found = 1;
+        }
+        free(c->later_records[i]);
+        c->later_records[i] = c->later_records[--c->num_later];
+        c->later_bytes[i] = c->later_bytes[c->num_later];
+        i--;
+    }
+    while (!found) {
+        int flag = 0, count = 0;
+        MPI_Status status;
+        MPI_Iprobe(MPI_ANY_SOURCE, ABORT_TAG, c->comm, &flag, &status);
+        if (!flag)
+            break;
+        MPI_Get_count(&status, MPI_BYTE, &count);
+        char *buf = malloc(count > 0 ? (size_t)count : 1);
+        char byte;
+        MPI_Recv(buf ? buf : &byte, buf ? count : 0, MPI_BYTE, status.MPI_SOURCE, ABORT_TAG,
+                 c->comm, MPI_STATUS_IGNORE);
+        unsigned long of = buf ? leading_epoch(buf, count) : 0;
+        if (of == epoch) {
+            memcpy(record, buf, bytes < (size_t)count ? bytes : (size_t)count);
+            found = 1;
+        } else if (of > epoch) {
+            keep_later_record(c, buf, (size_t)count);
+            continue;
+        }
+        free(buf);
+    }
     unlock();
-    return flag;
+    return found;
 }

@@ -117,7 +117,11 @@ void spmd__comm_notify_abort(spmd__comm *c, unsigned long epoch)
     (void)epoch;
 }
 
-void spmd__comm_drain(spmd__comm *c) { (void)c; }
+void spmd__comm_drain(spmd__comm *c, unsigned long epoch)
+{
+    (void)c;
+    (void)epoch;
+}
 
 void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
 {
@@ -126,9 +130,10 @@ void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
     (void)bytes;
 }
 
-int spmd__comm_poll_abort(spmd__comm *c, void *record, size_t bytes)
+int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size_t bytes)
 {
     (void)c;
+    (void)epoch;
     (void)record;
     (void)bytes;
     return 0;

@@ -391,9 +391,8 @@ spmd_status spmd__call_check_cancel(void *arg)
     if (atomic_load(&call->aborted))
         return spmd__call_aborted_status(call);
     abort_record r;
-    while (call->state->control && spmd__comm_poll_abort(call->state->control, &r, sizeof r)) {
-        if (r.seq != call->seq)
-            continue; /* left over from an earlier call */
+    if (call->state->control &&
+        spmd__comm_poll_abort(call->state->control, call->seq, &r, sizeof r)) {
         char message[SPMD__MESSAGE_CAPACITY];
         snprintf(message, sizeof message, "process %d failed: %s", r.process, r.message);
         record_abort(call, (spmd_status)r.status, message, 1);
@@ -791,7 +790,7 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
     free(digests);
 
     if (st != SPMD_OK)
-        spmd__mesh_state_drain(state); /* what no wait consumed would pile up */
+        spmd__mesh_state_drain(state, call->seq); /* what no wait consumed would pile up */
     /* Waits given up across processes may have left exchanges half done in the group
      * communicators: replace them when every process made it to the end, else give up on the
      * mesh (a process is stuck or gone, and creating communicators would wait for it). */

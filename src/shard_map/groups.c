@@ -331,17 +331,11 @@ void spmd__mesh_state_notify_abort(spmd__mesh_state *s, unsigned long epoch)
     for_each_comm(s, spmd__comm_notify_abort, epoch);
 }
 
-static void drain(spmd__comm *c, unsigned long unused)
+void spmd__mesh_state_drain(spmd__mesh_state *s, unsigned long epoch)
 {
-    (void)unused;
-    spmd__comm_drain(c);
-}
-
-void spmd__mesh_state_drain(spmd__mesh_state *s)
-{
-    for_each_comm(s, drain, 0);
+    for_each_comm(s, spmd__comm_drain, epoch);
     if (s->control)
-        spmd__comm_drain(s->control);
+        spmd__comm_drain(s->control, epoch);
 }
 
 void spmd__mesh_state_reset_rendezvous(spmd__mesh_state *s)

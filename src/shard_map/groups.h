@@ -107,8 +107,8 @@ void spmd__mesh_state_wake_all(spmd__mesh_state *state);
 /** Tells the members of every group this process leads that its call `epoch` failed. */
 void spmd__mesh_state_notify_abort(spmd__mesh_state *state, unsigned long epoch);
 
-/** Discards abort records and notices left over from a failed call. */
-void spmd__mesh_state_drain(spmd__mesh_state *state);
+/** Discards the abort records and notices of calls up to `epoch` (see spmd__comm_drain). */
+void spmd__mesh_state_drain(spmd__mesh_state *state, unsigned long epoch);
 
 /** Resets every rendezvous for the next call (after an aborted one). */
 void spmd__mesh_state_reset_rendezvous(spmd__mesh_state *state);
