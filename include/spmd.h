@@ -16,5 +16,6 @@
 #include "spmd/array.h"
 #include "spmd/shard_map.h"
 #include "spmd/ops.h"
+#include "spmd/multihost.h"
 
 #endif /* SPMD_H */
