@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "spmd/array.h"
 #include "spmd/export.h"
 #include "spmd/mesh.h"
 #include "spmd/spec.h"
@@ -31,6 +32,49 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_global_to_local_shape(const spmd_mesh *
                                                                const spmd_spec *spec, int ndim,
                                                                const int64_t *global_shape,
                                                                int64_t *local_shape);
+
+/*
+ * Collectives over every process of the run, in the same order everywhere. Each first checks,
+ * within SPMD_COLLECTIVE_TIMEOUT, that every process is making the same call with the same
+ * shapes: a mismatch returns SPMD_ERR_COLLECTIVE_MISMATCH on every process, quoting both calls;
+ * a process that never arrives, SPMD_ERR_TIMEOUT naming it. In one process they move nothing.
+ */
+
+/**
+ * Shape of spmd_process_allgather's result: for an array on this process's devices only (a
+ * host-local value x_p), stacked (P,)+shape or, with tiled, the values concatenated on axis 0
+ * (a scalar is stacked either way) — the same rule with P = 1 in one process; for an array
+ * spanning processes, its global shape (tiled must be set).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_process_allgather_shape(const spmd_array *x, int tiled,
+                                                                 int *ndim, int64_t *shape);
+/**
+ * Every process's value of x, gathered on every process's host into `host_out` (dense,
+ * row-major, `host_bytes` at least the result's size). Host memory: the result only (each
+ * process's value is read into its slot and gathered in place); never a copy per device.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_process_allgather(const spmd_array *x, int tiled,
+                                                           void *host_out, size_t host_bytes);
+/** As spmd_process_allgather, to process `root` only (host_out is unused elsewhere). */
+SPMD_API SPMD_NODISCARD spmd_status spmd_process_gather(const spmd_array *x, int root, int tiled,
+                                                        void *host_out, size_t host_bytes);
+/**
+ * Replaces `buffer` on every process with process `source`'s bytes: a broadcast, not a sum, so
+ * -0.0 and NaN payloads arrive as sent. `bytes` must be the same everywhere.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_broadcast_one_to_all(void *buffer, size_t bytes,
+                                                              int source);
+/**
+ * A barrier: returns once every process has called it with the same `name`. Different names
+ * give SPMD_ERR_COLLECTIVE_MISMATCH on every process, the message quoting both.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_sync_global_devices(const char *name);
+/**
+ * Checks that x has the same value on every process (the first addressable shard for an array
+ * that spans processes). When it does not, every process returns SPMD_ERR_INVALID_ARGUMENT,
+ * the message starting with `message` and naming a differing process, element and values.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_assert_equal(const spmd_array *x, const char *message);
 
 SPMD_END_DECLS
 

@@ -71,9 +71,15 @@ spmd_status spmd__comm_allgather_wait(spmd__comm *c, const void *send, size_t by
 /** recv = op over ranks of send (send == recv: in place). */
 spmd_status spmd__comm_allreduce(spmd__comm *c, const void *send, void *recv, size_t count,
                                  spmd_dtype dtype, spmd__reduce_op op);
-/** recv receives counts[r] bytes from each rank r, packed in rank order. */
+/** recv receives counts[r] bytes from each rank r, packed in rank order; send NULL: this
+ * rank's part already sits in place in recv. */
 spmd_status spmd__comm_allgatherv(spmd__comm *c, const void *send, void *recv,
                                   const size_t *counts);
+/** As spmd__comm_allgatherv, into recv on rank `root` only (elsewhere recv is unused). */
+spmd_status spmd__comm_gatherv(spmd__comm *c, int root, const void *send, void *recv,
+                               const size_t *counts);
+/** `bytes` of data from rank `root` to every rank. */
+spmd_status spmd__comm_bcast(spmd__comm *c, int root, void *data, size_t bytes);
 /** Reduces send (sum over ranks of counts[] elements) and leaves rank r its counts[r]. */
 spmd_status spmd__comm_reduce_scatter(spmd__comm *c, const void *send, void *recv,
                                       const size_t *counts, spmd_dtype dtype, spmd__reduce_op op);

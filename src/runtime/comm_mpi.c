@@ -616,14 +616,49 @@ spmd_status spmd__comm_allgatherv(spmd__comm *c, const void *send, void *recv, c
     spmd_status st = int_counts(c, counts, icounts, displs, "all_gather");
     if (st == SPMD_OK) {
         lock();
-        int rc = MPI_Allgatherv(send, icounts[c->rank], MPI_BYTE, recv, icounts, displs, MPI_BYTE,
-                                c->comm);
+        int rc = MPI_Allgatherv(send ? send : MPI_IN_PLACE, icounts[c->rank], MPI_BYTE, recv,
+                                icounts, displs, MPI_BYTE, c->comm);
         unlock();
         if (rc != MPI_SUCCESS)
             st = mpi_failure(rc, "MPI_Allgatherv");
     }
     free(icounts);
     return st;
+}
+
+spmd_status spmd__comm_gatherv(spmd__comm *c, int root, const void *send, void *recv,
+                               const size_t *counts)
+{
+    int *icounts = malloc(2 * (size_t)c->size * sizeof(int));
+    SPMD_REQUIRE(icounts != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    int *displs = icounts + c->size;
+    spmd_status st = int_counts(c, counts, icounts, displs, "gather");
+    if (st == SPMD_OK) {
+        int in_place = c->rank == root && send == NULL;
+        lock();
+        int rc = MPI_Gatherv(in_place ? MPI_IN_PLACE : send, icounts[c->rank], MPI_BYTE, recv,
+                             icounts, displs, MPI_BYTE, root, c->comm);
+        unlock();
+        if (rc != MPI_SUCCESS)
+            st = mpi_failure(rc, "MPI_Gatherv");
+    }
+    free(icounts);
+    return st;
+}
+
+spmd_status spmd__comm_bcast(spmd__comm *c, int root, void *data, size_t bytes)
+{
+    /* in pieces below INT_MAX: MPI counts are int */
+    const size_t piece = (size_t)1 << 30;
+    for (size_t offset = 0; offset < bytes; offset += piece) {
+        size_t n = bytes - offset < piece ? bytes - offset : piece;
+        lock();
+        int rc = MPI_Bcast((char *)data + offset, (int)n, MPI_BYTE, root, c->comm);
+        unlock();
+        if (rc != MPI_SUCCESS)
+            return mpi_failure(rc, "MPI_Bcast");
+    }
+    return SPMD_OK;
 }
 
 spmd_status spmd__comm_reduce_scatter(spmd__comm *c, const void *send, void *recv,

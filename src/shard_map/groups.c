@@ -11,7 +11,7 @@
 
 /* One mesh set-up at a time in this process, so that communicator creations (collective over
  * overlapping process sets) happen in the same order everywhere. */
-static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t spmd__setup_lock = PTHREAD_MUTEX_INITIALIZER;
 
 spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh) { return mesh->state; }
 
@@ -254,7 +254,7 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
                         "destroy it and create a new mesh",
                         s->broken_reason);
     } else if (!s->ready || s->rebuild) {
-        pthread_mutex_lock(&setup_lock);
+        pthread_mutex_lock(&spmd__setup_lock);
         if (!s->ready) {
             st = setup_locked(mesh, s, timeout_ns);
         } else { /* new group communicators once every process is back */
@@ -262,7 +262,7 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
             if (st == SPMD_OK)
                 st = create_group_comms(s);
         }
-        pthread_mutex_unlock(&setup_lock);
+        pthread_mutex_unlock(&spmd__setup_lock);
         if (st == SPMD_OK) {
             s->ready = 1;
             s->rebuild = 0;

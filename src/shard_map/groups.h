@@ -80,6 +80,9 @@ typedef struct spmd__mesh_state {
     _Alignas(128) atomic_int waiting;
 } spmd__mesh_state;
 
+/** Serializes agreements over process views: their messages share the set-up tags. */
+extern pthread_mutex_t spmd__setup_lock;
+
 /** The mesh's state, created empty on first use (not collective). */
 spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh);
 /** Frees the state (communicators included); the mesh is going away. */

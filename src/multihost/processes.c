@@ -1,0 +1,451 @@
+/* Collectives over the processes of a run: gathers to the host, broadcast, barrier, equality
+ * check. Each call first agrees, with a deadline, on what every process is doing (so that a
+ * mismatch or a missing process is an error, not a hang), then moves the data with MPI. */
+#include <spmd/multihost.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "runtime/comm.h"
+#include "runtime/runtime_impl.h"
+#include "shard_map/array_impl.h"
+#include "shard_map/copy.h"
+#include "shard_map/groups.h"
+
+/* Communicator tag of the process communicator (mesh communicators use 1..30001). */
+enum { PROCESSES_TAG = 30002 };
+
+/* The communicator over every process, created by the first multihost collective. Calls are
+ * serialized: they must come in the same order on every process anyway. */
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static spmd__comm *processes_comm;
+static unsigned processes_session;
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t fingerprint_of(const char *description)
+{
+    return fnv1a(0xcbf29ce484222325ull, description, strlen(description));
+}
+
+/* Agreement over a view, for the first call (no communicator exists yet, and creating one
+ * would wait for every process). */
+static spmd_status agree_on_view(int count, const char *description, spmd__wait *w)
+{
+    int *all = malloc((size_t)count * sizeof *all);
+    SPMD_REQUIRE(all != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int p = 0; p < count; p++)
+        all[p] = p;
+    spmd__comm *view = NULL;
+    spmd_status st = spmd__comm_view(all, count, &view);
+    if (st == SPMD_OK) {
+        pthread_mutex_lock(&spmd__setup_lock);
+        st = spmd__comm_agree(view, fingerprint_of(description), description, w);
+        pthread_mutex_unlock(&spmd__setup_lock);
+        if (st == SPMD_OK)
+            spmd__comm_destroy(view);
+        else
+            spmd__comm_abandon(view);
+    }
+    if (st == SPMD_OK)
+        st = spmd__comm_create(all, count, PROCESSES_TAG, &processes_comm);
+    free(all);
+    return st;
+}
+
+/*
+ * Starts a collective described by `description` (which must differ between calls that must
+ * not match). In one process *comm is NULL and nothing is locked; otherwise *comm is the
+ * process communicator and engine_lock is held until finish().
+ */
+static spmd_status begin(const char *fn, const char *description, spmd__comm **comm)
+{
+    *comm = NULL;
+    const spmd__runtime *rt = spmd__runtime_get(fn);
+    if (!rt)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    if (rt->process_count == 1)
+        return SPMD_OK;
+    pthread_mutex_lock(&engine_lock);
+    if (processes_comm && processes_session != rt->session) {
+        spmd__comm_abandon(processes_comm); /* made before the last spmd_finalize */
+        processes_comm = NULL;
+    }
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + rt->collective_timeout_ns, .what = fn};
+    spmd_status st;
+    if (!processes_comm) {
+        st = agree_on_view(rt->process_count, description, &w);
+        processes_session = rt->session;
+    } else {
+        st = spmd__comm_agree(processes_comm, fingerprint_of(description), description, &w);
+        if (st != SPMD_OK) { /* it may hold unfinished messages: the next call starts afresh */
+            spmd__comm_abandon(processes_comm);
+            processes_comm = NULL;
+        }
+    }
+    if (st != SPMD_OK) {
+        pthread_mutex_unlock(&engine_lock);
+        return st;
+    }
+    *comm = processes_comm;
+    return SPMD_OK;
+}
+
+static void finish(spmd__comm *comm)
+{
+    if (comm)
+        pthread_mutex_unlock(&engine_lock);
+}
+
+/* ---- what each process contributes ---- */
+
+static size_t array_bytes(const spmd_array *x)
+{
+    return (size_t)spmd__shape_elements(x->ndim, x->shape) * spmd_dtype_size(x->dtype);
+}
+
+static size_t box_bytes(const spmd_box *b, size_t elem)
+{
+    size_t n = elem;
+    for (int d = 0; d < b->ndim; d++)
+        n *= (size_t)(b->stop[d] - b->start[d]);
+    return n;
+}
+
+/*
+ * The distinct blocks of a global array, each taken from its first holder in mesh flat order
+ * (replica 0): bytes[p] is what process p contributes, in that order. The same on every process.
+ */
+static spmd_status contributions(const spmd_array *x, size_t *bytes, int processes)
+{
+    const spmd_mesh *mesh = spmd_sharding_mesh(x->sharding);
+    memset(bytes, 0, (size_t)processes * sizeof *bytes);
+    for (int f = 0; f < spmd_mesh_size(mesh); f++) {
+        int id = spmd_mesh_device_id(mesh, f);
+        if (spmd_sharding_replica_id(x->sharding, id) != 0)
+            continue;
+        spmd_box box;
+        spmd_device_info info;
+        SPMD_CHECK(spmd_sharding_device_box(x->sharding, x->ndim, x->shape, id, &box));
+        SPMD_CHECK(spmd_device_get_info(id, &info));
+        bytes[info.process_index] += box_bytes(&box, spmd_dtype_size(x->dtype));
+    }
+    return SPMD_OK;
+}
+
+/* Packs this process's contribution (see contributions) into `dst`. */
+static spmd_status pack_blocks(const spmd_array *x, char *dst)
+{
+    const spmd_mesh *mesh = spmd_sharding_mesh(x->sharding);
+    size_t offset = 0, elem = spmd_dtype_size(x->dtype);
+    for (int f = 0; f < spmd_mesh_size(mesh); f++) {
+        int id = spmd_mesh_device_id(mesh, f);
+        int s = spmd__array_shard_of_device(x, id);
+        if (s < 0 || spmd_sharding_replica_id(x->sharding, id) != 0)
+            continue;
+        size_t n = box_bytes(&x->shards[s].index, elem);
+        SPMD_CHECK(spmd_array_shard_to_host(x, s, dst + offset, n));
+        offset += n;
+    }
+    return SPMD_OK;
+}
+
+/* Places every process's packed blocks (rank order, as contributions) into the dense `out`. */
+static spmd_status unpack_blocks(const spmd_array *x, const char *packed, const size_t *bytes,
+                                 int processes, void *out)
+{
+    const spmd_mesh *mesh = spmd_sharding_mesh(x->sharding);
+    size_t *offset = calloc((size_t)processes, sizeof *offset);
+    SPMD_REQUIRE(offset != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int p = 1; p < processes; p++)
+        offset[p] = offset[p - 1] + bytes[p - 1];
+    size_t elem = spmd_dtype_size(x->dtype);
+    spmd_status st = SPMD_OK;
+    for (int f = 0; f < spmd_mesh_size(mesh) && st == SPMD_OK; f++) {
+        int id = spmd_mesh_device_id(mesh, f);
+        if (spmd_sharding_replica_id(x->sharding, id) != 0)
+            continue;
+        spmd_box box;
+        spmd_device_info info;
+        st = spmd_sharding_device_box(x->sharding, x->ndim, x->shape, id, &box);
+        if (st == SPMD_OK)
+            st = spmd_device_get_info(id, &info);
+        if (st != SPMD_OK)
+            break;
+        int64_t extent[SPMD_MAX_RANK], zero[SPMD_MAX_RANK] = {0};
+        for (int d = 0; d < x->ndim; d++)
+            extent[d] = box.stop[d] - box.start[d];
+        spmd__copy_region(elem, x->ndim, extent, out, x->shape, box.start,
+                          packed + offset[info.process_index], extent, zero);
+        offset[info.process_index] += box_bytes(&box, elem);
+    }
+    free(offset);
+    return st;
+}
+
+/* ---- process_allgather / process_gather ---- */
+
+spmd_status spmd_process_allgather_shape(const spmd_array *x, int tiled, int *ndim, int64_t *shape)
+{
+    const char *fn = "spmd_process_allgather_shape";
+    SPMD_CHECK(spmd__array_check(x, fn, "x"));
+    SPMD_REQUIRE_NOT_NULL(ndim, fn);
+    SPMD_REQUIRE_NOT_NULL(shape, fn);
+    int processes = spmd_process_count();
+    if (!spmd_array_is_fully_addressable(x)) {
+        SPMD_REQUIRE(tiled, SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: x spans processes, and gathering such a global array gives its global "
+                     "value, which only tiled=1 describes; pass tiled=1",
+                     fn);
+        *ndim = x->ndim;
+        memcpy(shape, x->shape, (size_t)x->ndim * sizeof *shape);
+        return SPMD_OK;
+    }
+    if (!tiled || x->ndim == 0) { /* stacked; a scalar stacks even when tiled */
+        SPMD_REQUIRE(x->ndim < SPMD_MAX_RANK, SPMD_ERR_SHAPE,
+                     "%s: stacking adds an axis, and x already has the most (%d)", fn,
+                     SPMD_MAX_RANK);
+        *ndim = x->ndim + 1;
+        shape[0] = processes;
+        memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
+        return SPMD_OK;
+    }
+    *ndim = x->ndim;
+    memcpy(shape, x->shape, (size_t)x->ndim * sizeof *shape);
+    shape[0] *= processes;
+    return SPMD_OK;
+}
+
+static void describe(char *buf, size_t size, const char *op, const spmd_array *x, int tiled,
+                     int root)
+{
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, buf, size);
+    spmd__strbuf_printf(&sb, "%s of %s", op, spmd_dtype_name(x->dtype));
+    spmd__strbuf_shape(&sb, x->shape, x->ndim);
+    spmd__strbuf_printf(&sb, "%s%s",
+                        spmd_array_is_fully_addressable(x) ? " (host-local)" : " (global)",
+                        tiled ? " tiled" : " stacked");
+    if (root >= 0)
+        spmd__strbuf_printf(&sb, " to process %d", root);
+}
+
+/* Shared by the gathers: root < 0 gathers to every process. */
+static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int root, void *out,
+                          size_t out_bytes)
+{
+    int ndim = 0, processes = spmd_process_count(), me = spmd_process_index();
+    int64_t shape[SPMD_MAX_RANK];
+    SPMD_CHECK(spmd_process_allgather_shape(x, tiled, &ndim, shape));
+    size_t need = (size_t)spmd__shape_elements(ndim, shape) * spmd_dtype_size(x->dtype);
+    int receives = root < 0 || root == me;
+    if (receives) {
+        SPMD_REQUIRE(out != NULL || need == 0, SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: argument 'host_out' is NULL", fn);
+        SPMD_REQUIRE(out_bytes >= need, SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: host_out holds %zu bytes but the result needs %zu (see "
+                     "spmd_process_allgather_shape)",
+                     fn, out_bytes, need);
+    }
+    char description[256];
+    describe(description, sizeof description, root < 0 ? "process_allgather" : "process_gather", x,
+             tiled, root);
+    spmd__comm *comm = NULL;
+    SPMD_CHECK(begin(fn, description, &comm));
+    spmd_status st = SPMD_OK;
+    size_t *counts = calloc((size_t)processes, sizeof *counts);
+    char *packed = NULL, *mine = NULL;
+    if (!counts) {
+        st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    } else if (spmd_array_is_fully_addressable(x)) {
+        /* each process's value lands in its slot: in place where this process receives */
+        size_t local = array_bytes(x);
+        for (int p = 0; p < processes; p++)
+            counts[p] = local;
+        mine = receives ? (char *)out + (size_t)me * local : malloc(local ? local : 1);
+        if (!mine)
+            st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        if (st == SPMD_OK)
+            st = spmd_array_to_host(x, mine, local);
+        if (st == SPMD_OK && comm)
+            st = root < 0 ? spmd__comm_allgatherv(comm, NULL, out, counts)
+                          : spmd__comm_gatherv(comm, root, receives ? NULL : mine, out, counts);
+        if (!receives)
+            free(mine);
+    } else {
+        st = contributions(x, counts, processes);
+        size_t total = 0;
+        for (int p = 0; p < processes; p++)
+            total += counts[p];
+        if (st == SPMD_OK) {
+            packed = malloc(total ? total : 1);
+            mine = malloc(counts[me] ? counts[me] : 1);
+            if (!packed || !mine)
+                st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", fn,
+                                total);
+        }
+        if (st == SPMD_OK)
+            st = pack_blocks(x, mine);
+        if (st == SPMD_OK && comm)
+            st = root < 0 ? spmd__comm_allgatherv(comm, mine, packed, counts)
+                          : spmd__comm_gatherv(comm, root, mine, packed, counts);
+        else if (st == SPMD_OK)
+            memcpy(packed, mine, counts[me]);
+        if (st == SPMD_OK && receives)
+            st = unpack_blocks(x, packed, counts, processes, out);
+        free(mine);
+        free(packed);
+    }
+    free(counts);
+    finish(comm);
+    return st;
+}
+
+spmd_status spmd_process_allgather(const spmd_array *x, int tiled, void *host_out,
+                                   size_t host_bytes)
+{
+    return gather("spmd_process_allgather", x, tiled, -1, host_out, host_bytes);
+}
+
+spmd_status spmd_process_gather(const spmd_array *x, int root, int tiled, void *host_out,
+                                size_t host_bytes)
+{
+    const char *fn = "spmd_process_gather";
+    SPMD_REQUIRE(root >= 0 && root < spmd_process_count(), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: root=%d is not a process; this run has processes 0..%d", fn, root,
+                 spmd_process_count() - 1);
+    return gather(fn, x, tiled, root, host_out, host_bytes);
+}
+
+/* ---- broadcast, barrier, equality ---- */
+
+spmd_status spmd_broadcast_one_to_all(void *buffer, size_t bytes, int source)
+{
+    const char *fn = "spmd_broadcast_one_to_all";
+    SPMD_REQUIRE(spmd_is_initialized(), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: libspmd is not initialized; call spmd_init first", fn);
+    SPMD_REQUIRE(buffer != NULL || bytes == 0, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: argument 'buffer' is NULL", fn);
+    SPMD_REQUIRE(source >= 0 && source < spmd_process_count(), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: source=%d is not a process; this run has processes 0..%d", fn, source,
+                 spmd_process_count() - 1);
+    char description[128];
+    snprintf(description, sizeof description, "broadcast_one_to_all of %zu bytes from process %d",
+             bytes, source);
+    spmd__comm *comm = NULL;
+    SPMD_CHECK(begin(fn, description, &comm));
+    spmd_status st = comm ? spmd__comm_bcast(comm, source, buffer, bytes) : SPMD_OK;
+    finish(comm);
+    return st;
+}
+
+spmd_status spmd_sync_global_devices(const char *name)
+{
+    const char *fn = "spmd_sync_global_devices";
+    SPMD_REQUIRE_NOT_NULL(name, fn);
+    char description[SPMD__MESSAGE_CAPACITY / 4];
+    snprintf(description, sizeof description, "sync_global_devices('%s')", name);
+    /* the agreement is the barrier: it ends only once every process has arrived */
+    spmd__comm *comm = NULL;
+    SPMD_CHECK(begin(fn, description, &comm));
+    finish(comm);
+    return SPMD_OK;
+}
+
+static void format_element(spmd__strbuf *sb, spmd_dtype dtype, const char *p)
+{
+    switch (dtype) {
+    case SPMD_DTYPE_F32: {
+        float v;
+        memcpy(&v, p, sizeof v);
+        spmd__strbuf_printf(sb, "%.9g", v);
+        return;
+    }
+    case SPMD_DTYPE_F64: {
+        double v;
+        memcpy(&v, p, sizeof v);
+        spmd__strbuf_printf(sb, "%.17g", v);
+        return;
+    }
+    case SPMD_DTYPE_I32: {
+        int32_t v;
+        memcpy(&v, p, sizeof v);
+        spmd__strbuf_printf(sb, "%d", (int)v);
+        return;
+    }
+    case SPMD_DTYPE_I64: {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        spmd__strbuf_printf(sb, "%lld", (long long)v);
+        return;
+    }
+    default:
+        spmd__strbuf_printf(sb, "0x");
+        for (size_t i = 0; i < spmd_dtype_size(dtype); i++)
+            spmd__strbuf_printf(sb, "%02x", (unsigned char)p[i]);
+    }
+}
+
+spmd_status spmd_assert_equal(const spmd_array *x, const char *message)
+{
+    const char *fn = "spmd_assert_equal";
+    SPMD_CHECK(spmd__array_check(x, fn, "x"));
+    /* JAX compares a global array through its first addressable shard */
+    int whole = spmd_array_is_fully_addressable(x);
+    SPMD_REQUIRE(whole || x->num_shards > 0, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: this process holds no shard of x; call it with a value every process has",
+                 fn);
+    size_t bytes = whole ? array_bytes(x) : x->shard_bytes;
+    int processes = spmd_process_count(), me = spmd_process_index();
+    char description[256];
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, description, sizeof description);
+    spmd__strbuf_printf(&sb, "assert_equal of %s", spmd_dtype_name(x->dtype));
+    spmd__strbuf_shape(&sb, whole ? x->shape : x->shard_shape, x->ndim);
+    char *all = malloc(bytes * (size_t)processes + 1);
+    size_t *counts = calloc((size_t)processes, sizeof *counts);
+    spmd_status st = SPMD_OK;
+    if (!all || !counts)
+        st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if (st == SPMD_OK)
+        st = whole ? spmd_array_to_host(x, all + bytes * (size_t)me, bytes)
+                   : spmd_array_shard_to_host(x, 0, all + bytes * (size_t)me, bytes);
+    spmd__comm *comm = NULL;
+    if (st == SPMD_OK)
+        st = begin(fn, description, &comm);
+    if (st == SPMD_OK && comm) {
+        for (int p = 0; p < processes; p++)
+            counts[p] = bytes;
+        st = spmd__comm_allgatherv(comm, NULL, all, counts);
+    }
+    finish(comm);
+    size_t elem = spmd_dtype_size(x->dtype);
+    for (int p = 1; p < processes && st == SPMD_OK; p++) {
+        const char *a = all, *b = all + bytes * (size_t)p;
+        if (memcmp(a, b, bytes) == 0)
+            continue;
+        size_t i = 0;
+        while (memcmp(a + i * elem, b + i * elem, elem) == 0)
+            i++;
+        char text[SPMD__MESSAGE_CAPACITY];
+        spmd__strbuf_init(&sb, text, sizeof text);
+        spmd__strbuf_printf(&sb, "%s%sprocess %d's value differs from process 0's: element %zu is ",
+                            message ? message : "", message && *message ? ": " : "", p, i);
+        format_element(&sb, x->dtype, b + i * elem);
+        spmd__strbuf_printf(&sb, " instead of ");
+        format_element(&sb, x->dtype, a + i * elem);
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT, "%s: %s", fn, text);
+    }
+    free(all);
+    free(counts);
+    return st;
+}
