@@ -24,17 +24,9 @@ static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 static spmd__comm *processes_comm;
 static unsigned processes_session;
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static uint64_t fingerprint_of(const char *description)
 {
-    return fnv1a(0xcbf29ce484222325ull, description, strlen(description));
+    return spmd__fnv1a(SPMD__FNV1A_SEED, description, strlen(description));
 }
 
 /* Agreement over a view, for the first call (no communicator exists yet, and creating one

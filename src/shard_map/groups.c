@@ -60,22 +60,14 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state)
     free(state);
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static uint64_t mesh_fingerprint(const spmd_mesh *m)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    h = fnv1a(h, &m->ndim, sizeof m->ndim);
-    h = fnv1a(h, m->shape, (size_t)m->ndim * sizeof(int));
+    uint64_t h = SPMD__FNV1A_SEED;
+    h = spmd__fnv1a(h, &m->ndim, sizeof m->ndim);
+    h = spmd__fnv1a(h, m->shape, (size_t)m->ndim * sizeof(int));
     for (int a = 0; a < m->ndim; a++)
-        h = fnv1a(h, m->names[a], strlen(m->names[a]) + 1);
-    return fnv1a(h, m->device_ids, (size_t)m->size * sizeof(int));
+        h = spmd__fnv1a(h, m->names[a], strlen(m->names[a]) + 1);
+    return spmd__fnv1a(h, m->device_ids, (size_t)m->size * sizeof(int));
 }
 
 /* Fills member lists, ranks and local members of group `id` of table t. */
