@@ -33,6 +33,33 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_global_to_local_shape(const spmd_mesh *
                                                                const int64_t *global_shape,
                                                                int64_t *local_shape);
 
+/**
+ * jax.experimental.multihost_utils.host_local_array_to_global_array: `local` holds this
+ * process's part (its subcube's part under NamedSharding(mesh, spec)); the result is the global
+ * array on `mesh` with `spec`, of shape spmd_local_to_global_shape. No communication. When
+ * `local` already lies on this process's devices as NamedSharding(local mesh, spec) — the local
+ * mesh has the mesh's axis names and this process's sizes — the result shares its buffers;
+ * otherwise its value is copied once. With SPMD_CHECK_REPLICATED_INPUTS=1 (collective then)
+ * processes whose parts coincide (the spec leaves out an axis that spans processes) must pass
+ * equal data: else SPMD_ERR_INVALID_ARGUMENT naming both processes.
+ * @return as spmd_local_to_global_shape, and SPMD_ERR_INVALID_ARGUMENT for a `local` that
+ *         spans processes.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_host_local_to_global(const spmd_array *local,
+                                                              spmd_mesh *mesh,
+                                                              const spmd_spec *spec,
+                                                              spmd_array **global);
+/**
+ * global_array_to_host_local_array: this process's part of `global`, laid out as
+ * NamedSharding(local mesh, spec) over the same buffers (no copy, no communication).
+ * @return SPMD_ERR_INCOMPATIBLE_DEVICES when `global` is not laid out as
+ *         NamedSharding(mesh, spec) (reshard it first).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_global_to_host_local(const spmd_array *global,
+                                                              spmd_mesh *mesh,
+                                                              const spmd_spec *spec,
+                                                              spmd_array **local);
+
 /*
  * Collectives over every process of the run, in the same order everywhere. Each first checks,
  * within SPMD_COLLECTIVE_TIMEOUT, that every process is making the same call with the same
