@@ -17,5 +17,6 @@
 #include "spmd/shard_map.h"
 #include "spmd/ops.h"
 #include "spmd/multihost.h"
+#include "spmd/compat.h"
 
 #endif /* SPMD_H */

@@ -117,6 +117,22 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_array_shard_to_host(const spmd_array *a
                                                              void *dst, size_t dst_bytes);
 
 /**
+ * Addressable shard i as a single-device array of `shape` (as many elements as the shard; ndim
+ * < 0: the shard's own shape) over the same buffer: no copy (JAX's addressable_shards[i].data,
+ * with a reshape).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_array_shard_view(const spmd_array *array, int i, int ndim,
+                                                          const int64_t *shape, spmd_array **out);
+
+/**
+ * Records that every slice of the array along axis 0 holds the same value (what
+ * device_put_replicated produces); a hint kept with the array, not verified.
+ */
+SPMD_API void spmd_array_mark_stacked_replicas(spmd_array *array);
+/** 1 when spmd_array_mark_stacked_replicas was called on the array. */
+SPMD_API int spmd_array_has_stacked_replicas(const spmd_array *array);
+
+/**
  * np.asarray(x): copies the whole global array into `dst` (dense, row-major, `dst_bytes` ≥ the
  * array's bytes), taking each block from the first local device that holds it. Not collective.
  * @return SPMD_ERR_NOT_ADDRESSABLE when this process's devices do not hold every block (the

@@ -490,6 +490,21 @@ spmd_status spmd_array_from_single_device_arrays(int ndim, const int64_t *shape,
     return destroy_on_error(a, st, out);
 }
 
+/* JAX's SingleDeviceSharding: P() over a 0-axis mesh of the one device. */
+static spmd_status single_device_sharding(int device_id, spmd_sharding **out)
+{
+    spmd_mesh *mesh = NULL;
+    spmd_spec *spec = NULL;
+    spmd_status st = spmd_mesh_create(0, NULL, NULL, &device_id, 1, &mesh);
+    if (st == SPMD_OK)
+        st = spmd_spec_create(&spec);
+    if (st == SPMD_OK)
+        st = spmd_sharding_create(mesh, spec, out);
+    spmd_spec_destroy(spec);
+    spmd_mesh_destroy(mesh);
+    return st;
+}
+
 spmd_status spmd_array_create_on_device(int device_id, const void *host, int ndim,
                                         const int64_t *shape, spmd_dtype dtype, spmd_array **out)
 {
@@ -510,19 +525,11 @@ spmd_status spmd_array_create_on_device(int device_id, const void *host, int ndi
                  "create the array on the process that owns the device",
                  fn, device_id, rt->devices[device_id].process_index, rt->process_index,
                  rt->first_local, rt->first_local + rt->num_local - 1);
-    spmd_mesh *mesh = NULL;
-    spmd_spec *spec = NULL;
     spmd_sharding *sharding = NULL;
-    spmd_status st = spmd_mesh_create(0, NULL, NULL, &device_id, 1, &mesh);
-    if (st == SPMD_OK)
-        st = spmd_spec_create(&spec);
-    if (st == SPMD_OK)
-        st = spmd_sharding_create(mesh, spec, &sharding);
+    spmd_status st = single_device_sharding(device_id, &sharding);
     if (st == SPMD_OK)
         st = spmd_device_put(host, ndim, shape, dtype, sharding, out);
     spmd_sharding_destroy(sharding);
-    spmd_spec_destroy(spec);
-    spmd_mesh_destroy(mesh);
     return st;
 }
 
@@ -563,6 +570,64 @@ static spmd_status check_shard_index(const spmd_array *a, int i, const char *fn)
                  "(spmd_array_num_shards)",
                  fn, i, a->num_shards);
     return SPMD_OK;
+}
+
+spmd_status spmd_array_shard_view(const spmd_array *array, int i, int ndim, const int64_t *shape,
+                                  spmd_array **out)
+{
+    const char *fn = "spmd_array_shard_view";
+    SPMD_REQUIRE_NOT_NULL(out, fn);
+    *out = NULL;
+    SPMD_CHECK(check_shard_index(array, i, fn));
+    if (ndim < 0) {
+        ndim = array->ndim;
+        shape = array->shard_shape;
+    }
+    SPMD_REQUIRE(ndim <= SPMD_MAX_RANK, SPMD_ERR_INVALID_ARGUMENT, "%s: ndim=%d exceeds %d", fn,
+                 ndim, SPMD_MAX_RANK);
+    SPMD_REQUIRE(ndim == 0 || shape != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: argument 'shape' is NULL but ndim is %d", fn, ndim);
+    int64_t want = spmd__shape_elements(array->ndim, array->shard_shape);
+    int64_t got = 1;
+    for (int d = 0; d < ndim; d++) {
+        SPMD_REQUIRE(shape[d] >= 0, SPMD_ERR_SHAPE, "%s: shape[%d] = %lld is negative", fn, d,
+                     (long long)shape[d]);
+        got *= shape[d];
+    }
+    if (got != want) {
+        char have[128], asked[128];
+        spmd__strbuf sb;
+        spmd__strbuf_init(&sb, have, sizeof have);
+        spmd__strbuf_shape(&sb, array->shard_shape, array->ndim);
+        spmd__strbuf_init(&sb, asked, sizeof asked);
+        spmd__strbuf_shape(&sb, shape, ndim);
+        return SPMD_ERROR(SPMD_ERR_SHAPE,
+                          "%s: shard %d has shape %s (%lld elements), which cannot be viewed as "
+                          "%s (%lld elements)",
+                          fn, i, have, (long long)want, asked, (long long)got);
+    }
+    const spmd__shard_slot *s = &array->shards[i];
+    spmd_sharding *sharding = NULL;
+    SPMD_CHECK(single_device_sharding(s->device_id, &sharding));
+    spmd_array *a = NULL;
+    spmd_status st = spmd__array_create_empty(sharding, ndim, shape, array->dtype, fn, &a);
+    spmd_sharding_destroy(sharding);
+    if (st != SPMD_OK)
+        return st;
+    a->shards[0].buffer = spmd__buffer_retain(s->buffer);
+    *out = a;
+    return SPMD_OK;
+}
+
+void spmd_array_mark_stacked_replicas(spmd_array *array)
+{
+    if (valid(array))
+        array->stacked_replicas = 1;
+}
+
+int spmd_array_has_stacked_replicas(const spmd_array *array)
+{
+    return valid(array) && array->stacked_replicas;
 }
 
 spmd_status spmd_array_shard(const spmd_array *array, int i, spmd_shard *shard)

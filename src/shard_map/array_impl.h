@@ -27,7 +27,8 @@ struct spmd_array {
     spmd_sharding *sharding;
     int num_shards; /* addressable devices, mesh flat order */
     spmd__shard_slot *shards;
-    int deleted; /* donated: its buffers now belong to another array */
+    int deleted;          /* donated: its buffers now belong to another array */
+    int stacked_replicas; /* every slice along axis 0 holds the same value */
 };
 
 /** Index of the shard of global device `device_id`, or -1. */
