@@ -92,6 +92,13 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_process_gather(const spmd_array *x, int
 SPMD_API SPMD_NODISCARD spmd_status spmd_broadcast_one_to_all(void *buffer, size_t bytes,
                                                               int source);
 /**
+ * The array form: process `source`'s value of x (it must hold all of it) into every process's
+ * `host_out` (`host_bytes` at least x's size); x's shape and dtype must match everywhere.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_broadcast_array_one_to_all(const spmd_array *x, int source,
+                                                                    void *host_out,
+                                                                    size_t host_bytes);
+/**
  * A barrier: returns once every process has called it with the same `name`. Different names
  * give SPMD_ERR_COLLECTIVE_MISMATCH on every process, the message quoting both.
  */

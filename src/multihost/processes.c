@@ -340,6 +340,21 @@ spmd_status spmd_broadcast_one_to_all(void *buffer, size_t bytes, int source)
     return st;
 }
 
+spmd_status spmd_broadcast_array_one_to_all(const spmd_array *x, int source, void *host_out,
+                                            size_t host_bytes)
+{
+    const char *fn = "spmd_broadcast_array_one_to_all";
+    SPMD_CHECK(spmd__array_check(x, fn, "x"));
+    SPMD_REQUIRE_NOT_NULL(host_out, fn);
+    size_t bytes = array_bytes(x);
+    SPMD_REQUIRE(host_bytes >= bytes, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: host_out holds %zu bytes but x has %zu", fn, host_bytes, bytes);
+    /* the source reads its value; the others only receive */
+    if (spmd_is_initialized() && spmd_process_index() == source)
+        SPMD_CHECK(spmd_array_to_host(x, host_out, bytes));
+    return spmd_broadcast_one_to_all(host_out, bytes, source);
+}
+
 spmd_status spmd_sync_global_devices(const char *name)
 {
     const char *fn = "spmd_sync_global_devices";

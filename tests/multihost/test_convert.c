@@ -91,6 +91,15 @@ static void round_trip(spmd_array *local, spmd_mesh *mesh, const char *spec_text
     assert_ok(spmd_array_to_host(back, b, (size_t)n * sizeof *b));
     assert_memory_equal(a, b, (size_t)n * sizeof *a);
     assert_true(shares_buffers(back, g)); /* the way back never copies */
+    /* and global -> host-local -> global again: bit-exact, still the same buffers */
+    spmd_array *again = NULL;
+    assert_ok(spmd_host_local_to_global(back, mesh, spec, &again));
+    float *value2 = malloc((size_t)count * sizeof *value2);
+    global_value(again, value2, (size_t)count * sizeof *value2);
+    assert_memory_equal(value2, value, (size_t)count * sizeof *value);
+    assert_true(shares_buffers(again, g));
+    free(value2);
+    spmd_array_destroy(again);
     free(a);
     free(b);
     free(value);

@@ -150,6 +150,16 @@ static void test_broadcast(void **state)
             assert_true(v[i] == (float)(i + 4 * source));
         assert_true(v[3] == 0.0f && signbit(v[3]));
     }
+    /* the array form: the source's value, whatever the others hold */
+    int64_t shape[1] = {4};
+    int32_t v32[4] = {me, me + 1, me + 2, me + 3}, got[4] = {-1, -1, -1, -1};
+    spmd_array *x = host_local(v32, 1, shape, SPMD_DTYPE_I32);
+    assert_ok(spmd_broadcast_array_one_to_all(x, P - 1, got, sizeof got));
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(got[i], P - 1 + i);
+    assert_status(spmd_broadcast_array_one_to_all(x, 0, got, 8), SPMD_ERR_INVALID_ARGUMENT,
+                  "host_out");
+    spmd_array_destroy(x);
     uint8_t b[3] = {(uint8_t)me, 1, 2};
     assert_ok(spmd_broadcast_one_to_all(b, sizeof b, P - 1));
     assert_int_equal(b[0], P - 1);
