@@ -31,7 +31,14 @@
 #include <spmd/mpi.h>
 #endif
 
-typedef enum bench_op { B_PSUM, B_ALL_GATHER, B_PSUM_SCATTER, B_PPERMUTE, B_ALL_TO_ALL, B_OPS } bench_op;
+typedef enum bench_op {
+    B_PSUM,
+    B_ALL_GATHER,
+    B_PSUM_SCATTER,
+    B_PPERMUTE,
+    B_ALL_TO_ALL,
+    B_OPS
+} bench_op;
 static const char *const op_names[] = {"psum", "all_gather", "psum_scatter", "ppermute",
                                        "all_to_all"};
 
@@ -84,7 +91,10 @@ static size_t out_count(const job *j)
     }
 }
 
-static double input_value(int device, size_t i) { return (double)((device * 7 + (int)(i % 13)) % 17); }
+static double input_value(int device, size_t i)
+{
+    return (double)((device * 7 + (int)(i % 13)) % 17);
+}
 
 /* Expected output element i on the device at position p, from the definitions. */
 static double expected(const job *j, int p, size_t i)
@@ -440,14 +450,18 @@ static void usage(void)
 
 static void parse(int argc, char **argv, config *c)
 {
-    static const struct option options[] = {
-        {"op", required_argument, NULL, 'o'},        {"min-bytes", required_argument, NULL, 'b'},
-        {"max-bytes", required_argument, NULL, 'e'}, {"iters", required_argument, NULL, 'n'},
-        {"warmup", required_argument, NULL, 'w'},    {"dtype", required_argument, NULL, 'd'},
-        {"dispatch", no_argument, NULL, 'D'},        {"dispatch-calls", required_argument, NULL, 'c'},
-        {"json", required_argument, NULL, 'j'},      {"help", no_argument, NULL, 'h'},
-        {"rounds", required_argument, NULL, 'r'},
-        {NULL, 0, NULL, 0}};
+    static const struct option options[] = {{"op", required_argument, NULL, 'o'},
+                                            {"min-bytes", required_argument, NULL, 'b'},
+                                            {"max-bytes", required_argument, NULL, 'e'},
+                                            {"iters", required_argument, NULL, 'n'},
+                                            {"warmup", required_argument, NULL, 'w'},
+                                            {"dtype", required_argument, NULL, 'd'},
+                                            {"dispatch", no_argument, NULL, 'D'},
+                                            {"dispatch-calls", required_argument, NULL, 'c'},
+                                            {"json", required_argument, NULL, 'j'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {"rounds", required_argument, NULL, 'r'},
+                                            {NULL, 0, NULL, 0}};
     *c = (config){{1, 1, 1, 1, 1}, 8, 64u << 20, 20, 5, 3, SPMD_DTYPE_F32, 0, 2000, NULL};
     int opt;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -492,7 +506,8 @@ static void parse(int argc, char **argv, config *c)
             exit(opt == 'h' ? 0 : 2);
         }
     }
-    if (c->iters < 1 || c->rounds < 1 || c->rounds > 99 || c->warmup < 0 || c->min_bytes < 1 || c->max_bytes < c->min_bytes ||
+    if (c->iters < 1 || c->rounds < 1 || c->rounds > 99 || c->warmup < 0 || c->min_bytes < 1 ||
+        c->max_bytes < c->min_bytes ||
         (c->dtype != SPMD_DTYPE_F32 && c->dtype != SPMD_DTYPE_F64 && c->dtype != SPMD_DTYPE_I32)) {
         fprintf(stderr, "bench_collectives: bad arguments\n");
         usage();
@@ -524,8 +539,8 @@ int main(int argc, char **argv)
         if (b_copy > 0)
             printf("# STREAM copy bandwidth (all cores): %.2f GB/s\n", b_copy / 1e9);
         printf("# %-12s %12s %12s %10s %9s %9s %6s   %s\n", "op", "size", "count", "time_us",
-               "algbw", "busbw", "#wrong", one_device_each ? "MPI: time_us busbw ratio"
-                                                            : (procs == 1 ? "bound: ratio" : ""));
+               "algbw", "busbw", "#wrong",
+               one_device_each ? "MPI: time_us busbw ratio" : (procs == 1 ? "bound: ratio" : ""));
     }
     size_t elem = spmd_dtype_size(cfg.dtype);
     for (int op = 0; op < B_OPS; op++) {

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_replicate: need 4 <= --min-bytes <= --max-bytes\n");
         return 2;
     }
+    /* Every large block straight from and back to the kernel: glibc's sliding mmap threshold
+     * would otherwise keep freed blocks resident and hide the next allocation from VmHWM. */
+    mallopt(M_MMAP_THRESHOLD, 1 << 16);
     CHECK(spmd_init(NULL));
     int total = spmd_local_device_count();
     if (!reset_peak())
