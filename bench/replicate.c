@@ -15,24 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-#include <cjson/cJSON.h>
-#include <spmd.h>
+#include "bench_util.h"
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        spmd_status st_ = (call);                                                                  \
-        if (st_ != SPMD_OK) {                                                                      \
-            fprintf(stderr, "bench_replicate: %s failed: %s\n", #call, spmd_last_error());         \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#define CHECK(call) BENCH_CHECK("bench_replicate", call)
 
 /* A field of /proc/self/status in bytes ("VmHWM", "VmRSS"). */
 static long status_bytes(const char *field)
@@ -81,7 +66,7 @@ static measure run(int stacked, const float *value, size_t bytes, const int *ids
     measure m = {0, 0, 0};
     long before = status_bytes("VmRSS");
     reset_peak();
-    double start = now_s();
+    double start = bench_now_s();
     spmd_array *x = NULL;
     if (!stacked) {
         CHECK(spmd_device_put_replicated(value, 1, shape, SPMD_DTYPE_F32, ids, n, &x));
@@ -100,7 +85,7 @@ static measure run(int stacked, const float *value, size_t bytes, const int *ids
         spmd_mesh_destroy(mesh);
         free(stack);
     }
-    m.seconds = now_s() - start;
+    m.seconds = bench_now_s() - start;
     m.extra_host = status_bytes("VmHWM") - before - (long)(bytes * (size_t)n);
     if (m.extra_host < 0)
         m.extra_host = 0;
@@ -173,15 +158,7 @@ int main(int argc, char **argv)
             free(value);
         }
     }
-    if (json_path) {
-        FILE *f = fopen(json_path, "w");
-        char *text = cJSON_Print(root);
-        if (f && text)
-            fputs(text, f);
-        if (f)
-            fclose(f);
-        free(text);
-    }
+    bench_write_json(root, json_path);
     cJSON_Delete(root);
     CHECK(spmd_finalize());
     return 0;

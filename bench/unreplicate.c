@@ -15,36 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-#include <cjson/cJSON.h>
-#include <spmd.h>
+#include "bench_util.h"
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        spmd_status st_ = (call);                                                                  \
-        if (st_ != SPMD_OK) {                                                                      \
-            fprintf(stderr, "bench_unreplicate: %s failed: %s\n", #call, spmd_last_error());       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
+#define CHECK(call) BENCH_CHECK("bench_unreplicate", call)
 
 /* Gather-then-index: the whole array to the host, slice 0 back onto its first device. */
 static size_t gather_then_index(const spmd_array *x, void *all, size_t slice, spmd_array **out)
@@ -117,9 +90,9 @@ int main(int argc, char **argv)
              * touches and charge it a cold start */
             for (int k = 0; k < iters; k++) {
                 spmd_array *u = NULL;
-                double start = now_s();
+                double start = bench_now_s();
                 CHECK(spmd_unreplicate(x, &u));
-                t_ours[k] = now_s() - start;
+                t_ours[k] = bench_now_s() - start;
                 spmd_shard view;
                 CHECK(spmd_array_shard(u, 0, &view));
                 ours_bytes = view.data == first.data ? 0 : slice;
@@ -129,15 +102,16 @@ int main(int argc, char **argv)
             }
             for (int k = 0; k < iters; k++) {
                 spmd_array *g = NULL;
-                double start = now_s();
+                double start = bench_now_s();
                 base_bytes = gather_then_index(x, all, slice, &g);
-                t_base[k] = now_s() - start;
+                t_base[k] = bench_now_s() - start;
                 spmd_shard gs;
                 CHECK(spmd_array_shard(g, 0, &gs));
                 wrong += memcmp(gs.data, value, slice) != 0;
                 spmd_array_destroy(g);
             }
-            double ours = median(t_ours, iters) * 1e6, base = median(t_base, iters) * 1e6;
+            double ours = bench_quantile(t_ours, iters, 0.5) * 1e6,
+                   base = bench_quantile(t_base, iters, 0.5) * 1e6;
             printf("  %7d %10zu %12.2f %12zu %12.1f %12zu %8.0f%s\n", n, slice, ours, ours_bytes,
                    base, base_bytes, base / ours, wrong ? "  WRONG" : "");
             cJSON *row = cJSON_CreateObject();
@@ -154,15 +128,7 @@ int main(int argc, char **argv)
             free(all);
         }
     }
-    if (json_path) {
-        FILE *f = fopen(json_path, "w");
-        char *text = cJSON_Print(root);
-        if (f && text)
-            fputs(text, f);
-        if (f)
-            fclose(f);
-        free(text);
-    }
+    bench_write_json(root, json_path);
     cJSON_Delete(root);
     free(t_ours);
     free(t_base);

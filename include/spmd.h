@@ -18,5 +18,6 @@
 #include "spmd/ops.h"
 #include "spmd/multihost.h"
 #include "spmd/compat.h"
+#include "spmd/pmap.h"
 
 #endif /* SPMD_H */

@@ -77,6 +77,9 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_check_contiguous(const spmd_mesh *
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_local_shape(const spmd_mesh *mesh, int *shape);
 
+/** 1 when the mesh was built since the last spmd_init (objects do not outlive spmd_finalize). */
+SPMD_API int spmd_mesh_is_current(const spmd_mesh *mesh);
+
 /** 1 when both meshes have the same names, shape and devices in the same order. */
 SPMD_API int spmd_mesh_equal(const spmd_mesh *a, const spmd_mesh *b);
 

@@ -223,6 +223,14 @@ void spmd_mesh_destroy(spmd_mesh *mesh)
 int spmd_mesh_ndim(const spmd_mesh *mesh) { return valid(mesh) ? mesh->ndim : -1; }
 int spmd_mesh_size(const spmd_mesh *mesh) { return valid(mesh) ? mesh->size : 0; }
 
+int spmd_mesh_is_current(const spmd_mesh *mesh)
+{
+    if (!valid(mesh) || !spmd_is_initialized())
+        return 0;
+    const spmd__runtime *rt = spmd__runtime_get("spmd_mesh_is_current");
+    return rt && rt->session == mesh->session;
+}
+
 int spmd_mesh_axis_size(const spmd_mesh *mesh, int axis)
 {
     return valid(mesh) && axis >= 0 && axis < mesh->ndim ? mesh->shape[axis] : -1;
