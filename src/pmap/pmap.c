@@ -18,7 +18,6 @@ enum { MAX_ARGS = 64, CACHE_SLOTS = 16 };
 typedef struct entry {
     unsigned char *key;
     size_t key_bytes;
-    unsigned long last_use;
     spmd_mesh *mesh;
     spmd_plan *plan;
     spmd_sharding **in_shardings; /* [nin] what each input must be laid out as */
@@ -33,6 +32,9 @@ typedef struct entry {
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static entry *cache[CACHE_SLOTS];
+/* Kept apart from the entries: the device threads read an entry on every call, and a write
+ * to its cache line would make each of them fetch it again. */
+static unsigned long last_use[CACHE_SLOTS];
 static unsigned long use_clock;
 
 static void entry_free(entry *e)
@@ -78,7 +80,16 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
                         void *arg)
 {
     entry *e = arg;
-    spmd_block reduced_in[MAX_ARGS], reduced_out[MAX_ARGS];
+    /* Few arguments (the common case) fit a small frame; a frame of 2 × MAX_ARGS blocks (18 KiB)
+     * measurably slowed every call (stack probes on pages touched by nothing else). */
+    enum { SMALL = 8 };
+    spmd_block small[2 * SMALL], *reduced = small;
+    if (nin > SMALL || nout > SMALL) {
+        reduced = malloc((size_t)(nin + nout) * sizeof *reduced);
+        if (!reduced)
+            return SPMD_ERR_OUT_OF_MEMORY;
+    }
+    spmd_block *reduced_in = reduced, *reduced_out = reduced + nin;
     for (int i = 0; i < nin; i++) {
         reduced_in[i] = in[i];
         if (e->in_axis[i] != SPMD_NONE)
@@ -89,7 +100,10 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
         if (e->out_axis[j] != SPMD_NONE)
             drop_axes(&reduced_out[j], e->out_axis[j], e->naxes);
     }
-    return e->fn(ctx, nin, reduced_in, nout, reduced_out, e->user);
+    spmd_status st = e->fn(ctx, nin, reduced_in, nout, reduced_out, e->user);
+    if (reduced != small)
+        free(reduced);
+    return st;
 }
 
 /* ---- signature ---- */
@@ -282,7 +296,10 @@ static size_t signature(const call *c, spmd_fn fn, spmd_array *const *inputs,
         PUT(&donate, sizeof donate);
     }
     for (int j = 0; j < c->nout; j++) {
-        PUT(&c->global_out[j], sizeof c->global_out[j]);
+        const spmd_out_desc *g = &c->global_out[j];
+        PUT(&g->ndim, sizeof g->ndim);
+        PUT(&g->dtype, sizeof g->dtype);
+        PUT(g->shape, (size_t)g->ndim * sizeof g->shape[0]);
         PUT(&c->out_axis[j], sizeof(int));
     }
     PUT(&o->check_replication, sizeof o->check_replication);
@@ -355,16 +372,20 @@ static spmd_status find_entry(const call *c, spmd_fn fn, spmd_array *const *inpu
     for (int s = 0; s < CACHE_SLOTS; s++) {
         entry *e = cache[s];
         if (e && e->key_bytes == bytes && memcmp(e->key, key, bytes) == 0) {
-            e->last_use = ++use_clock;
+            last_use[s] = ++use_clock;
             if (key != stack_key)
                 free(key);
             *out = e;
             return SPMD_OK;
         }
-        if (!e || (cache[victim] && e->last_use < cache[victim]->last_use))
+        if (!e || (cache[victim] && last_use[s] < last_use[victim]))
             victim = s;
     }
-    entry *e = calloc(1, sizeof *e);
+    /* on line pairs of its own, away from the per-call allocations of the executor */
+    size_t entry_bytes = (sizeof(entry) + 127) / 128 * 128;
+    entry *e = aligned_alloc(128, entry_bytes);
+    if (e)
+        memset(e, 0, entry_bytes);
     spmd_status st = e ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     if (st == SPMD_OK) {
         e->key = malloc(bytes);
@@ -383,7 +404,7 @@ static spmd_status find_entry(const call *c, spmd_fn fn, spmd_array *const *inpu
     }
     entry_free(cache[victim]);
     cache[victim] = e;
-    e->last_use = ++use_clock;
+    last_use[victim] = ++use_clock;
     *out = e;
     return SPMD_OK;
 }
@@ -436,8 +457,7 @@ spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs
                       const int *out_axes, const char *axis_name, const int *devices,
                       int num_devices, const spmd_pmap_options *options, spmd_array **outputs)
 {
-    static _Thread_local call c; /* large: kept off the stack */
-    memset(&c, 0, offsetof(call, devices));
+    static _Thread_local call c; /* large: kept off the stack; every field read is set below */
     c.fn_name = "spmd_pmap";
     const char *f = c.fn_name;
     SPMD_REQUIRE(spmd_is_initialized(), SPMD_ERR_INVALID_ARGUMENT,
@@ -476,10 +496,16 @@ spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs
         entry_free(e);
         st = find_entry(&c, fn, inputs, out_descs, &o, &e);
     }
-    spmd_array *placed[MAX_ARGS] = {NULL};
-    int made[MAX_ARGS] = {0};
-    spmd_array *global_out[MAX_ARGS] = {NULL};
-    if (st == SPMD_OK) {
+    spmd_array *placed[MAX_ARGS], *global_out[MAX_ARGS];
+    int made[MAX_ARGS];
+    for (int i = 0; i < nin; i++) {
+        placed[i] = NULL;
+        made[i] = 0;
+    }
+    for (int j = 0; j < nout; j++)
+        global_out[j] = NULL;
+    /* written only when they change: see last_use */
+    if (st == SPMD_OK && (e->fn != fn || e->user != user)) {
         e->fn = fn;
         e->user = user;
     }

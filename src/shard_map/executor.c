@@ -279,8 +279,9 @@ static void device_list(spmd__strbuf *sb, const spmd_mesh *m)
 
 static spmd_status check_input(spmd_plan *p, int i, const spmd_array *a)
 {
-    char arg[32];
-    snprintf(arg, sizeof arg, "in_arrays[%d]", i);
+    char arg[32] = "in_arrays";
+    if (!a || a->magic != SPMD__MAGIC_ARRAY || a->deleted) /* formatted only for the message */
+        snprintf(arg, sizeof arg, "in_arrays[%d]", i);
     SPMD_CHECK(spmd__array_check(a, "spmd_shard_map", arg));
     const spmd_in_desc *d = &p->in_descs[i];
     int same_shape = a->ndim == d->ndim && a->dtype == d->dtype;
