@@ -16,8 +16,10 @@ enum { MAX_ARGS = 64, CACHE_SLOTS = 16 };
 
 /* One cached signature: its plan and what the body needs to reduce the blocks. */
 typedef struct entry {
-    unsigned char *key;
+    unsigned char *key; /* the normalized signature */
     size_t key_bytes;
+    unsigned char *raw; /* the raw arguments of the last call that used it */
+    size_t raw_bytes;
     spmd_mesh *mesh;
     spmd_plan *plan;
     spmd_sharding **in_shardings; /* [nin] what each input must be laid out as */
@@ -53,6 +55,7 @@ static void entry_free(entry *e)
     free(e->out_specs);
     spmd_mesh_destroy(e->mesh);
     free(e->key);
+    free(e->raw);
     free(e);
 }
 
@@ -265,17 +268,20 @@ static spmd_status describe_call(call *c, spmd_array *const *inputs, const int *
     return SPMD_OK;
 }
 
+/* Appends `bytes` at *n when they fit (the total is counted either way, to size a retry). */
+static void put(unsigned char *buf, size_t size, size_t *n, const void *data, size_t bytes)
+{
+    if (bytes <= size && *n <= size - bytes)
+        memcpy(buf + *n, data, bytes);
+    *n += bytes;
+}
+
 /* The bytes that identify a signature. */
 static size_t signature(const call *c, spmd_fn fn, spmd_array *const *inputs,
                         const spmd_pmap_options *o, unsigned char *buf, size_t size)
 {
     size_t n = 0;
-#define PUT(ptr, bytes)                                                                            \
-    do {                                                                                           \
-        if (n + (bytes) <= size)                                                                   \
-            memcpy(buf + n, (ptr), (bytes));                                                       \
-        n += (bytes);                                                                              \
-    } while (0)
+#define PUT(ptr, bytes) put(buf, size, &n, (ptr), (bytes))
     PUT(&fn, sizeof fn);
     PUT(&c->nin, sizeof c->nin);
     PUT(&c->nout, sizeof c->nout);
@@ -301,6 +307,55 @@ static size_t signature(const call *c, spmd_fn fn, spmd_array *const *inputs,
         PUT(&g->dtype, sizeof g->dtype);
         PUT(g->shape, (size_t)g->ndim * sizeof g->shape[0]);
         PUT(&c->out_axis[j], sizeof(int));
+    }
+    PUT(&o->check_replication, sizeof o->check_replication);
+#undef PUT
+    return n;
+}
+
+/*
+ * The raw arguments, serialized: a repeated call with the same ones finds its entry without
+ * parsing and checking again. 0 when an argument is unusable (the slow path reports it).
+ */
+static size_t raw_key(spmd_fn fn, int nin, spmd_array *const *inputs, const int *in_axes, int nout,
+                      const spmd_out_desc *out_descs, const int *out_axes, const char *axis_name,
+                      const int *devices, int num_devices, const spmd_pmap_options *o,
+                      unsigned char *buf, size_t size)
+{
+    size_t n = 0;
+#define PUT(ptr, bytes) put(buf, size, &n, (ptr), (bytes))
+    if (!axis_name || (devices == NULL) != (num_devices == 0) || num_devices < 0 ||
+        num_devices > 4096)
+        return 0;
+    int processes = spmd_process_count();
+    PUT(&fn, sizeof fn);
+    PUT(&nin, sizeof nin);
+    PUT(&nout, sizeof nout);
+    PUT(&processes, sizeof processes);
+    PUT(axis_name, strlen(axis_name) + 1);
+    PUT(&num_devices, sizeof num_devices);
+    if (devices)
+        PUT(devices, (size_t)num_devices * sizeof *devices);
+    for (int i = 0; i < nin; i++) {
+        int ndim = spmd_array_ndim(inputs[i]);
+        if (ndim < 0 || ndim > SPMD_MAX_RANK)
+            return 0;
+        spmd_dtype t = spmd_array_dtype(inputs[i]);
+        int axis = in_axes ? in_axes[i] : 0, donate = o->donate ? o->donate[i] != 0 : 0;
+        PUT(&ndim, sizeof ndim);
+        PUT(&t, sizeof t);
+        PUT(spmd_array_shape(inputs[i]), (size_t)ndim * sizeof(int64_t));
+        PUT(&axis, sizeof axis);
+        PUT(&donate, sizeof donate);
+    }
+    for (int j = 0; j < nout; j++) {
+        int axis = out_axes ? out_axes[j] : 0;
+        PUT(&out_descs[j].ndim, sizeof out_descs[j].ndim);
+        PUT(&out_descs[j].dtype, sizeof out_descs[j].dtype);
+        if (out_descs[j].ndim < 0 || out_descs[j].ndim > SPMD_MAX_RANK)
+            return 0;
+        PUT(out_descs[j].shape, (size_t)out_descs[j].ndim * sizeof(int64_t));
+        PUT(&axis, sizeof axis);
     }
     PUT(&o->check_replication, sizeof o->check_replication);
 #undef PUT
@@ -483,18 +538,42 @@ spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs
     c.nout = nout;
     c.processes = spmd_process_count();
     c.host_local = c.processes > 1;
-    SPMD_CHECK(parse_names(axis_name, &c));
-    SPMD_CHECK(describe_call(&c, inputs, in_axes, out_descs, out_axes, devices, num_devices));
+    unsigned char raw[1024];
+    size_t raw_bytes = raw_key(fn, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name,
+                               devices, num_devices, &o, raw, sizeof raw);
+    if (raw_bytes > sizeof raw)
+        raw_bytes = 0; /* too long to remember: every call takes the slow path */
 
     pthread_mutex_lock(&cache_lock); /* the entry holds this call's fn and user */
     entry *e = NULL;
-    spmd_status st = find_entry(&c, fn, inputs, out_descs, &o, &e);
-    if (st == SPMD_OK && !spmd_mesh_is_current(e->mesh)) { /* made before an spmd_finalize */
-        for (int s = 0; s < CACHE_SLOTS; s++)
-            if (cache[s] == e)
-                cache[s] = NULL;
-        entry_free(e);
-        st = find_entry(&c, fn, inputs, out_descs, &o, &e);
+    for (int s = 0; raw_bytes && s < CACHE_SLOTS && !e; s++)
+        if (cache[s] && cache[s]->raw_bytes == raw_bytes &&
+            memcmp(cache[s]->raw, raw, raw_bytes) == 0 && spmd_mesh_is_current(cache[s]->mesh)) {
+            e = cache[s];
+            last_use[s] = ++use_clock;
+        }
+    spmd_status st = SPMD_OK;
+    if (!e) { /* the slow path: parse, check, and find or build the entry */
+        st = parse_names(axis_name, &c);
+        if (st == SPMD_OK)
+            st = describe_call(&c, inputs, in_axes, out_descs, out_axes, devices, num_devices);
+        if (st == SPMD_OK)
+            st = find_entry(&c, fn, inputs, out_descs, &o, &e);
+        if (st == SPMD_OK && !spmd_mesh_is_current(e->mesh)) { /* before an spmd_finalize */
+            for (int s = 0; s < CACHE_SLOTS; s++)
+                if (cache[s] == e)
+                    cache[s] = NULL;
+            entry_free(e);
+            st = find_entry(&c, fn, inputs, out_descs, &o, &e);
+        }
+        if (st == SPMD_OK && raw_bytes) {
+            unsigned char *copy = realloc(e->raw, raw_bytes);
+            if (copy) {
+                memcpy(copy, raw, raw_bytes);
+                e->raw = copy;
+                e->raw_bytes = raw_bytes;
+            }
+        }
     }
     spmd_array *placed[MAX_ARGS], *global_out[MAX_ARGS];
     int made[MAX_ARGS];
