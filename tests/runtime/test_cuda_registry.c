@@ -56,9 +56,9 @@ static void test_devices_and_round_trip(void **state)
     const spmd_spec *specs[1] = {spec};
     spmd_out_desc desc = {.ndim = 2, .shape = {ROWS, 4 * n}, .dtype = SPMD_DTYPE_F32};
     spmd_array *result = NULL;
-    assert_status(spmd_shard_map(mesh, touch_block, NULL, 1, &a, specs, 1, &desc, specs, NULL,
-                                 &result),
-                  SPMD_ERR_UNSUPPORTED, "CUDA devices", "SPMD_PLATFORM=cpu");
+    assert_status(
+        spmd_shard_map(mesh, touch_block, NULL, 1, &a, specs, 1, &desc, specs, NULL, &result),
+        SPMD_ERR_UNSUPPORTED, "CUDA devices", "SPMD_PLATFORM=cpu");
     assert_null(result);
     spmd_spec_destroy(spec);
     spmd_array_destroy(a);

@@ -25,8 +25,8 @@
 #define MAX_AXES 3
 #define MAX_OPS 64
 #define MAX_PAIRS 64
-#define LARGE 24000 /* elements of a large block: > 64 KiB in f32; divisible by every group size   \
-                     */
+/* Elements of a large block: > 64 KiB in f32; divisible by every group size. */
+#define LARGE 24000
 
 /* The run's geometry; global device ids are process-major. */
 static int nproc, nlocal, me, ndev;

@@ -191,10 +191,8 @@ int main(void)
 {
     spmd_test_init();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shape_mismatch),
-        cmocka_unit_test(test_fn_fails),
-        cmocka_unit_test(test_false_replication),
-        cmocka_unit_test(test_failures_back_to_back),
+        cmocka_unit_test(test_shape_mismatch),    cmocka_unit_test(test_fn_fails),
+        cmocka_unit_test(test_false_replication), cmocka_unit_test(test_failures_back_to_back),
         cmocka_unit_test(test_skipped_psum),
     };
     int failures = cmocka_run_group_tests(tests, NULL, NULL);
