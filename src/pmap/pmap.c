@@ -12,14 +12,12 @@
 #include "runtime/check.h" /* error messages */
 #include "runtime/log.h"
 
-enum { MAX_ARGS = 64, CACHE_SLOTS = 16 };
+enum { MAX_ARGS = 64, MAX_DEVICES = 4096, CACHE_SLOTS = 16 };
 
 /* One cached signature: its plan and what the body needs to reduce the blocks. */
 typedef struct entry {
-    unsigned char *key; /* the normalized signature */
+    unsigned char *key; /* the call's arguments, serialized (call_key) */
     size_t key_bytes;
-    unsigned char *raw; /* the raw arguments of the last call that used it */
-    size_t raw_bytes;
     spmd_mesh *mesh;
     spmd_plan *plan;
     spmd_sharding **in_shardings; /* [nin] what each input must be laid out as */
@@ -55,7 +53,6 @@ static void entry_free(entry *e)
     free(e->out_specs);
     spmd_mesh_destroy(e->mesh);
     free(e->key);
-    free(e->raw);
     free(e);
 }
 
@@ -109,7 +106,7 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
     return st;
 }
 
-/* ---- signature ---- */
+/* ---- the call and its key ---- */
 
 typedef struct call {
     const char *fn_name;
@@ -121,7 +118,7 @@ typedef struct call {
     int64_t global_in[MAX_ARGS][SPMD_MAX_RANK];
     spmd_out_desc global_out[MAX_ARGS];
     int num_devices;
-    int devices[4096];
+    int devices[MAX_DEVICES];
 } call;
 
 /* "i" or "i, j" (quotes and parentheses allowed, as a spec entry would be written). */
@@ -231,9 +228,13 @@ static spmd_status describe_call(call *c, spmd_array *const *inputs, const int *
             if (c->in_axis[i] != SPMD_NONE)
                 c->global_in[i][c->in_axis[i]] *= c->processes;
     }
-    int n = 1;
+    int64_t total = 1;
     for (int a = 0; a < c->naxes; a++)
-        n *= c->sizes[a];
+        total *= c->sizes[a];
+    SPMD_REQUIRE(total <= MAX_DEVICES, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: the mapped sizes make %lld devices; a pmap spans at most %d", fn,
+                 (long long)total, MAX_DEVICES);
+    int n = (int)total;
     if (devices) {
         SPMD_REQUIRE(num_devices == n, SPMD_ERR_INVALID_ARGUMENT,
                      "%s: %d devices were given but the mapped size is %d; pass exactly one "
@@ -276,56 +277,20 @@ static void put(unsigned char *buf, size_t size, size_t *n, const void *data, si
     *n += bytes;
 }
 
-/* The bytes that identify a signature. */
-static size_t signature(const call *c, spmd_fn fn, spmd_array *const *inputs,
-                        const spmd_pmap_options *o, unsigned char *buf, size_t size)
-{
-    size_t n = 0;
-#define PUT(ptr, bytes) put(buf, size, &n, (ptr), (bytes))
-    PUT(&fn, sizeof fn);
-    PUT(&c->nin, sizeof c->nin);
-    PUT(&c->nout, sizeof c->nout);
-    PUT(&c->naxes, sizeof c->naxes);
-    PUT(&c->host_local, sizeof c->host_local);
-    for (int a = 0; a < c->naxes; a++)
-        PUT(c->names[a], strlen(c->names[a]) + 1);
-    PUT(c->sizes, (size_t)c->naxes * sizeof(int));
-    PUT(c->devices, (size_t)c->num_devices * sizeof(int));
-    for (int i = 0; i < c->nin; i++) {
-        int ndim = spmd_array_ndim(inputs[i]);
-        spmd_dtype t = spmd_array_dtype(inputs[i]);
-        int donate = o->donate ? o->donate[i] != 0 : 0;
-        PUT(&ndim, sizeof ndim);
-        PUT(&t, sizeof t);
-        PUT(c->global_in[i], (size_t)ndim * sizeof(int64_t));
-        PUT(&c->in_axis[i], sizeof(int));
-        PUT(&donate, sizeof donate);
-    }
-    for (int j = 0; j < c->nout; j++) {
-        const spmd_out_desc *g = &c->global_out[j];
-        PUT(&g->ndim, sizeof g->ndim);
-        PUT(&g->dtype, sizeof g->dtype);
-        PUT(g->shape, (size_t)g->ndim * sizeof g->shape[0]);
-        PUT(&c->out_axis[j], sizeof(int));
-    }
-    PUT(&o->check_replication, sizeof o->check_replication);
-#undef PUT
-    return n;
-}
-
 /*
- * The raw arguments, serialized: a repeated call with the same ones finds its entry without
- * parsing and checking again. 0 when an argument is unusable (the slow path reports it).
+ * The arguments that determine a pmap, serialized: a repeated call with the same ones finds its
+ * entry without parsing and checking again. 0 when an argument is unusable (parsing and
+ * checking report it).
  */
-static size_t raw_key(spmd_fn fn, int nin, spmd_array *const *inputs, const int *in_axes, int nout,
-                      const spmd_out_desc *out_descs, const int *out_axes, const char *axis_name,
-                      const int *devices, int num_devices, const spmd_pmap_options *o,
-                      unsigned char *buf, size_t size)
+static size_t call_key(spmd_fn fn, int nin, spmd_array *const *inputs, const int *in_axes, int nout,
+                       const spmd_out_desc *out_descs, const int *out_axes, const char *axis_name,
+                       const int *devices, int num_devices, const spmd_pmap_options *o,
+                       unsigned char *buf, size_t size)
 {
     size_t n = 0;
 #define PUT(ptr, bytes) put(buf, size, &n, (ptr), (bytes))
-    if (!axis_name || (devices == NULL) != (num_devices == 0) || num_devices < 0 ||
-        num_devices > 4096)
+    int listed = devices ? num_devices : 0;
+    if (!axis_name || listed < 0 || listed > MAX_DEVICES)
         return 0;
     int processes = spmd_process_count();
     PUT(&fn, sizeof fn);
@@ -333,9 +298,9 @@ static size_t raw_key(spmd_fn fn, int nin, spmd_array *const *inputs, const int 
     PUT(&nout, sizeof nout);
     PUT(&processes, sizeof processes);
     PUT(axis_name, strlen(axis_name) + 1);
-    PUT(&num_devices, sizeof num_devices);
-    if (devices)
-        PUT(devices, (size_t)num_devices * sizeof *devices);
+    PUT(&listed, sizeof listed);
+    if (listed)
+        PUT(devices, (size_t)listed * sizeof *devices);
     for (int i = 0; i < nin; i++) {
         int ndim = spmd_array_ndim(inputs[i]);
         if (ndim < 0 || ndim > SPMD_MAX_RANK)
@@ -410,32 +375,35 @@ static spmd_status build_entry(const call *c, spmd_array *const *inputs,
                             (const spmd_spec *const *)e->out_specs, &smo, &e->plan);
 }
 
-/* The cached entry for this signature, locked by the caller through cache_lock. */
-static spmd_status find_entry(const call *c, spmd_fn fn, spmd_array *const *inputs,
-                              const spmd_out_desc *per_device, const spmd_pmap_options *o,
-                              entry **out)
+/* The cached entry of `key`, or NULL; one made before an spmd_finalize is dropped. Called
+ * under cache_lock. */
+static entry *lookup(const unsigned char *key, size_t bytes)
 {
-    unsigned char stack_key[2048];
-    size_t bytes = signature(c, fn, inputs, o, stack_key, sizeof stack_key);
-    unsigned char *key = stack_key;
-    if (bytes > sizeof stack_key) {
-        key = malloc(bytes);
-        SPMD_REQUIRE(key != NULL, SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", c->fn_name);
-        signature(c, fn, inputs, o, key, bytes);
-    }
-    int victim = 0;
-    for (int s = 0; s < CACHE_SLOTS; s++) {
+    for (int s = 0; bytes && s < CACHE_SLOTS; s++) {
         entry *e = cache[s];
-        if (e && e->key_bytes == bytes && memcmp(e->key, key, bytes) == 0) {
-            last_use[s] = ++use_clock;
-            if (key != stack_key)
-                free(key);
-            *out = e;
-            return SPMD_OK;
+        if (!e || e->key_bytes != bytes || memcmp(e->key, key, bytes) != 0)
+            continue;
+        if (!spmd_mesh_is_current(e->mesh)) {
+            entry_free(e);
+            cache[s] = NULL;
+            return NULL;
         }
-        if (!e || (cache[victim] && last_use[s] < last_use[victim]))
-            victim = s;
+        last_use[s] = ++use_clock;
+        return e;
     }
+    return NULL;
+}
+
+/* Builds the entry of a checked call and caches it in place of the least recently used one.
+ * Called under cache_lock. */
+static spmd_status add_entry(const call *c, const unsigned char *key, size_t bytes,
+                             spmd_array *const *inputs, const spmd_out_desc *per_device,
+                             const spmd_pmap_options *o, entry **out)
+{
+    int victim = 0;
+    for (int s = 0; s < CACHE_SLOTS; s++)
+        if (!cache[s] || (cache[victim] && last_use[s] < last_use[victim]))
+            victim = s;
     /* on line pairs of its own, away from the per-call allocations of the executor */
     size_t entry_bytes = (sizeof(entry) + 127) / 128 * 128;
     entry *e = aligned_alloc(128, entry_bytes);
@@ -451,8 +419,6 @@ static spmd_status find_entry(const call *c, spmd_fn fn, spmd_array *const *inpu
         memcpy(e->key, key, bytes);
         st = build_entry(c, inputs, per_device, o, e);
     }
-    if (key != stack_key)
-        free(key);
     if (st != SPMD_OK) {
         entry_free(e);
         return st;
@@ -538,43 +504,29 @@ spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs
     c.nout = nout;
     c.processes = spmd_process_count();
     c.host_local = c.processes > 1;
-    unsigned char raw[1024];
-    size_t raw_bytes = raw_key(fn, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name,
-                               devices, num_devices, &o, raw, sizeof raw);
-    if (raw_bytes > sizeof raw)
-        raw_bytes = 0; /* too long to remember: every call takes the slow path */
+    unsigned char stack_key[1024], *key = stack_key;
+    size_t key_bytes = call_key(fn, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name,
+                                devices, num_devices, &o, stack_key, sizeof stack_key);
+    if (key_bytes > sizeof stack_key) {
+        key = malloc(key_bytes);
+        SPMD_REQUIRE(key != NULL, SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", f);
+        call_key(fn, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name, devices,
+                 num_devices, &o, key, key_bytes);
+    }
 
     pthread_mutex_lock(&cache_lock); /* the entry holds this call's fn and user */
-    entry *e = NULL;
-    for (int s = 0; raw_bytes && s < CACHE_SLOTS && !e; s++)
-        if (cache[s] && cache[s]->raw_bytes == raw_bytes &&
-            memcmp(cache[s]->raw, raw, raw_bytes) == 0 && spmd_mesh_is_current(cache[s]->mesh)) {
-            e = cache[s];
-            last_use[s] = ++use_clock;
-        }
+    entry *e = lookup(key, key_bytes);
     spmd_status st = SPMD_OK;
-    if (!e) { /* the slow path: parse, check, and find or build the entry */
+    if (!e) { /* a new signature: parse and check it, then build its plan */
         st = parse_names(axis_name, &c);
         if (st == SPMD_OK)
             st = describe_call(&c, inputs, in_axes, out_descs, out_axes, devices, num_devices);
         if (st == SPMD_OK)
-            st = find_entry(&c, fn, inputs, out_descs, &o, &e);
-        if (st == SPMD_OK && !spmd_mesh_is_current(e->mesh)) { /* before an spmd_finalize */
-            for (int s = 0; s < CACHE_SLOTS; s++)
-                if (cache[s] == e)
-                    cache[s] = NULL;
-            entry_free(e);
-            st = find_entry(&c, fn, inputs, out_descs, &o, &e);
-        }
-        if (st == SPMD_OK && raw_bytes) {
-            unsigned char *copy = realloc(e->raw, raw_bytes);
-            if (copy) {
-                memcpy(copy, raw, raw_bytes);
-                e->raw = copy;
-                e->raw_bytes = raw_bytes;
-            }
-        }
+            st = key_bytes ? add_entry(&c, key, key_bytes, inputs, out_descs, &o, &e)
+                           : SPMD_ERROR(SPMD_ERR_INTERNAL, "%s: a checked call has no key", f);
     }
+    if (key != stack_key)
+        free(key);
     spmd_array *placed[MAX_ARGS], *global_out[MAX_ARGS];
     int made[MAX_ARGS];
     for (int i = 0; i < nin; i++) {
