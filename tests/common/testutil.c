@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -74,4 +75,59 @@ uint64_t spmd_test_rng_next(spmd_test_rng *rng)
 int spmd_test_rng_below(spmd_test_rng *rng, int n)
 {
     return (int)(spmd_test_rng_next(rng) % (uint64_t)n);
+}
+
+double spmd_test_load(spmd_dtype t, const void *p, int64_t i)
+{
+    switch (t) {
+    case SPMD_DTYPE_F32:
+        return ((const float *)p)[i];
+    case SPMD_DTYPE_F64:
+        return ((const double *)p)[i];
+    case SPMD_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    case SPMD_DTYPE_I64:
+        return (double)((const int64_t *)p)[i];
+    case SPMD_DTYPE_F16:
+        return spmd_f16_to_f32(((const uint16_t *)p)[i]);
+    case SPMD_DTYPE_BF16:
+        return spmd_bf16_to_f32(((const uint16_t *)p)[i]);
+    case SPMD_DTYPE_U8:
+    case SPMD_DTYPE_BOOL:
+        return ((const uint8_t *)p)[i];
+    default:
+        return NAN;
+    }
+}
+
+void spmd_test_store(spmd_dtype t, void *p, int64_t i, double v)
+{
+    switch (t) {
+    case SPMD_DTYPE_F32:
+        ((float *)p)[i] = (float)v;
+        break;
+    case SPMD_DTYPE_F64:
+        ((double *)p)[i] = v;
+        break;
+    case SPMD_DTYPE_I32:
+        ((int32_t *)p)[i] = (int32_t)v;
+        break;
+    case SPMD_DTYPE_I64:
+        ((int64_t *)p)[i] = (int64_t)v;
+        break;
+    case SPMD_DTYPE_F16:
+        ((uint16_t *)p)[i] = spmd_f32_to_f16((float)v);
+        break;
+    case SPMD_DTYPE_BF16:
+        ((uint16_t *)p)[i] = spmd_f32_to_bf16((float)v);
+        break;
+    case SPMD_DTYPE_U8:
+        ((uint8_t *)p)[i] = (uint8_t)v;
+        break;
+    case SPMD_DTYPE_BOOL:
+        ((uint8_t *)p)[i] = v != 0;
+        break;
+    default:
+        break;
+    }
 }

@@ -41,6 +41,14 @@ void spmd_test_init(void);
  */
 int spmd_test_finish(int failures);
 
+/**
+ * Element i of a dense buffer of dtype t as a double (f16/bf16 through libspmd's conversions,
+ * int64 beyond 2^53 rounded), and the reverse (C's conversions; f16/bf16 round to nearest even).
+ * For the test references that need no conversion of their own.
+ */
+double spmd_test_load(spmd_dtype t, const void *p, int64_t i);
+void spmd_test_store(spmd_dtype t, void *p, int64_t i, double v);
+
 /** Deterministic pseudo-random numbers (xorshift64*), independent of the C library. */
 typedef struct spmd_test_rng {
     uint64_t state;

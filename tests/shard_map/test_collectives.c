@@ -206,47 +206,6 @@ static double val(int flat, int64_t i, int salt, spmd_dtype t, int big)
     }
 }
 
-static void store(void *p, int64_t i, spmd_dtype t, double v)
-{
-    switch (t) {
-    case SPMD_DTYPE_F32:
-        ((float *)p)[i] = (float)v;
-        break;
-    case SPMD_DTYPE_F64:
-        ((double *)p)[i] = v;
-        break;
-    case SPMD_DTYPE_I32:
-        ((int32_t *)p)[i] = (int32_t)v;
-        break;
-    case SPMD_DTYPE_F16:
-        ((uint16_t *)p)[i] = spmd_f32_to_f16((float)v);
-        break;
-    case SPMD_DTYPE_BF16:
-        ((uint16_t *)p)[i] = spmd_f32_to_bf16((float)v);
-        break;
-    default:
-        break;
-    }
-}
-
-static double load(const void *p, int64_t i, spmd_dtype t)
-{
-    switch (t) {
-    case SPMD_DTYPE_F32:
-        return ((const float *)p)[i];
-    case SPMD_DTYPE_F64:
-        return ((const double *)p)[i];
-    case SPMD_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    case SPMD_DTYPE_F16:
-        return spmd_f16_to_f32(((const uint16_t *)p)[i]);
-    case SPMD_DTYPE_BF16:
-        return spmd_bf16_to_f32(((const uint16_t *)p)[i]);
-    default:
-        return NAN;
-    }
-}
-
 static int64_t num_elems(int ndim, const int64_t *shape)
 {
     int64_t n = 1;
@@ -695,7 +654,7 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
             st = spmd_ctx_alloc(ctx, o->ndim, o->shape, o->dtype, &x);
             int64_t count = num_elems(o->ndim, o->shape);
             for (int64_t i = 0; st == SPMD_OK && i < count; i++)
-                store(x.data, i, o->dtype, val(flat, i, o->salt, o->dtype, o->big));
+                spmd_test_store(o->dtype, x.data, i, val(flat, i, o->salt, o->dtype, o->big));
         }
         if (st != SPMD_OK)
             return st;
@@ -755,7 +714,7 @@ static void check_values(const op *o, int f, int dev, const void *data, double *
     double tol = tolerance(o);
     int bad = 0;
     for (int64_t e = 0; e < count; e++) {
-        double got = load(data, e, o->out_dtype);
+        double got = spmd_test_load(o->out_dtype, data, e);
         double want = exp[e];
         double lim = tol * (fabs(want) > 1 ? fabs(want) : 1);
         if (!(fabs(got - want) <= lim)) {
@@ -862,8 +821,8 @@ static void run_case(coll_case *c)
         assert_non_null(host);
         for (int f = 0; f < m->size; f++)
             for (int64_t i = 0; i < count; i++)
-                store(host + (size_t)(f * count) * esz, i, o->dtype,
-                      val(f, i, o->salt, o->dtype, o->big));
+                spmd_test_store(o->dtype, host + (size_t)(f * count) * esz, i,
+                                val(f, i, o->salt, o->dtype, o->big));
         o->input = nin;
         spmd_status st = spmd_device_put(host, o->ndim + 1, gshape, o->dtype, sh, &inputs[nin]);
         free(host);

@@ -331,42 +331,6 @@ static int64_t flat_index(int ndim, const int64_t *shape, const int64_t *idx)
     return f;
 }
 
-static double load(spmd_dtype t, const void *p, int64_t i)
-{
-    switch (t) {
-    case SPMD_DTYPE_F32:
-        return ((const float *)p)[i];
-    case SPMD_DTYPE_F64:
-        return ((const double *)p)[i];
-    case SPMD_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    case SPMD_DTYPE_I64:
-        return (double)((const int64_t *)p)[i];
-    default:
-        return NAN;
-    }
-}
-
-static void store(spmd_dtype t, void *p, int64_t i, double v)
-{
-    switch (t) {
-    case SPMD_DTYPE_F32:
-        ((float *)p)[i] = (float)v;
-        break;
-    case SPMD_DTYPE_F64:
-        ((double *)p)[i] = v;
-        break;
-    case SPMD_DTYPE_I32:
-        ((int32_t *)p)[i] = (int32_t)v;
-        break;
-    case SPMD_DTYPE_I64:
-        ((int64_t *)p)[i] = (int64_t)v;
-        break;
-    default:
-        break;
-    }
-}
-
 static size_t dsize(spmd_dtype t) { return t == SPMD_DTYPE_F64 || t == SPMD_DTYPE_I64 ? 8 : 4; }
 
 /* The global test data: element with row-major index g is seed + g (exact in every dtype). */
@@ -379,7 +343,7 @@ static void *host_data(int ndim, const int64_t *shape, spmd_dtype t, int seed)
     void *p = malloc((size_t)n * dsize(t));
     assert_non_null(p);
     for (int64_t g = 0; g < n; g++)
-        store(t, p, g, gval(seed, g));
+        spmd_test_store(t, p, g, gval(seed, g));
     return p;
 }
 
@@ -471,7 +435,7 @@ static void verify_array(const spmd_array *a, const rmesh *m, const rspec *s, in
         for (int64_t e = 0; e < n && bad < 3; e++, next_index(ndim, ext, idx)) {
             for (int j = 0; j < ndim; j++)
                 gidx[j] = start[j] + idx[j];
-            double want_v = expect(gidx, user), got = load(t, buf, e);
+            double want_v = expect(gidx, user), got = spmd_test_load(t, buf, e);
             if (got != want_v) {
                 check_failed(__FILE__, __LINE__, "shard value",
                              "%s: device %d element %lld is %g, expected %g", what, m->ids[f],
@@ -490,7 +454,7 @@ static void verify_array(const spmd_array *a, const rmesh *m, const rspec *s, in
             int bad = 0;
             memset(idx, 0, sizeof idx);
             for (int64_t g = 0; g < n && bad < 3; g++, next_index(ndim, shape, idx)) {
-                double want_v = expect(idx, user), got = load(t, host, g);
+                double want_v = expect(idx, user), got = spmd_test_load(t, host, g);
                 if (got != want_v) {
                     check_failed(__FILE__, __LINE__, "host value",
                                  "%s: element %lld is %g, expected %g", what, (long long)g, got,
@@ -566,7 +530,7 @@ static spmd_status fn_identity(spmd_ctx *ctx, int nin, const spmd_block *in, int
             for (int j = 0; j < r->ndim; j++)
                 gidx[j] = start[j] + idx[j];
             double want = gval(r->seed, flat_index(r->ndim, r->shape, gidx));
-            if (load(r->dtype, in[i].data, e) != want)
+            if (spmd_test_load(r->dtype, in[i].data, e) != want)
                 wrong++;
         }
         FN_CHECK(wrong == 0, "device %d: %lld elements of input %d are wrong", dev,
@@ -1802,7 +1766,7 @@ static spmd_status fn_ctx(spmd_ctx *ctx, int nin, const spmd_block *in, int nout
     }
     for (int k = 0; k < NTEMP; k++)
         for (int e = 0; e < 15; e++)
-            if (load(t[k].dtype, t[k].data, e) != (double)(1000 * dev + 100 * k + e)) {
+            if (spmd_test_load(t[k].dtype, t[k].data, e) != (double)(1000 * dev + 100 * k + e)) {
                 FN_CHECK(0, "device %d: temporary %d was overwritten (element %d)", dev, k, e);
                 break;
             }
