@@ -121,13 +121,14 @@ spmd_status spmd_host_local_to_global(const spmd_array *local, spmd_mesh *mesh,
         st = spmd__env_int("SPMD_CHECK_REPLICATED_INPUTS", 0, 1, &check, &is_set);
     void *host = NULL;
     size_t bytes = (size_t)spmd_array_size(local) * spmd_dtype_size(local->dtype);
-    if (st == SPMD_OK &&
-        (check || !spmd_sharding_is_equivalent(local->sharding, local_sharding, local->ndim))) {
+    int in_place =
+        st == SPMD_OK && spmd_sharding_is_equivalent(local->sharding, local_sharding, local->ndim);
+    if (st == SPMD_OK && (check || !in_place)) {
         host = malloc(bytes ? bytes : 1);
         st = host ? spmd_array_to_host(local, host, bytes)
                   : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    if (st == SPMD_OK && spmd_sharding_is_equivalent(local->sharding, local_sharding, local->ndim))
+    if (st == SPMD_OK && in_place)
         st = share_buffers(local, global_sharding, local->ndim, global_shape, fn, global);
     else if (st == SPMD_OK) /* the shards sit elsewhere: one copy from the host value */
         st = spmd_array_from_process_local_data(global_sharding, host, local->ndim, local->shape,
