@@ -48,7 +48,7 @@ static inline void bench_write_json(const cJSON *root, const char *path)
     FILE *f = fopen(path, "w");
     char *text = cJSON_Print(root);
     if (f && text)
-        fputs(text, f);
+        fprintf(f, "%s\n", text);
     if (f)
         fclose(f);
     free(text);

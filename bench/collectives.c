@@ -25,8 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-#include <spmd.h>
+#include "bench_util.h"
 #ifdef SPMD_HAVE_MPI
 #include <spmd/mpi.h>
 #endif
@@ -53,21 +52,7 @@ typedef struct config {
     const char *json_path;
 } config;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        spmd_status st_ = (call);                                                                  \
-        if (st_ != SPMD_OK) {                                                                      \
-            fprintf(stderr, "bench_collectives: %s failed: %s\n", #call, spmd_last_error());       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CHECK(call) BENCH_CHECK("bench_collectives", call)
 
 /* ---- the measured body ---- */
 
@@ -199,10 +184,10 @@ static spmd_status bench_body(spmd_ctx *ctx, int nin, const spmd_block *inb, int
     ((double *)t.data)[0] = 0;
     if (st == SPMD_OK)
         st = spmd_psum(ctx, &t, &w, "x");
-    double start = now_s();
+    double start = bench_now_s();
     for (int k = 0; k < j->iters && st == SPMD_OK; k++)
         st = run_op(ctx, j, &in, &out, pairs);
-    ((double *)t.data)[0] = (now_s() - start) / j->iters;
+    ((double *)t.data)[0] = (bench_now_s() - start) / j->iters;
     free(pairs);
     if (st != SPMD_OK)
         return st;
@@ -243,7 +228,7 @@ static double mpi_baseline(const job *j)
     for (int phase = 0; phase < 2; phase++) {
         int reps = phase == 0 ? j->warmup : j->iters;
         MPI_Barrier(comm);
-        double start = now_s();
+        double start = bench_now_s();
         for (int k = 0; k < reps; k++) {
             switch (j->op) {
             case B_PSUM:
@@ -266,7 +251,7 @@ static double mpi_baseline(const job *j)
                 break;
             }
         }
-        elapsed = (now_s() - start) / (reps ? reps : 1);
+        elapsed = (bench_now_s() - start) / (reps ? reps : 1);
     }
     double slowest = elapsed;
     MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
@@ -302,7 +287,7 @@ static double stream_copy_bandwidth(void)
     for (int rep = 0; rep < 5; rep++) {
         pthread_t tid[64];
         copy_part parts[64];
-        double start = now_s();
+        double start = bench_now_s();
         for (int t = 0; t < threads; t++) {
             size_t lo = bytes / (size_t)threads * (size_t)t;
             size_t hi = t == threads - 1 ? bytes : bytes / (size_t)threads * (size_t)(t + 1);
@@ -311,18 +296,12 @@ static double stream_copy_bandwidth(void)
         }
         for (int t = 0; t < threads; t++)
             pthread_join(tid[t], NULL);
-        double bw = 2.0 * (double)bytes / (now_s() - start);
+        double bw = 2.0 * (double)bytes / (bench_now_s() - start);
         best = bw > best ? bw : best;
     }
     free(a);
     free(b);
     return best;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* A hand-written persistent thread pool: workers spin, then yield, waiting for a generation
@@ -358,19 +337,18 @@ static double pool_fork_join_median(int n, int calls)
         pthread_create(&pl->threads[t], NULL, pool_worker, pl);
     double *times = malloc((size_t)calls * sizeof *times);
     for (int c = 0; c < calls; c++) {
-        double start = now_s();
+        double start = bench_now_s();
         atomic_store(&pl->remaining, n);
         atomic_fetch_add(&pl->generation, 1);
         while (atomic_load(&pl->remaining) > 0)
             sched_yield();
-        times[c] = now_s() - start;
+        times[c] = bench_now_s() - start;
     }
     atomic_store(&pl->stop, 1);
     for (int t = 0; t < n; t++)
         pthread_join(pl->threads[t], NULL);
     free(pl);
-    qsort(times, (size_t)calls, sizeof *times, cmp);
-    double median = times[calls / 2];
+    double median = bench_quantile(times, calls, 0.5);
     free(times);
     return median;
 }
@@ -393,24 +371,17 @@ static double dispatch_median(spmd_mesh *mesh, int calls)
     CHECK(spmd_plan_create(mesh, empty_body, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, &plan));
     double *times = malloc((size_t)calls * sizeof *times);
     for (int c = 0; c < calls; c++) {
-        double start = now_s();
+        double start = bench_now_s();
         CHECK(spmd_plan_execute(plan, NULL, NULL));
-        times[c] = now_s() - start;
+        times[c] = bench_now_s() - start;
     }
-    qsort(times, (size_t)calls, sizeof *times, cmp);
-    double median = times[calls / 2];
+    double median = bench_quantile(times, calls, 0.5);
     free(times);
     spmd_plan_destroy(plan);
     return median;
 }
 
 /* ---- driver ---- */
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
 
 /* One shard_map running the timed loop: seconds per collective (slowest device); adds the
  * number of wrong elements to *wrong. */
@@ -565,7 +536,7 @@ int main(int argc, char **argv)
                     baseline[r] = mpi_baseline(&j);
 #endif
             }
-            double t = median(times, cfg.rounds);
+            double t = bench_quantile(times, cfg.rounds, 0.5);
             double size = (double)size_of(&j), factor;
             busbw_factor_num((bench_op)op, n, &factor);
             double algbw = size / t / 1e9, busbw = algbw * factor;
@@ -581,7 +552,8 @@ int main(int argc, char **argv)
             char extra[128] = "";
 #ifdef SPMD_HAVE_MPI
             if (one_device_each) {
-                double tb = median(baseline, cfg.rounds), bb = size / tb / 1e9 * factor;
+                double tb = bench_quantile(baseline, cfg.rounds, 0.5),
+                       bb = size / tb / 1e9 * factor;
                 cJSON_AddNumberToObject(row, "mpi_time_us", tb * 1e6);
                 cJSON_AddNumberToObject(row, "mpi_busbw", bb);
                 cJSON_AddNumberToObject(row, "ratio", busbw / bb);
@@ -614,15 +586,8 @@ int main(int argc, char **argv)
                "hand-written thread-pool fork-join: %.1f us; ratio %.2f\n",
                n, ours * 1e6, base * 1e6, ours / base);
     }
-    if (cfg.json_path && me == 0) {
-        FILE *f = fopen(cfg.json_path, "w");
-        char *text = cJSON_Print(root);
-        if (f && text)
-            fprintf(f, "%s\n", text);
-        if (f)
-            fclose(f);
-        free(text);
-    }
+    if (me == 0)
+        bench_write_json(root, cfg.json_path);
     cJSON_Delete(root);
     spmd_spec_destroy(replicated);
     spmd_mesh_destroy(mesh);
