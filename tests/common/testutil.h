@@ -41,6 +41,31 @@ void spmd_test_init(void);
  */
 int spmd_test_finish(int failures);
 
+/** Most global devices a test run may have. */
+#define SPMD_TEST_MAX_DEVICES 64
+
+/* A mesh beside what the test references need: the device at each flat position, this
+ * process's positions, and a label for messages. */
+typedef struct spmd_test_mesh {
+    int ndim;
+    int shape[SPMD_MAX_MESH_AXES];
+    const char *names[SPMD_MAX_MESH_AXES];
+    int size;
+    int ids[SPMD_TEST_MAX_DEVICES]; /* global id of the device at each flat position */
+    int num_local;
+    int local_flat[SPMD_TEST_MAX_DEVICES]; /* this process's devices, mesh flat order */
+    char label[96];                        /* "label(a=4,b=2)", or empty */
+    spmd_mesh *mesh;
+} spmd_test_mesh;
+
+/**
+ * Creates the mesh (ids NULL: every device in id order, spmd_mesh_create's default) and fills
+ * its reference; `label` may be NULL. Device ids are process-major, every process holding
+ * spmd_local_device_count() of them.
+ */
+void spmd_test_mesh_build(spmd_test_mesh *m, const char *label, int ndim, const int *shape,
+                          const char *const *names, const int *ids);
+
 /**
  * Element i of a dense buffer of dtype t as a double (f16/bf16 through libspmd's conversions,
  * int64 beyond 2^53 rounded), and the reverse (C's conversions; f16/bf16 round to nearest even).

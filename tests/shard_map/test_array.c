@@ -22,14 +22,7 @@ static int nproc, nlocal, me, ndev;
 
 /* ---- reference model ------------------------------------------------------------------- */
 
-typedef struct ref_mesh {
-    int ndim;
-    int shape[MAX_MESH_AXES];
-    const char *names[MAX_MESH_AXES];
-    int size;
-    int ids[MAX_DEV]; /* global id of the device at each flat position */
-    spmd_mesh *mesh;
-} ref_mesh;
+typedef spmd_test_mesh ref_mesh;
 
 /* A spec as mesh axis indices, the major axis of each entry first. */
 typedef struct ref_spec {
@@ -70,22 +63,6 @@ typedef struct mesh_set {
 
 static int owner(int device_id) { return device_id / nlocal; }
 
-static void mesh_build(ref_mesh *m, int ndim, const int *shape, const char *const *names,
-                       const int *ids)
-{
-    memset(m, 0, sizeof *m);
-    m->ndim = ndim;
-    m->size = 1;
-    for (int k = 0; k < ndim; k++) {
-        m->shape[k] = shape[k];
-        m->names[k] = names[k];
-        m->size *= shape[k];
-    }
-    for (int f = 0; f < m->size; f++)
-        m->ids[f] = ids ? ids[f] : f;
-    assert_ok(spmd_mesh_create(ndim, shape, names, ids, ids ? m->size : 0, &m->mesh));
-}
-
 static void shuffle(int *v, int n, spmd_test_rng *rng)
 {
     for (int i = n - 1; i > 0; i--) {
@@ -101,19 +78,19 @@ static void meshes_create(mesh_set *s)
 {
     spmd_test_rng rng = {0x5eedull};
     const char *x[] = {"x"}, *pl[] = {"p", "l"}, *ab[] = {"a", "b"};
-    mesh_build(&s->all, 1, (int[]){ndev}, x, NULL);
-    mesh_build(&s->grid, 2, (int[]){nproc, nlocal}, pl, NULL);
+    spmd_test_mesh_build(&s->all, NULL, 1, (int[]){ndev}, x, NULL);
+    spmd_test_mesh_build(&s->grid, NULL, 2, (int[]){nproc, nlocal}, pl, NULL);
 
     int ids[MAX_DEV], n = 0;
     for (int d = 0; d < ndev; d += 2)
         ids[n++] = d;
     shuffle(ids, n, &rng);
     int rows = n >= 2 ? 2 : 1;
-    mesh_build(&s->sub, 2, (int[]){rows, n / rows}, ab, ids);
+    spmd_test_mesh_build(&s->sub, NULL, 2, (int[]){rows, n / rows}, ab, ids);
 
     for (int k = 0; k < nlocal; k++)
         ids[k] = nlocal - 1 - k;
-    mesh_build(&s->proc0, 1, (int[]){nlocal}, x, ids);
+    spmd_test_mesh_build(&s->proc0, NULL, 1, (int[]){nlocal}, x, ids);
 }
 
 static void meshes_destroy(mesh_set *s)

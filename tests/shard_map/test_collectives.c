@@ -56,36 +56,7 @@ static void finish_test(void)
 
 /* ---- reference meshes ----------------------------------------------------------------- */
 
-typedef struct ref_mesh {
-    int ndim;
-    int shape[MAX_AXES];
-    const char *names[MAX_AXES];
-    int size;
-    int ids[MAX_DEV]; /* global id of the device at each flat position */
-    char label[96];
-    spmd_mesh *mesh;
-} ref_mesh;
-
-static void mesh_build(ref_mesh *m, const char *label, int ndim, const int *shape,
-                       const char *const *names, const int *ids)
-{
-    memset(m, 0, sizeof *m);
-    m->ndim = ndim;
-    m->size = 1;
-    for (int k = 0; k < ndim; k++) {
-        m->shape[k] = shape[k];
-        m->names[k] = names[k];
-        m->size *= shape[k];
-    }
-    int n = snprintf(m->label, sizeof m->label, "%s(", label);
-    for (int k = 0; k < ndim; k++)
-        n += snprintf(m->label + n, sizeof m->label - (size_t)n, "%s%s=%d", k ? "," : "", names[k],
-                      shape[k]);
-    snprintf(m->label + n, sizeof m->label - (size_t)n, ")");
-    for (int f = 0; f < m->size; f++)
-        m->ids[f] = ids ? ids[f] : f;
-    assert_ok(spmd_mesh_create(ndim, shape, names, ids, ids ? m->size : 0, &m->mesh));
-}
+typedef spmd_test_mesh ref_mesh;
 
 static int owner(int device_id) { return device_id / nlocal; }
 
@@ -890,12 +861,12 @@ static void meshes_create(void)
                *xyz[] = {"x", "y", "z"};
     int ids[MAX_DEV];
     memset(&ms, 0, sizeof ms);
-    mesh_build(&ms.all, "all", 1, (int[]){ndev}, x, NULL);
-    mesh_build(&ms.grid, "grid", 2, (int[]){nproc, nlocal}, pl, NULL);
+    spmd_test_mesh_build(&ms.all, "all", 1, (int[]){ndev}, x, NULL);
+    spmd_test_mesh_build(&ms.grid, "grid", 2, (int[]){nproc, nlocal}, pl, NULL);
     for (int a = 0; a < nlocal; a++)
         for (int b = 0; b < nproc; b++)
             ids[a * nproc + b] = b * nlocal + a;
-    mesh_build(&ms.trans, "trans", 2, (int[]){nlocal, nproc}, ab, ids);
+    spmd_test_mesh_build(&ms.trans, "trans", 2, (int[]){nlocal, nproc}, ab, ids);
 
     for (int i = 0; i < ndev; i++)
         ids[i] = i;
@@ -904,23 +875,23 @@ static void meshes_create(void)
     for (int d = 1; d * d <= ndev; d++)
         if (ndev % d == 0)
             r = d;
-    mesh_build(&ms.shuffled, "shuffled", 2, (int[]){r, ndev / r}, uv, ids);
+    spmd_test_mesh_build(&ms.shuffled, "shuffled", 2, (int[]){r, ndev / r}, uv, ids);
 
     if (ndev % 4 == 0 && ndev >= 8) {
         ms.has_cube = 1;
-        mesh_build(&ms.cube, "cube", 3, (int[]){2, ndev / 4, 2}, xyz, NULL);
+        spmd_test_mesh_build(&ms.cube, "cube", 3, (int[]){2, ndev / 4, 2}, xyz, NULL);
     }
     if (ndev >= 3) {
         ms.has_sub3 = 1;
         int three[3] = {ndev - 1, 0, ndev / 2};
-        mesh_build(&ms.sub3, "sub3", 1, (int[]){3}, x, three);
+        spmd_test_mesh_build(&ms.sub3, "sub3", 1, (int[]){3}, x, three);
     }
     if (ndev >= 6) {
         ms.has_sub6 = 1;
         for (int i = 0; i < ndev; i++)
             ids[i] = i;
         shuffle(ids, ndev, &rng);
-        mesh_build(&ms.sub6, "sub6", 2, (int[]){3, 2}, ab, ids);
+        spmd_test_mesh_build(&ms.sub6, "sub6", 2, (int[]){3, 2}, ab, ids);
     }
 }
 

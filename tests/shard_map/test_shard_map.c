@@ -132,38 +132,9 @@ static char sentinel_byte;
 
 /* ---- reference model: meshes, specs, blocks -------------------------------------------- */
 
-typedef struct rmesh {
-    int ndim;
-    int shape[MAX_AXES];
-    const char *names[MAX_AXES];
-    int size;
-    int ids[MAX_DEV]; /* global id of the device at each flat position */
-    int num_local;
-    int local_flat[MAX_DEV]; /* this process's devices, mesh flat order */
-    spmd_mesh *mesh;
-} rmesh;
+typedef spmd_test_mesh rmesh;
 
 static int owner(int device_id) { return device_id / nlocal; }
-
-/* ids NULL: every device in id order (spmd_mesh_create's default). */
-static void rmesh_init(rmesh *m, int ndim, const int *shape, const char *const *names,
-                       const int *ids)
-{
-    memset(m, 0, sizeof *m);
-    m->ndim = ndim;
-    m->size = 1;
-    for (int k = 0; k < ndim; k++) {
-        m->shape[k] = shape[k];
-        m->names[k] = names[k];
-        m->size *= shape[k];
-    }
-    for (int f = 0; f < m->size; f++) {
-        m->ids[f] = ids ? ids[f] : f;
-        if (owner(m->ids[f]) == me)
-            m->local_flat[m->num_local++] = f;
-    }
-    assert_ok(spmd_mesh_create(ndim, shape, names, ids, ids ? m->size : 0, &m->mesh));
-}
 
 static void rmesh_fini(rmesh *m)
 {
@@ -191,14 +162,14 @@ static int rmesh_flat_of(const rmesh *m, int device_id)
 static void mesh_x(rmesh *m)
 {
     const char *x[] = {"x"};
-    rmesh_init(m, 1, (int[]){ndev}, x, NULL);
+    spmd_test_mesh_build(m, NULL, 1, (int[]){ndev}, x, NULL);
 }
 
 /* (process_count, local_count) named ('p', 'l'). */
 static void mesh_pl(rmesh *m)
 {
     const char *pl[] = {"p", "l"};
-    rmesh_init(m, 2, (int[]){nproc, nlocal}, pl, NULL);
+    spmd_test_mesh_build(m, NULL, 2, (int[]){nproc, nlocal}, pl, NULL);
 }
 
 /* A spec as mesh axis indices, the major axis of each entry first. */
@@ -615,7 +586,7 @@ static void test_blocks(void **state)
     for (int d = 0; d < ndev; d++)
         ids[d] = ndev - 1 - d;
     const char *xn[] = {"x"};
-    rmesh_init(&rev, 1, (int[]){ndev}, xn, ids);
+    spmd_test_mesh_build(&rev, NULL, 1, (int[]){ndev}, xn, ids);
 
     in_ref r;
     r = ref_of(rs(1, "0"), SPMD_DTYPE_F32, 1, 2, 2 * ndev, 3);
@@ -787,7 +758,7 @@ static void test_output_assembly(void **state)
         rmesh m;
         const char *ij[] = {"i", "j"};
         int ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        rmesh_init(&m, 2, (int[]){4, 2}, ij, ndev == 8 ? NULL : ids);
+        spmd_test_mesh_build(&m, NULL, 2, (int[]){4, 2}, ij, ndev == 8 ? NULL : ids);
         if (m.num_local > 0)
             run_assembly(&m);
         rmesh_fini(&m);
@@ -1103,7 +1074,7 @@ static void test_validation(void **state)
         for (int d = 0; d < ndev; d++)
             ids[d] = ndev - 1 - d;
         const char *xn[] = {"x"};
-        rmesh_init(&rev, 1, (int[]){ndev}, xn, ids);
+        spmd_test_mesh_build(&rev, NULL, 1, (int[]){ndev}, xn, ids);
         spmd_array *c = make_input(&rev, &sx, 1, (int64_t[]){2 * ndev}, SPMD_DTYPE_F32, 0);
         spmd_array *inc[1] = {c};
         BAD_CALL(x.mesh, fn_copy_all, 1, inc, is_x, 1, &d_block, is_x, NULL,
@@ -1113,7 +1084,7 @@ static void test_validation(void **state)
 
         /* an array on a mesh of device 0 alone */
         rmesh one;
-        rmesh_init(&one, 1, (int[]){1}, xn, (int[]){0});
+        spmd_test_mesh_build(&one, NULL, 1, (int[]){1}, xn, (int[]){0});
         rspec rep1 = rs(0);
         spmd_array *e = make_input(&one, &rep1, 1, (int64_t[]){2 * ndev}, SPMD_DTYPE_F32, 0);
         spmd_array *ine[1] = {e};
@@ -1437,7 +1408,7 @@ static void test_plan(void **state)
         for (int dv = 0; dv < ndev; dv++)
             ids[dv] = ndev - 1 - dv;
         const char *xn[] = {"x"};
-        rmesh_init(&rev, 1, (int[]){ndev}, xn, ids);
+        spmd_test_mesh_build(&rev, NULL, 1, (int[]){ndev}, xn, ids);
         spmd_array *other = make_input(&x, &none, 2, shape, SPMD_DTYPE_F32, 0);
         EXPECT_STATUS(spmd_plan_execute(plan, &other, out), SPMD_ERR_INCOMPATIBLE_DEVICES,
                       "input 0", "reshard");
@@ -1474,7 +1445,7 @@ static void test_plan(void **state)
         for (int k = 0; k < nlocal; k++)
             ids[k] = me * nlocal + k;
         const char *xn[] = {"x"};
-        rmesh_init(&mine, 1, (int[]){nlocal}, xn, ids);
+        spmd_test_mesh_build(&mine, NULL, 1, (int[]){nlocal}, xn, ids);
         int64_t lshape[2] = {2 * nlocal, 4};
         spmd_in_desc ldi = {2, {2 * nlocal, 4}, SPMD_DTYPE_F32};
         spmd_out_desc ld = {2, {2 * nlocal, 4}, SPMD_DTYPE_F32};
@@ -1814,7 +1785,7 @@ static void test_context(void **state)
     for (int d = 0; d < ndev; d++)
         ids[d] = ndev - 1 - d;
     const char *xn[] = {"x"};
-    rmesh_init(&m, 1, (int[]){ndev}, xn, ids);
+    spmd_test_mesh_build(&m, NULL, 1, (int[]){ndev}, xn, ids);
     ctx_job *J = calloc(1, sizeof *J);
     assert_non_null(J);
     J->m = &m;
@@ -1922,7 +1893,7 @@ static void test_subset_meshes(void **state)
     rmesh p0;
     for (int k = 0; k < nlocal; k++)
         ids[k] = nlocal - 1 - k;
-    rmesh_init(&p0, 1, (int[]){nlocal}, xn, ids);
+    spmd_test_mesh_build(&p0, NULL, 1, (int[]){nlocal}, xn, ids);
     run_subset(&p0, "mesh over process 0's devices");
     run_subset(&p0, "mesh over process 0's devices, second call");
     rmesh_fini(&p0);
@@ -1931,7 +1902,7 @@ static void test_subset_meshes(void **state)
     rmesh eo;
     for (int d = 0; d < ndev; d += 2)
         ids[n++] = d;
-    rmesh_init(&eo, 1, (int[]){n}, xn, ids);
+    spmd_test_mesh_build(&eo, NULL, 1, (int[]){n}, xn, ids);
     run_subset(&eo, "mesh over every other device");
     rmesh_fini(&eo);
 
@@ -1939,7 +1910,7 @@ static void test_subset_meshes(void **state)
     rmesh last;
     for (int k = 0; k < nlocal; k++)
         ids[k] = (nproc - 1) * nlocal + k;
-    rmesh_init(&last, 1, (int[]){nlocal}, xn, ids);
+    spmd_test_mesh_build(&last, NULL, 1, (int[]){nlocal}, xn, ids);
     run_subset(&last, "mesh over the last process's devices");
     rmesh_fini(&last);
     end_test(before);
