@@ -14,6 +14,7 @@
 #include "spmd/spec.h"
 #include "spmd/sharding.h"
 #include "spmd/array.h"
+#include "spmd/reshard.h"
 #include "spmd/shard_map.h"
 #include "spmd/ops.h"
 #include "spmd/multihost.h"

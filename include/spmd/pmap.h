@@ -19,8 +19,9 @@ SPMD_BEGIN_DECLS
 typedef struct spmd_pmap_options {
     unsigned int version; /**< SPMD_PMAP_OPTIONS_VERSION */
     /**
-     * 0 (default): an input laid out otherwise than the pmap needs is copied into place with a
-     * logged warning (legacy pmap); 1: refused with SPMD_ERR_INCOMPATIBLE_DEVICES.
+     * 0 (default): an input laid out otherwise than the pmap needs is resharded into place
+     * (spmd_reshard, collective) with a logged warning (legacy pmap); 1: refused with
+     * SPMD_ERR_INCOMPATIBLE_DEVICES.
      */
     int strict;
     /** Per input (may be NULL): donate[i] != 0 hands input i's buffers to a matching output

@@ -452,23 +452,13 @@ static spmd_status place_input(const call *c, entry *e, int i, spmd_array *x,
     spmd__ignore(spmd_sharding_format(e->in_shardings[i], want, sizeof want));
     SPMD_REQUIRE(!o->strict, SPMD_ERR_INCOMPATIBLE_DEVICES,
                  "%s: inputs[%d] is laid out as %s, but the pmap needs %s; put it there first "
-                 "(spmd_device_put with that sharding), or leave options.strict at 0 to have "
-                 "it copied",
+                 "(spmd_reshard to that sharding), or leave options.strict at 0 to have it "
+                 "resharded on each call",
                  fn, i, have, want);
-    SPMD_REQUIRE(spmd_array_is_fully_addressable(x), SPMD_ERR_INCOMPATIBLE_DEVICES,
-                 "%s: inputs[%d] is laid out as %s across processes, but the pmap needs %s; "
-                 "reshard it first",
-                 fn, i, have, want);
-    SPMD_WARN("%s: inputs[%d] is laid out as %s, but the pmap needs %s: copying it%s", fn, i, have,
-              want, o->donate && o->donate[i] ? " (the copy is donated, not the original)" : "");
-    size_t bytes = (size_t)spmd_array_size(x) * spmd_dtype_size(spmd_array_dtype(x));
-    void *host = malloc(bytes ? bytes : 1);
-    SPMD_REQUIRE(host != NULL, SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    spmd_status st = spmd_array_to_host(x, host, bytes);
-    if (st == SPMD_OK)
-        st = spmd_device_put(host, ndim, spmd_array_shape(x), spmd_array_dtype(x),
-                             e->in_shardings[i], placed);
-    free(host);
+    SPMD_WARN("%s: inputs[%d] is laid out as %s, but the pmap needs %s: resharding it%s", fn, i,
+              have, want,
+              o->donate && o->donate[i] ? " (the copy is donated, not the original)" : "");
+    spmd_status st = spmd_reshard(x, e->in_shardings[i], NULL, placed);
     *made = st == SPMD_OK;
     return st;
 }

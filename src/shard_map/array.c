@@ -115,11 +115,9 @@ void spmd__array_mark_deleted(spmd_array *a)
 
 /* ---- per-shard work on the devices' workers ---- */
 
-typedef spmd_status (*shard_fn)(spmd_array *a, spmd__shard_slot *s, void *arg);
-
 typedef struct shard_job {
     spmd_array *a;
-    shard_fn fn;
+    spmd__shard_fn fn;
     void *arg;
     int *slot_of_ordinal; /* local ordinal -> shard index */
 } shard_job;
@@ -131,8 +129,8 @@ static spmd_status shard_task(int ordinal, void *p)
     return job->fn(job->a, s, job->arg);
 }
 
-/* Runs fn on the listed shards (NULL: all), each on its own device's worker, concurrently. */
-static spmd_status for_shards(spmd_array *a, const int *which, int count, shard_fn fn, void *arg)
+spmd_status spmd__array_for_shards(spmd_array *a, const int *which, int count, spmd__shard_fn fn,
+                                   void *arg)
 {
     if (count == 0)
         return SPMD_OK;
@@ -164,7 +162,7 @@ static spmd_status alloc_shard(spmd_array *a, spmd__shard_slot *s, void *arg)
 
 spmd_status spmd__array_alloc_buffers(spmd_array *a)
 {
-    return for_shards(a, NULL, a->num_shards, alloc_shard, NULL);
+    return spmd__array_for_shards(a, NULL, a->num_shards, alloc_shard, NULL);
 }
 
 /* Writes a shard from host memory: packs straight into host-addressable device memory, or
@@ -221,7 +219,7 @@ spmd_status spmd_device_put(const void *host, int ndim, const int64_t *shape, sp
     SPMD_REQUIRE_NOT_NULL(host, "spmd_device_put");
     spmd_array *a = NULL;
     SPMD_CHECK(spmd__array_create_empty(sharding, ndim, shape, dtype, "spmd_device_put", &a));
-    spmd_status st = for_shards(a, NULL, a->num_shards, put_shard, (void *)host);
+    spmd_status st = spmd__array_for_shards(a, NULL, a->num_shards, put_shard, (void *)host);
     return destroy_on_error(a, st, out);
 }
 
@@ -405,7 +403,7 @@ spmd_status spmd_array_from_process_local_data(const spmd_sharding *sharding, co
         st = check_local_extents(sharding, ndim, global, &lay);
     }
     if (st == SPMD_OK)
-        st = for_shards(a, NULL, a->num_shards, put_local_shard, &lay);
+        st = spmd__array_for_shards(a, NULL, a->num_shards, put_local_shard, &lay);
     for (int j = 0; j < ndim; j++)
         free(lay.starts[j]);
     if (!a)
@@ -656,7 +654,7 @@ spmd_status spmd_array_shard_to_host(const spmd_array *array, int i, void *dst, 
     SPMD_REQUIRE(dst_bytes >= array->shard_bytes, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_array_shard_to_host: dst holds %zu bytes but the shard needs %zu", dst_bytes,
                  array->shard_bytes);
-    return for_shards((spmd_array *)array, &i, 1, shard_to_host, dst);
+    return spmd__array_for_shards((spmd_array *)array, &i, 1, shard_to_host, dst);
 }
 
 /* Unpacks one shard into the global host array at its box. */
@@ -749,7 +747,7 @@ spmd_status spmd_array_to_host(const spmd_array *array, void *dst, size_t dst_by
     }
     spmd_status st = n == keys ? SPMD_OK : report_missing_block(array, covered);
     if (st == SPMD_OK)
-        st = for_shards((spmd_array *)array, chosen, n, fetch_shard, dst);
+        st = spmd__array_for_shards((spmd_array *)array, chosen, n, fetch_shard, dst);
     free(covered);
     free(chosen);
     return st;

@@ -46,6 +46,12 @@ spmd_status spmd__array_check(const spmd_array *a, const char *fn, const char *a
 spmd_status spmd__array_create_empty(const spmd_sharding *sharding, int ndim, const int64_t *shape,
                                      spmd_dtype dtype, const char *fn, spmd_array **out);
 
+typedef spmd_status (*spmd__shard_fn)(spmd_array *a, spmd__shard_slot *s, void *arg);
+
+/** Runs fn on the listed shards (NULL: all), each on its own device's worker, concurrently. */
+spmd_status spmd__array_for_shards(spmd_array *a, const int *which, int count, spmd__shard_fn fn,
+                                   void *arg);
+
 /** Allocates every shard's buffer, each on its device's worker. */
 spmd_status spmd__array_alloc_buffers(spmd_array *a);
 

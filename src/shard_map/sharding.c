@@ -21,6 +21,7 @@ static int valid(const spmd_sharding *sh) { return sh && sh->magic == SPMD__MAGI
 static void sharding_free(spmd_sharding *sh)
 {
     sh->magic = SPMD__MAGIC_DEAD;
+    spmd__reshard_plans_free(sh->reshard_plans);
     spmd_mesh_destroy(sh->mesh);
     spmd_spec_destroy(sh->spec);
     free(sh->block);
@@ -97,6 +98,8 @@ spmd_status spmd_sharding_create(spmd_mesh *mesh, const spmd_spec *spec, spmd_sh
     SPMD_REQUIRE(sh != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_sharding_create: out of memory");
     sh->magic = SPMD__MAGIC_SHARDING;
     atomic_init(&sh->refs, 1);
+    static atomic_ullong next_uid = 1;
+    sh->uid = atomic_fetch_add(&next_uid, 1);
     sh->mesh = spmd_mesh_retain(mesh);
     sh->length = spec->length;
     spmd_status st = spmd_spec_copy(spec, &sh->spec);

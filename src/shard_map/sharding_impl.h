@@ -18,7 +18,13 @@ struct spmd_sharding {
     int *block;   /* [mesh size * length]: block index of each mesh position per dimension */
     int *replica; /* [mesh size] */
     int fully_replicated;
+    uint64_t uid; /* never reused: names the sharding in caches that outlive it */
+    struct spmd__reshard_plans *reshard_plans; /* plans from this sharding (reshard.c) */
 };
+
+typedef struct spmd__reshard_plans spmd__reshard_plans;
+/** Frees the reshard plans cached on a sharding; NULL-safe. */
+void spmd__reshard_plans_free(spmd__reshard_plans *plans);
 
 spmd_status spmd__sharding_check(const spmd_sharding *sh, const char *fn, const char *arg);
 

@@ -1,0 +1,68 @@
+/* Resharding: jax.device_put(x, sharding) for a committed array (DESIGN.md §3). */
+#ifndef SPMD_RESHARD_H
+#define SPMD_RESHARD_H
+
+#include <stdint.h>
+
+#include "spmd/array.h"
+#include "spmd/export.h"
+#include "spmd/sharding.h"
+#include "spmd/status.h"
+
+SPMD_BEGIN_DECLS
+
+/** What one process did in a reshard (summed over the arrays of a batch). */
+typedef struct spmd_reshard_stats {
+    uint64_t bytes_sent;     /**< to other processes */
+    uint64_t bytes_received; /**< from other processes */
+    uint64_t bytes_copied;   /**< between buffers of this process (packing excluded) */
+    uint64_t bytes_shared;   /**< destination shards that reuse a source buffer: no copy */
+    int messages_sent;       /**< one per destination process (more above 1 GiB) */
+    int messages_received;
+} spmd_reshard_stats;
+
+#define SPMD_RESHARD_OPTIONS_VERSION 1u
+
+typedef struct spmd_reshard_options {
+    unsigned version; /**< SPMD_RESHARD_OPTIONS_VERSION */
+    /** The source gives up its buffers (jax.device_put(x, s, donate=True)): they are freed once
+     *  sent, or handed to the result where the layouts agree; later uses of the source fail. */
+    int donate;
+    spmd_reshard_stats *stats; /**< optional, filled on success */
+} spmd_reshard_options;
+
+#define SPMD_RESHARD_OPTIONS_INIT {SPMD_RESHARD_OPTIONS_VERSION, 0, NULL}
+
+/**
+ * jax.device_put(x, new_sharding): the same global value laid out by `new_sharding`, which may
+ * use another mesh, another set of devices (even disjoint from x's) or other processes.
+ * Collective over every process that owns a device of x's mesh or of the new mesh, in the
+ * same order everywhere; other processes may call it too and get an array with no shards.
+ * Only what changes owner moves: each process receives each element it lacks once (from the
+ * holder nearest in process index when the source is replicated), in one message per pair of
+ * processes; blocks that stay on their device keep their buffer (no copy).
+ * @return SPMD_OK; SPMD_ERR_SHAPE when new_sharding does not fit x's shape;
+ *         SPMD_ERR_INVALID_ARGUMENT (NULL, deleted array, bad options);
+ *         SPMD_ERR_COLLECTIVE_MISMATCH / SPMD_ERR_TIMEOUT when the processes disagree or one
+ *         does not arrive within SPMD_COLLECTIVE_TIMEOUT; SPMD_ERR_UNSUPPORTED off the CPU
+ *         platform (until the CUDA backend lands).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_reshard(spmd_array *x, const spmd_sharding *new_sharding,
+                                                 const spmd_reshard_options *options,
+                                                 spmd_array **out);
+
+/**
+ * spmd_reshard of n arrays at once: one agreement and one message per pair of processes for
+ * the whole batch. outs[i] is set only when every array succeeded (all NULL otherwise).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_reshard_batch(int n, spmd_array *const *xs,
+                                                       const spmd_sharding *const *new_shardings,
+                                                       const spmd_reshard_options *options,
+                                                       spmd_array **outs);
+
+/** x.copy(): the same sharding with buffers of its own. Not collective (no communication). */
+SPMD_API SPMD_NODISCARD spmd_status spmd_array_copy(const spmd_array *x, spmd_array **out);
+
+SPMD_END_DECLS
+
+#endif /* SPMD_RESHARD_H */
