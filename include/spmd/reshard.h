@@ -31,7 +31,10 @@ typedef struct spmd_reshard_options {
     spmd_reshard_stats *stats; /**< optional, filled on success */
 } spmd_reshard_options;
 
-#define SPMD_RESHARD_OPTIONS_INIT {SPMD_RESHARD_OPTIONS_VERSION, 0, NULL}
+#define SPMD_RESHARD_OPTIONS_INIT                                                                  \
+    {                                                                                              \
+        SPMD_RESHARD_OPTIONS_VERSION, 0, NULL                                                      \
+    }
 
 /**
  * jax.device_put(x, new_sharding): the same global value laid out by `new_sharding`, which may

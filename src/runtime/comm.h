@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include <spmd/dtype.h>
+#include <spmd/sharding.h>
 #include <spmd/status.h>
 
 typedef struct spmd__comm spmd__comm;
@@ -97,6 +98,30 @@ typedef struct spmd__message {
 /** Posts every send and receive, then waits for all of them. */
 spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
                                 const spmd__message *recvs);
+
+/** A box of a dense row-major buffer (counts in elements of `elem` bytes). */
+typedef struct spmd__piece {
+    void *base;
+    size_t elem;
+    int ndim;
+    const int64_t *shape; /* of the buffer */
+    int64_t start[SPMD_MAX_RANK];
+    int64_t extent[SPMD_MAX_RANK];
+} spmd__piece;
+
+/** A message made of boxes, sent or received in place (MPI derived datatypes: no staging). */
+typedef struct spmd__piece_message {
+    int peer; /* rank */
+    int npieces;
+    const spmd__piece *pieces;
+} spmd__piece_message;
+
+/**
+ * Posts every send and receive, then waits for all of them. A message may exceed 2 GiB; each
+ * buffer dimension must stay below 2^31 elements (SPMD_ERR_UNSUPPORTED otherwise).
+ */
+spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__piece_message *sends,
+                                       int nrecv, const spmd__piece_message *recvs);
 
 /**
  * Tells the other ranks that this rank's call `epoch` failed, so that a rank waiting for this

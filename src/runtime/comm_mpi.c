@@ -728,6 +728,84 @@ spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *s
     return rc == MPI_SUCCESS ? SPMD_OK : mpi_failure(rc, "MPI_Waitall (ppermute)");
 }
 
+/* One datatype for a whole message: a struct of subarrays at absolute addresses (MPI_BOTTOM),
+ * so MPI copies straight between the boxes and its transport. */
+static spmd_status piece_message_type(const spmd__piece_message *m, MPI_Datatype *out)
+{
+    int n = m->npieces;
+    MPI_Datatype *types = malloc((size_t)n * sizeof *types);
+    MPI_Aint *at = malloc((size_t)n * sizeof *at);
+    int *ones = malloc((size_t)n * sizeof *ones), made = 0;
+    spmd_status st =
+        types && at && ones ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    for (; st == SPMD_OK && made < n; made++) {
+        const spmd__piece *p = &m->pieces[made];
+        int nd = p->ndim ? p->ndim : 1, sizes[SPMD_MAX_RANK], sub[SPMD_MAX_RANK],
+            starts[SPMD_MAX_RANK];
+        for (int d = 0; d < nd; d++) {
+            int64_t size = p->ndim ? p->shape[d] : 1;
+            if (size > INT_MAX) {
+                st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
+                                "resharding: a shard dimension of %lld elements exceeds MPI's int "
+                                "counts (2^31 - 1)",
+                                (long long)size);
+                break;
+            }
+            sizes[d] = (int)size;
+            sub[d] = p->ndim ? (int)p->extent[d] : 1;
+            starts[d] = p->ndim ? (int)p->start[d] : 0;
+        }
+        if (st != SPMD_OK)
+            break;
+        MPI_Datatype elem;
+        MPI_Type_contiguous((int)p->elem, MPI_BYTE, &elem);
+        MPI_Type_create_subarray(nd, sizes, sub, starts, MPI_ORDER_C, elem, &types[made]);
+        MPI_Type_free(&elem);
+        MPI_Get_address(p->base, &at[made]);
+        ones[made] = 1;
+    }
+    if (st == SPMD_OK) {
+        MPI_Type_create_struct(n, ones, at, types, out);
+        MPI_Type_commit(out);
+    }
+    for (int i = 0; i < made; i++)
+        MPI_Type_free(&types[i]);
+    free(types);
+    free(at);
+    free(ones);
+    return st;
+}
+
+spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__piece_message *sends,
+                                       int nrecv, const spmd__piece_message *recvs)
+{
+    int n = nsend + nrecv, built = 0;
+    MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
+    MPI_Datatype *types = malloc((size_t)(n ? n : 1) * sizeof *types);
+    spmd_status st = reqs && types ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    lock();
+    while (st == SPMD_OK && built < n) {
+        st = piece_message_type(built < nrecv ? &recvs[built] : &sends[built - nrecv],
+                                &types[built]);
+        built += st == SPMD_OK;
+    }
+    if (st == SPMD_OK) {
+        for (int i = 0; i < nrecv; i++)
+            MPI_Irecv(MPI_BOTTOM, 1, types[i], recvs[i].peer, 0, c->comm, &reqs[i]);
+        for (int i = 0; i < nsend; i++)
+            MPI_Isend(MPI_BOTTOM, 1, types[nrecv + i], sends[i].peer, 0, c->comm, &reqs[nrecv + i]);
+        int rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS)
+            st = mpi_failure(rc, "MPI_Waitall (resharding)");
+    }
+    for (int i = 0; i < built; i++)
+        MPI_Type_free(&types[i]);
+    unlock();
+    free(reqs);
+    free(types);
+    return st;
+}
+
 void spmd__comm_notify_abort(spmd__comm *c, unsigned long epoch)
 {
     if (c->rank != 0)

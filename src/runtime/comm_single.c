@@ -117,6 +117,17 @@ spmd_status spmd__comm_alltoallv(spmd__comm *c, const void *send, const size_t *
     return SPMD_OK;
 }
 
+spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__piece_message *sends,
+                                       int nrecv, const spmd__piece_message *recvs)
+{
+    (void)c;
+    SPMD_REQUIRE(nsend == 0 && nrecv == 0, SPMD_ERR_INTERNAL,
+                 "point-to-point messages in a build without MPI");
+    (void)sends;
+    (void)recvs;
+    return SPMD_OK;
+}
+
 spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
                                 const spmd__message *recvs)
 {

@@ -17,9 +17,9 @@ spmd_status spmd__array_check(const spmd_array *a, const char *fn, const char *a
                  "%s: argument '%s' is not a live spmd_array (destroyed, or another type)", fn,
                  arg);
     SPMD_REQUIRE(!a->deleted, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: argument '%s' has been deleted: it was donated to spmd_shard_map and its "
-                 "buffers now belong to that call's output; use the output instead",
-                 fn, arg);
+                 "%s: argument '%s' has been deleted: it was donated to %s and its buffers now "
+                 "belong to that call's output; use the output instead",
+                 fn, arg, a->deleted_by ? a->deleted_by : "an earlier call");
     if (!spmd__runtime_get_session(fn, a->sharding->mesh->session))
         return SPMD_ERR_INVALID_ARGUMENT;
     return SPMD_OK;
@@ -104,8 +104,9 @@ int spmd__array_shard_of_device(const spmd_array *a, int device_id)
     return -1;
 }
 
-void spmd__array_mark_deleted(spmd_array *a)
+void spmd__array_mark_deleted(spmd_array *a, const char *by)
 {
+    a->deleted_by = by;
     for (int i = 0; i < a->num_shards; i++) {
         spmd__buffer_release(a->shards[i].buffer);
         a->shards[i].buffer = NULL;

@@ -27,15 +27,16 @@ struct spmd_array {
     spmd_sharding *sharding;
     int num_shards; /* addressable devices, mesh flat order */
     spmd__shard_slot *shards;
-    int deleted;          /* donated: its buffers now belong to another array */
-    int stacked_replicas; /* every slice along axis 0 holds the same value */
+    int deleted;            /* donated: its buffers now belong to another array */
+    const char *deleted_by; /* the function it was donated to (a literal) */
+    int stacked_replicas;   /* every slice along axis 0 holds the same value */
 };
 
 /** Index of the shard of global device `device_id`, or -1. */
 int spmd__array_shard_of_device(const spmd_array *a, int device_id);
 
 /** Gives up the array's buffers (donation): later uses fail with a clear message. */
-void spmd__array_mark_deleted(spmd_array *a);
+void spmd__array_mark_deleted(spmd_array *a, const char *by);
 
 spmd_status spmd__array_check(const spmd_array *a, const char *fn, const char *arg);
 

@@ -771,7 +771,7 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
         /* Donated inputs are gone once the call ran, whatever its outcome. */
         for (int i = 0; i < p->nin; i++)
             if (p->donate[i])
-                spmd__array_mark_deleted(inputs[i]);
+                spmd__array_mark_deleted(inputs[i], "spmd_shard_map");
     }
 
     int checked = 0;

@@ -21,8 +21,6 @@
 
 /* Communicator tag of reshard communicators (meshes use 1..30001, processes 30002). */
 enum { RESHARD_TAG = 30003, PLANS_PER_SHARDING = 8, MAX_BATCH = 1024 };
-/* Messages above this are split: MPI counts are ints. */
-#define MESSAGE_CHUNK ((size_t)1 << 30)
 
 /* A box of the global array, as start and extent. */
 typedef struct region {
@@ -30,31 +28,23 @@ typedef struct region {
     int64_t extent[SPMD_MAX_RANK];
 } region;
 
-typedef struct copy_piece { /* from a source shard of this process */
-    int src_shard;
+typedef struct piece { /* a region of one shard of this process */
+    int shard;
     region r;
-} copy_piece;
-
-typedef struct unpack_piece { /* from a message: `offset` elements into the peer's part */
-    int peer;                 /* index into plan->recvs */
-    int64_t offset;
-    region r;
-} unpack_piece;
+} piece;
 
 typedef struct dst_work { /* one destination shard of this process */
     int share_src;        /* source shard whose buffer it reuses, or -1 */
-    int ncopies, nunpacks;
-    copy_piece *copies;
-    unpack_piece *unpacks;
+    int ncopies, nreplicas;
+    piece *copies;   /* from source shards, before the exchange */
+    piece *replicas; /* from another destination shard (which received it), after */
 } dst_work;
 
 typedef struct peer_part { /* what this process sends to or receives from one process */
     int process;
     int64_t elements;
     int npieces;
-    copy_piece *pieces; /* sends only: source shard and region, in message order */
-    int direct_shard;   /* one piece contiguous in one shard: send from / receive into it */
-    int64_t direct_offset;
+    piece *pieces; /* source shards (sends) or destination shards (receives), message order */
 } peer_part;
 
 typedef struct reshard_plan {
@@ -86,10 +76,12 @@ static void plan_free(reshard_plan *p)
         return;
     for (int i = 0; i < p->ndst; i++) {
         free(p->dst[i].copies);
-        free(p->dst[i].unpacks);
+        free(p->dst[i].replicas);
     }
     for (int i = 0; i < p->nsend; i++)
         free(p->sends[i].pieces);
+    for (int i = 0; i < p->nrecv; i++)
+        free(p->recvs[i].pieces);
     free(p->dst);
     free(p->sends);
     free(p->recvs);
@@ -112,22 +104,6 @@ static int64_t region_elements(int ndim, const region *r)
     for (int d = 0; d < ndim; d++)
         n *= r->extent[d];
     return n;
-}
-
-/* Offset, in elements, of r's first element inside a dense shard at `box`, or -1 when r is
- * not one contiguous run of that shard. */
-static int64_t contiguous_offset(int ndim, const region *r, const spmd_box *box)
-{
-    int d = 0;
-    while (d < ndim && r->extent[d] == 1)
-        d++;
-    for (int e = d + 1; e < ndim; e++)
-        if (r->extent[e] != box->stop[e] - box->start[e])
-            return -1;
-    int64_t offset = 0;
-    for (int e = 0; e < ndim; e++)
-        offset = offset * (box->stop[e] - box->start[e]) + (r->start[e] - box->start[e]);
-    return offset;
 }
 
 static int grow(void **items, int count, int *capacity, size_t size)
@@ -230,7 +206,6 @@ static void block_box(const int64_t *shard_shape, int ndim, int block, const int
     }
 }
 
-
 /* What plan_build needs about one sharding. */
 typedef struct side {
     const spmd_sharding *sh;
@@ -239,9 +214,9 @@ typedef struct side {
     int total_blocks;
     holders h;
     int nlocal;
-    int *local_block;     /* [nlocal] block of each local shard (mesh flat order) */
-    spmd_box *local_box;  /* [nlocal] */
-    int *local_device;    /* [nlocal] */
+    int *local_block;    /* [nlocal] block of each local shard (mesh flat order) */
+    spmd_box *local_box; /* [nlocal] */
+    int *local_device;   /* [nlocal] */
 } side;
 
 static void side_free(side *s)
@@ -283,11 +258,9 @@ typedef struct plan_builder {
     reshard_plan *p;
     const side *src, *dst;
     int me, num_processes;
-    peer_part *send_of, *recv_of; /* [num_processes], compacted at the end */
-    int *send_cap;                /* [num_processes] */
-    int *recv_block;              /* [num_processes] destination block of the last piece */
-    region *recv_region;          /* [num_processes] that piece */
-    int *cap_copies, *cap_unpacks; /* [ndst] */
+    peer_part *send_of, *recv_of;   /* [num_processes], compacted at the end */
+    int *send_cap, *recv_cap;       /* [num_processes] */
+    int *cap_copies, *cap_replicas; /* [ndst] */
 } plan_builder;
 
 static int local_source_of(const side *src, int block, int device)
@@ -322,26 +295,32 @@ static spmd_status add_local(plan_builder *b, int bd, int bs, const region *r, i
         }
         if (!grow((void **)&w->copies, w->ncopies, &b->cap_copies[j], sizeof *w->copies))
             return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-        w->copies[w->ncopies++] = (copy_piece){i, *r};
+        w->copies[w->ncopies++] = (piece){i, *r};
     }
     return SPMD_OK;
 }
 
+/* The first of this process's shards of block bd receives the piece; the others copy it. */
 static spmd_status add_receive(plan_builder *b, int bd, int from, const region *r, int ndim)
 {
     peer_part *pp = &b->recv_of[from];
+    int first = -1;
     for (int j = 0; j < b->dst->nlocal; j++) {
         if (b->dst->local_block[j] != bd)
             continue;
+        if (first < 0) {
+            first = j;
+            continue;
+        }
         dst_work *w = &b->p->dst[j];
-        if (!grow((void **)&w->unpacks, w->nunpacks, &b->cap_unpacks[j], sizeof *w->unpacks))
+        if (!grow((void **)&w->replicas, w->nreplicas, &b->cap_replicas[j], sizeof *w->replicas))
             return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-        w->unpacks[w->nunpacks++] = (unpack_piece){from, pp->elements, *r};
+        w->replicas[w->nreplicas++] = (piece){first, *r};
     }
+    if (!grow((void **)&pp->pieces, pp->npieces, &b->recv_cap[from], sizeof *pp->pieces))
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
+    pp->pieces[pp->npieces++] = (piece){first, *r};
     pp->elements += region_elements(ndim, r);
-    pp->npieces++;
-    b->recv_block[from] = bd;
-    b->recv_region[from] = *r;
     return SPMD_OK;
 }
 
@@ -350,7 +329,7 @@ static spmd_status add_send(plan_builder *b, int bs, int to, const region *r, in
     peer_part *pp = &b->send_of[to];
     if (!grow((void **)&pp->pieces, pp->npieces, &b->send_cap[to], sizeof *pp->pieces))
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-    pp->pieces[pp->npieces++] = (copy_piece){local_source_of(b->src, bs, -1), *r};
+    pp->pieces[pp->npieces++] = (piece){local_source_of(b->src, bs, -1), *r};
     pp->elements += region_elements(ndim, r);
     return SPMD_OK;
 }
@@ -411,56 +390,27 @@ static spmd_status plan_walk(plan_builder *b, int ndim)
     return SPMD_OK;
 }
 
-/* Keeps the processes with something to exchange, and marks single contiguous pieces. */
-static spmd_status plan_compact(plan_builder *b, int ndim)
+/* Keeps the processes with something to exchange. */
+static spmd_status plan_compact(plan_builder *b)
 {
     reshard_plan *p = b->p;
-    int P = b->num_processes, *index_of = malloc((size_t)P * sizeof(int));
+    int P = b->num_processes;
     p->sends = calloc((size_t)P, sizeof *p->sends);
     p->recvs = calloc((size_t)P, sizeof *p->recvs);
-    if (!index_of || !p->sends || !p->recvs) {
-        free(index_of);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-    }
+    SPMD_REQUIRE(p->sends && p->recvs, SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
     for (int q = 0; q < P; q++) {
-        peer_part *s = &b->send_of[q];
-        if (s->npieces > 0) {
-            s->process = q;
-            s->direct_shard = -1;
-            if (s->npieces == 1) {
-                const copy_piece *c = &s->pieces[0];
-                s->direct_offset = contiguous_offset(ndim, &c->r, &b->src->local_box[c->src_shard]);
-                if (s->direct_offset >= 0)
-                    s->direct_shard = c->src_shard;
-            }
-            p->sends[p->nsend++] = *s;
-            s->pieces = NULL; /* moved */
-        }
-        index_of[q] = -1;
-        peer_part *r = &b->recv_of[q];
-        if (r->npieces > 0) {
-            r->process = q;
-            r->direct_shard = -1;
-            int target = -1, targets = 0;
-            for (int j = 0; j < b->dst->nlocal; j++)
-                if (b->dst->local_block[j] == b->recv_block[q]) {
-                    target = j;
-                    targets++;
-                }
-            if (r->npieces == 1 && targets == 1) {
-                r->direct_offset =
-                    contiguous_offset(ndim, &b->recv_region[q], &b->dst->local_box[target]);
-                if (r->direct_offset >= 0)
-                    r->direct_shard = target;
-            }
-            index_of[q] = p->nrecv;
-            p->recvs[p->nrecv++] = *r;
+        peer_part *sides[2] = {&b->send_of[q], &b->recv_of[q]};
+        for (int k = 0; k < 2; k++) {
+            if (sides[k]->npieces == 0)
+                continue;
+            sides[k]->process = q;
+            if (k == 0)
+                p->sends[p->nsend++] = *sides[k];
+            else
+                p->recvs[p->nrecv++] = *sides[k];
+            sides[k]->pieces = NULL; /* moved */
         }
     }
-    for (int j = 0; j < p->ndst; j++)
-        for (int k = 0; k < p->dst[j].nunpacks; k++)
-            p->dst[j].unpacks[k].peer = index_of[p->dst[j].unpacks[k].peer];
-    free(index_of);
     return SPMD_OK;
 }
 
@@ -492,9 +442,10 @@ static spmd_status plan_build(const spmd_sharding *from, const spmd_sharding *to
     side src, dst;
     memset(&src, 0, sizeof src);
     memset(&dst, 0, sizeof dst);
-    plan_builder b = {.p = p, .src = &src, .dst = &dst, .me = rt->process_index,
-                      .num_processes = P};
-    spmd_status st = p ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
+    plan_builder b = {
+        .p = p, .src = &src, .dst = &dst, .me = rt->process_index, .num_processes = P};
+    spmd_status st =
+        p ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
     if (st == SPMD_OK) {
         p->dst_uid = to->uid;
         p->ndim = ndim;
@@ -508,14 +459,13 @@ static spmd_status plan_build(const spmd_sharding *from, const spmd_sharding *to
         p->ndst = dst.nlocal;
         p->dst = calloc(nd, sizeof *p->dst);
         b.cap_copies = calloc(nd, sizeof(int));
-        b.cap_unpacks = calloc(nd, sizeof(int));
+        b.cap_replicas = calloc(nd, sizeof(int));
         b.send_of = calloc((size_t)P, sizeof *b.send_of);
         b.recv_of = calloc((size_t)P, sizeof *b.recv_of);
         b.send_cap = calloc((size_t)P, sizeof(int));
-        b.recv_block = calloc((size_t)P, sizeof(int));
-        b.recv_region = calloc((size_t)P, sizeof *b.recv_region);
-        if (!p->dst || !b.cap_copies || !b.cap_unpacks || !b.send_of || !b.recv_of ||
-            !b.send_cap || !b.recv_block || !b.recv_region)
+        b.recv_cap = calloc((size_t)P, sizeof(int));
+        if (!p->dst || !b.cap_copies || !b.cap_replicas || !b.send_of || !b.recv_of ||
+            !b.send_cap || !b.recv_cap)
             st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
     }
     for (int j = 0; st == SPMD_OK && j < p->ndst; j++)
@@ -523,18 +473,19 @@ static spmd_status plan_build(const spmd_sharding *from, const spmd_sharding *to
     if (st == SPMD_OK)
         st = plan_walk(&b, ndim);
     if (st == SPMD_OK)
-        st = plan_compact(&b, ndim);
+        st = plan_compact(&b);
     if (st == SPMD_OK)
         st = plan_processes(p, from, to, P);
-    for (int q = 0; b.send_of && q < P; q++)
+    for (int q = 0; b.send_of && b.recv_of && q < P; q++) {
         free(b.send_of[q].pieces);
+        free(b.recv_of[q].pieces);
+    }
     free(b.send_of);
     free(b.recv_of);
     free(b.send_cap);
-    free(b.recv_block);
-    free(b.recv_region);
+    free(b.recv_cap);
     free(b.cap_copies);
-    free(b.cap_unpacks);
+    free(b.cap_replicas);
     side_free(&src);
     side_free(&dst);
     if (st != SPMD_OK) {
@@ -674,31 +625,21 @@ typedef struct job {
     spmd_array *x, *out;
     reshard_plan *plan;
     size_t elem;
-    char **recv_at;    /* [plan->nrecv] where the part from each peer lands */
-    char *recv_direct; /* [plan->nrecv] 1: received straight into the destination shard */
-    spmd_status status;
 } job;
 
 static void *shard_data(const spmd_array *a, int i) { return a->shards[i].buffer->data; }
 
-/* Copies region r from shard `from` of x (or from a dense buffer of r's shape when from < 0)
- * into shard j of out. */
-static void copy_into(const job *jb, int j, const region *r, const void *src, int from)
+/* Copies region r of shard i of `from` into shard j of `to`. */
+static void copy_region(const job *jb, const spmd_array *from, int i, int j, const region *r)
 {
-    const spmd_array *x = jb->x, *out = jb->out;
-    int ndim = out->ndim;
-    int64_t dst_start[SPMD_MAX_RANK], src_start[SPMD_MAX_RANK], zero[SPMD_MAX_RANK] = {0};
-    for (int d = 0; d < ndim; d++) {
-        dst_start[d] = r->start[d] - out->shards[j].index.start[d];
-        if (from >= 0)
-            src_start[d] = r->start[d] - x->shards[from].index.start[d];
+    const spmd_array *to = jb->out;
+    int64_t dst_start[SPMD_MAX_RANK], src_start[SPMD_MAX_RANK];
+    for (int d = 0; d < to->ndim; d++) {
+        dst_start[d] = r->start[d] - to->shards[j].index.start[d];
+        src_start[d] = r->start[d] - from->shards[i].index.start[d];
     }
-    if (from >= 0)
-        spmd__copy_region(jb->elem, ndim, r->extent, shard_data(out, j), out->shard_shape,
-                          dst_start, shard_data(x, from), x->shard_shape, src_start);
-    else
-        spmd__copy_region(jb->elem, ndim, r->extent, shard_data(out, j), out->shard_shape,
-                          dst_start, src, r->extent, zero);
+    spmd__copy_region(jb->elem, to->ndim, r->extent, shard_data(to, j), to->shard_shape, dst_start,
+                      shard_data(from, i), from->shard_shape, src_start);
 }
 
 /* On the destination device's worker: its buffer (shared or new), then its local pieces. */
@@ -713,187 +654,92 @@ static spmd_status fill_local(spmd_array *out, spmd__shard_slot *s, void *arg)
     }
     SPMD_CHECK(spmd__buffer_create(s->device_id, out->shard_bytes, &s->buffer));
     for (int k = 0; k < w->ncopies; k++)
-        copy_into(jb, j, &w->copies[k].r, NULL, w->copies[k].src_shard);
+        copy_region(jb, jb->x, w->copies[k].shard, j, &w->copies[k].r);
     return SPMD_OK;
 }
 
-static spmd_status fill_received(spmd_array *out, spmd__shard_slot *s, void *arg)
+/* After the exchange: pieces another shard of this process received for this one too. */
+static spmd_status fill_replicas(spmd_array *out, spmd__shard_slot *s, void *arg)
 {
     const job *jb = arg;
     int j = (int)(s - out->shards);
     const dst_work *w = &jb->plan->dst[j];
-    for (int k = 0; k < w->nunpacks; k++) {
-        const unpack_piece *u = &w->unpacks[k];
-        if (!jb->recv_direct[u->peer])
-            copy_into(jb, j, &u->r, jb->recv_at[u->peer] + (size_t)u->offset * jb->elem, -1);
-    }
+    for (int k = 0; k < w->nreplicas; k++)
+        copy_region(jb, out, w->replicas[k].shard, j, &w->replicas[k].r);
     return SPMD_OK;
 }
 
-static void pack(const job *jb, const peer_part *pp, char *dst)
-{
-    const spmd_array *x = jb->x;
-    int ndim = x->ndim;
-    int64_t zero[SPMD_MAX_RANK] = {0}, src_start[SPMD_MAX_RANK];
-    for (int k = 0; k < pp->npieces; k++) {
-        const copy_piece *c = &pp->pieces[k];
-        for (int d = 0; d < ndim; d++)
-            src_start[d] = c->r.start[d] - x->shards[c->src_shard].index.start[d];
-        spmd__copy_region(jb->elem, ndim, c->r.extent, dst, c->r.extent, zero,
-                          shard_data(x, c->src_shard), x->shard_shape, src_start);
-        dst += (size_t)region_elements(ndim, &c->r) * jb->elem;
-    }
-}
-
-/* One side (sends or receives) of the exchange with every peer: where each message lives. */
-typedef struct side_msgs {
-    size_t *bytes;    /* [num_processes] */
-    char **data;      /* [num_processes] */
-    int *only_job;    /* [num_processes] the one job with a part, -1 none, -2 several */
-    char *staging;    /* one buffer for the messages that are not direct */
-} side_msgs;
-
-static const peer_part *find_part(const peer_part *parts, int n, int process, int *index)
-{
-    for (int i = 0; i < n; i++)
-        if (parts[i].process == process) {
-            *index = i;
-            return &parts[i];
-        }
-    return NULL;
-}
-
-/* Sizes every message; a message that is one job's single contiguous piece needs no staging. */
-static spmd_status layout_messages(job *jobs, int n, int P, int sending, side_msgs *m)
-{
-    m->bytes = calloc((size_t)P, sizeof *m->bytes);
-    m->data = calloc((size_t)P, sizeof *m->data);
-    m->only_job = malloc((size_t)P * sizeof *m->only_job);
-    SPMD_REQUIRE(m->bytes && m->data && m->only_job, SPMD_ERR_OUT_OF_MEMORY,
-                 "spmd_reshard: out of memory");
-    for (int q = 0; q < P; q++)
-        m->only_job[q] = -1;
-    for (int k = 0; k < n; k++) {
-        const reshard_plan *p = jobs[k].plan;
-        int count = sending ? p->nsend : p->nrecv;
-        const peer_part *parts = sending ? p->sends : p->recvs;
-        for (int i = 0; i < count; i++) {
-            int q = parts[i].process;
-            m->bytes[q] += (size_t)parts[i].elements * jobs[k].elem;
-            m->only_job[q] = m->only_job[q] == -1 ? k : -2;
-        }
-    }
-    size_t staged = 0;
-    for (int q = 0; q < P; q++) {
-        int k = m->only_job[q], i = 0;
-        if (k >= 0) {
-            const reshard_plan *p = jobs[k].plan;
-            const peer_part *pp =
-                find_part(sending ? p->sends : p->recvs, sending ? p->nsend : p->nrecv, q, &i);
-            if (pp->direct_shard >= 0) {
-                const spmd_array *a = sending ? jobs[k].x : jobs[k].out;
-                m->data[q] =
-                    (char *)shard_data(a, pp->direct_shard) + (size_t)pp->direct_offset * jobs[k].elem;
-                if (!sending)
-                    jobs[k].recv_direct[i] = 1;
-                continue;
-            }
-        }
-        staged += m->bytes[q];
-    }
-    m->staging = malloc(staged ? staged : 1);
-    SPMD_REQUIRE(m->staging != NULL, SPMD_ERR_OUT_OF_MEMORY,
-                 "spmd_reshard: out of host memory for %zu bytes of messages", staged);
-    size_t at = 0;
-    for (int q = 0; q < P; q++) {
-        if (m->data[q] || m->bytes[q] == 0)
-            continue;
-        m->data[q] = m->staging + at;
-        size_t in_message = 0;
-        for (int k = 0; k < n; k++) { /* each job's part, in job order */
-            const reshard_plan *p = jobs[k].plan;
-            int i = 0;
-            const peer_part *pp =
-                find_part(sending ? p->sends : p->recvs, sending ? p->nsend : p->nrecv, q, &i);
-            if (!pp)
-                continue;
-            if (sending)
-                pack(&jobs[k], pp, m->data[q] + in_message);
-            else
-                jobs[k].recv_at[i] = m->data[q] + in_message;
-            in_message += (size_t)pp->elements * jobs[k].elem;
-        }
-        at += m->bytes[q];
-    }
-    return SPMD_OK;
-}
-
-static void side_msgs_free(side_msgs *m)
-{
-    free(m->bytes);
-    free(m->data);
-    free(m->only_job);
-    free(m->staging);
-}
-
-static int rank_in(const int *processes, int n, int process)
-{
-    for (int r = 0; r < n; r++)
-        if (processes[r] == process)
-            return r;
-    return -1;
-}
-
-static spmd_status append_messages(const side_msgs *m, int P, const int *processes, int n,
-                                   spmd__message **out, int *count)
+/* One message per peer process and direction, made of every job's pieces in job order. */
+static spmd_status build_messages(const job *jobs, int n, int sending, const int *processes,
+                                  int nproc, spmd__piece_message **out, int *count,
+                                  spmd__piece **pieces_out, uint64_t *bytes)
 {
     int total = 0;
-    for (int q = 0; q < P; q++)
-        total += (int)((m->bytes[q] + MESSAGE_CHUNK - 1) / MESSAGE_CHUNK);
-    *out = malloc((size_t)(total ? total : 1) * sizeof **out);
-    SPMD_REQUIRE(*out != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
+    for (int k = 0; k < n; k++) {
+        const reshard_plan *p = jobs[k].plan;
+        for (int i = 0; i < (sending ? p->nsend : p->nrecv); i++)
+            total += (sending ? p->sends : p->recvs)[i].npieces;
+    }
+    spmd__piece_message *m = calloc((size_t)(nproc ? nproc : 1), sizeof *m);
+    spmd__piece *pieces = malloc((size_t)(total ? total : 1) * sizeof *pieces);
+    *out = m;
+    *pieces_out = pieces;
+    SPMD_REQUIRE(m && pieces, SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
     *count = 0;
-    for (int q = 0; q < P; q++)
-        for (size_t at = 0, c = 0; at < m->bytes[q]; at += MESSAGE_CHUNK, c++) {
-            size_t left = m->bytes[q] - at;
-            (*out)[(*count)++] = (spmd__message){rank_in(processes, n, q), (int)c,
-                                                 m->data[q] + at,
-                                                 left < MESSAGE_CHUNK ? left : MESSAGE_CHUNK};
+    int used = 0;
+    for (int r = 0; r < nproc; r++) {
+        spmd__piece_message *msg = &m[*count];
+        msg->peer = r;
+        msg->pieces = &pieces[used];
+        for (int k = 0; k < n; k++) {
+            const reshard_plan *p = jobs[k].plan;
+            const spmd_array *a = sending ? jobs[k].x : jobs[k].out;
+            int parts = sending ? p->nsend : p->nrecv;
+            const peer_part *pp = NULL;
+            for (int i = 0; i < parts && !pp; i++)
+                if ((sending ? p->sends : p->recvs)[i].process == processes[r])
+                    pp = &(sending ? p->sends : p->recvs)[i];
+            if (!pp)
+                continue;
+            *bytes += (uint64_t)pp->elements * jobs[k].elem;
+            for (int i = 0; i < pp->npieces; i++) {
+                const piece *c = &pp->pieces[i];
+                spmd__piece *q = &pieces[used++];
+                q->base = shard_data(a, c->shard);
+                q->elem = jobs[k].elem;
+                q->ndim = a->ndim;
+                q->shape = a->shard_shape;
+                for (int d = 0; d < a->ndim; d++) {
+                    q->start[d] = c->r.start[d] - a->shards[c->shard].index.start[d];
+                    q->extent[d] = c->r.extent[d];
+                }
+                msg->npieces++;
+            }
         }
+        *count += msg->npieces > 0;
+    }
     return SPMD_OK;
 }
 
-/* Sends and receives every message; the received ones stay in *rcv (the caller frees it once
- * they are unpacked). */
-static spmd_status exchange(spmd__comm *comm, job *jobs, int n, const int *processes, int nproc,
-                            int P, side_msgs *rcv_out, spmd_reshard_stats *stats)
+static spmd_status exchange(spmd__comm *comm, const job *jobs, int n, const int *processes,
+                            int nproc, spmd_reshard_stats *stats)
 {
-    side_msgs snd, rcv;
-    memset(&snd, 0, sizeof snd);
-    memset(&rcv, 0, sizeof rcv);
-    spmd__message *sends = NULL, *recvs = NULL;
+    spmd__piece_message *sends = NULL, *recvs = NULL;
+    spmd__piece *send_pieces = NULL, *recv_pieces = NULL;
     int nsend = 0, nrecv = 0;
-    spmd_status st = layout_messages(jobs, n, P, 1, &snd);
+    spmd_status st = build_messages(jobs, n, 1, processes, nproc, &sends, &nsend, &send_pieces,
+                                    &stats->bytes_sent);
     if (st == SPMD_OK)
-        st = layout_messages(jobs, n, P, 0, &rcv);
-    if (st == SPMD_OK)
-        st = append_messages(&snd, P, processes, nproc, &sends, &nsend);
-    if (st == SPMD_OK)
-        st = append_messages(&rcv, P, processes, nproc, &recvs, &nrecv);
+        st = build_messages(jobs, n, 0, processes, nproc, &recvs, &nrecv, &recv_pieces,
+                            &stats->bytes_received);
     if (st == SPMD_OK && (nsend || nrecv))
-        st = spmd__comm_exchange(comm, nsend, sends, nrecv, recvs);
-    if (st == SPMD_OK) {
-        for (int q = 0; q < P; q++) {
-            stats->bytes_sent += snd.bytes[q];
-            stats->bytes_received += rcv.bytes[q];
-        }
-        stats->messages_sent = nsend;
-        stats->messages_received = nrecv;
-    }
+        st = spmd__comm_exchange_pieces(comm, nsend, sends, nrecv, recvs);
+    stats->messages_sent = nsend;
+    stats->messages_received = nrecv;
     free(sends);
     free(recvs);
-    side_msgs_free(&snd);
-    *rcv_out = rcv;
+    free(send_pieces);
+    free(recv_pieces);
     return st;
 }
 
@@ -926,8 +772,8 @@ static uint64_t describe(const job *jobs, int n, char *text, size_t size)
     return h;
 }
 
-static spmd_status check_one(const spmd_array *x, const spmd_sharding *to, const char *fn,
-                             int k, int batch)
+static spmd_status check_one(const spmd_array *x, const spmd_sharding *to, const char *fn, int k,
+                             int batch)
 {
     char what[64];
     snprintf(what, sizeof what, batch ? "xs[%d]" : "x", k);
@@ -940,6 +786,17 @@ static spmd_status check_one(const spmd_array *x, const spmd_sharding *to, const
     return spmd__sharding_check_shape(to, x->ndim, x->shape, fn, what);
 }
 
+/* Elements copied between buffers of this process into one destination shard. */
+static uint64_t copied_elements(const dst_work *w, int ndim)
+{
+    uint64_t n = 0;
+    for (int c = 0; c < w->ncopies; c++)
+        n += (uint64_t)region_elements(ndim, &w->copies[c].r);
+    for (int c = 0; c < w->nreplicas; c++)
+        n += (uint64_t)region_elements(ndim, &w->replicas[c].r);
+    return n;
+}
+
 static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
                                   const spmd_sharding *const *to, const spmd_reshard_options *o,
                                   job *jobs, spmd_reshard_stats *stats)
@@ -950,8 +807,8 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     int P = rt->process_count;
     char *member = calloc((size_t)P, 1);
     int *processes = malloc((size_t)P * sizeof(int)), nproc = 0, any_message = 0;
-    spmd_status st = member && processes ? SPMD_OK
-                                         : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    spmd_status st =
+        member && processes ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     for (int k = 0; st == SPMD_OK && k < n; k++) {
         jobs[k].x = xs[k];
         jobs[k].elem = spmd_dtype_size(xs[k]->dtype);
@@ -959,13 +816,6 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
         if (st == SPMD_OK)
             st = spmd__array_create_empty(to[k], xs[k]->ndim, xs[k]->shape, xs[k]->dtype, fn,
                                           &jobs[k].out);
-        if (st == SPMD_OK) {
-            int nr = jobs[k].plan->nrecv ? jobs[k].plan->nrecv : 1;
-            jobs[k].recv_at = calloc((size_t)nr, sizeof *jobs[k].recv_at);
-            jobs[k].recv_direct = calloc((size_t)nr, 1);
-            if (!jobs[k].recv_at || !jobs[k].recv_direct)
-                st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-        }
         if (st != SPMD_OK)
             break;
         any_message |= jobs[k].plan->any_message;
@@ -976,8 +826,6 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
         if (member[q])
             processes[nproc++] = q;
     spmd__comm *comm = NULL;
-    side_msgs received;
-    memset(&received, 0, sizeof received);
     if (st == SPMD_OK && any_message && member[rt->process_index]) {
         char text[120];
         uint64_t fingerprint = describe(jobs, n, text, sizeof text);
@@ -990,13 +838,11 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
             if (jobs[k].plan->dst[j].share_src >= 0)
                 stats->bytes_shared += jobs[k].out->shard_bytes;
             else
-                for (int c = 0; c < jobs[k].plan->dst[j].ncopies; c++)
-                    stats->bytes_copied += (uint64_t)region_elements(
-                                               jobs[k].out->ndim, &jobs[k].plan->dst[j].copies[c].r) *
-                                           jobs[k].elem;
+                stats->bytes_copied +=
+                    copied_elements(&jobs[k].plan->dst[j], jobs[k].out->ndim) * jobs[k].elem;
     }
     if (st == SPMD_OK && comm) {
-        st = exchange(comm, jobs, n, processes, nproc, P, &received, stats);
+        st = exchange(comm, jobs, n, processes, nproc, stats);
         if (st != SPMD_OK) { /* MPI failed after the agreement: do not reuse the communicator */
             comm_entry *e = comm_find(processes, nproc, rt->session);
             if (e)
@@ -1005,19 +851,18 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     }
     if (st == SPMD_OK && o->donate)
         for (int k = 0; k < n; k++)
-            spmd__array_mark_deleted(xs[k]); /* its sent data is out; shared buffers live on */
+            spmd__array_mark_deleted(xs[k], fn); /* its sent data is out; shared buffers live on */
     for (int k = 0; st == SPMD_OK && comm && k < n; k++)
-        st = spmd__array_for_shards(jobs[k].out, NULL, jobs[k].out->num_shards, fill_received,
+        st = spmd__array_for_shards(jobs[k].out, NULL, jobs[k].out->num_shards, fill_replicas,
                                     &jobs[k]);
-    side_msgs_free(&received);
     free(member);
     free(processes);
     return st;
 }
 
 static spmd_status reshard_batch(const char *fn, int n, spmd_array *const *xs,
-                                 const spmd_sharding *const *to, const spmd_reshard_options *options,
-                                 spmd_array **outs)
+                                 const spmd_sharding *const *to,
+                                 const spmd_reshard_options *options, spmd_array **outs)
 {
     spmd_reshard_options o = SPMD_RESHARD_OPTIONS_INIT;
     if (options) {
@@ -1056,8 +901,6 @@ static spmd_status reshard_batch(const char *fn, int n, spmd_array *const *xs,
             outs[k] = jobs[k].out;
         else
             spmd_array_destroy(jobs[k].out);
-        free(jobs[k].recv_at);
-        free(jobs[k].recv_direct);
     }
     free(jobs);
     if (st == SPMD_OK && o.stats)
@@ -1080,8 +923,8 @@ spmd_status spmd_reshard_batch(int n, spmd_array *const *xs,
                                const spmd_reshard_options *options, spmd_array **outs)
 {
     const char *fn = "spmd_reshard_batch";
-    SPMD_REQUIRE(n >= 0 && n <= MAX_BATCH, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: n=%d must be in 0..%d", fn, n, MAX_BATCH);
+    SPMD_REQUIRE(n >= 0 && n <= MAX_BATCH, SPMD_ERR_INVALID_ARGUMENT, "%s: n=%d must be in 0..%d",
+                 fn, n, MAX_BATCH);
     if (n == 0)
         return SPMD_OK;
     SPMD_REQUIRE_NOT_NULL(outs, fn);
@@ -1090,8 +933,8 @@ spmd_status spmd_reshard_batch(int n, spmd_array *const *xs,
     SPMD_REQUIRE_NOT_NULL(xs, fn);
     SPMD_REQUIRE_NOT_NULL(new_shardings, fn);
     for (int k = 0; k < n; k++)
-        SPMD_REQUIRE(xs[k] && new_shardings[k], SPMD_ERR_INVALID_ARGUMENT,
-                     "%s: %s[%d] is NULL", fn, xs[k] ? "new_shardings" : "xs", k);
+        SPMD_REQUIRE(xs[k] && new_shardings[k], SPMD_ERR_INVALID_ARGUMENT, "%s: %s[%d] is NULL", fn,
+                     xs[k] ? "new_shardings" : "xs", k);
     return reshard_batch(fn, n, xs, new_shardings, options, outs);
 }
 
@@ -1113,8 +956,8 @@ spmd_status spmd_array_copy(const spmd_array *x, spmd_array **out)
     if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;
     SPMD_REQUIRE(rt->platform == SPMD_PLATFORM_CPU, SPMD_ERR_UNSUPPORTED,
-                 "%s: copying arrays on %s devices is not supported yet; set SPMD_PLATFORM=cpu",
-                 fn, spmd_platform_name(rt->platform));
+                 "%s: copying arrays on %s devices is not supported yet; set SPMD_PLATFORM=cpu", fn,
+                 spmd_platform_name(rt->platform));
     spmd_array *a = NULL;
     SPMD_CHECK(spmd__array_create_empty(x->sharding, x->ndim, x->shape, x->dtype, fn, &a));
     spmd_status st = spmd__array_for_shards(a, NULL, a->num_shards, copy_shard, (void *)x);
@@ -1122,6 +965,7 @@ spmd_status spmd_array_copy(const spmd_array *x, spmd_array **out)
         spmd_array_destroy(a);
         return st;
     }
+    a->stacked_replicas = x->stacked_replicas;
     *out = a;
     return SPMD_OK;
 }
