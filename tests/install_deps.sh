@@ -3,7 +3,7 @@
 # Runs as root (or through sudo). The CUDA toolkit is optional and not installed here: when
 # nvcc is found (PATH or /usr/local/cuda), the CUDA backend is built as well.
 set -eu
-packages="build-essential cmake pkg-config git libopenmpi-dev openmpi-bin libcmocka-dev libcjson-dev libopenblas-dev"
+packages="build-essential cmake pkg-config git libopenmpi-dev openmpi-bin libcmocka-dev libcjson-dev libopenblas-dev libscalapack-openmpi-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

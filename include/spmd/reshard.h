@@ -16,8 +16,8 @@ typedef struct spmd_reshard_stats {
     uint64_t bytes_sent;     /**< to other processes */
     uint64_t bytes_received; /**< from other processes */
     uint64_t bytes_copied;   /**< between buffers of this process (packing excluded) */
-    uint64_t bytes_shared;   /**< destination shards that reuse a source buffer: no copy */
-    int messages_sent;       /**< one per destination process (more above 1 GiB) */
+    uint64_t bytes_shared;   /**< destination shards that are views of a source buffer: no copy */
+    int messages_sent;       /**< one per destination process, whatever the batch size */
     int messages_received;
 } spmd_reshard_stats;
 
@@ -42,8 +42,10 @@ typedef struct spmd_reshard_options {
  * Collective over every process that owns a device of x's mesh or of the new mesh, in the
  * same order everywhere; other processes may call it too and get an array with no shards.
  * Only what changes owner moves: each process receives each element it lacks once (from the
- * holder nearest in process index when the source is replicated), in one message per pair of
- * processes; blocks that stay on their device keep their buffer (no copy).
+ * holder cyclically nearest in process index when the source is replicated), in one message per
+ * pair of processes. A destination block that is one contiguous run of a source shard on the same
+ * device (the same block, or a row block of a replicated or coarser one) is a view of that
+ * buffer: no copy.
  * @return SPMD_OK; SPMD_ERR_SHAPE when new_sharding does not fit x's shape;
  *         SPMD_ERR_INVALID_ARGUMENT (NULL, deleted array, bad options);
  *         SPMD_ERR_COLLECTIVE_MISMATCH / SPMD_ERR_TIMEOUT when the processes disagree or one

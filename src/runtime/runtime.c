@@ -18,10 +18,12 @@
 #include "runtime/process.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
+#include "shard_map/buffer.h"
 
 #define MAX_DEVICES_PER_GPU 64
 /* Long enough for a slow step on another process; short enough to report a mistake. */
 #define DEFAULT_COLLECTIVE_TIMEOUT_S 300.0
+#define DEFAULT_BUFFER_POOL_MB 1024
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_count;
@@ -138,6 +140,9 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     double timeout_s = DEFAULT_COLLECTIVE_TIMEOUT_S;
     SPMD_CHECK(spmd__env_seconds("SPMD_COLLECTIVE_TIMEOUT", &timeout_s));
     rt.collective_timeout_ns = (int64_t)(timeout_s * 1e9);
+    long pool_mb = DEFAULT_BUFFER_POOL_MB;
+    SPMD_CHECK(spmd__env_int("SPMD_BUFFER_POOL_MB", 0, 1L << 30, &pool_mb, &from_env));
+    rt.buffer_pool_bytes = (size_t)pool_mb << 20;
     int gpus = 0;
 #ifdef SPMD_HAVE_CUDA
     if (platform == SPMD_AUTO) {
@@ -322,6 +327,7 @@ spmd_status spmd_finalize(void)
     spmd_status st = SPMD_OK;
     if (--init_count == 0) {
         atomic_store(&ready, 0);
+        spmd__buffer_pool_drain();
         spmd__workers_stop();
         free(rt.devices);
         st = spmd__proc_finalize();

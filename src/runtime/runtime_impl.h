@@ -14,9 +14,10 @@ typedef struct spmd__runtime {
     int num_devices;           /* global */
     spmd_device_info *devices; /* indexed by global id */
     int num_local;
-    int first_local;  /* global id of local ordinal 0: ids are process-major */
-    unsigned session; /* bumped by every start-up; meshes remember theirs */
+    int first_local;               /* global id of local ordinal 0: ids are process-major */
+    unsigned session;              /* bumped by every start-up; meshes remember theirs */
     int64_t collective_timeout_ns; /* $SPMD_COLLECTIVE_TIMEOUT */
+    size_t buffer_pool_bytes;      /* $SPMD_BUFFER_POOL_MB: freed device memory kept for reuse */
 } spmd__runtime;
 
 /** The runtime, or NULL (with an error naming `fn`) when libspmd is not initialized. */

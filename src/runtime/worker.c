@@ -146,6 +146,13 @@ void spmd__workers_stop(void)
 
 spmd_status spmd__run_on_devices(int count, const int *ordinals, spmd__device_task task, void *arg)
 {
+    return spmd__run_on_devices_beside(count, ordinals, task, arg, NULL, NULL);
+}
+
+spmd_status spmd__run_on_devices_beside(int count, const int *ordinals, spmd__device_task task,
+                                        void *arg, spmd_status (*beside)(void *), void *beside_arg)
+{
+    spmd_status beside_status = SPMD_OK;
     batch b = {.status = SPMD_OK};
     atomic_init(&b.remaining, count);
     atomic_init(&b.failed_ordinal, NO_FAILURE);
@@ -156,6 +163,8 @@ spmd_status spmd__run_on_devices(int count, const int *ordinals, spmd__device_ta
          * batch, so waiting for them could deadlock. */
         for (int i = 0; i < count; i++)
             run_task(&b, task, arg, ordinals ? ordinals[i] : i);
+        if (beside)
+            beside_status = beside(beside_arg);
     } else {
         pthread_mutex_lock(&dispatch_lock);
         for (int i = 0; i < count; i++) {
@@ -165,6 +174,8 @@ spmd_status spmd__run_on_devices(int count, const int *ordinals, spmd__device_ta
             atomic_store_explicit(&w->job, &b, memory_order_release);
         }
         spmd__event_signal(&dispatch_wake);
+        if (beside)
+            beside_status = beside(beside_arg);
         for (;;) {
             unsigned seen = spmd__event_seq(&batch_done);
             if (atomic_load(&b.remaining) == 0)
@@ -175,7 +186,7 @@ spmd_status spmd__run_on_devices(int count, const int *ordinals, spmd__device_ta
     }
     pthread_mutex_destroy(&b.error_lock);
     if (atomic_load(&b.failed_ordinal) == NO_FAILURE)
-        return SPMD_OK;
+        return beside_status;
     spmd__error_set_raw(b.message);
     return b.status;
 }

@@ -26,6 +26,14 @@ void spmd__workers_stop(void);
  */
 spmd_status spmd__run_on_devices(int count, const int *ordinals, spmd__device_task task, void *arg);
 
+/**
+ * As spmd__run_on_devices, running beside(beside_arg) on the calling thread while the devices
+ * work (after them when nested), so that host-side work such as communication overlaps theirs.
+ * Returns the devices' error first, else beside's status.
+ */
+spmd_status spmd__run_on_devices_beside(int count, const int *ordinals, spmd__device_task task,
+                                        void *arg, spmd_status (*beside)(void *), void *beside_arg);
+
 /** Local ordinal of the device whose worker is the calling thread; -1 for other threads. */
 int spmd__worker_current(void);
 

@@ -16,12 +16,21 @@ typedef struct spmd__buffer {
     const spmd__backend *backend;
     void *data;
     size_t nbytes;
+    struct spmd__buffer *parent; /* a view: data lies inside the parent, which it keeps alive */
 } spmd__buffer;
 
 /** Allocates `nbytes` on global device `device_id` (which must be local). */
 spmd_status spmd__buffer_create(int device_id, size_t nbytes, spmd__buffer **out);
 spmd__buffer *spmd__buffer_retain(spmd__buffer *b);
-/** Drops a reference; frees the memory with the last one. NULL-safe. */
+/** `nbytes` of `parent` from byte `offset` on, sharing its memory (no copy). */
+spmd_status spmd__buffer_view(spmd__buffer *parent, size_t offset, size_t nbytes,
+                              spmd__buffer **out);
+/** 1 when no other array can see b's memory: one reference, and neither a view nor viewed. */
+int spmd__buffer_is_exclusive(spmd__buffer *b);
+/** Drops a reference; the last one frees the memory or keeps it for reuse. NULL-safe. */
 void spmd__buffer_release(spmd__buffer *b);
+
+/** Frees the memory kept for reuse (spmd_finalize); later releases free directly. */
+void spmd__buffer_pool_drain(void);
 
 #endif /* SPMD_BUFFER_H */

@@ -700,7 +700,7 @@ static void apply_donations(spmd_plan *p, spmd_array *const *inputs, spmd_array 
         spmd_array *a = inputs[i];
         int j = p->donate_to[i], exclusive = 1;
         for (int s = 0; s < a->num_shards; s++)
-            exclusive &= atomic_load(&a->shards[s].buffer->refs) == 1;
+            exclusive &= spmd__buffer_is_exclusive(a->shards[s].buffer);
         if (j < 0 || !exclusive) {
             SPMD_WARN("spmd_shard_map: donated input %d %s; it is deleted without being reused", i,
                       j < 0 ? "matches no output of the same block shape and dtype"

@@ -13,6 +13,7 @@
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/worker.h"
 #include "shard_map/array_impl.h"
 #include "shard_map/copy.h"
 #include "shard_map/groups.h"
@@ -34,7 +35,8 @@ typedef struct piece { /* a region of one shard of this process */
 } piece;
 
 typedef struct dst_work { /* one destination shard of this process */
-    int share_src;        /* source shard whose buffer it reuses, or -1 */
+    int share_src;        /* source shard whose memory it reuses (a view), or -1 */
+    int64_t share_offset; /* elements into that shard */
     int ncopies, nreplicas;
     piece *copies;   /* from source shards, before the exchange */
     piece *replicas; /* from another destination shard (which received it), after */
@@ -104,6 +106,22 @@ static int64_t region_elements(int ndim, const region *r)
     for (int d = 0; d < ndim; d++)
         n *= r->extent[d];
     return n;
+}
+
+/* Offset, in elements, of r's first element inside a dense shard at `box`, or -1 when r is
+ * not one contiguous run of that shard. */
+static int64_t contiguous_offset(int ndim, const region *r, const spmd_box *box)
+{
+    int d = 0;
+    while (d < ndim && r->extent[d] == 1)
+        d++;
+    for (int e = d + 1; e < ndim; e++)
+        if (r->extent[e] != box->stop[e] - box->start[e])
+            return -1;
+    int64_t offset = 0;
+    for (int e = 0; e < ndim; e++)
+        offset = offset * (box->stop[e] - box->start[e]) + (r->start[e] - box->start[e]);
+    return offset;
 }
 
 static int grow(void **items, int count, int *capacity, size_t size)
@@ -285,12 +303,14 @@ static spmd_status add_local(plan_builder *b, int bd, int bs, const region *r, i
             continue;
         dst_work *w = &b->p->dst[j];
         int i = local_source_of(b->src, bs, b->dst->local_device[j]);
-        int same_box = b->src->local_device[i] == b->dst->local_device[j];
-        for (int d = 0; d < ndim && same_box; d++)
-            same_box = b->src->local_box[i].start[d] == b->dst->local_box[j].start[d] &&
-                       b->src->local_box[i].stop[d] == b->dst->local_box[j].stop[d];
-        if (same_box) {
+        /* the whole destination block, one run of a source shard on the same device: a view */
+        int whole = 1;
+        for (int d = 0; d < ndim; d++)
+            whole &= r->extent[d] == b->dst->local_box[j].stop[d] - b->dst->local_box[j].start[d];
+        int64_t offset = contiguous_offset(ndim, r, &b->src->local_box[i]);
+        if (whole && offset >= 0 && b->src->local_device[i] == b->dst->local_device[j]) {
             w->share_src = i;
+            w->share_offset = offset;
             continue;
         }
         if (!grow((void **)&w->copies, w->ncopies, &b->cap_copies[j], sizeof *w->copies))
@@ -642,30 +662,67 @@ static void copy_region(const job *jb, const spmd_array *from, int i, int j, con
                       shard_data(from, i), from->shard_shape, src_start);
 }
 
-/* On the destination device's worker: its buffer (shared or new), then its local pieces. */
-static spmd_status fill_local(spmd_array *out, spmd__shard_slot *s, void *arg)
+/* The jobs of one call, as the device workers see them. */
+typedef struct batch_work {
+    job *jobs;
+    int n;
+} batch_work;
+
+/* On each device's worker: its destination buffers, shared with a source shard or new. */
+static spmd_status device_buffers(int ordinal, void *arg)
 {
-    const job *jb = arg;
-    int j = (int)(s - out->shards);
-    const dst_work *w = &jb->plan->dst[j];
-    if (w->share_src >= 0) {
-        s->buffer = spmd__buffer_retain(jb->x->shards[w->share_src].buffer);
-        return SPMD_OK;
+    const batch_work *bw = arg;
+    for (int k = 0; k < bw->n; k++) {
+        const job *jb = &bw->jobs[k];
+        for (int j = 0; j < jb->out->num_shards; j++) {
+            spmd__shard_slot *s = &jb->out->shards[j];
+            if (s->ordinal != ordinal)
+                continue;
+            const dst_work *w = &jb->plan->dst[j];
+            spmd__buffer *src = w->share_src >= 0 ? jb->x->shards[w->share_src].buffer : NULL;
+            if (src && w->share_offset == 0 && src->nbytes == jb->out->shard_bytes)
+                s->buffer = spmd__buffer_retain(src);
+            else if (src)
+                SPMD_CHECK(spmd__buffer_view(src, (size_t)w->share_offset * jb->elem,
+                                             jb->out->shard_bytes, &s->buffer));
+            else
+                SPMD_CHECK(spmd__buffer_create(s->device_id, jb->out->shard_bytes, &s->buffer));
+        }
     }
-    SPMD_CHECK(spmd__buffer_create(s->device_id, out->shard_bytes, &s->buffer));
-    for (int k = 0; k < w->ncopies; k++)
-        copy_region(jb, jb->x, w->copies[k].shard, j, &w->copies[k].r);
     return SPMD_OK;
 }
 
-/* After the exchange: pieces another shard of this process received for this one too. */
-static spmd_status fill_replicas(spmd_array *out, spmd__shard_slot *s, void *arg)
+/* The pieces each destination shard takes from this process's source shards. */
+static spmd_status device_copies(int ordinal, void *arg)
 {
-    const job *jb = arg;
-    int j = (int)(s - out->shards);
-    const dst_work *w = &jb->plan->dst[j];
-    for (int k = 0; k < w->nreplicas; k++)
-        copy_region(jb, out, w->replicas[k].shard, j, &w->replicas[k].r);
+    const batch_work *bw = arg;
+    for (int k = 0; k < bw->n; k++) {
+        const job *jb = &bw->jobs[k];
+        for (int j = 0; j < jb->out->num_shards; j++) {
+            const dst_work *w = &jb->plan->dst[j];
+            if (jb->out->shards[j].ordinal != ordinal)
+                continue;
+            for (int c = 0; c < w->ncopies; c++)
+                copy_region(jb, jb->x, w->copies[c].shard, j, &w->copies[c].r);
+        }
+    }
+    return SPMD_OK;
+}
+
+/* After the exchange: what another shard of this process received for this one too. */
+static spmd_status device_replicas(int ordinal, void *arg)
+{
+    const batch_work *bw = arg;
+    for (int k = 0; k < bw->n; k++) {
+        const job *jb = &bw->jobs[k];
+        for (int j = 0; j < jb->out->num_shards; j++) {
+            const dst_work *w = &jb->plan->dst[j];
+            if (jb->out->shards[j].ordinal != ordinal)
+                continue;
+            for (int c = 0; c < w->nreplicas; c++)
+                copy_region(jb, jb->out, w->replicas[c].shard, j, &w->replicas[c].r);
+        }
+    }
     return SPMD_OK;
 }
 
@@ -741,6 +798,21 @@ static spmd_status exchange(spmd__comm *comm, const job *jobs, int n, const int 
     free(send_pieces);
     free(recv_pieces);
     return st;
+}
+
+typedef struct exchange_args {
+    spmd__comm *comm;
+    const job *jobs;
+    int n;
+    const int *processes;
+    int nproc;
+    spmd_reshard_stats *stats;
+} exchange_args;
+
+static spmd_status exchange_beside(void *arg)
+{
+    const exchange_args *a = arg;
+    return exchange(a->comm, a->jobs, a->n, a->processes, a->nproc, a->stats);
 }
 
 /* Fingerprint and a short description of the batch, for the agreement between processes. */
@@ -825,36 +897,48 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     for (int q = 0; st == SPMD_OK && q < P; q++)
         if (member[q])
             processes[nproc++] = q;
+    /* Buffers before the agreement (messages land in them): a process that cannot allocate
+     * still takes part in it, so that the others fail at once instead of waiting for it. */
+    batch_work bw = {jobs, n};
+    int prepared = st == SPMD_OK;
+    if (st == SPMD_OK)
+        st = spmd__run_on_devices(rt->num_local, NULL, device_buffers, &bw);
     spmd__comm *comm = NULL;
-    if (st == SPMD_OK && any_message && member[rt->process_index]) {
+    if (prepared && any_message && member[rt->process_index]) {
         char text[120];
         uint64_t fingerprint = describe(jobs, n, text, sizeof text);
-        st = comm_agree(rt, processes, nproc, fingerprint, text, &comm);
+        if (st != SPMD_OK) {
+            char reason[1024];
+            snprintf(reason, sizeof reason, "%s", spmd_last_error());
+            snprintf(text, sizeof text, "spmd_reshard, which failed here: %.80s", reason);
+            spmd__ignore(comm_agree(rt, processes, nproc, ~fingerprint, text, &comm));
+            comm = NULL;
+            st = SPMD_ERROR(st, "%s", reason);
+        } else {
+            st = comm_agree(rt, processes, nproc, fingerprint, text, &comm);
+        }
     }
-    for (int k = 0; st == SPMD_OK && k < n; k++) {
-        st = spmd__array_for_shards(jobs[k].out, NULL, jobs[k].out->num_shards, fill_local,
-                                    &jobs[k]);
+    exchange_args ex = {comm, jobs, n, processes, nproc, stats};
+    if (st == SPMD_OK) /* the local copies beside the exchange */
+        st = spmd__run_on_devices_beside(rt->num_local, NULL, device_copies, &bw,
+                                         comm ? exchange_beside : NULL, &ex);
+    if (st != SPMD_OK && comm) { /* MPI failed after the agreement: start afresh next time */
+        comm_entry *e = comm_find(processes, nproc, rt->session);
+        if (e)
+            comm_forget(e);
+    }
+    if (st == SPMD_OK && o->donate)
+        for (int k = 0; k < n; k++)
+            spmd__array_mark_deleted(xs[k], fn); /* its sent data is out; shared buffers live on */
+    if (st == SPMD_OK && comm)
+        st = spmd__run_on_devices(rt->num_local, NULL, device_replicas, &bw);
+    for (int k = 0; st == SPMD_OK && k < n; k++)
         for (int j = 0; j < jobs[k].out->num_shards; j++)
             if (jobs[k].plan->dst[j].share_src >= 0)
                 stats->bytes_shared += jobs[k].out->shard_bytes;
             else
                 stats->bytes_copied +=
                     copied_elements(&jobs[k].plan->dst[j], jobs[k].out->ndim) * jobs[k].elem;
-    }
-    if (st == SPMD_OK && comm) {
-        st = exchange(comm, jobs, n, processes, nproc, stats);
-        if (st != SPMD_OK) { /* MPI failed after the agreement: do not reuse the communicator */
-            comm_entry *e = comm_find(processes, nproc, rt->session);
-            if (e)
-                comm_forget(e);
-        }
-    }
-    if (st == SPMD_OK && o->donate)
-        for (int k = 0; k < n; k++)
-            spmd__array_mark_deleted(xs[k], fn); /* its sent data is out; shared buffers live on */
-    for (int k = 0; st == SPMD_OK && comm && k < n; k++)
-        st = spmd__array_for_shards(jobs[k].out, NULL, jobs[k].out->num_shards, fill_replicas,
-                                    &jobs[k]);
     free(member);
     free(processes);
     return st;

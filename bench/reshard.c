@@ -1,0 +1,1145 @@
+/*
+ * bench/reshard: spmd_reshard (jax.device_put(x, new_sharding)) of an N x N float64 matrix for
+ * the layout changes below, with its baselines timed in the same run, iteration by iteration
+ * (each timed call starts after a barrier; a row's time is the median over iterations of the
+ * slowest process):
+ *   (a) MPI_Alltoallv on spmd_mpi_comm() of exactly the elements that must change process,
+ *       from pre-packed contiguous buffers (no packing): the bound. ratio = a2av / reshard.
+ *   (b) gather-then-scatter through rank 0: pack the source shards, MPI_Gatherv, assemble the
+ *       global matrix on rank 0, pack every destination shard, MPI_Scatterv, unpack (the naive
+ *       way). ratio = gather_scatter / reshard.
+ *   (c) ScaLAPACK pdgemr2d (when built with it) for layouts of one block per device, each
+ *       device on its own process (rows_to_cols, transpose_2d, half_to_half): a row-major A is
+ *       the column-major A^T, so row blocks of A over p devices are column blocks of A^T over
+ *       a 1 x p BLACS grid (block size N/p). ratio = pdgemr2d / reshard.
+ * Layouts (mesh 'a' of every device; ('a','b') an n1 x n2 mesh when the device count allows):
+ *   rows_to_cols        P('a') -> P(None,'a')       (the transpose-like all-to-all)
+ *   transpose_2d        P('a','b') -> P('b','a')    on the 2-D mesh
+ *   replicated_to_rows  P() -> P('a')               (no data moves)
+ *   rows_to_replicated  P('a') -> P()               (an all-gather)
+ *   half_to_half        P('a') on devices [0, n/2) -> P('a') on devices [n/2, n)
+ * spmd_reshard's time includes creating the output array; destroying it is outside the timed
+ * region. Every result (and every baseline's) is compared element by element with
+ * f(i, j) = i*N + j; a nonzero #wrong prints WRONG. Also reported: moved (the bytes
+ * spmd_reshard says it sent over the bound's) and pgfault (minor page faults per call: fresh
+ * output buffers are first-touched inside the timed region).
+ *
+ *   mpirun -np 4 -x SPMD_NUM_CPU_DEVICES=1 bench_reshard --min-n 256 --max-n 4096 --json r.json
+ *   SPMD_NUM_CPU_DEVICES=4 bench_reshard --layout rows_to_cols    # one process: reshard only
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#ifdef SPMD_HAVE_MPI
+#include <spmd/mpi.h>
+#else
+#undef SPMD_BENCH_HAVE_SCALAPACK
+#endif
+
+#define CHECK(call) BENCH_CHECK("bench_reshard", call)
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "bench_reshard: %s\n", what);
+    exit(1);
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        fail("out of memory");
+    return p;
+}
+
+typedef enum layout_kind {
+    L_ROWS_TO_COLS,
+    L_TRANSPOSE_2D,
+    L_REPLICATED_TO_ROWS,
+    L_ROWS_TO_REPLICATED,
+    L_HALF_TO_HALF,
+    L_COUNT
+} layout_kind;
+static const char *const layout_names[L_COUNT] = {
+    "rows_to_cols", "transpose_2d", "replicated_to_rows", "rows_to_replicated", "half_to_half"};
+
+typedef struct config {
+    int layouts[L_COUNT];
+    int64_t min_n, max_n;
+    int iters, warmup;
+    const char *json_path;
+} config;
+
+/* The global value: exact in float64 for N up to 2^26. */
+static double value_at(int64_t n, int64_t i, int64_t j) { return (double)(i * n + j); }
+
+static spmd_status fill_box(const spmd_box *index, void *dst, void *user)
+{
+    int64_t n = *(const int64_t *)user;
+    double *d = dst;
+    int64_t w = index->stop[1] - index->start[1];
+    for (int64_t i = index->start[0]; i < index->stop[0]; i++)
+        for (int64_t j = index->start[1]; j < index->stop[1]; j++)
+            d[(i - index->start[0]) * w + (j - index->start[1])] = value_at(n, i, j);
+    return SPMD_OK;
+}
+
+static int64_t box_elems(const spmd_box *b)
+{
+    return (b->stop[0] - b->start[0]) * (b->stop[1] - b->start[1]);
+}
+
+/* Wrong elements of a dense row-major buffer holding box b. */
+static int64_t count_wrong(int64_t n, const spmd_box *b, const double *d)
+{
+    int64_t wrong = 0, w = b->stop[1] - b->start[1];
+    for (int64_t i = b->start[0]; i < b->stop[0]; i++)
+        for (int64_t j = b->start[1]; j < b->stop[1]; j++)
+            wrong += d[(i - b->start[0]) * w + (j - b->start[1])] != value_at(n, i, j);
+    return wrong;
+}
+
+/* ---- where every block lives ---- */
+
+/* The devices of a sharding in mesh flat order, with their process and box. */
+typedef struct placement {
+    int ndev;
+    int *dev, *proc;
+    spmd_box *box;
+} placement;
+
+static void placement_make(const spmd_sharding *s, int64_t n, const int *proc_of, placement *pl)
+{
+    const spmd_mesh *mesh = spmd_sharding_mesh(s);
+    int64_t shape[2] = {n, n};
+    pl->ndev = spmd_mesh_size(mesh);
+    pl->dev = xmalloc((size_t)pl->ndev * sizeof *pl->dev);
+    pl->proc = xmalloc((size_t)pl->ndev * sizeof *pl->proc);
+    pl->box = xmalloc((size_t)pl->ndev * sizeof *pl->box);
+    for (int f = 0; f < pl->ndev; f++) {
+        pl->dev[f] = spmd_mesh_device_id(mesh, f);
+        pl->proc[f] = proc_of[pl->dev[f]];
+        CHECK(spmd_sharding_device_box(s, 2, shape, pl->dev[f], &pl->box[f]));
+    }
+}
+
+static void placement_free(placement *pl)
+{
+    free(pl->dev);
+    free(pl->proc);
+    free(pl->box);
+}
+
+/* Number of this process's devices in the placement. */
+static int placement_local(const placement *pl, int me)
+{
+    int k = 0;
+    for (int f = 0; f < pl->ndev; f++)
+        k += pl->proc[f] == me;
+    return k;
+}
+
+/* ---- what must move: per pair of processes, the elements q needs, lacks and p holds ---- */
+
+/* A rectangle [r0, r1) x [c0, c1) that process src sends process dst. */
+typedef struct piece {
+    int src, dst;
+    int64_t r0, r1, c0, c1;
+} piece;
+
+typedef struct bound {
+    int procs;
+    int64_t *count; /* count[p * procs + q]: elements p sends q */
+    piece *pieces;  /* in one global order that sender and receiver share */
+    int npieces;
+} bound;
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorted distinct box edges of both placements along dim. */
+static int64_t *edges(const placement *a, const placement *b, int dim, int64_t n, int *count)
+{
+    int64_t *e = xmalloc((size_t)(2 * a->ndev + 2 * b->ndev + 2) * sizeof *e);
+    int k = 0;
+    e[k++] = 0;
+    e[k++] = n;
+    for (int f = 0; f < a->ndev; f++) {
+        e[k++] = a->box[f].start[dim];
+        e[k++] = a->box[f].stop[dim];
+    }
+    for (int f = 0; f < b->ndev; f++) {
+        e[k++] = b->box[f].start[dim];
+        e[k++] = b->box[f].stop[dim];
+    }
+    qsort(e, (size_t)k, sizeof *e, cmp_i64);
+    int u = 0;
+    for (int i = 0; i < k; i++)
+        if (u == 0 || e[i] != e[u - 1])
+            e[u++] = e[i];
+    *count = u;
+    return e;
+}
+
+static int box_covers(const spmd_box *b, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    return b->start[0] <= r0 && r1 <= b->stop[0] && b->start[1] <= c0 && c1 <= b->stop[1];
+}
+
+/* Distance between process indices, cyclic as spmd_reshard measures it. */
+static int process_distance(int p, int q, int procs)
+{
+    int d = abs(p - q);
+    return procs - d < d ? procs - d : d;
+}
+
+/* Cuts the matrix along every box edge of both layouts; each cell then has one set of holders
+ * and one of needers. A needer that holds no copy receives the cell once, from the holder
+ * nearest in process index (the lower one on a tie), as spmd_reshard's contract says. */
+static void bound_make(const placement *src, const placement *dst, int procs, int64_t n, bound *b)
+{
+    int nr, nc;
+    int64_t *re = edges(src, dst, 0, n, &nr), *ce = edges(src, dst, 1, n, &nc);
+    char *holds = xmalloc((size_t)procs), *needs = xmalloc((size_t)procs);
+    int cap = 64;
+    b->procs = procs;
+    b->count = calloc((size_t)procs * (size_t)procs, sizeof *b->count);
+    b->pieces = xmalloc((size_t)cap * sizeof *b->pieces);
+    b->npieces = 0;
+    if (!b->count)
+        fail("out of memory");
+    for (int ri = 0; ri + 1 < nr; ri++) {
+        for (int ci = 0; ci + 1 < nc; ci++) {
+            int64_t r0 = re[ri], r1 = re[ri + 1], c0 = ce[ci], c1 = ce[ci + 1];
+            memset(holds, 0, (size_t)procs);
+            memset(needs, 0, (size_t)procs);
+            for (int f = 0; f < src->ndev; f++)
+                if (box_covers(&src->box[f], r0, r1, c0, c1))
+                    holds[src->proc[f]] = 1;
+            for (int f = 0; f < dst->ndev; f++)
+                if (box_covers(&dst->box[f], r0, r1, c0, c1))
+                    needs[dst->proc[f]] = 1;
+            for (int q = 0; q < procs; q++) {
+                if (!needs[q] || holds[q])
+                    continue;
+                int p = -1;
+                for (int h = 0; h < procs; h++)
+                    if (holds[h] &&
+                        (p < 0 || process_distance(h, q, procs) < process_distance(p, q, procs)))
+                        p = h;
+                if (p < 0)
+                    fail("internal: a cell of the destination has no holder in the source");
+                if (b->npieces == cap) {
+                    cap *= 2;
+                    b->pieces = realloc(b->pieces, (size_t)cap * sizeof *b->pieces);
+                    if (!b->pieces)
+                        fail("out of memory");
+                }
+                b->pieces[b->npieces++] = (piece){p, q, r0, r1, c0, c1};
+                b->count[(size_t)p * (size_t)procs + (size_t)q] += (r1 - r0) * (c1 - c0);
+            }
+        }
+    }
+    free(re);
+    free(ce);
+    free(holds);
+    free(needs);
+}
+
+static void bound_free(bound *b)
+{
+    free(b->count);
+    free(b->pieces);
+}
+
+static int64_t bound_total(const bound *b)
+{
+    int64_t t = 0;
+    for (int k = 0; k < b->procs * b->procs; k++)
+        t += b->count[k];
+    return t;
+}
+
+/* ---- spmd_reshard itself ---- */
+
+/* Minor page faults of this process so far (every thread): fresh output buffers fault in. */
+static double minor_faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_minflt : 0;
+}
+
+/* Wrong elements of `out` against destination placement dst; a missing or misplaced shard
+ * counts all its elements. */
+static int64_t check_result(const spmd_array *out, const placement *dst, int me, int64_t n,
+                            double *scratch)
+{
+    int64_t wrong = 0;
+    int want = placement_local(dst, me), have = spmd_array_num_shards(out);
+    int k = 0;
+    for (int f = 0; f < dst->ndev; f++) {
+        if (dst->proc[f] != me)
+            continue;
+        spmd_shard sh;
+        if (k >= have || spmd_array_shard(out, k, &sh) != SPMD_OK || sh.device_id != dst->dev[f] ||
+            sh.index.ndim != 2 || sh.index.start[0] != dst->box[f].start[0] ||
+            sh.index.stop[0] != dst->box[f].stop[0] || sh.index.start[1] != dst->box[f].start[1] ||
+            sh.index.stop[1] != dst->box[f].stop[1] ||
+            sh.nbytes != (size_t)box_elems(&dst->box[f]) * sizeof(double) ||
+            spmd_array_shard_to_host(out, k, scratch, sh.nbytes) != SPMD_OK) {
+            wrong += box_elems(&dst->box[f]);
+        } else {
+            wrong += count_wrong(n, &dst->box[f], scratch);
+        }
+        k++;
+    }
+    if (have != want)
+        wrong += 1; /* a shard too many: at least one wrong */
+    return wrong;
+}
+
+/* Microseconds this machine spends faulting in one fresh page, beyond writing it (best of 3):
+ * pgfault x this is what fresh output buffers cost a reshard. */
+static double page_fault_us(void)
+{
+    const size_t bytes = (size_t)32 << 20;
+    long page = sysconf(_SC_PAGESIZE);
+    double best = -1;
+    for (int rep = 0; rep < 3; rep++) {
+        char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return -1;
+        double t0 = bench_now_s();
+        memset(p, 1, bytes);
+        double t1 = bench_now_s();
+        memset(p, 2, bytes);
+        double t2 = bench_now_s();
+        munmap(p, bytes);
+        double us =
+            ((t1 - t0) - (t2 - t1)) * 1e6 / (double)(bytes / (size_t)(page > 0 ? page : 4096));
+        best = best < 0 || us < best ? us : best;
+    }
+    return best;
+}
+
+/* ---- the baselines ---- */
+
+#ifdef SPMD_HAVE_MPI
+static int fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+/* (a) MPI_Alltoallv of exactly the elements that move, pre-packed. */
+typedef struct a2a {
+    int ok;
+    int *sc, *sd, *rc, *rd;
+    double *send, *recv;
+    int64_t nsend, nrecv;
+} a2a;
+
+static void a2a_setup(const bound *b, int me, int64_t n, a2a *x)
+{
+    int procs = b->procs;
+    memset(x, 0, sizeof *x);
+    x->sc = xmalloc((size_t)procs * sizeof(int));
+    x->sd = xmalloc((size_t)procs * sizeof(int));
+    x->rc = xmalloc((size_t)procs * sizeof(int));
+    x->rd = xmalloc((size_t)procs * sizeof(int));
+    x->ok = 1;
+    for (int q = 0; q < procs; q++) {
+        int64_t s = b->count[(size_t)me * (size_t)procs + (size_t)q];
+        int64_t r = b->count[(size_t)q * (size_t)procs + (size_t)me];
+        x->ok &= fits_int(s) && fits_int(r) && fits_int(x->nsend) && fits_int(x->nrecv);
+        x->sc[q] = (int)s;
+        x->sd[q] = (int)x->nsend;
+        x->rc[q] = (int)r;
+        x->rd[q] = (int)x->nrecv;
+        x->nsend += s;
+        x->nrecv += r;
+    }
+    x->ok &= fits_int(x->nsend) && fits_int(x->nrecv);
+    x->send = xmalloc((size_t)x->nsend * sizeof(double));
+    x->recv = xmalloc((size_t)x->nrecv * sizeof(double));
+    /* pieces are in one global order, so each destination's run is in piece order */
+    int64_t *at = xmalloc((size_t)procs * sizeof *at);
+    for (int q = 0; q < procs; q++)
+        at[q] = x->sd[q];
+    for (int k = 0; k < b->npieces; k++) {
+        const piece *pc = &b->pieces[k];
+        if (pc->src != me)
+            continue;
+        for (int64_t i = pc->r0; i < pc->r1; i++)
+            for (int64_t j = pc->c0; j < pc->c1; j++)
+                x->send[at[pc->dst]++] = value_at(n, i, j);
+    }
+    free(at);
+}
+
+/* Wrong received elements (the counts are right by construction; the values prove that each
+ * element came from the right place). */
+static int64_t a2a_verify(const bound *b, int me, int64_t n, const a2a *x)
+{
+    int procs = b->procs;
+    int64_t wrong = 0;
+    int64_t *at = xmalloc((size_t)procs * sizeof *at);
+    for (int p = 0; p < procs; p++)
+        at[p] = x->rd[p];
+    for (int k = 0; k < b->npieces; k++) {
+        const piece *pc = &b->pieces[k];
+        if (pc->dst != me)
+            continue;
+        for (int64_t i = pc->r0; i < pc->r1; i++)
+            for (int64_t j = pc->c0; j < pc->c1; j++)
+                wrong += x->recv[at[pc->src]++] != value_at(n, i, j);
+    }
+    for (int p = 0; p < procs; p++)
+        wrong += at[p] != x->rd[p] + x->rc[p]; /* received counts from the plan */
+    free(at);
+    return wrong;
+}
+
+static double a2a_run(const a2a *x, MPI_Comm comm)
+{
+    MPI_Barrier(comm);
+    double t0 = bench_now_s();
+    MPI_Alltoallv(x->send, x->sc, x->sd, MPI_DOUBLE, x->recv, x->rc, x->rd, MPI_DOUBLE, comm);
+    return bench_now_s() - t0;
+}
+
+static void a2a_free(a2a *x)
+{
+    free(x->sc);
+    free(x->sd);
+    free(x->rc);
+    free(x->rd);
+    free(x->send);
+    free(x->recv);
+}
+
+/* (b) gather everything on rank 0, scatter every destination shard from there. */
+typedef struct gs {
+    int ok;
+    int *gc, *gd, *sc, *sd; /* rank 0: gathered / scattered counts and displacements */
+    double *send, *recv;    /* this process's packed source / destination shards */
+    double *gathered, *global, *scattered; /* rank 0 only */
+    double **out;                          /* one dense buffer per local destination device */
+    int64_t nsend, nrecv;
+    int nout;
+} gs;
+
+static void gs_setup(const placement *src, const placement *dst, const spmd_array *x, int me,
+                     int procs, int64_t n, gs *g)
+{
+    memset(g, 0, sizeof *g);
+    g->ok = 1;
+    g->gc = xmalloc((size_t)procs * sizeof(int));
+    g->gd = xmalloc((size_t)procs * sizeof(int));
+    g->sc = xmalloc((size_t)procs * sizeof(int));
+    g->sd = xmalloc((size_t)procs * sizeof(int));
+    int64_t gtot = 0, stot = 0;
+    for (int p = 0; p < procs; p++) {
+        int64_t gp = 0, sp = 0;
+        for (int f = 0; f < src->ndev; f++)
+            gp += src->proc[f] == p ? box_elems(&src->box[f]) : 0;
+        for (int f = 0; f < dst->ndev; f++)
+            sp += dst->proc[f] == p ? box_elems(&dst->box[f]) : 0;
+        g->ok &= fits_int(gp) && fits_int(sp) && fits_int(gtot) && fits_int(stot);
+        g->gc[p] = (int)gp;
+        g->gd[p] = (int)gtot;
+        g->sc[p] = (int)sp;
+        g->sd[p] = (int)stot;
+        gtot += gp;
+        stot += sp;
+        if (p == me) {
+            g->nsend = gp;
+            g->nrecv = sp;
+        }
+    }
+    g->ok &= fits_int(gtot) && fits_int(stot);
+    /* the array's shards come in mesh flat order, as the placement lists them */
+    int k = 0;
+    for (int f = 0; f < src->ndev; f++) {
+        if (src->proc[f] != me)
+            continue;
+        spmd_shard sh;
+        CHECK(spmd_array_shard(x, k, &sh));
+        if (sh.device_id != src->dev[f])
+            fail("internal: source shards are not in mesh flat order");
+        k++;
+    }
+    g->send = xmalloc((size_t)g->nsend * sizeof(double));
+    g->recv = xmalloc((size_t)g->nrecv * sizeof(double));
+    g->nout = placement_local(dst, me);
+    g->out = xmalloc((size_t)(g->nout ? g->nout : 1) * sizeof *g->out);
+    k = 0;
+    for (int f = 0; f < dst->ndev; f++)
+        if (dst->proc[f] == me)
+            g->out[k++] = xmalloc((size_t)box_elems(&dst->box[f]) * sizeof(double));
+    if (me == 0) {
+        g->gathered = xmalloc((size_t)gtot * sizeof(double));
+        g->global = xmalloc((size_t)(n * n) * sizeof(double));
+        g->scattered = xmalloc((size_t)stot * sizeof(double));
+    }
+}
+
+/* Copies box b between a dense row-major box buffer and the global matrix. */
+static void box_copy(double *global, double *boxbuf, const spmd_box *b, int64_t n, int to_global)
+{
+    int64_t w = b->stop[1] - b->start[1];
+    for (int64_t i = b->start[0]; i < b->stop[0]; i++) {
+        double *row = global + i * n + b->start[1], *part = boxbuf + (i - b->start[0]) * w;
+        if (to_global)
+            memcpy(row, part, (size_t)w * sizeof(double));
+        else
+            memcpy(part, row, (size_t)w * sizeof(double));
+    }
+}
+
+static double gs_run(const placement *src, const placement *dst, const spmd_array *x, int me,
+                     int procs, int64_t n, gs *g, MPI_Comm comm)
+{
+    MPI_Barrier(comm);
+    double t0 = bench_now_s();
+    int64_t off = 0;
+    for (int k = 0; k < spmd_array_num_shards(x); k++) {
+        spmd_shard sh;
+        CHECK(spmd_array_shard(x, k, &sh));
+        CHECK(spmd_array_shard_to_host(x, k, g->send + off, sh.nbytes));
+        off += (int64_t)(sh.nbytes / sizeof(double));
+    }
+    MPI_Gatherv(g->send, (int)g->nsend, MPI_DOUBLE, g->gathered, g->gc, g->gd, MPI_DOUBLE, 0, comm);
+    if (me == 0) {
+        double *at = g->gathered;
+        for (int p = 0; p < procs; p++)
+            for (int f = 0; f < src->ndev; f++)
+                if (src->proc[f] == p) {
+                    box_copy(g->global, at, &src->box[f], n, 1);
+                    at += box_elems(&src->box[f]);
+                }
+        at = g->scattered;
+        for (int q = 0; q < procs; q++)
+            for (int f = 0; f < dst->ndev; f++)
+                if (dst->proc[f] == q) {
+                    box_copy(g->global, at, &dst->box[f], n, 0);
+                    at += box_elems(&dst->box[f]);
+                }
+    }
+    MPI_Scatterv(g->scattered, g->sc, g->sd, MPI_DOUBLE, g->recv, (int)g->nrecv, MPI_DOUBLE, 0,
+                 comm);
+    off = 0;
+    int k = 0;
+    for (int f = 0; f < dst->ndev; f++)
+        if (dst->proc[f] == me) {
+            int64_t e = box_elems(&dst->box[f]);
+            memcpy(g->out[k++], g->recv + off, (size_t)e * sizeof(double));
+            off += e;
+        }
+    return bench_now_s() - t0;
+}
+
+static int64_t gs_verify(const placement *dst, int me, int64_t n, const gs *g)
+{
+    int64_t wrong = 0;
+    int k = 0;
+    for (int f = 0; f < dst->ndev; f++)
+        if (dst->proc[f] == me)
+            wrong += count_wrong(n, &dst->box[f], g->out[k++]);
+    return wrong;
+}
+
+static void gs_clear(const placement *dst, int me, gs *g)
+{
+    int k = 0;
+    for (int f = 0; f < dst->ndev; f++)
+        if (dst->proc[f] == me)
+            memset(g->out[k++], 0xff, (size_t)box_elems(&dst->box[f]) * sizeof(double));
+}
+
+static void gs_free(gs *g)
+{
+    free(g->gc);
+    free(g->gd);
+    free(g->sc);
+    free(g->sd);
+    free(g->send);
+    free(g->recv);
+    for (int k = 0; k < g->nout; k++)
+        free(g->out[k]);
+    free(g->out);
+    free(g->gathered);
+    free(g->global);
+    free(g->scattered);
+}
+#endif /* SPMD_HAVE_MPI */
+
+#ifdef SPMD_BENCH_HAVE_SCALAPACK
+/* (c) ScaLAPACK: BLACS and the redistribution routine, as Debian's libscalapack-openmpi
+ * exports them (no header ships with it). */
+void Cblacs_pinfo(int *mypnum, int *nprocs);
+int Csys2blacs_handle(MPI_Comm comm);
+void Cfree_blacs_system_handle(int handle);
+void Cblacs_gridmap(int *context, int *usermap, int ldumap, int nprow, int npcol);
+void Cblacs_gridinit(int *context, char *order, int nprow, int npcol);
+void Cblacs_gridinfo(int context, int *nprow, int *npcol, int *myrow, int *mycol);
+void Cblacs_gridexit(int context);
+void Cblacs_exit(int error_code);
+void descinit_(int *desc, const int *m, const int *n, const int *mb, const int *nb,
+               const int *irsrc, const int *icsrc, const int *ictxt, const int *lld, int *info);
+void pdgemr2d_(const int *m, const int *n, const double *a, const int *ia, const int *ja,
+               const int *desca, double *b, const int *ib, const int *jb, const int *descb,
+               const int *ictxt);
+
+/* One layout as a BLACS grid holding A^T (column-major): grid row = block of A's columns,
+ * grid column = block of A's rows, one block per process. */
+typedef struct sl_grid {
+    int ctxt; /* -1 on processes outside the grid */
+    int desc[9];
+    double *local; /* this process's block (row-major A = col-major A^T) */
+    int mine;      /* placement index of this process's device, or -1 */
+} sl_grid;
+
+/* 1 when the layout is one block per device, every device on its own process. */
+static int sl_expressible(const spmd_sharding *s, const placement *pl, int procs)
+{
+    int blocks = spmd_sharding_num_blocks(s, 0) * spmd_sharding_num_blocks(s, 1);
+    if (blocks != pl->ndev)
+        return 0;
+    char *seen = calloc((size_t)procs, 1);
+    int ok = seen != NULL;
+    for (int f = 0; ok && f < pl->ndev; f++) {
+        ok = !seen[pl->proc[f]];
+        seen[pl->proc[f]] = 1;
+    }
+    free(seen);
+    return ok;
+}
+
+static void sl_grid_make(int sys, const spmd_sharding *s, const placement *pl, int me, int64_t n,
+                         sl_grid *g)
+{
+    int b0 = spmd_sharding_num_blocks(s, 0), b1 = spmd_sharding_num_blocks(s, 1);
+    int bs0 = (int)(n / b0), bs1 = (int)(n / b1);
+    int nprow = b1, npcol = b0; /* A^T: rows are A's columns */
+    int *map = xmalloc((size_t)pl->ndev * sizeof *map);
+    g->mine = -1;
+    for (int f = 0; f < pl->ndev; f++) {
+        int prow = (int)(pl->box[f].start[1] / bs1), pcol = (int)(pl->box[f].start[0] / bs0);
+        map[prow + pcol * nprow] = pl->proc[f];
+        if (pl->proc[f] == me)
+            g->mine = f;
+    }
+    g->ctxt = sys;
+    Cblacs_gridmap(&g->ctxt, map, nprow, nprow, npcol); /* collective over every process */
+    free(map);
+    memset(g->desc, 0, sizeof g->desc);
+    g->desc[0] = 1;
+    g->desc[1] = -1;
+    g->local = xmalloc(g->mine >= 0 ? (size_t)bs0 * (size_t)bs1 * sizeof(double) : sizeof(double));
+    if (g->mine < 0) {
+        g->ctxt = -1;
+        return;
+    }
+    int pr, pc, myr, myc;
+    Cblacs_gridinfo(g->ctxt, &pr, &pc, &myr, &myc);
+    if (myr < 0 || myc < 0)
+        fail("internal: BLACS left this process out of its grid");
+    int m = (int)n, zero = 0, info = 0, lld = bs1;
+    descinit_(g->desc, &m, &m, &bs1, &bs0, &zero, &zero, &g->ctxt, &lld, &info);
+    if (info != 0)
+        fail("descinit_ failed");
+}
+
+static void sl_grid_free(sl_grid *g)
+{
+    if (g->ctxt >= 0)
+        Cblacs_gridexit(g->ctxt);
+    free(g->local);
+}
+
+static double sl_run(const sl_grid *a, sl_grid *b, int all, int64_t n, MPI_Comm comm)
+{
+    int m = (int)n, one = 1;
+    MPI_Barrier(comm);
+    double t0 = bench_now_s();
+    pdgemr2d_(&m, &m, a->local, &one, &one, a->desc, b->local, &one, &one, b->desc, &all);
+    return bench_now_s() - t0;
+}
+#endif /* SPMD_BENCH_HAVE_SCALAPACK */
+
+/* ---- driver ---- */
+
+typedef struct layout {
+    layout_kind kind;
+    char text[96];
+    spmd_sharding *src, *dst;
+} layout;
+
+static spmd_sharding *make_sharding(spmd_mesh *mesh, const char *spec)
+{
+    spmd_sharding *s = NULL;
+    CHECK(spmd_sharding_create_parse(mesh, spec, &s));
+    return s;
+}
+
+/* Builds the layout, or returns 0 when the device count does not allow it. */
+static int layout_make(layout_kind kind, int ndev, layout *l)
+{
+    static const char *const a[1] = {"a"}, *const ab[2] = {"a", "b"};
+    spmd_mesh *m1 = NULL, *m2 = NULL;
+    memset(l, 0, sizeof *l);
+    l->kind = kind;
+    switch (kind) {
+    case L_ROWS_TO_COLS:
+        CHECK(spmd_mesh_create(1, &ndev, a, NULL, 0, &m1));
+        l->src = make_sharding(m1, "'a'");
+        l->dst = make_sharding(m1, "None, 'a'");
+        snprintf(l->text, sizeof l->text, "P('a')->P(None,'a')");
+        break;
+    case L_TRANSPOSE_2D: {
+        int n1 = 1;
+        for (int d = 2; d * d <= ndev; d++)
+            if (ndev % d == 0)
+                n1 = d;
+        if (n1 < 2)
+            return 0;
+        int shape[2] = {n1, ndev / n1};
+        CHECK(spmd_mesh_create(2, shape, ab, NULL, 0, &m1));
+        l->src = make_sharding(m1, "'a', 'b'");
+        l->dst = make_sharding(m1, "'b', 'a'");
+        snprintf(l->text, sizeof l->text, "P('a','b')->P('b','a') %dx%d", shape[0], shape[1]);
+        break;
+    }
+    case L_REPLICATED_TO_ROWS:
+    case L_ROWS_TO_REPLICATED:
+        CHECK(spmd_mesh_create(1, &ndev, a, NULL, 0, &m1));
+        l->src = make_sharding(m1, kind == L_REPLICATED_TO_ROWS ? "" : "'a'");
+        l->dst = make_sharding(m1, kind == L_REPLICATED_TO_ROWS ? "'a'" : "");
+        snprintf(l->text, sizeof l->text, "%s",
+                 kind == L_REPLICATED_TO_ROWS ? "P()->P('a')" : "P('a')->P()");
+        break;
+    case L_HALF_TO_HALF: {
+        if (ndev < 2 || ndev % 2 != 0)
+            return 0;
+        int h = ndev / 2, *ids = xmalloc((size_t)ndev * sizeof *ids);
+        for (int d = 0; d < ndev; d++)
+            ids[d] = d;
+        CHECK(spmd_mesh_create(1, &h, a, ids, h, &m1));
+        CHECK(spmd_mesh_create(1, &h, a, ids + h, h, &m2));
+        free(ids);
+        l->src = make_sharding(m1, "'a'");
+        l->dst = make_sharding(m2, "'a'");
+        snprintf(l->text, sizeof l->text, "P('a')[0:%d]->P('a')[%d:%d]", h, h, ndev);
+        break;
+    }
+    default:
+        return 0;
+    }
+    spmd_mesh_destroy(m1); /* the shardings keep their meshes */
+    spmd_mesh_destroy(m2);
+    return 1;
+}
+
+typedef struct row_result {
+    double reshard, a2av, gs, sl;      /* median seconds; < 0: not measured */
+    int64_t wrong, base_wrong;         /* summed over processes and iterations */
+    double bytes_sent, bound_bytes;    /* summed over processes (last iteration) */
+    double bytes_copied, bytes_shared; /* reshard's local work, summed over processes */
+    double faults;                     /* minor page faults per timed reshard, busiest process */
+} row_result;
+
+/* Median over iterations of the slowest process's time. */
+static double slowest_median(double *t, int iters, int procs)
+{
+#ifdef SPMD_HAVE_MPI
+    if (procs > 1)
+        MPI_Allreduce(MPI_IN_PLACE, t, iters, MPI_DOUBLE, MPI_MAX, spmd_mpi_comm());
+#else
+    (void)procs;
+#endif
+    return bench_quantile(t, iters, 0.5);
+}
+
+static void sum_over_processes(double *v, int count, int procs)
+{
+#ifdef SPMD_HAVE_MPI
+    if (procs > 1)
+        MPI_Allreduce(MPI_IN_PLACE, v, count, MPI_DOUBLE, MPI_SUM, spmd_mpi_comm());
+#else
+    (void)v;
+    (void)count;
+    (void)procs;
+#endif
+}
+
+static row_result run_row(const layout *l, int64_t n, const config *cfg, const int *proc_of, int me,
+                          int procs, int one_device_each)
+{
+    row_result res = {-1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0};
+    int64_t shape[2] = {n, n};
+    placement src, dst;
+    placement_make(l->src, n, proc_of, &src);
+    placement_make(l->dst, n, proc_of, &dst);
+    bound b;
+    bound_make(&src, &dst, procs, n, &b);
+    res.bound_bytes = (double)bound_total(&b) * sizeof(double);
+
+    spmd_array *x = NULL;
+    CHECK(spmd_array_from_callback(2, shape, SPMD_DTYPE_F64, l->src, fill_box, &n, &x));
+    int64_t biggest = 1;
+    for (int f = 0; f < dst.ndev; f++)
+        biggest = box_elems(&dst.box[f]) > biggest ? box_elems(&dst.box[f]) : biggest;
+    double *scratch = xmalloc((size_t)biggest * sizeof(double));
+
+    int total = cfg->warmup + cfg->iters;
+    double *t_rs = xmalloc((size_t)cfg->iters * sizeof(double));
+    double *t_a2a = xmalloc((size_t)cfg->iters * sizeof(double));
+    double *t_gs = xmalloc((size_t)cfg->iters * sizeof(double));
+    double *t_sl = xmalloc((size_t)cfg->iters * sizeof(double));
+    int64_t wrong = 0, base_wrong = 0;
+    double faults = 0;
+    spmd_reshard_stats stats;
+    memset(&stats, 0, sizeof stats);
+    int do_mpi = 0, do_sl = 0;
+#ifdef SPMD_HAVE_MPI
+    MPI_Comm comm = spmd_mpi_comm();
+    a2a xa;
+    gs xg;
+    do_mpi = procs > 1;
+    if (do_mpi) {
+        a2a_setup(&b, me, n, &xa);
+        gs_setup(&src, &dst, x, me, procs, n, &xg);
+        int ok[2] = {xa.ok, xg.ok};
+        MPI_Allreduce(MPI_IN_PLACE, ok, 2, MPI_INT, MPI_MIN, comm);
+        xa.ok = ok[0];
+        xg.ok = ok[1];
+    }
+#endif
+#ifdef SPMD_BENCH_HAVE_SCALAPACK
+    sl_grid ga, gb;
+    int sys = -1, all = -1;
+    do_sl = do_mpi && one_device_each && sl_expressible(l->src, &src, procs) &&
+            sl_expressible(l->dst, &dst, procs);
+    if (do_sl) {
+        sys = Csys2blacs_handle(comm);
+        all = sys;
+        Cblacs_gridinit(&all, "R", 1, procs);
+        sl_grid_make(sys, l->src, &src, me, n, &ga);
+        sl_grid_make(sys, l->dst, &dst, me, n, &gb);
+        if (ga.mine >= 0)
+            fill_box(&src.box[ga.mine], ga.local, &n);
+    }
+#else
+    (void)one_device_each;
+#endif
+
+    for (int it = 0; it < total; it++) {
+        int k = it - cfg->warmup; /* timed when >= 0 */
+        /* spmd_reshard, creating the output; destroyed after the clock stops */
+        spmd_reshard_options opts = SPMD_RESHARD_OPTIONS_INIT;
+        opts.stats = &stats;
+        spmd_array *y = NULL;
+#ifdef SPMD_HAVE_MPI
+        if (procs > 1)
+            MPI_Barrier(comm);
+#endif
+        double f0 = minor_faults(), t0 = bench_now_s();
+        CHECK(spmd_reshard(x, l->dst, &opts, &y));
+        double t = bench_now_s() - t0;
+        if (k >= 0) {
+            t_rs[k] = t;
+            faults += minor_faults() - f0;
+        }
+        wrong += check_result(y, &dst, me, n, scratch);
+        spmd_array_destroy(y);
+#ifdef SPMD_HAVE_MPI
+        if (do_mpi && xa.ok) {
+            memset(xa.recv, 0xff, (size_t)xa.nrecv * sizeof(double));
+            t = a2a_run(&xa, comm);
+            if (k >= 0)
+                t_a2a[k] = t;
+            base_wrong += a2a_verify(&b, me, n, &xa);
+        }
+        if (do_mpi && xg.ok) {
+            gs_clear(&dst, me, &xg);
+            t = gs_run(&src, &dst, x, me, procs, n, &xg, comm);
+            if (k >= 0)
+                t_gs[k] = t;
+            base_wrong += gs_verify(&dst, me, n, &xg);
+        }
+#endif
+#ifdef SPMD_BENCH_HAVE_SCALAPACK
+        if (do_sl) {
+            if (gb.mine >= 0)
+                memset(gb.local, 0xff, (size_t)box_elems(&dst.box[gb.mine]) * sizeof(double));
+            t = sl_run(&ga, &gb, all, n, comm);
+            if (k >= 0)
+                t_sl[k] = t;
+            if (gb.mine >= 0)
+                base_wrong += count_wrong(n, &dst.box[gb.mine], gb.local);
+        }
+#endif
+    }
+    res.reshard = slowest_median(t_rs, cfg->iters, procs);
+#ifdef SPMD_HAVE_MPI
+    if (do_mpi && xa.ok)
+        res.a2av = slowest_median(t_a2a, cfg->iters, procs);
+    if (do_mpi && xg.ok)
+        res.gs = slowest_median(t_gs, cfg->iters, procs);
+    if (do_mpi) {
+        a2a_free(&xa);
+        gs_free(&xg);
+    }
+#endif
+#ifdef SPMD_BENCH_HAVE_SCALAPACK
+    if (do_sl) {
+        res.sl = slowest_median(t_sl, cfg->iters, procs);
+        sl_grid_free(&ga);
+        sl_grid_free(&gb);
+        if (all >= 0)
+            Cblacs_gridexit(all);
+        Cfree_blacs_system_handle(sys);
+    }
+#endif
+    (void)do_mpi;
+    (void)do_sl;
+    double sums[5] = {(double)wrong, (double)base_wrong, (double)stats.bytes_sent,
+                      (double)stats.bytes_copied, (double)stats.bytes_shared};
+    sum_over_processes(sums, 5, procs);
+    res.wrong = (int64_t)sums[0];
+    res.base_wrong = (int64_t)sums[1];
+    res.bytes_sent = sums[2];
+    res.bytes_copied = sums[3];
+    res.bytes_shared = sums[4];
+    res.faults = faults / cfg->iters;
+#ifdef SPMD_HAVE_MPI
+    if (procs > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &res.faults, 1, MPI_DOUBLE, MPI_MAX, comm);
+#endif
+
+    free(t_rs);
+    free(t_a2a);
+    free(t_gs);
+    free(t_sl);
+    free(scratch);
+    spmd_array_destroy(x);
+    bound_free(&b);
+    placement_free(&src);
+    placement_free(&dst);
+    return res;
+}
+
+static void usage(void)
+{
+    printf("usage: bench_reshard [--layout NAME|all] [--min-n N] [--max-n N] [--iters N]\n"
+           "                     [--warmup N] [--json FILE]\n"
+           "layouts: rows_to_cols transpose_2d replicated_to_rows rows_to_replicated "
+           "half_to_half\n");
+}
+
+static void parse(int argc, char **argv, config *c)
+{
+    static const struct option options[] = {
+        {"layout", required_argument, NULL, 'l'}, {"min-n", required_argument, NULL, 'm'},
+        {"max-n", required_argument, NULL, 'M'},  {"iters", required_argument, NULL, 'i'},
+        {"warmup", required_argument, NULL, 'w'}, {"json", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    *c = (config){{1, 1, 1, 1, 1}, 256, 2048, 10, 2, NULL};
+    int picked = 0, opt;
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'l':
+            if (strcmp(optarg, "all") == 0)
+                break;
+            if (!picked)
+                memset(c->layouts, 0, sizeof c->layouts);
+            picked = 1;
+            for (int k = 0; k < L_COUNT; k++)
+                if (strcmp(optarg, layout_names[k]) == 0)
+                    c->layouts[k] = 1;
+            break;
+        case 'm':
+            c->min_n = strtoll(optarg, NULL, 10);
+            break;
+        case 'M':
+            c->max_n = strtoll(optarg, NULL, 10);
+            break;
+        case 'i':
+            c->iters = atoi(optarg);
+            break;
+        case 'w':
+            c->warmup = atoi(optarg);
+            break;
+        case 'j':
+            c->json_path = optarg;
+            break;
+        default:
+            usage();
+            exit(opt == 'h' ? 0 : 2);
+        }
+    }
+    int any = 0;
+    for (int k = 0; k < L_COUNT; k++)
+        any |= c->layouts[k];
+    if (!any || c->min_n < 1 || c->max_n < c->min_n || c->max_n > (1 << 15) || c->iters < 1 ||
+        c->warmup < 0) {
+        fprintf(stderr, "bench_reshard: bad arguments\n");
+        usage();
+        exit(2);
+    }
+}
+
+/* "%10.1f" of microseconds, or "n/a". */
+static const char *fmt_us(char *buf, size_t size, double s)
+{
+    if (s < 0)
+        snprintf(buf, size, "%s", "n/a");
+    else
+        snprintf(buf, size, "%.1f", s * 1e6);
+    return buf;
+}
+
+static const char *fmt_ratio(char *buf, size_t size, double base, double ours)
+{
+    if (base < 0 || ours <= 0)
+        snprintf(buf, size, "%s", "n/a");
+    else
+        snprintf(buf, size, "%.2f", base / ours);
+    return buf;
+}
+
+static void add_time(cJSON *row, const char *key, const char *ratio_key, double base, double ours)
+{
+    if (base < 0) {
+        cJSON_AddNullToObject(row, key);
+        cJSON_AddNullToObject(row, ratio_key);
+        return;
+    }
+    cJSON_AddNumberToObject(row, key, base * 1e6);
+    if (ours > 0)
+        cJSON_AddNumberToObject(row, ratio_key, base / ours);
+    else
+        cJSON_AddNullToObject(row, ratio_key);
+}
+
+int main(int argc, char **argv)
+{
+    config cfg;
+    parse(argc, argv, &cfg);
+    CHECK(spmd_init(NULL));
+    int me = spmd_process_index(), procs = spmd_process_count(), ndev = spmd_device_count();
+    int *proc_of = xmalloc((size_t)ndev * sizeof *proc_of);
+    int one_device_each = 1;
+    for (int d = 0; d < ndev; d++) {
+        spmd_device_info info;
+        CHECK(spmd_device_get_info(d, &info));
+        proc_of[d] = info.process_index;
+        one_device_each &= info.local_ordinal == 0;
+    }
+#ifdef SPMD_BENCH_HAVE_SCALAPACK
+    const char *sl_note = "";
+    if (procs > 1) {
+        int blacs_me = 0, blacs_np = 0;
+        Cblacs_pinfo(&blacs_me, &blacs_np); /* adopts the MPI libspmd initialized */
+    }
+#else
+    const char *sl_note = " (built without ScaLAPACK)";
+#endif
+    double fault_us = me == 0 ? page_fault_us() : 0;
+    cJSON *root = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(root, "rows");
+    cJSON_AddNumberToObject(root, "page_fault_us", fault_us);
+    cJSON_AddNumberToObject(root, "processes", procs);
+    cJSON_AddNumberToObject(root, "devices", ndev);
+    cJSON_AddNumberToObject(root, "iters", cfg.iters);
+    cJSON_AddStringToObject(root, "dtype", "float64");
+
+    if (me == 0) {
+        printf("# libspmd bench_reshard: %d process(es) x %d device(s), float64 N x N, median of "
+               "%d (slowest process), %d warm-up\n",
+               procs, spmd_local_device_count(), cfg.iters, cfg.warmup);
+        printf("# ratio = baseline_us / reshard_us (a2av: target >= 0.8); reshard_us includes "
+               "creating the output, not destroying it; moved = reshard bytes sent / bound;\n"
+               "# pgfault = minor page faults per reshard call (busiest process); a fresh page "
+               "costs %.2f us here%s\n",
+               fault_us, sl_note);
+        if (procs == 1)
+            printf("# one process: nothing crosses processes, the MPI baselines are n/a\n");
+        printf("# %-30s %6s %12s %12s %6s %12s %6s %12s %6s %7s %6s %7s\n", "layout", "N",
+               "reshard_us", "a2av_us", "ratio", "gath_scat_us", "ratio", "pdgemr2d_us", "ratio",
+               "#wrong", "moved", "pgfault");
+    }
+    for (int kind = 0; kind < L_COUNT; kind++) {
+        if (!cfg.layouts[kind])
+            continue;
+        layout l;
+        if (!layout_make((layout_kind)kind, ndev, &l)) {
+            if (me == 0)
+                printf("  %-30s skipped: needs %s\n", layout_names[kind],
+                       kind == L_TRANSPOSE_2D ? "a device count with a factor >= 2 in each axis"
+                                              : "an even device count");
+            continue;
+        }
+        for (int64_t n = cfg.min_n; n <= cfg.max_n; n *= 2) {
+            int64_t shape[2] = {n, n};
+            if (spmd_sharding_check_shape(l.src, 2, shape) != SPMD_OK ||
+                spmd_sharding_check_shape(l.dst, 2, shape) != SPMD_OK) {
+                spmd_clear_error();
+                continue; /* N not divisible by the block counts */
+            }
+            row_result r = run_row(&l, n, &cfg, proc_of, me, procs, one_device_each);
+            char b[8][32];
+            char moved[32] = "-";
+            if (r.bound_bytes > 0)
+                snprintf(moved, sizeof moved, "%.2f", r.bytes_sent / r.bound_bytes);
+            else if (procs > 1)
+                snprintf(moved, sizeof moved, "%.0fB", r.bytes_sent);
+            if (me == 0) {
+                printf("  %-30s %6lld %12s %12s %6s %12s %6s %12s %6s %7lld %6s %7.0f%s%s\n",
+                       l.text, (long long)n, fmt_us(b[0], 32, r.reshard), fmt_us(b[1], 32, r.a2av),
+                       fmt_ratio(b[2], 32, r.a2av, r.reshard), fmt_us(b[3], 32, r.gs),
+                       fmt_ratio(b[4], 32, r.gs, r.reshard), fmt_us(b[5], 32, r.sl),
+                       fmt_ratio(b[6], 32, r.sl, r.reshard), (long long)r.wrong, moved, r.faults,
+                       r.wrong ? "  WRONG" : "", r.base_wrong ? "  WRONG(baseline)" : "");
+                fflush(stdout);
+            }
+            cJSON *row = cJSON_CreateObject();
+            cJSON_AddStringToObject(row, "layout", layout_names[kind]);
+            cJSON_AddStringToObject(row, "change", l.text);
+            cJSON_AddNumberToObject(row, "n", (double)n);
+            cJSON_AddNumberToObject(row, "bytes", (double)(n * n) * sizeof(double));
+            cJSON_AddNumberToObject(row, "reshard_med_us", r.reshard * 1e6);
+            add_time(row, "a2av_med_us", "a2av_ratio", r.a2av, r.reshard);
+            add_time(row, "gather_scatter_med_us", "gather_scatter_ratio", r.gs, r.reshard);
+            add_time(row, "pdgemr2d_med_us", "pdgemr2d_ratio", r.sl, r.reshard);
+            cJSON_AddNumberToObject(row, "wrong", (double)r.wrong);
+            cJSON_AddNumberToObject(row, "baseline_wrong", (double)r.base_wrong);
+            cJSON_AddNumberToObject(row, "bound_bytes", r.bound_bytes);
+            cJSON_AddNumberToObject(row, "reshard_bytes_sent", r.bytes_sent);
+            cJSON_AddNumberToObject(row, "reshard_bytes_copied", r.bytes_copied);
+            cJSON_AddNumberToObject(row, "reshard_bytes_shared", r.bytes_shared);
+            cJSON_AddNumberToObject(row, "reshard_minor_faults", r.faults);
+            cJSON_AddItemToArray(rows, row);
+        }
+        spmd_sharding_destroy(l.src);
+        spmd_sharding_destroy(l.dst);
+    }
+    if (me == 0)
+        bench_write_json(root, cfg.json_path);
+    cJSON_Delete(root);
+    free(proc_of);
+#ifdef SPMD_BENCH_HAVE_SCALAPACK
+    if (procs > 1)
+        Cblacs_exit(1); /* 1: leave MPI running for spmd_finalize */
+#endif
+    CHECK(spmd_finalize());
+    return 0;
+}
