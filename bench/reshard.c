@@ -750,7 +750,7 @@ static int layout_make(layout_kind kind, int ndev, layout *l)
 }
 
 typedef struct row_result {
-    double reshard, a2av, gs, sl;      /* median seconds; < 0: not measured */
+    double reshard, a2av, gs, sl, mc;  /* median seconds; < 0: not measured */
     int64_t wrong, base_wrong;         /* summed over processes and iterations */
     double bytes_sent, bound_bytes;    /* summed over processes (last iteration) */
     double bytes_copied, bytes_shared; /* reshard's local work, summed over processes */
@@ -784,7 +784,7 @@ static void sum_over_processes(double *v, int count, int procs)
 static row_result run_row(const layout *l, int64_t n, const config *cfg, const int *proc_of, int me,
                           int procs, int one_device_each)
 {
-    row_result res = {-1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0};
+    row_result res = {-1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0};
     int64_t shape[2] = {n, n};
     placement src, dst;
     placement_make(l->src, n, proc_of, &src);
@@ -805,6 +805,19 @@ static row_result run_row(const layout *l, int64_t n, const config *cfg, const i
     double *t_a2a = xmalloc((size_t)cfg->iters * sizeof(double));
     double *t_gs = xmalloc((size_t)cfg->iters * sizeof(double));
     double *t_sl = xmalloc((size_t)cfg->iters * sizeof(double));
+    double *t_mc = xmalloc((size_t)cfg->iters * sizeof(double));
+    /* memcpy bound of the local work: one thread copying the bytes spmd_reshard copies between
+     * this process's buffers (learnt from one untimed call), between pages already touched */
+    spmd_reshard_options probe = SPMD_RESHARD_OPTIONS_INIT;
+    spmd_reshard_stats probe_stats;
+    probe.stats = &probe_stats;
+    spmd_array *y0 = NULL;
+    CHECK(spmd_reshard(x, l->dst, &probe, &y0));
+    spmd_array_destroy(y0);
+    size_t mc_bytes = (size_t)probe_stats.bytes_copied;
+    char *mc_src = xmalloc(mc_bytes), *mc_dst = xmalloc(mc_bytes);
+    memset(mc_src, 1, mc_bytes);
+    memset(mc_dst, 2, mc_bytes);
     int64_t wrong = 0, base_wrong = 0;
     double faults = 0;
     spmd_reshard_stats stats;
@@ -862,6 +875,15 @@ static row_result run_row(const layout *l, int64_t n, const config *cfg, const i
         wrong += check_result(y, &dst, me, n, scratch);
         spmd_array_destroy(y);
 #ifdef SPMD_HAVE_MPI
+        if (procs > 1)
+            MPI_Barrier(comm);
+#endif
+        t0 = bench_now_s();
+        memcpy(mc_dst, mc_src, mc_bytes);
+        t = bench_now_s() - t0;
+        if (k >= 0)
+            t_mc[k] = t;
+#ifdef SPMD_HAVE_MPI
         if (do_mpi && xa.ok) {
             memset(xa.recv, 0xff, (size_t)xa.nrecv * sizeof(double));
             t = a2a_run(&xa, comm);
@@ -890,6 +912,10 @@ static row_result run_row(const layout *l, int64_t n, const config *cfg, const i
 #endif
     }
     res.reshard = slowest_median(t_rs, cfg->iters, procs);
+    if (mc_bytes > 0)
+        res.mc = slowest_median(t_mc, cfg->iters, procs);
+    else
+        (void)slowest_median(t_mc, cfg->iters, procs); /* collective: every process joins */
 #ifdef SPMD_HAVE_MPI
     if (do_mpi && xa.ok)
         res.a2av = slowest_median(t_a2a, cfg->iters, procs);
@@ -930,6 +956,9 @@ static row_result run_row(const layout *l, int64_t n, const config *cfg, const i
     free(t_a2a);
     free(t_gs);
     free(t_sl);
+    free(t_mc);
+    free(mc_src);
+    free(mc_dst);
     free(scratch);
     spmd_array_destroy(x);
     bound_free(&b);
@@ -1073,9 +1102,11 @@ int main(int argc, char **argv)
                fault_us, sl_note);
         if (procs == 1)
             printf("# one process: nothing crosses processes, the MPI baselines are n/a\n");
-        printf("# %-30s %6s %12s %12s %6s %12s %6s %12s %6s %7s %6s %7s\n", "layout", "N",
+        printf("# memcpy = one thread copying the bytes reshard copies within a process (busiest "
+               "process), from touched pages: the bound of its local work\n");
+        printf("# %-30s %6s %12s %12s %6s %12s %6s %12s %6s %10s %6s %7s %6s %7s\n", "layout", "N",
                "reshard_us", "a2av_us", "ratio", "gath_scat_us", "ratio", "pdgemr2d_us", "ratio",
-               "#wrong", "moved", "pgfault");
+               "memcpy_us", "ratio", "#wrong", "moved", "pgfault");
     }
     for (int kind = 0; kind < L_COUNT; kind++) {
         if (!cfg.layouts[kind])
@@ -1096,19 +1127,21 @@ int main(int argc, char **argv)
                 continue; /* N not divisible by the block counts */
             }
             row_result r = run_row(&l, n, &cfg, proc_of, me, procs, one_device_each);
-            char b[8][32];
+            char b[10][32];
             char moved[32] = "-";
             if (r.bound_bytes > 0)
                 snprintf(moved, sizeof moved, "%.2f", r.bytes_sent / r.bound_bytes);
             else if (procs > 1)
                 snprintf(moved, sizeof moved, "%.0fB", r.bytes_sent);
             if (me == 0) {
-                printf("  %-30s %6lld %12s %12s %6s %12s %6s %12s %6s %7lld %6s %7.0f%s%s\n",
-                       l.text, (long long)n, fmt_us(b[0], 32, r.reshard), fmt_us(b[1], 32, r.a2av),
-                       fmt_ratio(b[2], 32, r.a2av, r.reshard), fmt_us(b[3], 32, r.gs),
-                       fmt_ratio(b[4], 32, r.gs, r.reshard), fmt_us(b[5], 32, r.sl),
-                       fmt_ratio(b[6], 32, r.sl, r.reshard), (long long)r.wrong, moved, r.faults,
-                       r.wrong ? "  WRONG" : "", r.base_wrong ? "  WRONG(baseline)" : "");
+                printf(
+                    "  %-30s %6lld %12s %12s %6s %12s %6s %12s %6s %10s %6s %7lld %6s %7.0f%s%s\n",
+                    l.text, (long long)n, fmt_us(b[0], 32, r.reshard), fmt_us(b[1], 32, r.a2av),
+                    fmt_ratio(b[2], 32, r.a2av, r.reshard), fmt_us(b[3], 32, r.gs),
+                    fmt_ratio(b[4], 32, r.gs, r.reshard), fmt_us(b[5], 32, r.sl),
+                    fmt_ratio(b[6], 32, r.sl, r.reshard), fmt_us(b[7], 32, r.mc),
+                    fmt_ratio(b[8], 32, r.mc, r.reshard), (long long)r.wrong, moved, r.faults,
+                    r.wrong ? "  WRONG" : "", r.base_wrong ? "  WRONG(baseline)" : "");
                 fflush(stdout);
             }
             cJSON *row = cJSON_CreateObject();
@@ -1120,6 +1153,7 @@ int main(int argc, char **argv)
             add_time(row, "a2av_med_us", "a2av_ratio", r.a2av, r.reshard);
             add_time(row, "gather_scatter_med_us", "gather_scatter_ratio", r.gs, r.reshard);
             add_time(row, "pdgemr2d_med_us", "pdgemr2d_ratio", r.sl, r.reshard);
+            add_time(row, "memcpy_med_us", "memcpy_ratio", r.mc, r.reshard);
             cJSON_AddNumberToObject(row, "wrong", (double)r.wrong);
             cJSON_AddNumberToObject(row, "baseline_wrong", (double)r.base_wrong);
             cJSON_AddNumberToObject(row, "bound_bytes", r.bound_bytes);
