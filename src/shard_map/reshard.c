@@ -668,16 +668,14 @@ typedef struct batch_work {
     int n;
 } batch_work;
 
-/* On each device's worker: its destination buffers, shared with a source shard or new. */
-static spmd_status device_buffers(int ordinal, void *arg)
+/* Every destination buffer, a view of a source shard or new. On the calling thread: a new
+ * buffer's pages are first touched by the device that fills it. */
+static spmd_status make_buffers(const batch_work *bw)
 {
-    const batch_work *bw = arg;
     for (int k = 0; k < bw->n; k++) {
         const job *jb = &bw->jobs[k];
         for (int j = 0; j < jb->out->num_shards; j++) {
             spmd__shard_slot *s = &jb->out->shards[j];
-            if (s->ordinal != ordinal)
-                continue;
             const dst_work *w = &jb->plan->dst[j];
             spmd__buffer *src = w->share_src >= 0 ? jb->x->shards[w->share_src].buffer : NULL;
             if (src && w->share_offset == 0 && src->nbytes == jb->out->shard_bytes)
@@ -710,6 +708,27 @@ static spmd_status device_copies(int ordinal, void *arg)
 }
 
 /* After the exchange: what another shard of this process received for this one too. */
+static spmd_status device_replicas(int ordinal, void *arg);
+
+/* The local ordinals of the devices with copies (or, with replicas set, replica fills) to do:
+ * waking idle workers costs more than a small copy. */
+static int devices_with_work(const batch_work *bw, int replicas, int num_local, int *ordinals)
+{
+    int count = 0;
+    for (int d = 0; d < num_local; d++) {
+        int busy = 0;
+        for (int k = 0; k < bw->n && !busy; k++) {
+            const job *jb = &bw->jobs[k];
+            for (int j = 0; j < jb->out->num_shards && !busy; j++)
+                busy = jb->out->shards[j].ordinal == d &&
+                       (replicas ? jb->plan->dst[j].nreplicas : jb->plan->dst[j].ncopies) > 0;
+        }
+        if (busy)
+            ordinals[count++] = d;
+    }
+    return count;
+}
+
 static spmd_status device_replicas(int ordinal, void *arg)
 {
     const batch_work *bw = arg;
@@ -900,9 +919,10 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     /* Buffers before the agreement (messages land in them): a process that cannot allocate
      * still takes part in it, so that the others fail at once instead of waiting for it. */
     batch_work bw = {jobs, n};
-    int prepared = st == SPMD_OK;
+    int prepared = st == SPMD_OK, *ordinals = malloc((size_t)rt->num_local * sizeof(int));
     if (st == SPMD_OK)
-        st = spmd__run_on_devices(rt->num_local, NULL, device_buffers, &bw);
+        st = ordinals ? make_buffers(&bw)
+                      : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     spmd__comm *comm = NULL;
     if (prepared && any_message && member[rt->process_index]) {
         char text[120];
@@ -919,9 +939,11 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
         }
     }
     exchange_args ex = {comm, jobs, n, processes, nproc, stats};
-    if (st == SPMD_OK) /* the local copies beside the exchange */
-        st = spmd__run_on_devices_beside(rt->num_local, NULL, device_copies, &bw,
+    if (st == SPMD_OK) { /* the local copies beside the exchange */
+        int busy = devices_with_work(&bw, 0, rt->num_local, ordinals);
+        st = spmd__run_on_devices_beside(busy, ordinals, device_copies, &bw,
                                          comm ? exchange_beside : NULL, &ex);
+    }
     if (st != SPMD_OK && comm) { /* MPI failed after the agreement: start afresh next time */
         comm_entry *e = comm_find(processes, nproc, rt->session);
         if (e)
@@ -930,8 +952,10 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     if (st == SPMD_OK && o->donate)
         for (int k = 0; k < n; k++)
             spmd__array_mark_deleted(xs[k], fn); /* its sent data is out; shared buffers live on */
-    if (st == SPMD_OK && comm)
-        st = spmd__run_on_devices(rt->num_local, NULL, device_replicas, &bw);
+    if (st == SPMD_OK && comm) {
+        int busy = devices_with_work(&bw, 1, rt->num_local, ordinals);
+        st = spmd__run_on_devices(busy, ordinals, device_replicas, &bw);
+    }
     for (int k = 0; st == SPMD_OK && k < n; k++)
         for (int j = 0; j < jobs[k].out->num_shards; j++)
             if (jobs[k].plan->dst[j].share_src >= 0)
@@ -939,6 +963,7 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
             else
                 stats->bytes_copied +=
                     copied_elements(&jobs[k].plan->dst[j], jobs[k].out->ndim) * jobs[k].elem;
+    free(ordinals);
     free(member);
     free(processes);
     return st;
