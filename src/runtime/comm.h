@@ -117,11 +117,14 @@ typedef struct spmd__piece_message {
 } spmd__piece_message;
 
 /**
- * Posts every send and receive, then waits for all of them. A message may exceed 2 GiB; each
- * buffer dimension must stay below 2^31 elements (SPMD_ERR_UNSUPPORTED otherwise).
+ * Posts every send and receive, then calls work(work_arg) (when not NULL) until it returns 0,
+ * letting MPI progress between calls, then waits for every message: the caller's own work
+ * overlaps the transfers on one thread. A message may exceed 2 GiB; each buffer dimension
+ * must stay below 2^31 elements (SPMD_ERR_UNSUPPORTED otherwise).
  */
 spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__piece_message *sends,
-                                       int nrecv, const spmd__piece_message *recvs);
+                                       int nrecv, const spmd__piece_message *recvs,
+                                       int (*work)(void *), void *work_arg);
 
 /**
  * Tells the other ranks that this rank's call `epoch` failed, so that a rank waiting for this

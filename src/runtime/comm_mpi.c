@@ -777,7 +777,8 @@ static spmd_status piece_message_type(const spmd__piece_message *m, MPI_Datatype
 }
 
 spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__piece_message *sends,
-                                       int nrecv, const spmd__piece_message *recvs)
+                                       int nrecv, const spmd__piece_message *recvs,
+                                       int (*work)(void *), void *work_arg)
 {
     int n = nsend + nrecv, built = 0;
     MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
@@ -794,6 +795,13 @@ spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__pie
             MPI_Irecv(MPI_BOTTOM, 1, types[i], recvs[i].peer, 0, c->comm, &reqs[i]);
         for (int i = 0; i < nsend; i++)
             MPI_Isend(MPI_BOTTOM, 1, types[nrecv + i], sends[i].peer, 0, c->comm, &reqs[nrecv + i]);
+        int more = work != NULL, flag = 0;
+        while (more) {
+            unlock();
+            more = work(work_arg);
+            lock();
+            MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE); /* progress */
+        }
         int rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS)
             st = mpi_failure(rc, "MPI_Waitall (resharding)");

@@ -798,7 +798,8 @@ static spmd_status build_messages(const job *jobs, int n, int sending, const int
 }
 
 static spmd_status exchange(spmd__comm *comm, const job *jobs, int n, const int *processes,
-                            int nproc, spmd_reshard_stats *stats)
+                            int nproc, int (*work)(void *), void *work_arg,
+                            spmd_reshard_stats *stats)
 {
     spmd__piece_message *sends = NULL, *recvs = NULL;
     spmd__piece *send_pieces = NULL, *recv_pieces = NULL;
@@ -809,7 +810,10 @@ static spmd_status exchange(spmd__comm *comm, const job *jobs, int n, const int 
         st = build_messages(jobs, n, 0, processes, nproc, &recvs, &nrecv, &recv_pieces,
                             &stats->bytes_received);
     if (st == SPMD_OK && (nsend || nrecv))
-        st = spmd__comm_exchange_pieces(comm, nsend, sends, nrecv, recvs);
+        st = spmd__comm_exchange_pieces(comm, nsend, sends, nrecv, recvs, work, work_arg);
+    else
+        while (st == SPMD_OK && work && work(work_arg))
+            ;
     stats->messages_sent = nsend;
     stats->messages_received = nrecv;
     free(sends);
@@ -831,7 +835,52 @@ typedef struct exchange_args {
 static spmd_status exchange_beside(void *arg)
 {
     const exchange_args *a = arg;
-    return exchange(a->comm, a->jobs, a->n, a->processes, a->nproc, a->stats);
+    return exchange(a->comm, a->jobs, a->n, a->processes, a->nproc, NULL, NULL, a->stats);
+}
+
+/* Where the calling thread is in the local copies when it does them itself, between steps of
+ * the exchange. */
+typedef struct copy_cursor {
+    const batch_work *bw;
+    int k, j, c;  /* job, destination shard, copy */
+    int64_t done; /* rows of that copy's first dimension */
+} copy_cursor;
+
+enum { COPY_STEP_BYTES = 256 << 10 };
+
+/* Copies the next slab (about COPY_STEP_BYTES) of the local pieces; 0 once none is left. */
+static int copy_step(void *arg)
+{
+    copy_cursor *cur = arg;
+    const batch_work *bw = cur->bw;
+    for (; cur->k < bw->n; cur->k++, cur->j = 0) {
+        const job *jb = &bw->jobs[cur->k];
+        for (; cur->j < jb->out->num_shards; cur->j++, cur->c = 0) {
+            const dst_work *w = &jb->plan->dst[cur->j];
+            if (cur->c >= w->ncopies)
+                continue;
+            region r = w->copies[cur->c].r;
+            int ndim = jb->out->ndim;
+            int64_t rows = ndim ? r.extent[0] : 1, row_bytes = (int64_t)jb->elem;
+            for (int d = 1; d < ndim; d++)
+                row_bytes *= r.extent[d];
+            int64_t step = COPY_STEP_BYTES / row_bytes > 1 ? COPY_STEP_BYTES / row_bytes : 1;
+            if (step > rows - cur->done)
+                step = rows - cur->done;
+            if (ndim) {
+                r.start[0] += cur->done;
+                r.extent[0] = step;
+            }
+            copy_region(jb, jb->x, w->copies[cur->c].shard, cur->j, &r);
+            cur->done += step;
+            if (cur->done == rows) {
+                cur->done = 0;
+                cur->c++;
+            }
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* Fingerprint and a short description of the batch, for the agreement between processes. */
@@ -941,8 +990,12 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     exchange_args ex = {comm, jobs, n, processes, nproc, stats};
     if (st == SPMD_OK) { /* the local copies beside the exchange */
         int busy = devices_with_work(&bw, 0, rt->num_local, ordinals);
-        st = spmd__run_on_devices_beside(busy, ordinals, device_copies, &bw,
-                                         comm ? exchange_beside : NULL, &ex);
+        copy_cursor cur = {&bw, 0, 0, 0, 0};
+        if (busy > 1 || !comm) /* the devices copy while this thread exchanges */
+            st = spmd__run_on_devices_beside(busy, ordinals, device_copies, &bw,
+                                             comm ? exchange_beside : NULL, &ex);
+        else /* one device's copies: this thread interleaves them with the exchange */
+            st = exchange(comm, jobs, n, processes, nproc, copy_step, &cur, stats);
     }
     if (st != SPMD_OK && comm) { /* MPI failed after the agreement: start afresh next time */
         comm_entry *e = comm_find(processes, nproc, rt->session);
