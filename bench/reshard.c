@@ -408,6 +408,30 @@ static int64_t a2a_verify(const bound *b, int me, int64_t n, const a2a *x)
     return wrong;
 }
 
+/* x plus a self-message of `self` elements: the same call with this process's local
+ * rearrangement included, as a hand-written MPI redistribution would make it. */
+static void a2a_with_self(const a2a *x, int procs, int me, int64_t self, a2a *y)
+{
+    memset(y, 0, sizeof *y);
+    y->sc = xmalloc((size_t)procs * sizeof(int));
+    y->sd = xmalloc((size_t)procs * sizeof(int));
+    y->rc = xmalloc((size_t)procs * sizeof(int));
+    y->rd = xmalloc((size_t)procs * sizeof(int));
+    y->ok = x->ok && fits_int(self) && fits_int(x->nsend + self) && fits_int(x->nrecv + self);
+    for (int q = 0; q < procs; q++) {
+        y->sc[q] = q == me ? (int)self : x->sc[q];
+        y->rc[q] = q == me ? (int)self : x->rc[q];
+        y->sd[q] = (int)y->nsend;
+        y->rd[q] = (int)y->nrecv;
+        y->nsend += y->sc[q];
+        y->nrecv += y->rc[q];
+    }
+    y->send = xmalloc((size_t)y->nsend * sizeof(double));
+    y->recv = xmalloc((size_t)y->nrecv * sizeof(double));
+    memset(y->send, 0, (size_t)y->nsend * sizeof(double));
+    memset(y->recv, 0, (size_t)y->nrecv * sizeof(double));
+}
+
 static double a2a_run(const a2a *x, MPI_Comm comm)
 {
     MPI_Barrier(comm);
@@ -750,11 +774,11 @@ static int layout_make(layout_kind kind, int ndev, layout *l)
 }
 
 typedef struct row_result {
-    double reshard, a2av, gs, sl, mc;  /* median seconds; < 0: not measured */
-    int64_t wrong, base_wrong;         /* summed over processes and iterations */
-    double bytes_sent, bound_bytes;    /* summed over processes (last iteration) */
-    double bytes_copied, bytes_shared; /* reshard's local work, summed over processes */
-    double faults;                     /* minor page faults per timed reshard, busiest process */
+    double reshard, a2av, a2av_self, gs, sl, mc; /* median seconds; < 0: not measured */
+    int64_t wrong, base_wrong;                   /* summed over processes and iterations */
+    double bytes_sent, bound_bytes;              /* summed over processes (last iteration) */
+    double bytes_copied, bytes_shared;           /* reshard's local work, summed over processes */
+    double faults; /* minor page faults per timed reshard, busiest process */
 } row_result;
 
 /* Median over iterations of the slowest process's time. */
@@ -784,7 +808,7 @@ static void sum_over_processes(double *v, int count, int procs)
 static row_result run_row(const layout *l, int64_t n, const config *cfg, const int *proc_of, int me,
                           int procs, int one_device_each)
 {
-    row_result res = {-1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0};
+    row_result res = {-1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0};
     int64_t shape[2] = {n, n};
     placement src, dst;
     placement_make(l->src, n, proc_of, &src);
@@ -806,6 +830,7 @@ static row_result run_row(const layout *l, int64_t n, const config *cfg, const i
     double *t_gs = xmalloc((size_t)cfg->iters * sizeof(double));
     double *t_sl = xmalloc((size_t)cfg->iters * sizeof(double));
     double *t_mc = xmalloc((size_t)cfg->iters * sizeof(double));
+    double *t_a2s = xmalloc((size_t)cfg->iters * sizeof(double));
     /* memcpy bound of the local work: one thread copying the bytes spmd_reshard copies between
      * this process's buffers (learnt from one untimed call), between pages already touched */
     spmd_reshard_options probe = SPMD_RESHARD_OPTIONS_INIT;
@@ -825,16 +850,18 @@ static row_result run_row(const layout *l, int64_t n, const config *cfg, const i
     int do_mpi = 0, do_sl = 0;
 #ifdef SPMD_HAVE_MPI
     MPI_Comm comm = spmd_mpi_comm();
-    a2a xa;
+    a2a xa, xs;
     gs xg;
     do_mpi = procs > 1;
     if (do_mpi) {
         a2a_setup(&b, me, n, &xa);
+        a2a_with_self(&xa, procs, me, (int64_t)(mc_bytes / sizeof(double)), &xs);
         gs_setup(&src, &dst, x, me, procs, n, &xg);
-        int ok[2] = {xa.ok, xg.ok};
-        MPI_Allreduce(MPI_IN_PLACE, ok, 2, MPI_INT, MPI_MIN, comm);
+        int ok[3] = {xa.ok, xg.ok, xs.ok};
+        MPI_Allreduce(MPI_IN_PLACE, ok, 3, MPI_INT, MPI_MIN, comm);
         xa.ok = ok[0];
         xg.ok = ok[1];
+        xs.ok = ok[2];
     }
 #endif
 #ifdef SPMD_BENCH_HAVE_SCALAPACK
@@ -891,6 +918,11 @@ static row_result run_row(const layout *l, int64_t n, const config *cfg, const i
                 t_a2a[k] = t;
             base_wrong += a2a_verify(&b, me, n, &xa);
         }
+        if (do_mpi && xs.ok) {
+            t = a2a_run(&xs, comm);
+            if (k >= 0)
+                t_a2s[k] = t;
+        }
         if (do_mpi && xg.ok) {
             gs_clear(&dst, me, &xg);
             t = gs_run(&src, &dst, x, me, procs, n, &xg, comm);
@@ -919,10 +951,13 @@ static row_result run_row(const layout *l, int64_t n, const config *cfg, const i
 #ifdef SPMD_HAVE_MPI
     if (do_mpi && xa.ok)
         res.a2av = slowest_median(t_a2a, cfg->iters, procs);
+    if (do_mpi && xs.ok)
+        res.a2av_self = slowest_median(t_a2s, cfg->iters, procs);
     if (do_mpi && xg.ok)
         res.gs = slowest_median(t_gs, cfg->iters, procs);
     if (do_mpi) {
         a2a_free(&xa);
+        a2a_free(&xs);
         gs_free(&xg);
     }
 #endif
@@ -957,6 +992,7 @@ static row_result run_row(const layout *l, int64_t n, const config *cfg, const i
     free(t_gs);
     free(t_sl);
     free(t_mc);
+    free(t_a2s);
     free(mc_src);
     free(mc_dst);
     free(scratch);
@@ -1104,9 +1140,12 @@ int main(int argc, char **argv)
             printf("# one process: nothing crosses processes, the MPI baselines are n/a\n");
         printf("# memcpy = one thread copying the bytes reshard copies within a process (busiest "
                "process), from touched pages: the bound of its local work\n");
-        printf("# %-30s %6s %12s %12s %6s %12s %6s %12s %6s %10s %6s %7s %6s %7s\n", "layout", "N",
-               "reshard_us", "a2av_us", "ratio", "gath_scat_us", "ratio", "pdgemr2d_us", "ratio",
-               "memcpy_us", "ratio", "#wrong", "moved", "pgfault");
+        printf("# a2av+self = the same Alltoallv with this process's locally copied bytes as its "
+               "self-message (a hand-written MPI redistribution)\n");
+        printf("# %-30s %6s %12s %12s %6s %12s %6s %12s %6s %12s %6s %10s %6s %7s %6s %7s\n",
+               "layout", "N", "reshard_us", "a2av_us", "ratio", "a2av+self_us", "ratio",
+               "gath_scat_us", "ratio", "pdgemr2d_us", "ratio", "memcpy_us", "ratio", "#wrong",
+               "moved", "pgfault");
     }
     for (int kind = 0; kind < L_COUNT; kind++) {
         if (!cfg.layouts[kind])
@@ -1127,21 +1166,22 @@ int main(int argc, char **argv)
                 continue; /* N not divisible by the block counts */
             }
             row_result r = run_row(&l, n, &cfg, proc_of, me, procs, one_device_each);
-            char b[10][32];
+            char b[12][32];
             char moved[32] = "-";
             if (r.bound_bytes > 0)
                 snprintf(moved, sizeof moved, "%.2f", r.bytes_sent / r.bound_bytes);
             else if (procs > 1)
                 snprintf(moved, sizeof moved, "%.0fB", r.bytes_sent);
             if (me == 0) {
-                printf(
-                    "  %-30s %6lld %12s %12s %6s %12s %6s %12s %6s %10s %6s %7lld %6s %7.0f%s%s\n",
-                    l.text, (long long)n, fmt_us(b[0], 32, r.reshard), fmt_us(b[1], 32, r.a2av),
-                    fmt_ratio(b[2], 32, r.a2av, r.reshard), fmt_us(b[3], 32, r.gs),
-                    fmt_ratio(b[4], 32, r.gs, r.reshard), fmt_us(b[5], 32, r.sl),
-                    fmt_ratio(b[6], 32, r.sl, r.reshard), fmt_us(b[7], 32, r.mc),
-                    fmt_ratio(b[8], 32, r.mc, r.reshard), (long long)r.wrong, moved, r.faults,
-                    r.wrong ? "  WRONG" : "", r.base_wrong ? "  WRONG(baseline)" : "");
+                printf("  %-30s %6lld %12s %12s %6s %12s %6s %12s %6s %12s %6s %10s %6s %7lld %6s "
+                       "%7.0f%s%s\n",
+                       l.text, (long long)n, fmt_us(b[0], 32, r.reshard), fmt_us(b[1], 32, r.a2av),
+                       fmt_ratio(b[2], 32, r.a2av, r.reshard), fmt_us(b[9], 32, r.a2av_self),
+                       fmt_ratio(b[10], 32, r.a2av_self, r.reshard), fmt_us(b[3], 32, r.gs),
+                       fmt_ratio(b[4], 32, r.gs, r.reshard), fmt_us(b[5], 32, r.sl),
+                       fmt_ratio(b[6], 32, r.sl, r.reshard), fmt_us(b[7], 32, r.mc),
+                       fmt_ratio(b[8], 32, r.mc, r.reshard), (long long)r.wrong, moved, r.faults,
+                       r.wrong ? "  WRONG" : "", r.base_wrong ? "  WRONG(baseline)" : "");
                 fflush(stdout);
             }
             cJSON *row = cJSON_CreateObject();
@@ -1151,6 +1191,7 @@ int main(int argc, char **argv)
             cJSON_AddNumberToObject(row, "bytes", (double)(n * n) * sizeof(double));
             cJSON_AddNumberToObject(row, "reshard_med_us", r.reshard * 1e6);
             add_time(row, "a2av_med_us", "a2av_ratio", r.a2av, r.reshard);
+            add_time(row, "a2av_self_med_us", "a2av_self_ratio", r.a2av_self, r.reshard);
             add_time(row, "gather_scatter_med_us", "gather_scatter_ratio", r.gs, r.reshard);
             add_time(row, "pdgemr2d_med_us", "pdgemr2d_ratio", r.sl, r.reshard);
             add_time(row, "memcpy_med_us", "memcpy_ratio", r.mc, r.reshard);
