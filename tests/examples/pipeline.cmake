@@ -1,0 +1,17 @@
+# examples/pipeline: two stages on disjoint device halves, checked by check_pipeline.sh.
+add_test(NAME example_pipeline_1x8
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/check_pipeline.sh 1 8 $<TARGET_FILE:pipeline>)
+set_tests_properties(example_pipeline_1x8 PROPERTIES LABELS "examples" TIMEOUT 120
+                     ENVIRONMENT "${SPMD_TEST_ENV}")
+if(SPMD_HAVE_MPI)
+  foreach(layout 4x2 2x4)
+    string(REPLACE "x" ";" counts ${layout})
+    list(GET counts 0 procs)
+    list(GET counts 1 per)
+    add_test(NAME example_pipeline_${layout}
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/check_pipeline.sh ${procs} ${per}
+                     $<TARGET_FILE:pipeline> ${MPIEXEC_EXECUTABLE})
+    set_tests_properties(example_pipeline_${layout} PROPERTIES LABELS "examples;mpi" TIMEOUT 120
+                         ENVIRONMENT "${SPMD_MPI_TEST_ENV}")
+  endforeach()
+endif()
