@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "runtime/check.h" /* error messages */
+#include "shard_map/array_impl.h" /* donation marks inputs deleted */
 #include "runtime/log.h"
 
 enum { MAX_ARGS = 64, MAX_DEVICES = 4096, CACHE_SLOTS = 16 };
@@ -457,7 +458,7 @@ static spmd_status place_input(const call *c, entry *e, int i, spmd_array *x,
                  fn, i, have, want);
     SPMD_WARN("%s: inputs[%d] is laid out as %s, but the pmap needs %s: resharding it%s", fn, i,
               have, want,
-              o->donate && o->donate[i] ? " (the copy is donated, not the original)" : "");
+              o->donate && o->donate[i] ? " (donated: the original is deleted)" : "");
     spmd_status st = spmd_reshard(x, e->in_shardings[i], NULL, placed);
     *made = st == SPMD_OK;
     return st;
@@ -539,11 +540,19 @@ spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs
     }
     if (need_placing) {
         st = SPMD_OK;
-        for (int i = 0; i < nin && st == SPMD_OK; i++)
+        for (int i = 0; i < nin && st == SPMD_OK; i++) {
             st = place_input(&c, e, i, inputs[i], &o, &placed[i], &made[i]);
+            /* legacy pmap deletes a donated input it had to convert; dropping it first leaves
+             * the converted array (which may share its buffers) free to be reused */
+            if (st == SPMD_OK && made[i] && o.donate && o.donate[i])
+                spmd__array_mark_deleted(inputs[i], f);
+        }
         if (st == SPMD_OK)
             st = spmd_plan_execute(e->plan, placed, global_out);
     }
+    for (int i = 0; i < nin && o.donate; i++)
+        if (o.donate[i] && inputs[i]->deleted)
+            inputs[i]->deleted_by = f; /* the plan's executor named itself */
     for (int j = 0; j < nout && st == SPMD_OK; j++) {
         if (c.host_local && !spmd_array_is_fully_addressable(global_out[j])) {
             st = spmd_global_to_host_local(global_out[j], e->mesh, e->out_specs[j], &outputs[j]);

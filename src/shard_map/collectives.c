@@ -430,7 +430,7 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
     if (st == SPMD_OK && !spmd__reducible(in->dtype))
         st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
                         "%s of %s is not supported; convert to int32 or float32 first "
-                        "(spmd_op_cast)",
+                        "(spmd_op_copy into a block of that dtype)",
                         name, spmd_dtype_name(in->dtype));
     if (st == SPMD_OK)
         st = check_out_shape(out, in->dtype, in->ndim, in->shape, name);

@@ -315,8 +315,8 @@ static spmd_status check_input(spmd_plan *p, int i, const spmd_array *a)
         device_list(&sb, p->mesh);
         return SPMD_ERROR(SPMD_ERR_INCOMPATIBLE_DEVICES,
                           "spmd_shard_map: input %d is laid out as %s, but in_specs[%d] on this "
-                          "mesh needs %s; reshard it first (spmd_device_put of its data onto that "
-                          "sharding), or change in_specs",
+                          "mesh needs %s; reshard it first (spmd_reshard to that sharding), or "
+                          "change in_specs",
                           i, have, i, want);
     }
     spmd_sharding_destroy(p->accepted[i]);

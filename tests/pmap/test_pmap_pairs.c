@@ -246,8 +246,19 @@ static void test_donation(void **state)
         spmd_shard after;
         assert_ok(spmd_array_shard(y, 0, &after));
         assert_ptr_equal(after.data, before.data);
-    } else { /* host-local inputs are converted each call; the shard_map side donates */
-        assert_ok(spmd_pmap(affine, NULL, 1, &x, NULL, 1, &desc, NULL, "i", NULL, 0, NULL, &y));
+    } else { /* the host-local input is converted without a copy; donating it deletes it and
+              * hands its buffers to the output */
+        spmd_shard before;
+        assert_ok(spmd_array_shard(x, 0, &before));
+        spmd_pmap_options o = SPMD_PMAP_OPTIONS_INIT;
+        o.donate = donate;
+        assert_ok(spmd_pmap(affine, NULL, 1, &x, NULL, 1, &desc, NULL, "i", NULL, 0, &o, &y));
+        spmd_shard after;
+        assert_ok(spmd_array_shard(y, 0, &after));
+        assert_ptr_equal(after.data, before.data);
+        float back[64 * 4];
+        assert_status(spmd_array_to_host(x, back, sizeof back), SPMD_ERR_INVALID_ARGUMENT,
+                      "deleted", "spmd_pmap");
     }
     spmd_array *x2 = local_array(xs, 2, shape, 1, 1, &L, &name);
     gx = global_of(x2, mesh, "'i'");

@@ -1,0 +1,53 @@
+#!/bin/sh
+# usage: run_snippet.sh NAME PROCS DEVICES_PER_PROC PROGRAM [MPIEXEC]
+# Runs one snippet of the guide (PROCS > 1: under MPIEXEC) and checks its output with
+# checks/common.awk + checks/NAME.awk, which compute every expected line themselves. Then the
+# pages: every line of a block tagged <!-- output: NAME PROCSxDEVICES --> must be a line the
+# program printed (source locations "[src/x.c:12]" removed), and when such blocks exist, every
+# message it printed (a line starting with SPMD_ERR_) must be shown in one. So a page cannot
+# show a message the library no longer prints, nor miss one it prints now.
+set -eu
+name=$1 procs=$2 per=$3 prog=$4 mpiexec=${5:-}
+here=$(cd "$(dirname "$0")" && pwd)
+work=${TMPDIR:-/tmp}/guide_$name.$$
+mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT INT TERM
+
+status=0
+if [ "$procs" -gt 1 ]; then
+    "$mpiexec" -n "$procs" -x SPMD_NUM_CPU_DEVICES="$per" \
+        ${SPMD_COLLECTIVE_TIMEOUT:+-x SPMD_COLLECTIVE_TIMEOUT} "$prog" >"$work/out" || status=$?
+else
+    SPMD_NUM_CPU_DEVICES="$per" "$prog" >"$work/out" || status=$?
+fi
+cat "$work/out"
+if [ "$status" -ne 0 ]; then
+    echo "FAIL: $prog exited with status $status"
+    exit 1
+fi
+awk -v P="$procs" -v L="$per" -f "$here/checks/common.awk" -f "$here/checks/$name.awk" \
+    "$work/out"
+
+# Messages end with the source locations that detected them; pages omit them.
+sed 's/ \[src\/[^]]*:[0-9]*\]//g' "$work/out" >"$work/plain"
+grep '^SPMD_ERR_' "$work/plain" | sort -u >"$work/printed" || true
+for page in "$here"/*.md; do
+    awk -v tag="<!-- output: $name ${procs}x$per -->" '
+        $0 == tag { armed = 1; next }
+        armed && /^```/ { if (inside) { armed = 0; inside = 0 } else inside = 1; next }
+        inside && NF { print }' "$page"
+done | sort -u >"$work/shown"
+if [ -s "$work/shown" ]; then
+    bad=0
+    while IFS= read -r line; do
+        grep -Fxq -- "$line" "$work/plain" ||
+            { echo "FAIL: a page shows a line the program did not print: $line"; bad=1; }
+    done <"$work/shown"
+    while IFS= read -r line; do
+        grep -Fxq -- "$line" "$work/shown" ||
+            { echo "FAIL: no page (<!-- output: $name ${procs}x$per -->) shows: $line"; bad=1; }
+    done <"$work/printed"
+    [ "$bad" -eq 0 ] || exit 1
+    echo "pages: the $(wc -l <"$work/shown") line(s) shown for ${procs}x$per are printed, and every message is shown"
+fi
+echo "PASS: $name, $procs process(es) x $per device(s)"
