@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/check.h" /* error messages */
+#include "runtime/check.h"        /* error messages */
 #include "shard_map/array_impl.h" /* donation marks inputs deleted */
 #include "runtime/log.h"
 
@@ -457,8 +457,7 @@ static spmd_status place_input(const call *c, entry *e, int i, spmd_array *x,
                  "resharded on each call",
                  fn, i, have, want);
     SPMD_WARN("%s: inputs[%d] is laid out as %s, but the pmap needs %s: resharding it%s", fn, i,
-              have, want,
-              o->donate && o->donate[i] ? " (donated: the original is deleted)" : "");
+              have, want, o->donate && o->donate[i] ? " (donated: the original is deleted)" : "");
     spmd_status st = spmd_reshard(x, e->in_shardings[i], NULL, placed);
     *made = st == SPMD_OK;
     return st;
