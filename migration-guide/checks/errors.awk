@@ -17,7 +17,7 @@ BEGIN {
     want_match("^SPMD_ERR_SHAPE: .* implies that array axis 0 of the array is partitioned 8 " \
                "times, but the dimension size is 6 ", 1)
     want_match("^SPMD_ERR_SPEC: spmd_spec_parse: unbalanced parentheses", 1)
-    want_match("^SPMD_ERR_SPEC: resource axis 'k' of P\\('k', None\\) is not found in mesh " \
+    want_match("^SPMD_ERR_SPEC: spmd_sharding_create_parse: resource axis 'k' of P\\('k', None\\) is not found in mesh " \
                "Mesh\\('i': 8\\)", 1)
     want_match("^SPMD_ERR_INCOMPATIBLE_DEVICES: spmd_shard_map: input 0 is laid out as " \
                "NamedSharding\\(mesh=Mesh\\('i': 8\\), spec=P\\(\\)\\)", 1)

@@ -23,7 +23,7 @@ BEGIN {
     want_match("^SPMD_ERR_COLLECTIVE_MISMATCH: .*devices issued different collectives: " \
                "device 6 called psum .* device 7 called pmax ", 1)
     if (P == 1)
-        want_match("^SPMD_ERR_TIMEOUT: device 6 waited in psum .* for device\\(s\\) 7, ", 1)
+        want_match("^SPMD_ERR_TIMEOUT: spmd_shard_map: device 6 waited in psum .* for device\\(s\\) 7, ", 1)
     else {
         want_match("^SPMD_ERR_TIMEOUT: spmd_shard_map .*: process\\(es\\) " P - 1 \
                    " did not arrive ", 1)

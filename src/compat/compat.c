@@ -39,7 +39,9 @@ static spmd_status put_stacked(const char *fn, int n, const slices *s, int ndim,
     SPMD_REQUIRE(spmd_is_initialized(), SPMD_ERR_INVALID_ARGUMENT,
                  "%s: libspmd is not initialized; call spmd_init first", fn);
     SPMD_REQUIRE_NOT_NULL(devices, fn);
-    SPMD_REQUIRE(n >= 1, SPMD_ERR_INVALID_ARGUMENT, "%s: n=%d; give at least one device", fn, n);
+    SPMD_REQUIRE(n >= 1 && n <= spmd_device_count(), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: n=%d, but there are %d devices and none may be given twice; give 1 to %d", fn,
+                 n, spmd_device_count(), spmd_device_count());
     SPMD_REQUIRE(ndim >= 0 && ndim < SPMD_MAX_RANK, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: ndim=%d must be in 0..%d (the result adds a leading axis)", fn, ndim,
                  SPMD_MAX_RANK - 1);
@@ -78,21 +80,25 @@ static spmd_status put_stacked(const char *fn, int n, const slices *s, int ndim,
     return st;
 }
 
-spmd_status spmd_device_put_sharded(int n, const void *const *host_shards, int ndim,
-                                    const int64_t *shape, spmd_dtype dtype, const int *devices,
-                                    spmd_array **out)
+static spmd_status spmd_device_put_sharded_checked(int n, const void *const *host_shards, int ndim,
+                                                   const int64_t *shape, spmd_dtype dtype,
+                                                   const int *devices, spmd_array **out)
 {
     const char *fn = "spmd_device_put_sharded";
+    if (out)
+        *out = NULL;
     SPMD_REQUIRE_NOT_NULL(host_shards, fn);
     slices s = {.host = host_shards};
     return put_stacked(fn, n, &s, ndim, shape, dtype, devices, out);
 }
 
-spmd_status spmd_device_put_replicated(const void *host, int ndim, const int64_t *shape,
-                                       spmd_dtype dtype, const int *devices, int n,
-                                       spmd_array **out)
+static spmd_status spmd_device_put_replicated_checked(const void *host, int ndim,
+                                                      const int64_t *shape, spmd_dtype dtype,
+                                                      const int *devices, int n, spmd_array **out)
 {
     const char *fn = "spmd_device_put_replicated";
+    if (out)
+        *out = NULL;
     SPMD_REQUIRE_NOT_NULL(host, fn);
     slices s = {.single = host};
     SPMD_CHECK(put_stacked(fn, n, &s, ndim, shape, dtype, devices, out));
@@ -104,10 +110,11 @@ spmd_status spmd_device_put_replicated(const void *host, int ndim, const int64_t
 static spmd_status first_slice(const spmd_array *x, const char *fn, spmd_shard *shard)
 {
     SPMD_REQUIRE(x != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument 'x' is NULL", fn);
+    SPMD_REQUIRE(spmd_array_ndim(x) >= 0, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: x is not a live spmd_array (destroyed, or another type)", fn);
     int ndim = spmd_array_ndim(x);
     SPMD_REQUIRE(ndim >= 1, SPMD_ERR_SHAPE,
-                 "%s: x is %s; unreplicate drops a leading stacked axis, so x needs one", fn,
-                 ndim == 0 ? "a scalar" : "not a live array");
+                 "%s: x is a scalar; unreplicate drops a leading stacked axis, so x needs one", fn);
     SPMD_REQUIRE(spmd_array_num_shards(x) > 0, SPMD_ERR_NOT_ADDRESSABLE,
                  "%s: this process holds no shard of x; unreplicate on a process that owns one "
                  "of its devices",
@@ -126,7 +133,7 @@ static spmd_status first_slice(const spmd_array *x, const char *fn, spmd_shard *
     return SPMD_OK;
 }
 
-spmd_status spmd_unreplicate(const spmd_array *x, spmd_array **out)
+static spmd_status spmd_unreplicate_checked(const spmd_array *x, spmd_array **out)
 {
     const char *fn = "spmd_unreplicate";
     SPMD_REQUIRE_NOT_NULL(out, fn);
@@ -136,7 +143,8 @@ spmd_status spmd_unreplicate(const spmd_array *x, spmd_array **out)
     return spmd_array_shard_view(x, 0, spmd_array_ndim(x) - 1, spmd_array_shape(x) + 1, out);
 }
 
-spmd_status spmd_unreplicate_to_host(const spmd_array *x, void *dst, size_t dst_bytes)
+static spmd_status spmd_unreplicate_to_host_checked(const spmd_array *x, void *dst,
+                                                    size_t dst_bytes)
 {
     const char *fn = "spmd_unreplicate_to_host";
     SPMD_REQUIRE_NOT_NULL(dst, fn);
@@ -145,7 +153,8 @@ spmd_status spmd_unreplicate_to_host(const spmd_array *x, void *dst, size_t dst_
     return spmd_array_shard_to_host(x, 0, dst, dst_bytes);
 }
 
-spmd_status spmd_replicate(const spmd_array *x, const int *devices, int n, spmd_array **out)
+static spmd_status spmd_replicate_checked(const spmd_array *x, const int *devices, int n,
+                                          spmd_array **out)
 {
     const char *fn = "spmd_replicate";
     SPMD_REQUIRE_NOT_NULL(out, fn);
@@ -162,4 +171,40 @@ spmd_status spmd_replicate(const spmd_array *x, const int *devices, int n, spmd_
                                         spmd_array_dtype(x), devices, n, out);
     free(host);
     return st;
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_device_put_sharded(int n, const void *const *host_shards, int ndim,
+                                    const int64_t *shape, spmd_dtype dtype, const int *devices,
+                                    spmd_array **out)
+{
+    return spmd__error_in(
+        spmd_device_put_sharded_checked(n, host_shards, ndim, shape, dtype, devices, out),
+        "spmd_device_put_sharded");
+}
+
+spmd_status spmd_device_put_replicated(const void *host, int ndim, const int64_t *shape,
+                                       spmd_dtype dtype, const int *devices, int n,
+                                       spmd_array **out)
+{
+    return spmd__error_in(
+        spmd_device_put_replicated_checked(host, ndim, shape, dtype, devices, n, out),
+        "spmd_device_put_replicated");
+}
+
+spmd_status spmd_unreplicate(const spmd_array *x, spmd_array **out)
+{
+    return spmd__error_in(spmd_unreplicate_checked(x, out), "spmd_unreplicate");
+}
+
+spmd_status spmd_unreplicate_to_host(const spmd_array *x, void *dst, size_t dst_bytes)
+{
+    return spmd__error_in(spmd_unreplicate_to_host_checked(x, dst, dst_bytes),
+                          "spmd_unreplicate_to_host");
+}
+
+spmd_status spmd_replicate(const spmd_array *x, const int *devices, int n, spmd_array **out)
+{
+    return spmd__error_in(spmd_replicate_checked(x, devices, n, out), "spmd_replicate");
 }

@@ -97,8 +97,8 @@ static spmd_status check_replicated(const spmd_array *global, const void *host, 
     return st;
 }
 
-spmd_status spmd_host_local_to_global(const spmd_array *local, spmd_mesh *mesh,
-                                      const spmd_spec *spec, spmd_array **global)
+static spmd_status spmd_host_local_to_global_checked(const spmd_array *local, spmd_mesh *mesh,
+                                                     const spmd_spec *spec, spmd_array **global)
 {
     const char *fn = "spmd_host_local_to_global";
     SPMD_REQUIRE_NOT_NULL(global, fn);
@@ -146,8 +146,8 @@ spmd_status spmd_host_local_to_global(const spmd_array *local, spmd_mesh *mesh,
     return st;
 }
 
-spmd_status spmd_global_to_host_local(const spmd_array *global, spmd_mesh *mesh,
-                                      const spmd_spec *spec, spmd_array **local)
+static spmd_status spmd_global_to_host_local_checked(const spmd_array *global, spmd_mesh *mesh,
+                                                     const spmd_spec *spec, spmd_array **local)
 {
     const char *fn = "spmd_global_to_host_local";
     SPMD_REQUIRE_NOT_NULL(local, fn);
@@ -179,4 +179,20 @@ spmd_status spmd_global_to_host_local(const spmd_array *global, spmd_mesh *mesh,
     spmd_sharding_destroy(global_sharding);
     spmd_mesh_destroy(local_mesh);
     return st;
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_host_local_to_global(const spmd_array *local, spmd_mesh *mesh,
+                                      const spmd_spec *spec, spmd_array **global)
+{
+    return spmd__error_in(spmd_host_local_to_global_checked(local, mesh, spec, global),
+                          "spmd_host_local_to_global");
+}
+
+spmd_status spmd_global_to_host_local(const spmd_array *global, spmd_mesh *mesh,
+                                      const spmd_spec *spec, spmd_array **local)
+{
+    return spmd__error_in(spmd_global_to_host_local_checked(global, mesh, spec, local),
+                          "spmd_global_to_host_local");
 }

@@ -302,14 +302,14 @@ static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int ro
     return st;
 }
 
-spmd_status spmd_process_allgather(const spmd_array *x, int tiled, void *host_out,
-                                   size_t host_bytes)
+static spmd_status spmd_process_allgather_checked(const spmd_array *x, int tiled, void *host_out,
+                                                  size_t host_bytes)
 {
     return gather("spmd_process_allgather", x, tiled, -1, host_out, host_bytes);
 }
 
-spmd_status spmd_process_gather(const spmd_array *x, int root, int tiled, void *host_out,
-                                size_t host_bytes)
+static spmd_status spmd_process_gather_checked(const spmd_array *x, int root, int tiled,
+                                               void *host_out, size_t host_bytes)
 {
     const char *fn = "spmd_process_gather";
     SPMD_REQUIRE(root >= 0 && root < spmd_process_count(), SPMD_ERR_INVALID_ARGUMENT,
@@ -340,8 +340,8 @@ spmd_status spmd_broadcast_one_to_all(void *buffer, size_t bytes, int source)
     return st;
 }
 
-spmd_status spmd_broadcast_array_one_to_all(const spmd_array *x, int source, void *host_out,
-                                            size_t host_bytes)
+static spmd_status spmd_broadcast_array_one_to_all_checked(const spmd_array *x, int source,
+                                                           void *host_out, size_t host_bytes)
 {
     const char *fn = "spmd_broadcast_array_one_to_all";
     SPMD_CHECK(spmd__array_check(x, fn, "x"));
@@ -455,4 +455,27 @@ spmd_status spmd_assert_equal(const spmd_array *x, const char *message)
     free(all);
     free(counts);
     return st;
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_process_allgather(const spmd_array *x, int tiled, void *host_out,
+                                   size_t host_bytes)
+{
+    return spmd__error_in(spmd_process_allgather_checked(x, tiled, host_out, host_bytes),
+                          "spmd_process_allgather");
+}
+
+spmd_status spmd_process_gather(const spmd_array *x, int root, int tiled, void *host_out,
+                                size_t host_bytes)
+{
+    return spmd__error_in(spmd_process_gather_checked(x, root, tiled, host_out, host_bytes),
+                          "spmd_process_gather");
+}
+
+spmd_status spmd_broadcast_array_one_to_all(const spmd_array *x, int source, void *host_out,
+                                            size_t host_bytes)
+{
+    return spmd__error_in(spmd_broadcast_array_one_to_all_checked(x, source, host_out, host_bytes),
+                          "spmd_broadcast_array_one_to_all");
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "runtime/check.h"
+#include "shard_map/spec_impl.h"
 
 enum { TO_GLOBAL, TO_LOCAL };
 
@@ -39,6 +40,7 @@ static spmd_status convert(const spmd_mesh *mesh, const spmd_spec *spec, int ndi
                  "%s: ndim=%d must be in 0..%d", fn, ndim, SPMD_MAX_RANK);
     SPMD_REQUIRE(ndim == 0 || (in && out), SPMD_ERR_INVALID_ARGUMENT,
                  "%s: the shape arguments are NULL but ndim is %d", fn, ndim);
+    SPMD_CHECK(spmd__spec_check(spec, fn, "spec"));
     SPMD_REQUIRE(spmd_spec_length(spec) <= ndim, SPMD_ERR_SPEC,
                  "%s: the spec has %d entries but the array only %d dimensions", fn,
                  spmd_spec_length(spec), ndim);
@@ -53,6 +55,7 @@ static spmd_status convert(const spmd_mesh *mesh, const spmd_spec *spec, int ndi
     }
     int local_mesh[SPMD_MAX_MESH_AXES];
     SPMD_CHECK(spmd_mesh_local_shape(mesh, local_mesh));
+    int64_t result[SPMD_MAX_RANK]; /* `out` is written only on success */
     for (int d = 0; d < ndim; d++) {
         SPMD_REQUIRE(in[d] >= 0, SPMD_ERR_SHAPE,
                      "%s: dimension %d is %lld; sizes cannot be negative", fn, d, (long long)in[d]);
@@ -66,8 +69,10 @@ static spmd_status convert(const spmd_mesh *mesh, const spmd_spec *spec, int ndi
                      "axes it is mapped to",
                      fn, d, (long long)in[d],
                      direction == TO_GLOBAL ? "local (per-process)" : "global", (long long)from);
-        out[d] = in[d] / from * to;
+        result[d] = in[d] / from * to;
     }
+    for (int d = 0; d < ndim; d++)
+        out[d] = result[d];
     return SPMD_OK;
 }
 

@@ -252,7 +252,7 @@ static spmd_status describe_call(call *c, spmd_array *const *inputs, const int *
     c->num_devices = n;
     for (int j = 0; j < c->nout; j++) {
         const spmd_out_desc *d = &out_descs[j];
-        SPMD_REQUIRE(d->ndim >= 0 && d->ndim + c->naxes <= SPMD_MAX_RANK, SPMD_ERR_INVALID_ARGUMENT,
+        SPMD_REQUIRE(d->ndim >= 0 && d->ndim <= SPMD_MAX_RANK - c->naxes, SPMD_ERR_INVALID_ARGUMENT,
                      "%s: out_descs[%d].ndim = %d is out of range", fn, j, d->ndim);
         c->out_axis[j] = out_axes ? out_axes[j] : 0;
         SPMD_CHECK(normalize(&c->out_axis[j], d->ndim + 1, "out_axes", j, fn));
@@ -463,10 +463,11 @@ static spmd_status place_input(const call *c, entry *e, int i, spmd_array *x,
     return st;
 }
 
-spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs,
-                      const int *in_axes, int nout, const spmd_out_desc *out_descs,
-                      const int *out_axes, const char *axis_name, const int *devices,
-                      int num_devices, const spmd_pmap_options *options, spmd_array **outputs)
+static spmd_status pmap_call(spmd_fn fn, void *user, int nin, spmd_array *const *inputs,
+                             const int *in_axes, int nout, const spmd_out_desc *out_descs,
+                             const int *out_axes, const char *axis_name, const int *devices,
+                             int num_devices, const spmd_pmap_options *options,
+                             spmd_array **outputs)
 {
     static _Thread_local call c; /* large: kept off the stack; every field read is set below */
     c.fn_name = "spmd_pmap";
@@ -488,8 +489,6 @@ spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs
                      options->version);
         o = *options;
     }
-    for (int j = 0; j < nout; j++)
-        outputs[j] = NULL;
     c.nin = nin;
     c.nout = nout;
     c.processes = spmd_process_count();
@@ -574,4 +573,31 @@ spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs
             outputs[j] = NULL;
         }
     return st;
+}
+
+static spmd_status spmd_pmap_checked(spmd_fn fn, void *user, int nin, spmd_array *const *inputs,
+                                     const int *in_axes, int nout, const spmd_out_desc *out_descs,
+                                     const int *out_axes, const char *axis_name, const int *devices,
+                                     int num_devices, const spmd_pmap_options *options,
+                                     spmd_array **outputs)
+{
+    spmd_status st = pmap_call(fn, user, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name,
+                               devices, num_devices, options, outputs);
+    /* after the call: outputs may alias inputs, which validation still reads */
+    for (int j = 0; st != SPMD_OK && outputs && nout <= MAX_ARGS && j < nout; j++)
+        outputs[j] = NULL;
+    return st;
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs,
+                      const int *in_axes, int nout, const spmd_out_desc *out_descs,
+                      const int *out_axes, const char *axis_name, const int *devices,
+                      int num_devices, const spmd_pmap_options *options, spmd_array **outputs)
+{
+    return spmd__error_in(spmd_pmap_checked(fn, user, nin, inputs, in_axes, nout, out_descs,
+                                            out_axes, axis_name, devices, num_devices, options,
+                                            outputs),
+                          "spmd_pmap");
 }

@@ -22,6 +22,12 @@ spmd_status spmd__error(spmd_status code, const char *file, int line, const char
     SPMD__PRINTF(4, 5);
 /** Records a message produced elsewhere (another thread's error) verbatim. */
 void spmd__error_set_raw(const char *msg);
+/**
+ * For a public function that failed in a function it called: this thread's last error is
+ * prefixed with "fn: " unless it already names fn (or fn without "spmd_", as the collectives
+ * name themselves). Returns st.
+ */
+spmd_status spmd__error_in(spmd_status st, const char *fn);
 
 /** Capacity of an error message, including the longest formatted sharding. */
 #define SPMD__MESSAGE_CAPACITY 4096

@@ -190,11 +190,31 @@ void spmd__comm_destroy(spmd__comm *c)
     free_wrapper(c);
 }
 
+/* Send buffers of abandoned communicators: MPI may still read them (their sends are never
+ * waited for), so they live until the process ends, reachable from here. */
+static pthread_mutex_t graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
+static void **graveyard;
+static int graveyard_count;
+
 void spmd__comm_abandon(spmd__comm *c)
 {
     /* The MPI communicator itself is leaked on purpose: freeing it would wait for the
      * collective that will never complete. */
-    if (c)
+    if (!c)
+        return;
+    pthread_mutex_lock(&graveyard_lock);
+    void **grown =
+        c->num_abort_copies == 0
+            ? graveyard
+            : realloc(graveyard, (size_t)(graveyard_count + c->num_abort_copies) * sizeof *grown);
+    if (grown) {
+        graveyard = grown;
+        for (int i = 0; i < c->num_abort_copies; i++)
+            graveyard[graveyard_count++] = c->abort_copies[i];
+        c->num_abort_copies = 0;
+    } /* else: they stay with the wrapper below, which is then leaked too */
+    pthread_mutex_unlock(&graveyard_lock);
+    if (c->num_abort_copies == 0)
         free_wrapper(c);
 }
 

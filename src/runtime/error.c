@@ -56,6 +56,41 @@ spmd_status spmd__error(spmd_status code, const char *file, int line, const char
     return code;
 }
 
+static int is_word_char(char c)
+{
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* 1 when `word` occurs in `text` as a whole identifier. */
+static int has_word(const char *text, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = strstr(text, word); p; p = strstr(p + 1, word))
+        if ((p == text || !is_word_char(p[-1])) && !is_word_char(p[n]))
+            return 1;
+    return 0;
+}
+
+spmd_status spmd__error_in(spmd_status st, const char *fn)
+{
+    if (st == SPMD_OK)
+        return st;
+    const char *short_name = strncmp(fn, "spmd_", 5) == 0 ? fn + 5 : fn;
+    char text[SPMD__MESSAGE_CAPACITY]; /* the words, without the "[src/...]" locations */
+    snprintf(text, sizeof text, "%s", last_error);
+    char *location = strstr(text, " [src/");
+    if (location)
+        *location = '\0';
+    if (has_word(text, fn) || has_word(text, short_name))
+        return st;
+    char inner[SPMD__MESSAGE_CAPACITY];
+    snprintf(inner, sizeof inner, "%s", last_error);
+    spmd__strbuf sb; /* truncates the inner message if it must */
+    spmd__strbuf_init(&sb, last_error, sizeof last_error);
+    spmd__strbuf_printf(&sb, "%s: %s", fn, inner);
+    return st;
+}
+
 void spmd__error_set_raw(const char *msg)
 {
     if (msg != last_error)

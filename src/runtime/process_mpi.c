@@ -107,7 +107,7 @@ int spmd__proc_node_count(void) { return node_count; }
 
 int spmd__mpi_thread_multiple(void) { return thread_multiple; }
 
-spmd_status spmd_init_mpi(MPI_Comm user, const spmd_init_options *opts)
+static spmd_status spmd_init_mpi_checked(MPI_Comm user, const spmd_init_options *opts)
 {
     SPMD_REQUIRE(user != MPI_COMM_NULL, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_init_mpi: comm is MPI_COMM_NULL; pass the communicator to run on");
@@ -115,3 +115,10 @@ spmd_status spmd_init_mpi(MPI_Comm user, const spmd_init_options *opts)
 }
 
 MPI_Comm spmd_mpi_comm(void) { return comm; }
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_init_mpi(MPI_Comm user, const spmd_init_options *opts)
+{
+    return spmd__error_in(spmd_init_mpi_checked(user, opts), "spmd_init_mpi");
+}

@@ -313,7 +313,10 @@ spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_c
     return st;
 }
 
-spmd_status spmd_init(const spmd_init_options *opts) { return spmd__runtime_init(opts, NULL); }
+static spmd_status spmd_init_checked(const spmd_init_options *opts)
+{
+    return spmd__runtime_init(opts, NULL);
+}
 
 spmd_status spmd_finalize(void)
 {
@@ -387,4 +390,11 @@ spmd_status spmd_device_get_info(int id, spmd_device_info *info)
                  id, r->num_devices - 1);
     *info = r->devices[id];
     return SPMD_OK;
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_init(const spmd_init_options *opts)
+{
+    return spmd__error_in(spmd_init_checked(opts), "spmd_init");
 }

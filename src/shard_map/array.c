@@ -504,8 +504,9 @@ static spmd_status single_device_sharding(int device_id, spmd_sharding **out)
     return st;
 }
 
-spmd_status spmd_array_create_on_device(int device_id, const void *host, int ndim,
-                                        const int64_t *shape, spmd_dtype dtype, spmd_array **out)
+static spmd_status spmd_array_create_on_device_checked(int device_id, const void *host, int ndim,
+                                                       const int64_t *shape, spmd_dtype dtype,
+                                                       spmd_array **out)
 {
     const char *fn = "spmd_array_create_on_device";
     SPMD_REQUIRE_NOT_NULL(out, fn);
@@ -591,6 +592,8 @@ spmd_status spmd_array_shard_view(const spmd_array *array, int i, int ndim, cons
     for (int d = 0; d < ndim; d++) {
         SPMD_REQUIRE(shape[d] >= 0, SPMD_ERR_SHAPE, "%s: shape[%d] = %lld is negative", fn, d,
                      (long long)shape[d]);
+        SPMD_REQUIRE(shape[d] == 0 || got <= INT64_MAX / shape[d], SPMD_ERR_SHAPE,
+                     "%s: shape has more elements than int64 counts", fn);
         got *= shape[d];
     }
     if (got != want) {
@@ -752,4 +755,14 @@ spmd_status spmd_array_to_host(const spmd_array *array, void *dst, size_t dst_by
     free(covered);
     free(chosen);
     return st;
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_array_create_on_device(int device_id, const void *host, int ndim,
+                                        const int64_t *shape, spmd_dtype dtype, spmd_array **out)
+{
+    return spmd__error_in(
+        spmd_array_create_on_device_checked(device_id, host, ndim, shape, dtype, out),
+        "spmd_array_create_on_device");
 }

@@ -358,21 +358,6 @@ static spmd_status cross_process_result(coll *c, spmd_status st)
 
 /* ---- argument checks ---- */
 
-static spmd_status check_block(const spmd_block *b, const char *name, const char *op)
-{
-    SPMD_REQUIRE(b != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", op, name);
-    SPMD_REQUIRE(b->ndim >= 0 && b->ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
-                 "%s: %s has rank %d; use 0..%d", op, name, b->ndim, SPMD_MAX_RANK);
-    SPMD_REQUIRE(spmd_dtype_size(b->dtype) != 0, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: %s has dtype %d, which is not a dtype", op, name, (int)b->dtype);
-    SPMD_REQUIRE(b->data != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: %s.data is NULL", op, name);
-    for (int j = 0; j < b->ndim; j++)
-        SPMD_REQUIRE(b->shape[j] >= 1, SPMD_ERR_SHAPE,
-                     "%s: dimension %d of %s has extent %lld; extents must be >= 1", op, j, name,
-                     (long long)b->shape[j]);
-    return SPMD_OK;
-}
-
 static void shape_text(const spmd_block *b, char *buf, size_t size)
 {
     spmd__strbuf sb;
@@ -424,9 +409,9 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
                           op_kind op, spmd__reduce_op rop)
 {
     const char *name = op_names[op];
-    spmd_status st = check_block(in, "in", name);
+    spmd_status st = spmd__check_block(in, "in", name);
     if (st == SPMD_OK)
-        st = check_block(out, "out", name);
+        st = spmd__check_block(out, "out", name);
     if (st == SPMD_OK && !spmd__reducible(in->dtype))
         st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
                         "%s of %s is not supported; convert to int32 or float32 first "
@@ -505,19 +490,22 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
     return st;
 }
 
-spmd_status spmd_psum(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+static spmd_status spmd_psum_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                     const char *axes)
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_psum");
     return reduce(ctx, in, out, axes, OP_PSUM, SPMD__OP_SUM);
 }
 
-spmd_status spmd_pmax(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+static spmd_status spmd_pmax_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                     const char *axes)
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_pmax");
     return reduce(ctx, in, out, axes, OP_PMAX, SPMD__OP_MAX);
 }
 
-spmd_status spmd_pmin(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+static spmd_status spmd_pmin_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                     const char *axes)
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_pmin");
     return reduce(ctx, in, out, axes, OP_PMIN, SPMD__OP_MIN);
@@ -528,12 +516,13 @@ static int is_float(spmd_dtype t)
     return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || spmd__is_half(t);
 }
 
-spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+static spmd_status spmd_pmean_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                      const char *axes)
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_pmean");
-    spmd_status st = check_block(in, "in", "pmean");
+    spmd_status st = spmd__check_block(in, "in", "pmean");
     if (st == SPMD_OK)
-        st = check_block(out, "out", "pmean");
+        st = spmd__check_block(out, "out", "pmean");
     if (st == SPMD_OK && is_float(in->dtype) && out->dtype != in->dtype)
         st = SPMD_ERROR(SPMD_ERR_SHAPE, "pmean: out is %s but in is %s; they must match",
                         spmd_dtype_name(out->dtype), spmd_dtype_name(in->dtype));
@@ -612,14 +601,14 @@ static void place_gathered(const spmd_block *out, const void *block, const spmd_
                       (int64_t[SPMD_MAX_RANK + 1]){0});
 }
 
-spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
-                            int axis, int tiled)
+static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                           const char *axes, int axis, int tiled)
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_all_gather");
-    spmd_status st = check_block(in, "in", "all_gather");
+    spmd_status st = spmd__check_block(in, "in", "all_gather");
     if (st == SPMD_OK)
-        st = check_block(out, "out", "all_gather");
-    int rank_out = tiled ? in->ndim : in->ndim + 1;
+        st = spmd__check_block(out, "out", "all_gather");
+    int rank_out = st != SPMD_OK ? 0 : tiled ? in->ndim : in->ndim + 1;
     int a = st == SPMD_OK ? normalize_axis(axis, rank_out) : 0;
     if (st == SPMD_OK && (a < 0 || a >= rank_out || (tiled && in->ndim == 0)))
         st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
@@ -734,13 +723,13 @@ static void pack_chunk(size_t acc_elem, void *dst, const void *acc, const chunki
                k->run * acc_elem);
 }
 
-spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
-                              const char *axes, int scatter_dimension, int tiled)
+static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                             const char *axes, int scatter_dimension, int tiled)
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_psum_scatter");
-    spmd_status st = check_block(in, "in", "psum_scatter");
+    spmd_status st = spmd__check_block(in, "in", "psum_scatter");
     if (st == SPMD_OK)
-        st = check_block(out, "out", "psum_scatter");
+        st = spmd__check_block(out, "out", "psum_scatter");
     if (st == SPMD_OK && !spmd__reducible(in->dtype))
         st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
                         "psum_scatter of %s is not supported; convert to "
@@ -892,13 +881,13 @@ static spmd_status check_mesh_order(const coll *c)
     return SPMD_OK;
 }
 
-spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
-                          const int *pairs, int npairs)
+static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                         const char *axes, const int *pairs, int npairs)
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_ppermute");
-    spmd_status st = check_block(in, "in", "ppermute");
+    spmd_status st = spmd__check_block(in, "in", "ppermute");
     if (st == SPMD_OK)
-        st = check_block(out, "out", "ppermute");
+        st = spmd__check_block(out, "out", "ppermute");
     if (st == SPMD_OK)
         st = check_out_shape(out, in->dtype, in->ndim, in->shape, "ppermute");
     if (st != SPMD_OK)
@@ -1026,13 +1015,14 @@ static void a2a_layout(const spmd_block *in, const spmd_block *out, int s, int c
     L->dst_step = os[c];
 }
 
-spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
-                            int split_axis, int concat_axis, int tiled)
+static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                           const char *axes, int split_axis, int concat_axis,
+                                           int tiled)
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_all_to_all");
-    spmd_status st = check_block(in, "in", "all_to_all");
+    spmd_status st = spmd__check_block(in, "in", "all_to_all");
     if (st == SPMD_OK)
-        st = check_block(out, "out", "all_to_all");
+        st = spmd__check_block(out, "out", "all_to_all");
     int s = st == SPMD_OK ? normalize_axis(split_axis, in->ndim) : 0;
     int cc = st == SPMD_OK ? normalize_axis(concat_axis, in->ndim) : 0;
     if (st == SPMD_OK && (s < 0 || s >= in->ndim || cc < 0 || cc >= in->ndim))
@@ -1155,7 +1145,7 @@ spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
 
 /* ---- axis_index / axis_size ---- */
 
-spmd_status spmd_axis_index(const spmd_ctx *ctx, const char *axes, int *index)
+static spmd_status spmd_axis_index_checked(const spmd_ctx *ctx, const char *axes, int *index)
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_axis_index");
     SPMD_REQUIRE_NOT_NULL(index, "spmd_axis_index");
@@ -1165,7 +1155,7 @@ spmd_status spmd_axis_index(const spmd_ctx *ctx, const char *axes, int *index)
     return SPMD_OK;
 }
 
-spmd_status spmd_axis_size(const spmd_ctx *ctx, const char *axes, int *size)
+static spmd_status spmd_axis_size_checked(const spmd_ctx *ctx, const char *axes, int *size)
 {
     SPMD_REQUIRE_NOT_NULL(ctx, "spmd_axis_size");
     SPMD_REQUIRE_NOT_NULL(size, "spmd_axis_size");
@@ -1175,4 +1165,65 @@ spmd_status spmd_axis_size(const spmd_ctx *ctx, const char *axes, int *size)
     for (int k = 0; k < n; k++)
         *size *= ctx->call->mesh->shape[a[k]];
     return SPMD_OK;
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_psum(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+{
+    return spmd__error_in(spmd_psum_checked(ctx, in, out, axes), "spmd_psum");
+}
+
+spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+{
+    return spmd__error_in(spmd_pmean_checked(ctx, in, out, axes), "spmd_pmean");
+}
+
+spmd_status spmd_pmax(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+{
+    return spmd__error_in(spmd_pmax_checked(ctx, in, out, axes), "spmd_pmax");
+}
+
+spmd_status spmd_pmin(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
+{
+    return spmd__error_in(spmd_pmin_checked(ctx, in, out, axes), "spmd_pmin");
+}
+
+spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                            int axis, int tiled)
+{
+    return spmd__error_in(spmd_all_gather_checked(ctx, in, out, axes, axis, tiled),
+                          "spmd_all_gather");
+}
+
+spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                              const char *axes, int scatter_dimension, int tiled)
+{
+    return spmd__error_in(spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled),
+                          "spmd_psum_scatter");
+}
+
+spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                          const int *pairs, int npairs)
+{
+    return spmd__error_in(spmd_ppermute_checked(ctx, in, out, axes, pairs, npairs),
+                          "spmd_ppermute");
+}
+
+spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                            int split_axis, int concat_axis, int tiled)
+{
+    return spmd__error_in(
+        spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled),
+        "spmd_all_to_all");
+}
+
+spmd_status spmd_axis_index(const spmd_ctx *ctx, const char *axes, int *index)
+{
+    return spmd__error_in(spmd_axis_index_checked(ctx, axes, index), "spmd_axis_index");
+}
+
+spmd_status spmd_axis_size(const spmd_ctx *ctx, const char *axes, int *size)
+{
+    return spmd__error_in(spmd_axis_size_checked(ctx, axes, size), "spmd_axis_size");
 }

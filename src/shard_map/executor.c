@@ -210,11 +210,12 @@ static spmd_status plan_fill(spmd_plan *p, const spmd_in_desc *in_descs,
     return SPMD_OK;
 }
 
-spmd_status spmd_plan_create(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
-                             const spmd_in_desc *in_descs, const spmd_spec *const *in_specs,
-                             int nout, const spmd_out_desc *out_descs,
-                             const spmd_spec *const *out_specs,
-                             const spmd_shard_map_options *options, spmd_plan **out)
+static spmd_status spmd_plan_create_checked(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
+                                            const spmd_in_desc *in_descs,
+                                            const spmd_spec *const *in_specs, int nout,
+                                            const spmd_out_desc *out_descs,
+                                            const spmd_spec *const *out_specs,
+                                            const spmd_shard_map_options *options, spmd_plan **out)
 {
     const char *f = "spmd_plan_create";
     SPMD_REQUIRE_NOT_NULL(out, f);
@@ -810,17 +811,17 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
     return st;
 }
 
-spmd_status spmd_plan_execute(spmd_plan *plan, spmd_array *const *in_arrays,
-                              spmd_array **out_arrays)
+static spmd_status spmd_plan_execute_checked(spmd_plan *plan, spmd_array *const *in_arrays,
+                                             spmd_array **out_arrays)
 {
     SPMD_REQUIRE(plan != NULL && plan->magic == SPMD__MAGIC_PLAN, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_plan_execute: argument 'plan' is NULL or not a live spmd_plan");
-    SPMD_REQUIRE(plan->nin == 0 || in_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
-                 "spmd_plan_execute: in_arrays is NULL but the plan has %d inputs", plan->nin);
     SPMD_REQUIRE(plan->nout == 0 || out_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_plan_execute: out_arrays is NULL but the plan has %d outputs", plan->nout);
     for (int j = 0; j < plan->nout; j++)
         out_arrays[j] = NULL;
+    SPMD_REQUIRE(plan->nin == 0 || in_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_plan_execute: in_arrays is NULL but the plan has %d inputs", plan->nin);
     for (int i = 0; i < plan->nin; i++) {
         SPMD_CHECK(check_input(plan, i, in_arrays[i]));
         for (int k = 0; k < i; k++)
@@ -834,13 +835,16 @@ spmd_status spmd_plan_execute(spmd_plan *plan, spmd_array *const *in_arrays,
     return execute(plan, in_arrays, out_arrays);
 }
 
-spmd_status spmd_shard_map(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
-                           spmd_array *const *in_arrays, const spmd_spec *const *in_specs, int nout,
-                           const spmd_out_desc *out_descs, const spmd_spec *const *out_specs,
-                           const spmd_shard_map_options *options, spmd_array **out_arrays)
+static spmd_status
+spmd_shard_map_checked(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
+                       spmd_array *const *in_arrays, const spmd_spec *const *in_specs, int nout,
+                       const spmd_out_desc *out_descs, const spmd_spec *const *out_specs,
+                       const spmd_shard_map_options *options, spmd_array **out_arrays)
 {
     SPMD_REQUIRE(nout == 0 || out_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_shard_map: out_arrays is NULL but nout is %d", nout);
+    SPMD_REQUIRE(nout >= 0 && nout <= 4096, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_shard_map: nout=%d must be in 0..4096", nout);
     for (int j = 0; j < nout; j++)
         out_arrays[j] = NULL;
     SPMD_REQUIRE(nin == 0 || in_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
@@ -863,12 +867,12 @@ spmd_status spmd_shard_map(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
     }
     spmd_plan *plan = NULL;
     if (st == SPMD_OK)
-        st = spmd_plan_create(mesh, fn, user, nin, descs, in_specs, nout, out_descs, out_specs,
-                              options, &plan);
+        st = spmd_plan_create_checked(mesh, fn, user, nin, descs, in_specs, nout, out_descs,
+                                      out_specs, options, &plan);
     if (descs != stack_descs)
         free(descs);
     if (st == SPMD_OK)
-        st = spmd_plan_execute(plan, in_arrays, out_arrays);
+        st = spmd_plan_execute_checked(plan, in_arrays, out_arrays);
     spmd_plan_destroy(plan);
     return st;
 }
@@ -924,17 +928,71 @@ spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, const int64_t *shape, spmd_d
     return SPMD_OK;
 }
 
+spmd_status spmd__check_block(const spmd_block *b, const char *name, const char *fn)
+{
+    SPMD_REQUIRE(b != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, name);
+    SPMD_REQUIRE(b->ndim >= 0 && b->ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
+                 "%s: %s has rank %d; use 0..%d", fn, name, b->ndim, SPMD_MAX_RANK);
+    SPMD_REQUIRE(spmd_dtype_size(b->dtype) != 0, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: %s has dtype %d, which is not a dtype", fn, name, (int)b->dtype);
+    SPMD_REQUIRE(b->data != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: %s.data is NULL", fn, name);
+    for (int j = 0; j < b->ndim; j++)
+        SPMD_REQUIRE(b->shape[j] >= 1, SPMD_ERR_SHAPE,
+                     "%s: dimension %d of %s has extent %lld; extents must be >= 1", fn, j, name,
+                     (long long)b->shape[j]);
+    SPMD_REQUIRE(spmd_block_nbytes(b) != 0, SPMD_ERR_SHAPE,
+                 "%s: %s has more bytes than size_t counts", fn, name);
+    return SPMD_OK;
+}
+
 int64_t spmd_block_size(const spmd_block *block)
 {
     if (!block || block->ndim < 0 || block->ndim > SPMD_MAX_RANK)
         return 0;
     int64_t n = 1;
-    for (int j = 0; j < block->ndim; j++)
+    for (int j = 0; j < block->ndim; j++) {
+        if (block->shape[j] < 0 || (block->shape[j] > 0 && n > INT64_MAX / block->shape[j]))
+            return 0; /* not a valid block: negative, or more elements than int64 counts */
         n *= block->shape[j];
+    }
     return n;
 }
 
 size_t spmd_block_nbytes(const spmd_block *block)
 {
-    return block ? (size_t)spmd_block_size(block) * spmd_dtype_size(block->dtype) : 0;
+    size_t bytes = 0;
+    if (!block ||
+        spmd__mul_overflows((size_t)spmd_block_size(block), spmd_dtype_size(block->dtype), &bytes))
+        return 0;
+    return bytes;
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_shard_map(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
+                           spmd_array *const *in_arrays, const spmd_spec *const *in_specs, int nout,
+                           const spmd_out_desc *out_descs, const spmd_spec *const *out_specs,
+                           const spmd_shard_map_options *options, spmd_array **out_arrays)
+{
+    return spmd__error_in(spmd_shard_map_checked(mesh, fn, user, nin, in_arrays, in_specs, nout,
+                                                 out_descs, out_specs, options, out_arrays),
+                          "spmd_shard_map");
+}
+
+spmd_status spmd_plan_create(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
+                             const spmd_in_desc *in_descs, const spmd_spec *const *in_specs,
+                             int nout, const spmd_out_desc *out_descs,
+                             const spmd_spec *const *out_specs,
+                             const spmd_shard_map_options *options, spmd_plan **out)
+{
+    return spmd__error_in(spmd_plan_create_checked(mesh, fn, user, nin, in_descs, in_specs, nout,
+                                                   out_descs, out_specs, options, out),
+                          "spmd_plan_create");
+}
+
+spmd_status spmd_plan_execute(spmd_plan *plan, spmd_array *const *in_arrays,
+                              spmd_array **out_arrays)
+{
+    return spmd__error_in(spmd_plan_execute_checked(plan, in_arrays, out_arrays),
+                          "spmd_plan_execute");
 }

@@ -68,4 +68,10 @@ spmd_status spmd__call_aborted_status(spmd__call *call);
 /** Cancellation check for cross-process waits: a local abort, or another process's. */
 spmd_status spmd__call_check_cancel(void *call);
 
+/**
+ * Checks a block handed to an op or a collective: non-NULL, rank, dtype, data, every extent
+ * >= 1 and a byte count that size_t holds; `fn` names the caller, `name` the argument.
+ */
+spmd_status spmd__check_block(const spmd_block *b, const char *name, const char *fn);
+
 #endif /* SPMD_EXECUTOR_H */

@@ -8,22 +8,8 @@
 #include <spmd/ops.h>
 
 #include "runtime/check.h"
+#include "shard_map/executor.h"
 #include "shard_map/reduce.h"
-
-static spmd_status check_block(const spmd_block *b, const char *name, const char *fn)
-{
-    SPMD_REQUIRE(b != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, name);
-    SPMD_REQUIRE(b->ndim >= 0 && b->ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
-                 "%s: %s has rank %d; use 0..%d", fn, name, b->ndim, SPMD_MAX_RANK);
-    SPMD_REQUIRE(spmd_dtype_size(b->dtype) != 0, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: %s has dtype %d, which is not a dtype", fn, name, (int)b->dtype);
-    SPMD_REQUIRE(b->data != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: %s.data is NULL", fn, name);
-    for (int j = 0; j < b->ndim; j++)
-        SPMD_REQUIRE(b->shape[j] >= 1, SPMD_ERR_SHAPE,
-                     "%s: dimension %d of %s has extent %lld; extents must be >= 1", fn, j, name,
-                     (long long)b->shape[j]);
-    return SPMD_OK;
-}
 
 static int same_shape(const spmd_block *a, const spmd_block *b)
 {
@@ -58,7 +44,7 @@ static int is_number(spmd_dtype t)
 spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value)
 {
     (void)ctx;
-    SPMD_CHECK(check_block(out, "out", "spmd_op_fill"));
+    SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_fill"));
     size_t n = (size_t)spmd_block_size(out);
     if (out->dtype == SPMD_DTYPE_F32) {
         float *p = out->data, v = (float)value;
@@ -74,7 +60,7 @@ spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value)
 spmd_status spmd_op_iota(spmd_ctx *ctx, spmd_block *out, double start, double step)
 {
     (void)ctx;
-    SPMD_CHECK(check_block(out, "out", "spmd_op_iota"));
+    SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_iota"));
     size_t n = (size_t)spmd_block_size(out);
     for (size_t i = 0; i < n; i++)
         spmd__store(out->dtype, out->data, i, start + (double)i * step);
@@ -84,8 +70,8 @@ spmd_status spmd_op_iota(spmd_ctx *ctx, spmd_block *out, double start, double st
 spmd_status spmd_op_copy(spmd_ctx *ctx, const spmd_block *in, spmd_block *out)
 {
     (void)ctx;
-    SPMD_CHECK(check_block(in, "in", "spmd_op_copy"));
-    SPMD_CHECK(check_block(out, "out", "spmd_op_copy"));
+    SPMD_CHECK(spmd__check_block(in, "in", "spmd_op_copy"));
+    SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_copy"));
     SPMD_CHECK(require_same_shape(in, out, "spmd_op_copy", "in", "out"));
     SPMD_REQUIRE(in->data != out->data || in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_op_copy: converting %s to %s in place is not possible; use another out",
@@ -140,8 +126,8 @@ spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in,
 {
     (void)ctx;
     const char *fn = "spmd_op_unary";
-    SPMD_CHECK(check_block(in, "in", fn));
-    SPMD_CHECK(check_block(out, "out", fn));
+    SPMD_CHECK(spmd__check_block(in, "in", fn));
+    SPMD_CHECK(spmd__check_block(out, "out", fn));
     SPMD_CHECK(require_same_shape(in, out, fn, "in", "out"));
     SPMD_REQUIRE(op >= SPMD_UNARY_NEG && op <= SPMD_UNARY_RELU, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: op %d is not a spmd_unary_op", fn, (int)op);
@@ -264,8 +250,8 @@ static spmd_status binary(spmd_binary_op op, const spmd_block *a, const void *b,
 static spmd_status check_binary(spmd_binary_op op, const spmd_block *a, const spmd_block *out)
 {
     const char *fn = "spmd_op_binary";
-    SPMD_CHECK(check_block(a, "a", fn));
-    SPMD_CHECK(check_block(out, "out", fn));
+    SPMD_CHECK(spmd__check_block(a, "a", fn));
+    SPMD_CHECK(spmd__check_block(out, "out", fn));
     SPMD_CHECK(require_same_shape(a, out, fn, "a", "out"));
     SPMD_REQUIRE(op >= SPMD_BINARY_ADD && op <= SPMD_BINARY_MIN, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: op %d is not a spmd_binary_op", fn, (int)op);
@@ -280,7 +266,7 @@ spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a
 {
     (void)ctx;
     SPMD_CHECK(check_binary(op, a, out));
-    SPMD_CHECK(check_block(b, "b", "spmd_op_binary"));
+    SPMD_CHECK(spmd__check_block(b, "b", "spmd_op_binary"));
     SPMD_REQUIRE(b->dtype == a->dtype, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_op_binary: a is %s but b is %s", spmd_dtype_name(a->dtype),
                  spmd_dtype_name(b->dtype));
@@ -294,8 +280,8 @@ spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a
     return binary(op, a, b->data, period, b->dtype, out);
 }
 
-spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a, double s,
-                                  spmd_block *out)
+static spmd_status spmd_op_binary_scalar_checked(spmd_ctx *ctx, spmd_binary_op op,
+                                                 const spmd_block *a, double s, spmd_block *out)
 {
     (void)ctx;
     SPMD_CHECK(check_binary(op, a, out));
@@ -314,8 +300,8 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
 {
     (void)ctx;
     const char *fn = "spmd_op_reduce";
-    SPMD_CHECK(check_block(in, "in", fn));
-    SPMD_CHECK(check_block(out, "out", fn));
+    SPMD_CHECK(spmd__check_block(in, "in", fn));
+    SPMD_CHECK(spmd__check_block(out, "out", fn));
     SPMD_REQUIRE(kind >= SPMD_REDUCE_SUM && kind <= SPMD_REDUCE_MEAN, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: kind %d is not a spmd_reduce_kind", fn, (int)kind);
     SPMD_REQUIRE(is_number(in->dtype), SPMD_ERR_UNSUPPORTED, "%s: cannot reduce %s", fn,
@@ -412,9 +398,9 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, 
 {
     (void)ctx;
     const char *fn = "spmd_op_gemm";
-    SPMD_CHECK(check_block(a, "A", fn));
-    SPMD_CHECK(check_block(b, "B", fn));
-    SPMD_CHECK(check_block(c, "C", fn));
+    SPMD_CHECK(spmd__check_block(a, "A", fn));
+    SPMD_CHECK(spmd__check_block(b, "B", fn));
+    SPMD_CHECK(spmd__check_block(c, "C", fn));
     SPMD_REQUIRE(a->dtype == b->dtype && b->dtype == c->dtype && is_float(a->dtype),
                  SPMD_ERR_UNSUPPORTED, "%s: A, B and C must share a float dtype (got %s, %s, %s)",
                  fn, spmd_dtype_name(a->dtype), spmd_dtype_name(b->dtype),
@@ -448,4 +434,13 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, 
     free(fb);
     free(fc);
     return st;
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a, double s,
+                                  spmd_block *out)
+{
+    return spmd__error_in(spmd_op_binary_scalar_checked(ctx, op, a, s, out),
+                          "spmd_op_binary_scalar");
 }

@@ -88,7 +88,8 @@ static void compute_tables(spmd_sharding *sh)
     }
 }
 
-spmd_status spmd_sharding_create(spmd_mesh *mesh, const spmd_spec *spec, spmd_sharding **out)
+static spmd_status spmd_sharding_create_checked(spmd_mesh *mesh, const spmd_spec *spec,
+                                                spmd_sharding **out)
 {
     SPMD_REQUIRE_NOT_NULL(out, "spmd_sharding_create");
     *out = NULL;
@@ -121,13 +122,14 @@ spmd_status spmd_sharding_create(spmd_mesh *mesh, const spmd_spec *spec, spmd_sh
     return SPMD_OK;
 }
 
-spmd_status spmd_sharding_create_parse(spmd_mesh *mesh, const char *spec_text, spmd_sharding **out)
+static spmd_status spmd_sharding_create_parse_checked(spmd_mesh *mesh, const char *spec_text,
+                                                      spmd_sharding **out)
 {
     SPMD_REQUIRE_NOT_NULL(out, "spmd_sharding_create_parse");
     *out = NULL;
     spmd_spec *spec = NULL;
     SPMD_CHECK(spmd_spec_parse(spec_text, &spec));
-    spmd_status st = spmd_sharding_create(mesh, spec, out);
+    spmd_status st = spmd_sharding_create_checked(mesh, spec, out);
     spmd_spec_destroy(spec);
     return st;
 }
@@ -320,4 +322,17 @@ spmd_status spmd_sharding_format(const spmd_sharding *sharding, char *buf, size_
     SPMD_CHECK(spmd_spec_format(sharding->spec, spec_text, sizeof spec_text));
     spmd__strbuf_printf(&sb, "NamedSharding(mesh=%s, spec=%s)", mesh_text, spec_text);
     return spmd__strbuf_finish(&sb, "spmd_sharding_format");
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_sharding_create(spmd_mesh *mesh, const spmd_spec *spec, spmd_sharding **out)
+{
+    return spmd__error_in(spmd_sharding_create_checked(mesh, spec, out), "spmd_sharding_create");
+}
+
+spmd_status spmd_sharding_create_parse(spmd_mesh *mesh, const char *spec_text, spmd_sharding **out)
+{
+    return spmd__error_in(spmd_sharding_create_parse_checked(mesh, spec_text, out),
+                          "spmd_sharding_create_parse");
 }

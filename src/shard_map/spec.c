@@ -73,7 +73,8 @@ static int find_name(const spmd_spec *s, const char *name)
     return -1;
 }
 
-spmd_status spmd_spec_append(spmd_spec *spec, int naxes, const char *const *axis_names)
+static spmd_status spmd_spec_append_checked(spmd_spec *spec, int naxes,
+                                            const char *const *axis_names)
 {
     SPMD_CHECK(spmd__spec_check(spec, "spmd_spec_append", "spec"));
     SPMD_REQUIRE(spec->length < SPMD_MAX_RANK, SPMD_ERR_SPEC,
@@ -108,9 +109,9 @@ spmd_status spmd_spec_append(spmd_spec *spec, int naxes, const char *const *axis
     return SPMD_OK;
 }
 
-spmd_status spmd_spec_append_axis(spmd_spec *spec, const char *axis_name)
+static spmd_status spmd_spec_append_axis_checked(spmd_spec *spec, const char *axis_name)
 {
-    return spmd_spec_append(spec, axis_name ? 1 : 0, &axis_name);
+    return spmd_spec_append_checked(spec, axis_name ? 1 : 0, &axis_name);
 }
 
 int spmd_spec_length(const spmd_spec *spec)
@@ -242,7 +243,7 @@ static spmd_status parse_name(parser *ps, char *name, int *is_none)
 static spmd_status append_parsed(parser *ps, const char *entry_start, spmd_spec *spec, int n,
                                  const char *const *names)
 {
-    spmd_status st = spmd_spec_append(spec, n, names);
+    spmd_status st = spmd_spec_append_checked(spec, n, names);
     if (st == SPMD_OK)
         return st;
     char detail[SPMD__MESSAGE_CAPACITY];
@@ -366,4 +367,16 @@ spmd_status spmd_spec_parse(const char *text, spmd_spec **out)
     }
     *out = spec;
     return SPMD_OK;
+}
+
+/* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+spmd_status spmd_spec_append(spmd_spec *spec, int naxes, const char *const *axis_names)
+{
+    return spmd__error_in(spmd_spec_append_checked(spec, naxes, axis_names), "spmd_spec_append");
+}
+
+spmd_status spmd_spec_append_axis(spmd_spec *spec, const char *axis_name)
+{
+    return spmd__error_in(spmd_spec_append_axis_checked(spec, axis_name), "spmd_spec_append_axis");
 }
