@@ -113,6 +113,15 @@ spmd_cli_test(option_needs_value ARGS -x 2 -e "'--shape' needs a value"
               -- ${SPMD_CLI} sharding --mesh x=2 --spec "'x'" --shape)
 spmd_cli_test(option_takes_no_value ARGS -x 2 -e "'--json' takes no value"
               -- ${SPMD_CLI} info --json=yes)
+# Found by tests/fuzz/fuzz_cli: an unknown short option after a long one was reported as the
+# long one, and an argument holding a newline split the one-line report.
+spmd_cli_test(unknown_short_after_long ARGS -x 2 -e "unknown option '-z'"
+              -- ${SPMD_CLI} sharding --mesh=x=2 -zj)
+spmd_cli_test(abbreviated_flag_with_value ARGS -x 2 -e "'--json' takes no value"
+              -- ${SPMD_CLI} info --js=1)
+spmd_cli_test(newline_in_argument ARGS -x 2 -e "unknown command 'fro b'" -- ${SPMD_CLI} "fro\nb")
+spmd_cli_test(newline_in_mesh ARGS -x 2 -e "--mesh axis 'a b' has no size"
+              -- ${SPMD_CLI} sharding --mesh "a\nb" --spec= --shape 1)
 spmd_cli_test(unexpected_argument ARGS -x 2 -e "unexpected argument 'extra'"
               -- ${SPMD_CLI} info extra)
 spmd_cli_test(mesh_size_zero ARGS -x 2 -e "axis 'a' has size 0" -e "at least 1"
