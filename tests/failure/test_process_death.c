@@ -1,0 +1,143 @@
+/*
+ * Process failure: process 1 is killed (SIGKILL) at a chosen point; every other process must
+ * return SPMD_ERR_TIMEOUT or SPMD_ERR_DISTRIBUTED within the collective timeout (+ slack),
+ * with a message naming process 1, instead of hanging. Run under
+ * `mpirun --enable-recovery` (otherwise Open MPI's launcher tears the whole job down as soon as
+ * one process dies), one case per run:
+ *
+ *   mpirun --enable-recovery -np 3 -x SPMD_COLLECTIVE_TIMEOUT=3 test_process_death shard_map
+ *
+ * Cases: shard_map (killed inside fn, before its psum), barrier (before
+ * spmd_sync_global_devices), allgather (before spmd_process_allgather), reshard (before a
+ * reshard that needs its data).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <spmd.h>
+
+enum { VICTIM = 1 };
+static const char *the_case;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void die_if_victim(void)
+{
+    if (spmd_process_index() == VICTIM) {
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+}
+
+static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
+                            void *user)
+{
+    (void)nin, (void)nout, (void)user;
+    if (spmd_ctx_device(ctx) == spmd_local_device_id(0))
+        die_if_victim(); /* mid-call: the other devices of every process are already running */
+    return spmd_psum(ctx, &in[0], &out[0], "i");
+}
+
+static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows, spmd_sharding *all)
+{
+    (void)rows;
+    if (strcmp(the_case, "shard_map") == 0) {
+        spmd_spec *spec = NULL;
+        spmd_status st = spmd_spec_parse("'i'", &spec);
+        const spmd_spec *specs[1] = {spec};
+        spmd_out_desc desc = {1, {spmd_device_count()}, SPMD_DTYPE_F32};
+        spmd_array *y = NULL;
+        if (st == SPMD_OK)
+            st = spmd_shard_map(mesh, sum_body, NULL, 1, &x, specs, 1, &desc, specs, NULL, &y);
+        spmd_array_destroy(y);
+        spmd_spec_destroy(spec);
+        return st;
+    }
+    if (strcmp(the_case, "barrier") == 0) {
+        die_if_victim();
+        return spmd_sync_global_devices("after the kill");
+    }
+    if (strcmp(the_case, "allgather") == 0) {
+        die_if_victim();
+        float host[64];
+        return spmd_process_allgather(x, 1, host, sizeof host);
+    }
+    if (strcmp(the_case, "reshard") == 0) {
+        die_if_victim();
+        spmd_array *y = NULL;
+        spmd_status st = spmd_reshard(x, all, NULL, &y);
+        spmd_array_destroy(y);
+        return st;
+    }
+    fprintf(stderr, "unknown case '%s': shard_map, barrier, allgather or reshard\n", the_case);
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    the_case = argc > 1 ? argv[1] : "shard_map";
+    if (spmd_init(NULL) != SPMD_OK) {
+        fprintf(stderr, "%s\n", spmd_last_error());
+        return 1;
+    }
+    if (spmd_process_count() < 2) {
+        printf("needs at least 2 processes; skipped\n");
+        spmd_finalize();
+        return 77;
+    }
+    int n = spmd_device_count();
+    const char *names[1] = {"i"};
+    const int64_t shape[1] = {n};
+    float data[64] = {0};
+    spmd_mesh *mesh = NULL;
+    spmd_sharding *rows = NULL, *all = NULL;
+    spmd_array *x = NULL;
+    if (n > 64 || spmd_mesh_create(1, &n, names, NULL, 0, &mesh) ||
+        spmd_sharding_create_parse(mesh, "'i'", &rows) ||
+        spmd_sharding_create_parse(mesh, "", &all) ||
+        spmd_device_put(data, 1, shape, SPMD_DTYPE_F32, rows, &x)) {
+        fprintf(stderr, "set-up: %s\n", spmd_last_error());
+        return 1;
+    }
+    /* every process is set up before the victim dies */
+    if (spmd_sync_global_devices("set-up") != SPMD_OK) {
+        fprintf(stderr, "set-up barrier: %s\n", spmd_last_error());
+        return 1;
+    }
+    double t0 = now_s();
+    spmd_status st = run_case(mesh, x, rows, all);
+    double waited = now_s() - t0;
+    const char *msg = spmd_last_error();
+    int named =
+        strstr(msg, "process 1") || strstr(msg, "process(es) 1") || strstr(msg, "processes 1");
+    /* shard_map waits twice at most: for the collective, then for the outcome agreement that
+     * gives every surviving process the same status */
+    const char *timeout_text = getenv("SPMD_COLLECTIVE_TIMEOUT");
+    double timeout = timeout_text ? atof(timeout_text) : 300.0;
+    double bound = (strcmp(the_case, "shard_map") == 0 ? 2 : 1) * timeout + 1.5;
+    int ok = (st == SPMD_ERR_TIMEOUT || st == SPMD_ERR_DISTRIBUTED) && named && waited <= bound;
+    printf("process %d, %s: %s after %.2f s: %s\n", spmd_process_index(), the_case,
+           spmd_status_name(st), waited, msg);
+    fflush(stdout);
+    /* What is left after a failure: free the arrays; MPI cannot be finalized with a dead peer
+     * in Open MPI 4 (no ULFM), so the process ends without spmd_finalize. */
+    spmd_array_destroy(x);
+    spmd_sharding_destroy(rows);
+    spmd_sharding_destroy(all);
+    spmd_mesh_destroy(mesh);
+    if (!ok)
+        fprintf(stderr,
+                "process %d: expected SPMD_ERR_TIMEOUT or SPMD_ERR_DISTRIBUTED naming process 1 "
+                "within %.1f s\n",
+                spmd_process_index(), bound);
+    _Exit(ok ? 0 : 1);
+}
