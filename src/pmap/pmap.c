@@ -489,6 +489,8 @@ static spmd_status pmap_call(spmd_fn fn, void *user, int nin, spmd_array *const 
                      options->version);
         o = *options;
     }
+    for (int j = 0; j < nout; j++) /* after validation: outputs may alias inputs */
+        outputs[j] = NULL;
     c.nin = nin;
     c.nout = nout;
     c.processes = spmd_process_count();
