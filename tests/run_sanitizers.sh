@@ -1,6 +1,6 @@
 #!/bin/sh
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, then the runtime,
-# shard_map and collective tests under ThreadSanitizer (suppressions, each justified, only for
+# shard_map, collective, reshard, pmap, compat and multihost tests under ThreadSanitizer (suppressions, each justified, only for
 # Open MPI's internals: tests/sanitizers/*.supp). Build directories: build-asan, build-tsan.
 set -eu
 cd "$(dirname "$0")/.."
@@ -14,4 +14,4 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPMD_WERROR=ON \
       -DSPMD_SANITIZE=thread -DSPMD_BUILD_BENCH=OFF -DSPMD_BUILD_EXAMPLES=OFF
 cmake --build build-tsan -j"$jobs"
 ctest --test-dir build-tsan --output-on-failure \
-      -R '^test_(runtime|platform|status|dtype|adopt_mpi|mesh|array|collectives|shard_map|failures|reshard|ops|spec|sharding_reference|bad_input)'
+      -R '^test_(runtime|platform|status|dtype|adopt_mpi|mesh|array|collectives|shard_map|failures|reshard|ops|spec|sharding_reference|bad_input|pmap|compat|multihost)'
