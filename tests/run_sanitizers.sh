@@ -1,7 +1,8 @@
 #!/bin/sh
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, then the runtime,
-# shard_map, collective, reshard, pmap, compat and multihost tests under ThreadSanitizer (suppressions, each justified, only for
-# Open MPI's internals: tests/sanitizers/*.supp). Build directories: build-asan, build-tsan.
+# shard_map, collective, reshard, pmap, compat and multihost tests under ThreadSanitizer
+# (suppressions, each justified, only for Open MPI's internals: tests/sanitizers/*.supp).
+# Build directories: build-asan, build-tsan.
 set -eu
 cd "$(dirname "$0")/.."
 sh tests/install_deps.sh
