@@ -577,29 +577,15 @@ static spmd_status pmap_call(spmd_fn fn, void *user, int nin, spmd_array *const 
     return st;
 }
 
-static spmd_status spmd_pmap_checked(spmd_fn fn, void *user, int nin, spmd_array *const *inputs,
-                                     const int *in_axes, int nout, const spmd_out_desc *out_descs,
-                                     const int *out_axes, const char *axis_name, const int *devices,
-                                     int num_devices, const spmd_pmap_options *options,
-                                     spmd_array **outputs)
+spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs,
+                      const int *in_axes, int nout, const spmd_out_desc *out_descs,
+                      const int *out_axes, const char *axis_name, const int *devices,
+                      int num_devices, const spmd_pmap_options *options, spmd_array **outputs)
 {
     spmd_status st = pmap_call(fn, user, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name,
                                devices, num_devices, options, outputs);
     /* after the call: outputs may alias inputs, which validation still reads */
     for (int j = 0; st != SPMD_OK && outputs && nout <= MAX_ARGS && j < nout; j++)
         outputs[j] = NULL;
-    return st;
-}
-
-/* Public entry points: a failure in a callee is reported under the name the caller used. */
-
-spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs,
-                      const int *in_axes, int nout, const spmd_out_desc *out_descs,
-                      const int *out_axes, const char *axis_name, const int *devices,
-                      int num_devices, const spmd_pmap_options *options, spmd_array **outputs)
-{
-    return spmd__error_in(spmd_pmap_checked(fn, user, nin, inputs, in_axes, nout, out_descs,
-                                            out_axes, axis_name, devices, num_devices, options,
-                                            outputs),
-                          "spmd_pmap");
+    return spmd__error_in(st, "spmd_pmap"); /* a callee's failure under the caller's name */
 }
