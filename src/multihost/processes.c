@@ -37,17 +37,9 @@ static spmd_status agree_on_view(int count, const char *description, spmd__wait 
     SPMD_REQUIRE(all != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     for (int p = 0; p < count; p++)
         all[p] = p;
-    spmd__comm *view = NULL;
-    spmd_status st = spmd__comm_view(all, count, &view);
-    if (st == SPMD_OK) {
-        pthread_mutex_lock(&spmd__setup_lock);
-        st = spmd__comm_agree(view, fingerprint_of(description), description, w);
-        pthread_mutex_unlock(&spmd__setup_lock);
-        if (st == SPMD_OK)
-            spmd__comm_destroy(view);
-        else
-            spmd__comm_abandon(view);
-    }
+    pthread_mutex_lock(&spmd__setup_lock);
+    spmd_status st = spmd__agree_on_view(all, count, fingerprint_of(description), description, w);
+    pthread_mutex_unlock(&spmd__setup_lock);
     if (st == SPMD_OK)
         st = spmd__comm_create(all, count, PROCESSES_TAG, &processes_comm);
     free(all);

@@ -186,10 +186,21 @@ static spmd_status create_group_comms(spmd__mesh_state *s)
     return SPMD_OK;
 }
 
-static spmd_status agree_on_mesh(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
+spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprint,
+                                const char *description, spmd__wait *w)
 {
     spmd__comm *view = NULL;
-    SPMD_CHECK(spmd__comm_view(s->processes, s->num_processes, &view));
+    SPMD_CHECK(spmd__comm_view(processes, n, &view));
+    spmd_status st = spmd__comm_agree(view, fingerprint, description, w);
+    if (st == SPMD_OK)
+        spmd__comm_destroy(view);
+    else
+        spmd__comm_abandon(view); /* it may hold unfinished messages */
+    return st;
+}
+
+static spmd_status agree_on_mesh(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
+{
     char text[SPMD__MESH_TEXT], description[120];
     spmd__ignore(spmd_mesh_format(mesh, text, sizeof text));
     spmd__strbuf sb;
@@ -198,12 +209,8 @@ static spmd_status agree_on_mesh(spmd_mesh *mesh, spmd__mesh_state *s, int64_t t
                         mesh->device_ids[mesh->size - 1]);
     spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout_ns,
                     .what = "setting up the mesh for shard_map"};
-    spmd_status st = spmd__comm_agree(view, mesh_fingerprint(mesh), description, &w);
-    if (st == SPMD_OK)
-        spmd__comm_destroy(view);
-    else
-        spmd__comm_abandon(view);
-    return st;
+    return spmd__agree_on_view(s->processes, s->num_processes, mesh_fingerprint(mesh), description,
+                               &w);
 }
 
 static spmd_status setup_locked(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)

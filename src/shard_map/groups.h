@@ -93,6 +93,14 @@ static inline uint64_t spmd__fnv1a(uint64_t h, const void *data, size_t n)
 /** Serializes agreements over process views: their messages share the set-up tags. */
 extern pthread_mutex_t spmd__setup_lock;
 
+/**
+ * Agreement (spmd__comm_agree) over a view of `processes`, for a set that has no communicator
+ * yet: creating one blocks until every member arrives, so it may only follow this. The caller
+ * holds spmd__setup_lock (views share the set-up tags).
+ */
+spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprint,
+                                const char *description, spmd__wait *w);
+
 /** The mesh's state, created empty on first use (not collective). */
 spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh);
 /** Frees the state (communicators included); the mesh is going away. */

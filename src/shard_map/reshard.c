@@ -607,16 +607,11 @@ static spmd_status comm_agree(const spmd__runtime *rt, const int *processes, int
         *out = st == SPMD_OK ? e->comm : NULL;
         return st;
     }
-    spmd__comm *view = NULL;
-    SPMD_CHECK(spmd__comm_view(processes, n, &view));
     pthread_mutex_lock(&spmd__setup_lock);
-    spmd_status st = spmd__comm_agree(view, fingerprint, description, &w);
+    spmd_status st = spmd__agree_on_view(processes, n, fingerprint, description, &w);
     pthread_mutex_unlock(&spmd__setup_lock);
-    if (st != SPMD_OK) {
-        spmd__comm_abandon(view);
+    if (st != SPMD_OK)
         return st;
-    }
-    spmd__comm_destroy(view);
     e = calloc(1, sizeof *e);
     if (e)
         e->processes = malloc((size_t)n * sizeof(int));
