@@ -26,6 +26,9 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#ifdef SPMD_BENCH_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 #ifdef SPMD_HAVE_MPI
 #include <spmd/mpi.h>
 #endif
@@ -304,6 +307,33 @@ static double stream_copy_bandwidth(void)
     return best;
 }
 
+#ifdef SPMD_BENCH_HAVE_CUDA
+/* The bound on CUDA devices: device-to-device cudaMemcpy on GPU 0, bytes read + written. */
+static double cuda_copy_bandwidth(void)
+{
+    const size_t bytes = 256u << 20;
+    void *a = NULL, *b = NULL;
+    if (cudaSetDevice(0) || cudaMalloc(&a, bytes) || cudaMalloc(&b, bytes)) {
+        fprintf(stderr, "bench_collectives: no GPU memory for the cudaMemcpy bound\n");
+        exit(1);
+    }
+    cudaMemset(a, 1, bytes);
+    cudaMemset(b, 2, bytes);
+    double best = 0;
+    for (int rep = 0; rep < 10; rep++) {
+        cudaDeviceSynchronize();
+        double start = bench_now_s();
+        cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+        cudaDeviceSynchronize();
+        double bw = 2.0 * (double)bytes / (bench_now_s() - start);
+        best = bw > best ? bw : best;
+    }
+    cudaFree(a);
+    cudaFree(b);
+    return best;
+}
+#endif
+
 /* A hand-written persistent thread pool: workers spin, then yield, waiting for a generation
  * counter; the caller waits for all of them the same way. The baseline for dispatch. */
 typedef struct pool {
@@ -498,17 +528,30 @@ int main(int argc, char **argv)
     CHECK(spmd_mesh_create(1, &n, &name, NULL, 0, &mesh));
     CHECK(spmd_spec_parse("", &replicated));
     int one_device_each = procs > 1 && spmd_local_device_count() == 1;
-    double b_copy = procs == 1 ? stream_copy_bandwidth() : 0;
+    spmd_device_info info;
+    CHECK(spmd_device_get_info(spmd_local_device_id(0), &info));
+    int cuda = info.platform == SPMD_PLATFORM_CUDA;
+    double b_copy = procs == 1 && !cuda ? stream_copy_bandwidth() : 0;
+#ifdef SPMD_BENCH_HAVE_CUDA
+    if (procs == 1 && cuda)
+        b_copy = cuda_copy_bandwidth();
+#endif
     cJSON *root = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(root, "rows");
     cJSON_AddNumberToObject(root, "processes", procs);
     cJSON_AddNumberToObject(root, "devices", n);
+    cJSON_AddStringToObject(root, "platform", spmd_platform_name(info.platform));
     if (b_copy > 0)
-        cJSON_AddNumberToObject(root, "stream_copy_GBps", b_copy / 1e9);
+        cJSON_AddNumberToObject(root, cuda ? "cuda_memcpy_d2d_GBps" : "stream_copy_GBps",
+                                b_copy / 1e9);
     if (me == 0) {
-        printf("# libspmd bench_collectives: %d process(es) x %d device(s), dtype %s\n", procs,
-               spmd_local_device_count(), spmd_dtype_name(cfg.dtype));
+        printf("# libspmd bench_collectives: %d process(es) x %d %s device(s), dtype %s\n", procs,
+               spmd_local_device_count(), spmd_platform_name(info.platform),
+               spmd_dtype_name(cfg.dtype));
         if (b_copy > 0)
-            printf("# STREAM copy bandwidth (all cores): %.2f GB/s\n", b_copy / 1e9);
+            printf("# %s: %.2f GB/s (bytes read + written)\n",
+                   cuda ? "device-to-device cudaMemcpy bandwidth of GPU 0"
+                        : "STREAM copy bandwidth (all cores)",
+                   b_copy / 1e9);
         printf("# %-12s %12s %12s %10s %9s %9s %6s   %s\n", "op", "size", "count", "time_us",
                "algbw", "busbw", "#wrong",
                one_device_each ? "MPI: time_us busbw ratio" : (procs == 1 ? "bound: ratio" : ""));

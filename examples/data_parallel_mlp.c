@@ -220,12 +220,6 @@ int main(void)
         spmd_finalize();
         return 2;
     }
-    if (spmd_runtime_platform() != SPMD_PLATFORM_CPU) {
-        fprintf(stderr, "data_parallel_mlp needs cpu devices (its fn reads blocks as host "
-                        "memory); run with SPMD_PLATFORM=cpu\n");
-        spmd_finalize();
-        return 2;
-    }
     const int procs = spmd_process_count(), local = spmd_local_device_count();
     if (local * procs != NDEV) { /* each process passes the rows of its own devices */
         fprintf(stderr,

@@ -15,10 +15,10 @@ trap 'rm -rf "$work"' EXIT INT TERM
 
 status=0
 if [ "$procs" -gt 1 ]; then
-    "$mpiexec" -n "$procs" -x SPMD_NUM_CPU_DEVICES="$per" \
+    "$mpiexec" -n "$procs" -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" \
         ${SPMD_COLLECTIVE_TIMEOUT:+-x SPMD_COLLECTIVE_TIMEOUT} "$prog" >"$work/out" || status=$?
 else
-    SPMD_NUM_CPU_DEVICES="$per" "$prog" >"$work/out" || status=$?
+    SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" >"$work/out" || status=$?
 fi
 cat "$work/out"
 if [ "$status" -ne 0 ]; then

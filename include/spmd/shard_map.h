@@ -124,9 +124,17 @@ SPMD_API void spmd_plan_destroy(spmd_plan *plan);
 SPMD_API int spmd_ctx_device(const spmd_ctx *ctx);
 /** The mesh of the call (borrowed). */
 SPMD_API const spmd_mesh *spmd_ctx_mesh(const spmd_ctx *ctx);
-/** The device's stream (cudaStream_t) on cuda; NULL on cpu. */
+/**
+ * The device's stream (cudaStream_t) on cuda; NULL on cpu. fn may queue its own kernels there
+ * without waiting: the runtime waits for them before each collective and when fn returns.
+ * Block data on cuda is CUDA managed memory on the device's GPU, so host code may also read
+ * and write it (at page-migration cost) once the stream's work is done.
+ */
 SPMD_API void *spmd_ctx_stream(const spmd_ctx *ctx);
-/** The device's cuBLAS handle (cublasHandle_t) on cuda, created on first use; NULL on cpu. */
+/**
+ * The device's cuBLAS handle (cublasHandle_t, bound to spmd_ctx_stream) on cuda, created on
+ * first use; NULL on cpu, or when cuBLAS cannot be loaded (spmd_last_error() says why).
+ */
 SPMD_API void *spmd_ctx_cublas(spmd_ctx *ctx);
 /**
  * A temporary block on the calling device, freed when the call ends (contents uninitialized).

@@ -12,9 +12,10 @@
 #include <spmd/sharding.h>
 #include <spmd/status.h>
 
+#include "runtime/reduce_op.h"
+
 typedef struct spmd__comm spmd__comm;
 
-typedef enum spmd__reduce_op { SPMD__OP_SUM, SPMD__OP_MAX, SPMD__OP_MIN } spmd__reduce_op;
 
 /** How a wait ends early: at `deadline_ns` (CLOCK_MONOTONIC), or when `cancelled` says so. */
 typedef struct spmd__wait {

@@ -332,6 +332,7 @@ spmd_status spmd_finalize(void)
         atomic_store(&ready, 0);
         spmd__buffer_pool_drain();
         spmd__workers_stop();
+        rt.backend->shutdown();
         free(rt.devices);
         st = spmd__proc_finalize();
         memset(&rt, 0, sizeof rt);

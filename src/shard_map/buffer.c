@@ -76,7 +76,7 @@ static int pool_keep(const spmd__buffer *b)
     }
     pthread_mutex_unlock(&pool_lock);
     for (int i = 0; i < nevicted; i++)
-        evicted[i].backend->free(evicted[i].hw, evicted[i].data);
+        evicted[i].backend->free(evicted[i].hw, evicted[i].data, evicted[i].nbytes);
     return kept;
 }
 
@@ -92,7 +92,7 @@ void spmd__buffer_pool_drain(void)
     pool_open = 0;
     pthread_mutex_unlock(&pool_lock);
     for (int i = 0; i < n; i++)
-        all[i].backend->free(all[i].hw, all[i].data);
+        all[i].backend->free(all[i].hw, all[i].data, all[i].nbytes);
 }
 
 spmd_status spmd__buffer_create(int device_id, size_t nbytes, spmd__buffer **out)
@@ -147,7 +147,7 @@ void spmd__buffer_release(spmd__buffer *b)
         if (b->parent)
             spmd__buffer_release(b->parent);
         else if (!pool_keep(b))
-            b->backend->free(b->hw, b->data);
+            b->backend->free(b->hw, b->data, b->nbytes);
         free(b);
     }
 }

@@ -17,6 +17,9 @@
 #include "shard_map/executor.h"
 #include "shard_map/mesh_impl.h"
 #include "shard_map/reduce.h"
+#ifdef SPMD_HAVE_CUDA
+#include "runtime/backend/cuda.h"
+#endif
 
 /* Below this many bytes one thread does a reduction alone: splitting costs more than it saves. */
 #define SPLIT_BYTES (64 * 1024)
@@ -285,6 +288,10 @@ static spmd_status barrier(coll *c, int arrive)
 
 static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd_block *in, coll *c)
 {
+    /* Kernels fn queued may still be writing `in`: peers read it once this device arrives. */
+    spmd_status synced = spmd__ctx_sync(ctx);
+    if (synced != SPMD_OK)
+        return fail_args(ctx, synced);
     memset(c, 0, sizeof *c);
     c->ctx = ctx;
     c->call = ctx->call;
@@ -405,6 +412,43 @@ static void slice_of(size_t count, int parts, int index, size_t *begin, size_t *
         *end = count;
 }
 
+/* The slice's reduction as a kernel on the device's stream, finished before peers go on. */
+static spmd_status device_reduce_to_all(spmd_ctx *ctx, void *queue, spmd_dtype dtype,
+                                        spmd__reduce_op rop, void *const *dsts, int n,
+                                        const void *const *srcs, size_t b, size_t e)
+{
+#ifdef SPMD_HAVE_CUDA
+    int on_device = n <= SPMD__CUDA_MAX_PEERS; /* fn may pass host memory as in or out */
+    for (int k = 0; on_device && k < n; k++)
+        on_device = spmd__cuda_is_device_memory(srcs[k]) && spmd__cuda_is_device_memory(dsts[k]);
+    if (on_device) {
+        SPMD_CHECK(spmd__cuda_reduce_to_all(queue, dtype, rop, dsts, n, srcs, n, b, e));
+        return spmd__ctx_sync(ctx);
+    }
+#else
+    (void)ctx;
+    (void)queue;
+#endif
+    spmd__reduce_many_to_all(dtype, rop, dsts, n, srcs, n, b, e, 0);
+    return SPMD_OK;
+}
+
+static spmd_status scale(spmd_ctx *ctx, void *queue, spmd_block *out, double s, size_t count)
+{
+#ifdef SPMD_HAVE_CUDA
+    size_t bytes = count * spmd_dtype_size(out->dtype);
+    if (queue && bytes >= SPMD__CUDA_KERNEL_MIN_BYTES && spmd__cuda_is_device_memory(out->data)) {
+        SPMD_CHECK(spmd__cuda_scale(queue, out->dtype, out->data, s, count));
+        return spmd__ctx_sync(ctx);
+    }
+#else
+    (void)ctx;
+    (void)queue;
+#endif
+    spmd__scale(out->dtype, out->data, s, count);
+    return SPMD_OK;
+}
+
 static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                           op_kind op, spmd__reduce_op rop)
 {
@@ -452,9 +496,12 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
     if (!small)
         slice_of(count, c.nl, c.li, &b, &e);
     st = SPMD_OK;
+    void *queue = spmd__ctx_queue(ctx);
     if (!g->comm) {
         /* One pass: each thread reduces its slice and writes it to every output. */
-        if (!small || c.li == 0)
+        if (!small && queue)
+            st = device_reduce_to_all(ctx, queue, in->dtype, rop, dsts, c.nl, srcs, b, e);
+        else if (!small || c.li == 0)
             spmd__reduce_many_to_all(in->dtype, rop, dsts, c.nl, srcs, c.nl, b, e,
                                      spmd__should_stream(count * elem * (size_t)c.nl));
     } else {
@@ -486,7 +533,7 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
         free(srcs);
     /* rop is SUM for pmean: the division happens on each device's own output */
     if (st == SPMD_OK && op == OP_PMEAN)
-        spmd__scale(out->dtype, out->data, 1.0 / c.n, count);
+        st = scale(ctx, queue, out, 1.0 / c.n, count);
     return st;
 }
 

@@ -224,12 +224,6 @@ static spmd_status spmd_plan_create_checked(spmd_mesh *mesh, spmd_fn fn, void *u
     const spmd__runtime *rt = spmd__runtime_get_session(f, mesh->session);
     if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;
-    /* Until the CUDA backend runs fn bodies and collectives, refuse rather than hand host code
-     * device pointers. */
-    SPMD_REQUIRE(rt->platform == SPMD_PLATFORM_CPU, SPMD_ERR_UNSUPPORTED,
-                 "%s: the mesh is on CUDA devices, where this build can place and copy arrays but "
-                 "not yet run fn or collectives; set SPMD_PLATFORM=cpu to run on CPU devices",
-                 f);
     SPMD_REQUIRE_NOT_NULL(fn, f);
     SPMD_REQUIRE(nin >= 0 && nin <= 4096 && nout >= 0 && nout <= 4096, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: nin=%d and nout=%d must each be in 0..4096", f, nin, nout);
@@ -414,13 +408,11 @@ typedef struct call_job {
 
 static void free_allocations(int device_id, spmd__allocation *list)
 {
-    const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
+    (void)device_id;
     while (list) {
         spmd__allocation *a = list;
         list = a->next;
-        if (rt)
-            spmd__device_backend(rt, device_id)
-                ->free(rt->devices[device_id].hardware_ordinal, a->data);
+        spmd__buffer_release(a->buffer); /* large ones stay in the pool for the next call */
         free(a);
     }
 }
@@ -473,6 +465,10 @@ static spmd_status device_task(int ordinal, void *arg)
     if (st == SPMD_OK) {
         spmd_clear_error(); /* a message left by earlier work on this thread is not fn's */
         st = p->fn(&ctx, p->nin, in, p->nout, out, p->user);
+        /* fn's kernels must be done before anyone reads its outputs */
+        spmd_status synced = spmd__ctx_sync(&ctx);
+        if (st == SPMD_OK)
+            st = synced;
     }
     /* Temporaries outlive fn until every device is done: after an abort, a device's peers may
      * still be finishing a collective that reads or writes them. */
@@ -882,16 +878,47 @@ spmd_shard_map_checked(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
 int spmd_ctx_device(const spmd_ctx *ctx) { return ctx ? ctx->device_id : -1; }
 const spmd_mesh *spmd_ctx_mesh(const spmd_ctx *ctx) { return ctx ? ctx->call->mesh : NULL; }
 
-void *spmd_ctx_stream(const spmd_ctx *ctx)
+/* The runtime and local ordinal of ctx's device; NULL for a NULL ctx. */
+static const spmd__runtime *ctx_device(const spmd_ctx *ctx, int *local, int *hw)
 {
-    (void)ctx;
-    return NULL; /* cpu devices have no stream */
+    const spmd__runtime *rt = ctx ? spmd__runtime_get("spmd_ctx") : NULL;
+    if (rt) {
+        *local = ctx->device_id - rt->first_local;
+        *hw = rt->devices[ctx->device_id].hardware_ordinal;
+    }
+    return rt;
 }
+
+void *spmd__ctx_queue(const spmd_ctx *ctx)
+{
+    int local = 0, hw = 0;
+    const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
+    void *stream = NULL;
+    if (rt && rt->platform == SPMD_PLATFORM_CUDA &&
+        spmd__device_backend(rt, ctx->device_id)->stream(local, hw, &stream) != SPMD_OK)
+        stream = NULL;
+    return stream;
+}
+
+spmd_status spmd__ctx_sync(const spmd_ctx *ctx)
+{
+    int local = 0, hw = 0;
+    const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
+    if (!rt || rt->platform != SPMD_PLATFORM_CUDA)
+        return SPMD_OK;
+    return spmd__device_backend(rt, ctx->device_id)->sync(local);
+}
+
+void *spmd_ctx_stream(const spmd_ctx *ctx) { return spmd__ctx_queue(ctx); }
 
 void *spmd_ctx_cublas(spmd_ctx *ctx)
 {
-    (void)ctx;
-    return NULL;
+    int local = 0, hw = 0;
+    const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
+    void *handle = NULL;
+    if (rt && spmd__device_backend(rt, ctx->device_id)->blas(local, hw, &handle) != SPMD_OK)
+        return NULL; /* the reason stays in spmd_last_error() */
+    return handle;
 }
 
 spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, const int64_t *shape, spmd_dtype dtype,
@@ -911,20 +938,16 @@ spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, const int64_t *shape, spmd_d
         SPMD_REQUIRE(!spmd__mul_overflows(bytes, (size_t)shape[j], &bytes), SPMD_ERR_SHAPE,
                      "spmd_ctx_alloc: the block's bytes overflow size_t");
     }
-    const spmd__runtime *rt = spmd__runtime_get("spmd_ctx_alloc");
-    if (!rt)
-        return SPMD_ERR_INVALID_ARGUMENT;
     spmd__allocation *a = malloc(sizeof *a);
     SPMD_REQUIRE(a != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_ctx_alloc: out of memory");
-    spmd_status st = spmd__device_backend(rt, ctx->device_id)
-                         ->alloc(rt->devices[ctx->device_id].hardware_ordinal, bytes, &a->data);
+    spmd_status st = spmd__buffer_create(ctx->device_id, bytes, &a->buffer);
     if (st != SPMD_OK) {
         free(a);
         return st;
     }
     a->next = ctx->allocations;
     ctx->allocations = a;
-    fill_block(block, a->data, dtype, ndim, shape);
+    fill_block(block, a->buffer->data, dtype, ndim, shape);
     return SPMD_OK;
 }
 

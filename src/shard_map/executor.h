@@ -6,9 +6,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include <spmd/config.h>
 #include <spmd/shard_map.h>
 
 #include "runtime/check.h"
+#include "shard_map/buffer.h"
 #include "shard_map/groups.h"
 
 typedef struct spmd__call {
@@ -34,8 +36,13 @@ static inline int spmd__call_finished(spmd__call *call, int flat)
 
 typedef struct spmd__allocation {
     struct spmd__allocation *next;
-    void *data;
+    spmd__buffer *buffer;
 } spmd__allocation;
+
+/** ctx's CUDA stream; NULL on CPU devices (work then runs on the calling thread). */
+void *spmd__ctx_queue(const spmd_ctx *ctx);
+/** Waits for the work queued on ctx's device, so that host code may read its blocks. */
+spmd_status spmd__ctx_sync(const spmd_ctx *ctx);
 
 struct spmd_ctx {
     spmd__call *call;

@@ -1,5 +1,7 @@
-/* Block operations on CPU devices: float32/float64 through typed loops (vectorized by the
- * compiler), other dtypes through double; gemm through OpenBLAS. */
+/* Block operations. CPU devices: float32/float64 through typed loops (vectorized by the
+ * compiler), other dtypes through double; gemm through OpenBLAS. CUDA devices: the same
+ * arithmetic as kernels on the device's stream (runtime/backend/cuda_kernels.cu), gemm through
+ * cuBLAS; each op waits for its kernel, so the host may read the result when it returns. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +12,48 @@
 #include "runtime/check.h"
 #include "shard_map/executor.h"
 #include "shard_map/reduce.h"
+#ifdef SPMD_HAVE_CUDA
+#include "runtime/backend/cuda.h"
+#endif
+
+/* The CUDA stream to run an op on. NULL (after the device's queued work is done) on CPU
+ * devices, for small blocks, and where a block lives in host memory (no kernel can read it). */
+static void *op_queue(spmd_ctx *ctx, int n, const spmd_block *const *blocks)
+{
+    void *q = spmd__ctx_queue(ctx);
+#ifdef SPMD_HAVE_CUDA
+    size_t largest = 0;
+    for (int i = 0; q && i < n; i++) {
+        size_t bytes = (size_t)spmd_block_size(blocks[i]) * spmd_dtype_size(blocks[i]->dtype);
+        largest = bytes > largest ? bytes : largest;
+    }
+    if (q && largest < SPMD__CUDA_KERNEL_MIN_BYTES) {
+        (void)spmd__ctx_sync(ctx);
+        q = NULL;
+    }
+    for (int i = 0; q && i < n; i++)
+        if (!spmd__cuda_is_device_memory(blocks[i]->data)) {
+            (void)spmd__ctx_sync(ctx); /* a failure shows again at fn's end */
+            q = NULL;
+        }
+#else
+    (void)n;
+    (void)blocks;
+#endif
+    return q;
+}
+
+#ifdef SPMD_HAVE_CUDA
+/* Waits for an op's kernel: callers read results on the host as on CPU devices. */
+static spmd_status queued(spmd_ctx *ctx, spmd_status launched)
+{
+    return launched == SPMD_OK ? spmd__ctx_sync(ctx) : launched;
+}
+
+#define ON_DEVICE(ctx, q, call) return queued((ctx), (call))
+#else
+#define ON_DEVICE(ctx, q, call) ((void)(q))
+#endif
 
 static int same_shape(const spmd_block *a, const spmd_block *b)
 {
@@ -43,9 +87,11 @@ static int is_number(spmd_dtype t)
 
 spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value)
 {
-    (void)ctx;
     SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_fill"));
     size_t n = (size_t)spmd_block_size(out);
+    void *q = op_queue(ctx, 1, (const spmd_block *[]){out});
+    if (q)
+        ON_DEVICE(ctx, q, spmd__cuda_fill(q, out->dtype, out->data, n, value));
     if (out->dtype == SPMD_DTYPE_F32) {
         float *p = out->data, v = (float)value;
         for (size_t i = 0; i < n; i++)
@@ -59,9 +105,11 @@ spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value)
 
 spmd_status spmd_op_iota(spmd_ctx *ctx, spmd_block *out, double start, double step)
 {
-    (void)ctx;
     SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_iota"));
     size_t n = (size_t)spmd_block_size(out);
+    void *q = op_queue(ctx, 1, (const spmd_block *[]){out});
+    if (q)
+        ON_DEVICE(ctx, q, spmd__cuda_iota(q, out->dtype, out->data, n, start, step));
     for (size_t i = 0; i < n; i++)
         spmd__store(out->dtype, out->data, i, start + (double)i * step);
     return SPMD_OK;
@@ -69,14 +117,17 @@ spmd_status spmd_op_iota(spmd_ctx *ctx, spmd_block *out, double start, double st
 
 spmd_status spmd_op_copy(spmd_ctx *ctx, const spmd_block *in, spmd_block *out)
 {
-    (void)ctx;
     SPMD_CHECK(spmd__check_block(in, "in", "spmd_op_copy"));
     SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_copy"));
     SPMD_CHECK(require_same_shape(in, out, "spmd_op_copy", "in", "out"));
     SPMD_REQUIRE(in->data != out->data || in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_op_copy: converting %s to %s in place is not possible; use another out",
                  spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
-    spmd__convert(out->dtype, out->data, in->dtype, in->data, (size_t)spmd_block_size(in));
+    size_t n = (size_t)spmd_block_size(in);
+    void *q = op_queue(ctx, 2, (const spmd_block *[]){in, out});
+    if (q)
+        ON_DEVICE(ctx, q, spmd__cuda_convert(q, out->dtype, out->data, in->dtype, in->data, n));
+    spmd__convert(out->dtype, out->data, in->dtype, in->data, n);
     return SPMD_OK;
 }
 
@@ -124,7 +175,6 @@ static float apply_unary_f(spmd_unary_op op, float x)
 
 spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in, spmd_block *out)
 {
-    (void)ctx;
     const char *fn = "spmd_op_unary";
     SPMD_CHECK(spmd__check_block(in, "in", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
@@ -139,6 +189,9 @@ spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in,
                  "%s: this op needs a float dtype, not %s; convert with spmd_op_copy first", fn,
                  spmd_dtype_name(in->dtype));
     size_t n = (size_t)spmd_block_size(in);
+    void *q = op_queue(ctx, 2, (const spmd_block *[]){in, out});
+    if (q)
+        ON_DEVICE(ctx, q, spmd__cuda_unary(q, op, in->dtype, in->data, out->data, n));
     if (in->dtype == SPMD_DTYPE_F32) {
         const float *x = in->data;
         float *y = out->data;
@@ -218,15 +271,26 @@ static float apply_binary_f(spmd_binary_op op, float a, float b)
 }
 
 /* b broadcasts with period `period` over a: 1 (scalar), the row length, or a's size. */
-static spmd_status binary(spmd_binary_op op, const spmd_block *a, const void *b, size_t period,
+static spmd_status binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a,
+                          const spmd_block *b_block, const void *b, size_t period,
                           spmd_dtype b_dtype, spmd_block *out)
 {
     size_t n = (size_t)spmd_block_size(a);
+    int nblocks = b_block ? 3 : 2;
+    void *q = op_queue(ctx, nblocks, (const spmd_block *[]){a, out, b_block});
     if (!is_float(a->dtype)) {
         if (op == SPMD_BINARY_DIV)
             for (size_t i = 0; i < period; i++)
                 SPMD_REQUIRE(spmd__load_int(b_dtype, b, i) != 0, SPMD_ERR_INVALID_ARGUMENT,
                              "spmd_op_binary: integer division by zero (element %zu of b)", i);
+    }
+    /* a scalar b (b_block NULL) is a host int64 or double: it goes to the kernel by value */
+    if (q)
+        ON_DEVICE(ctx, q,
+                  spmd__cuda_binary(q, op, a->dtype, a->data, b_block ? b : NULL, period,
+                                    b_block ? 0 : spmd__load(b_dtype, b, 0),
+                                    b_block ? 0 : spmd__load_int(b_dtype, b, 0), out->data, n));
+    if (!is_float(a->dtype)) {
         for (size_t i = 0; i < n; i++)
             spmd__store_int(out->dtype, out->data, i,
                             apply_binary_int(op, spmd__load_int(a->dtype, a->data, i),
@@ -264,7 +328,6 @@ static spmd_status check_binary(spmd_binary_op op, const spmd_block *a, const sp
 spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a,
                            const spmd_block *b, spmd_block *out)
 {
-    (void)ctx;
     SPMD_CHECK(check_binary(op, a, out));
     SPMD_CHECK(spmd__check_block(b, "b", "spmd_op_binary"));
     SPMD_REQUIRE(b->dtype == a->dtype, SPMD_ERR_INVALID_ARGUMENT,
@@ -277,28 +340,26 @@ spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a
                  "spmd_op_binary: b must have a's shape, one element, or a's last dimension "
                  "(%zu) as a row; it has %zu elements over %d dimension(s)",
                  row, nb, b->ndim);
-    return binary(op, a, b->data, period, b->dtype, out);
+    return binary(ctx, op, a, b, b->data, period, b->dtype, out);
 }
 
 static spmd_status spmd_op_binary_scalar_checked(spmd_ctx *ctx, spmd_binary_op op,
                                                  const spmd_block *a, double s, spmd_block *out)
 {
-    (void)ctx;
     SPMD_CHECK(check_binary(op, a, out));
     if (!is_float(a->dtype)) { /* the scalar in a's own type, so integer arithmetic stays exact */
         SPMD_REQUIRE(s == s && s >= -0x1p63 && s < 0x1p63, SPMD_ERR_INVALID_ARGUMENT,
                      "spmd_op_binary_scalar: %g is not representable as %s", s,
                      spmd_dtype_name(a->dtype));
         int64_t v = (int64_t)s;
-        return binary(op, a, &v, 1, SPMD_DTYPE_I64, out);
+        return binary(ctx, op, a, NULL, &v, 1, SPMD_DTYPE_I64, out);
     }
-    return binary(op, a, &s, 1, SPMD_DTYPE_F64, out);
+    return binary(ctx, op, a, NULL, &s, 1, SPMD_DTYPE_F64, out);
 }
 
 spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_block *in, int axis,
                            spmd_block *out)
 {
-    (void)ctx;
     const char *fn = "spmd_op_reduce";
     SPMD_CHECK(spmd__check_block(in, "in", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
@@ -337,6 +398,11 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
                      "%s: reducing over all axes gives one element; out has %lld", fn,
                      (long long)spmd_block_size(out));
     }
+    void *q = op_queue(ctx, 2, (const spmd_block *[]){in, out});
+    if (q)
+        ON_DEVICE(ctx, q,
+                  spmd__cuda_reduce_axis(q, kind, in->dtype, in->data, out->dtype, out->data, outer,
+                                         extent, inner));
     int exact = !is_float(in->dtype) && kind != SPMD_REDUCE_MEAN && !is_float(out->dtype);
     for (size_t o = 0; o < outer; o++)
         for (size_t i = 0; i < inner; i++) {
@@ -396,7 +462,6 @@ static float *to_f32(const spmd_block *x)
 spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, const spmd_block *a,
                          const spmd_block *b, double beta, spmd_block *c)
 {
-    (void)ctx;
     const char *fn = "spmd_op_gemm";
     SPMD_CHECK(spmd__check_block(a, "A", fn));
     SPMD_CHECK(spmd__check_block(b, "B", fn));
@@ -410,6 +475,15 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, 
     CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans,
                     tb = trans_b ? CblasTrans : CblasNoTrans;
     int lda = (int)a->shape[1], ldb = (int)b->shape[1], ldc = n;
+    void *q = op_queue(ctx, 3, (const spmd_block *[]){a, b, c});
+#ifdef SPMD_HAVE_CUDA
+    void *handle = q ? spmd_ctx_cublas(ctx) : NULL;
+    if (q && !handle)
+        return SPMD_ERROR(SPMD_ERR_BACKEND, "%s: %s", fn, spmd_last_error());
+    if (q)
+        return queued(ctx, spmd__cuda_gemm(handle, a->dtype, trans_a, trans_b, m, n, k, alpha,
+                                           a->data, lda, b->data, ldb, beta, c->data, ldc));
+#endif
     if (a->dtype == SPMD_DTYPE_F64) {
         cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a->data, lda, b->data, ldb, beta,
                     c->data, ldc);

@@ -1041,11 +1041,6 @@ static spmd_status reshard_batch(const char *fn, int n, spmd_array *const *xs,
     const spmd__runtime *rt = spmd__runtime_get(fn);
     if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;
-    for (int k = 0; k < n; k++)
-        SPMD_REQUIRE(rt->platform == SPMD_PLATFORM_CPU, SPMD_ERR_UNSUPPORTED,
-                     "%s: resharding arrays on %s devices is not supported yet; set "
-                     "SPMD_PLATFORM=cpu",
-                     fn, spmd_platform_name(rt->platform));
     job *jobs = calloc((size_t)(n > 0 ? n : 1), sizeof *jobs);
     SPMD_REQUIRE(jobs != NULL, SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     spmd_reshard_stats stats;
@@ -1112,9 +1107,6 @@ spmd_status spmd_array_copy(const spmd_array *x, spmd_array **out)
     const spmd__runtime *rt = spmd__runtime_get(fn);
     if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;
-    SPMD_REQUIRE(rt->platform == SPMD_PLATFORM_CPU, SPMD_ERR_UNSUPPORTED,
-                 "%s: copying arrays on %s devices is not supported yet; set SPMD_PLATFORM=cpu", fn,
-                 spmd_platform_name(rt->platform));
     spmd_array *a = NULL;
     SPMD_CHECK(spmd__array_create_empty(x->sharding, x->ndim, x->shape, x->dtype, fn, &a));
     spmd_status st = spmd__array_for_shards(a, NULL, a->num_shards, copy_shard, (void *)x);

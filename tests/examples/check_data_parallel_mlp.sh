@@ -15,9 +15,9 @@
 set -eu
 procs=$1 per=$2 program=$3 reference=$4 mpiexec=${5:-}
 if [ "$procs" -gt 1 ]; then
-    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" "$program")
+    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$program")
 else
-    out=$(SPMD_NUM_CPU_DEVICES="$per" "$program")
+    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$program")
     out=$(printf '%s\n' "$out" | sed 's/^/[1,0]<stdout>:/')
 fi
 ref=$("$reference")

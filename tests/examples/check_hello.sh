@@ -5,9 +5,9 @@
 set -eu
 procs=$1 per=$2 hello=$3 mpiexec=${4:-}
 if [ "$procs" -gt 1 ]; then
-    out=$("$mpiexec" -n "$procs" -x SPMD_NUM_CPU_DEVICES="$per" "$hello")
+    out=$("$mpiexec" -n "$procs" -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$hello")
 else
-    out=$(SPMD_NUM_CPU_DEVICES="$per" "$hello")
+    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$hello")
 fi
 printf '%s\n' "$out"
 want=$(awk -v p="$procs" -v d="$per" 'BEGIN {

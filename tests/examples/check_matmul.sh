@@ -13,9 +13,9 @@
 set -eu
 procs=$1 per=$2 prog=$3 mpiexec=${4:-}
 if [ "$procs" -gt 1 ]; then
-    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" "$prog")
+    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog")
 else
-    out=$(SPMD_NUM_CPU_DEVICES="$per" "$prog" | sed 's/^/[1,0]<stdout>:/')
+    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" | sed 's/^/[1,0]<stdout>:/')
 fi
 if ! printf '%s\n' "$out" | awk -v procs="$procs" -v per="$per" '
 function fail(msg) { print "check_matmul: " msg; bad = 1; exit 1 }
@@ -58,8 +58,9 @@ BEGIN {
     if (line ~ /├/) boxes++
     if (line ~ /└/) { in_box = 0; boxes++ }
     rest = line; n = 0
-    while (match(rest, /CPU [0-9,]+/)) {
-        labels[++nlabels] = substr(rest, RSTART, RLENGTH)
+    while (match(rest, /[CG]PU [0-9,]+/)) {
+        # the picture names the platform: "GPU 0,1" on CUDA devices; the ids are what count
+        labels[++nlabels] = "CPU" substr(rest, RSTART + 3, RLENGTH - 3)
         rest = substr(rest, RSTART + RLENGTH); n++
     }
     if (n > 1)

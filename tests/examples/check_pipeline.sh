@@ -14,9 +14,9 @@
 set -eu
 procs=$1 per=$2 prog=$3 mpiexec=${4:-}
 if [ "$procs" -gt 1 ]; then
-    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" "$prog")
+    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog")
 else
-    out=$(SPMD_NUM_CPU_DEVICES="$per" "$prog" | sed 's/^/[1,0]<stdout>:/')
+    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" | sed 's/^/[1,0]<stdout>:/')
 fi
 if ! printf '%s\n' "$out" | awk -v procs="$procs" -v per="$per" '
 function fail(msg) { print "check_pipeline: " msg; bad = 1; exit 1 }

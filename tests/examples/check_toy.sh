@@ -7,9 +7,9 @@
 set -eu
 procs=$1 per=$2 toy=$3 mpiexec=${4:-}
 if [ "$procs" -gt 1 ]; then
-    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" "$toy")
+    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$toy")
 else
-    out=$(SPMD_NUM_CPU_DEVICES="$per" "$toy" | sed 's/^/[1,0]<stdout>:/')
+    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$toy" | sed 's/^/[1,0]<stdout>:/')
 fi
 expected=""
 d=0

@@ -25,7 +25,7 @@ cmake -S "$src/tests/install/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="
       -DCMAKE_C_FLAGS="$extra" >"$work/configure.log"
 cmake --build "$work/consumer" >"$work/build.log"
 expect_toy "$work/consumer/toy"
-SPMD_NUM_CPU_DEVICES=8 "$work/consumer/model" >"$work/model.out" || {
+SPMD_NUM_CPU_DEVICES=8 SPMD_CUDA_DEVICES_PER_GPU=8 "$work/consumer/model" >"$work/model.out" || {
     echo "migration-guide/snippets/model.c, built with find_package(spmd), failed:"
     cat "$work/model.out"; exit 1; }
 awk -v P=1 -v L=8 -f "$guide/checks/common.awk" -f "$guide/checks/model.awk" "$work/model.out" || {

@@ -2,6 +2,7 @@
  * concurrent use of the device workers. Expected values come from the launcher's environment. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "testutil.h"
 
@@ -16,12 +17,16 @@ static void test_processes_and_devices(void **state)
     (void)state;
     int rank = env_int("OMPI_COMM_WORLD_RANK", 0);
     int size = env_int("OMPI_COMM_WORLD_SIZE", 1);
-    int d = env_int("SPMD_NUM_CPU_DEVICES", 1);
+    /* ctest runs the suite on CUDA devices too (tests/run_cuda.sh): N logical devices on GPU 0 */
+    const char *platform = getenv("SPMD_PLATFORM");
+    int cuda = platform && strcmp(platform, "cuda") == 0;
+    int d = env_int(cuda ? "SPMD_CUDA_DEVICES_PER_GPU" : "SPMD_NUM_CPU_DEVICES", 1);
+    spmd_platform want = cuda ? SPMD_PLATFORM_CUDA : SPMD_PLATFORM_CPU;
     assert_int_equal(spmd_process_index(), rank);
     assert_int_equal(spmd_process_count(), size);
     assert_int_equal(spmd_device_count(), size * d);
     assert_int_equal(spmd_local_device_count(), d);
-    assert_int_equal(spmd_runtime_platform(), SPMD_PLATFORM_CPU);
+    assert_int_equal(spmd_runtime_platform(), want);
     for (int k = 0; k < d; k++)
         assert_int_equal(spmd_local_device_id(k), rank * d + k);
     assert_int_equal(spmd_local_device_id(-1), -1);
@@ -32,8 +37,8 @@ static void test_processes_and_devices(void **state)
         assert_int_equal(info.id, id);
         assert_int_equal(info.process_index, id / d);
         assert_int_equal(info.local_ordinal, id % d);
-        assert_int_equal(info.hardware_ordinal, id % d);
-        assert_int_equal(info.platform, SPMD_PLATFORM_CPU);
+        assert_int_equal(info.hardware_ordinal, cuda ? 0 : id % d);
+        assert_int_equal(info.platform, want);
     }
     spmd_device_info info;
     assert_status(spmd_device_get_info(-1, &info), SPMD_ERR_INVALID_ARGUMENT, "out of range");

@@ -21,10 +21,20 @@ typedef struct spmd__backend {
     /** Prepares the calling (worker) thread to run work on hardware device `hw`. */
     spmd_status (*bind_thread)(int hw);
     spmd_status (*alloc)(int hw, size_t bytes, void **ptr);
-    void (*free)(int hw, void *ptr);
+    /** `bytes` as passed to alloc: small blocks may be kept for reuse. */
+    void (*free)(int hw, void *ptr, size_t bytes);
     spmd_status (*copy_to_device)(int hw, void *dst, const void *host_src, size_t bytes);
     spmd_status (*copy_to_host)(int hw, void *host_dst, const void *src, size_t bytes);
     spmd_status (*copy_on_device)(int hw, void *dst, const void *src, size_t bytes);
+    /** The work queue of local device `local` (on hardware `hw`), made on first use; NULL on cpu.
+     */
+    spmd_status (*stream)(int local, int hw, void **stream);
+    /** Waits for the work queued on local device `local` (nothing queued: returns at once). */
+    spmd_status (*sync)(int local);
+    /** The BLAS handle of local device `local`, made on first use (bound to its stream). */
+    spmd_status (*blas)(int local, int hw, void **handle);
+    /** Releases every stream and handle (spmd_finalize, once the workers have stopped). */
+    void (*shutdown)(void);
 } spmd__backend;
 
 extern const spmd__backend spmd__backend_cpu;

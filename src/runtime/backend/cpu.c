@@ -32,9 +32,10 @@ static spmd_status cpu_alloc(int hw, size_t bytes, void **ptr)
     return SPMD_OK;
 }
 
-static void cpu_free(int hw, void *ptr)
+static void cpu_free(int hw, void *ptr, size_t bytes)
 {
     (void)hw;
+    (void)bytes;
     free(ptr);
 }
 
@@ -45,6 +46,22 @@ static spmd_status cpu_copy(int hw, void *dst, const void *src, size_t bytes)
         memcpy(dst, src, bytes);
     return SPMD_OK;
 }
+
+static spmd_status cpu_stream(int local, int hw, void **stream)
+{
+    (void)local;
+    (void)hw;
+    *stream = NULL; /* work runs on the worker thread itself */
+    return SPMD_OK;
+}
+
+static spmd_status cpu_sync(int local)
+{
+    (void)local;
+    return SPMD_OK;
+}
+
+static void cpu_shutdown(void) {}
 
 const spmd__backend spmd__backend_cpu = {
     .name = "cpu",
@@ -57,4 +74,8 @@ const spmd__backend spmd__backend_cpu = {
     .copy_to_device = cpu_copy,
     .copy_to_host = cpu_copy,
     .copy_on_device = cpu_copy,
+    .stream = cpu_stream,
+    .sync = cpu_sync,
+    .blas = cpu_stream, /* no handle: gemm calls OpenBLAS */
+    .shutdown = cpu_shutdown,
 };

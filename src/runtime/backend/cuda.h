@@ -1,0 +1,70 @@
+/* Private: what the CUDA backend offers the shard_map layer beyond backend.h: kernels for the
+ * block operations and the in-process reductions, and gemm through cuBLAS. Every function
+ * queues its work on `stream` (a cudaStream_t) and returns without waiting; pointers are to
+ * device (managed) memory unless said otherwise. Declared only when SPMD_HAVE_CUDA. */
+#ifndef SPMD_BACKEND_CUDA_H
+#define SPMD_BACKEND_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <spmd/dtype.h>
+#include <spmd/ops.h>
+#include <spmd/status.h>
+
+#include "runtime/reduce_op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * Blocks below this many bytes are handled by host code even on CUDA devices: a kernel's launch
+ * and wait (~10 us) costs more than the work, and small blocks are mostly written and read by
+ * host code, so moving their pages to the GPU and back would cost more still.
+ */
+#define SPMD__CUDA_KERNEL_MIN_BYTES (64 * 1024)
+
+/** The most sources or destinations one in-process reduction kernel takes. */
+#define SPMD__CUDA_MAX_PEERS 64
+
+/** 1 when a kernel may read p (device or managed memory), 0 for host memory. */
+int spmd__cuda_is_device_memory(const void *p);
+
+/** C (row-major, m x n) = alpha op(A) op(B) + beta C; f16/bf16 accumulate in float32. */
+spmd_status spmd__cuda_gemm(void *cublas, spmd_dtype dtype, int trans_a, int trans_b, int m, int n,
+                            int k, double alpha, const void *a, int lda, const void *b, int ldb,
+                            double beta, void *c, int ldc);
+
+/** As spmd__reduce_many_to_all (reduce.h), on the GPU; n and ndst at most SPMD__CUDA_MAX_PEERS. */
+spmd_status spmd__cuda_reduce_to_all(void *stream, spmd_dtype dtype, spmd__reduce_op op,
+                                     void *const *dsts, int ndst, const void *const *srcs, int n,
+                                     size_t begin, size_t end);
+
+spmd_status spmd__cuda_fill(void *stream, spmd_dtype dtype, void *out, size_t n, double value);
+spmd_status spmd__cuda_iota(void *stream, spmd_dtype dtype, void *out, size_t n, double start,
+                            double step);
+/** As spmd__convert (reduce.h). */
+spmd_status spmd__cuda_convert(void *stream, spmd_dtype to, void *dst, spmd_dtype from,
+                               const void *src, size_t n);
+/** Multiplies n float elements by s in place, as spmd__scale. */
+spmd_status spmd__cuda_scale(void *stream, spmd_dtype dtype, void *data, double s, size_t n);
+spmd_status spmd__cuda_unary(void *stream, spmd_unary_op op, spmd_dtype dtype, const void *in,
+                             void *out, size_t n);
+/**
+ * out[i] = a[i] op b[i % period] for n elements of `dtype`. b is device memory of `dtype`, or,
+ * when NULL, the scalar `scalar` (integer dtypes: `int_scalar`) for every i.
+ */
+spmd_status spmd__cuda_binary(void *stream, spmd_binary_op op, spmd_dtype dtype, const void *a,
+                              const void *b, size_t period, double scalar, int64_t int_scalar,
+                              void *out, size_t n);
+/** out[o, i] = reduction over e of in[o, e, i] (outer x extent x inner), as spmd_op_reduce. */
+spmd_status spmd__cuda_reduce_axis(void *stream, spmd_reduce_kind kind, spmd_dtype in_dtype,
+                                   const void *in, spmd_dtype out_dtype, void *out, size_t outer,
+                                   size_t extent, size_t inner);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPMD_BACKEND_CUDA_H */
