@@ -1,5 +1,6 @@
-/* Block operations for fn bodies, on the calling device (CPU loops and OpenBLAS now; the CUDA
- * backend runs the same calls on the GPU). Blocks are dense and row-major. `ctx` may be NULL
+/* Block operations for fn bodies, on the calling device: CPU loops and OpenBLAS on CPU devices;
+ * kernels and cuBLAS on CUDA devices for blocks of 64 KiB and more (each op waits for its
+ * kernel, so host code may read the result). Blocks are dense and row-major. `ctx` may be NULL
  * outside shard_map, for blocks in host memory. */
 #ifndef SPMD_OPS_H
 #define SPMD_OPS_H

@@ -49,8 +49,8 @@ typedef struct spmd_reshard_options {
  * @return SPMD_OK; SPMD_ERR_SHAPE when new_sharding does not fit x's shape;
  *         SPMD_ERR_INVALID_ARGUMENT (NULL, deleted array, bad options);
  *         SPMD_ERR_COLLECTIVE_MISMATCH / SPMD_ERR_TIMEOUT when the processes disagree or one
- *         does not arrive within SPMD_COLLECTIVE_TIMEOUT; SPMD_ERR_UNSUPPORTED off the CPU
- *         platform (until the CUDA backend lands).
+ *         does not arrive within SPMD_COLLECTIVE_TIMEOUT. On CUDA devices the bytes move
+ *         through host code (managed memory), at host-memory speed.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_reshard(spmd_array *x, const spmd_sharding *new_sharding,
                                                  const spmd_reshard_options *options,
