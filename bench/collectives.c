@@ -1,9 +1,10 @@
 /*
  * bench/collectives: nccl-tests-style rows for every shard_map collective, with the baselines
  * measured in the same run: raw MPI (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block,
- * MPI_Alltoall, MPI_Sendrecv) between processes on the same bytes, and the STREAM-copy
- * bandwidth of this machine for the in-process case; plus shard_map dispatch latency against a
- * hand-written persistent thread pool.
+ * MPI_Alltoall, MPI_Sendrecv) between processes on the same bytes, and for the in-process case
+ * the least traffic each collective needs at the STREAM-copy bandwidth of this machine (CPU
+ * devices) or the device-to-device cudaMemcpy bandwidth of the GPU (CUDA devices); plus shard_map
+ * dispatch latency against a hand-written persistent thread pool.
  *
  *   mpirun -np 4 -x SPMD_NUM_CPU_DEVICES=1 bench_collectives --op psum          # cross-process
  *   SPMD_NUM_CPU_DEVICES=8 bench_collectives --op psum --dispatch               # in-process
@@ -436,6 +437,19 @@ static int busbw_factor_num(bench_op op, int n, double *factor)
     return 0;
 }
 
+/* Bytes an in-process collective must at least read and write, every input read once and
+ * every output written once (size as in size_of). */
+static double least_traffic(bench_op op, int n, double size)
+{
+    switch (op) {
+    case B_ALL_GATHER:   /* n inputs of size/n read, n outputs of size written */
+    case B_PSUM_SCATTER: /* n inputs of size read, n outputs of size/n written */
+        return (n + 1.0) * size;
+    default: /* psum, ppermute, all_to_all: n inputs and n outputs of size */
+        return 2.0 * n * size;
+    }
+}
+
 static size_t size_of(const job *j)
 {
     size_t elem = spmd_dtype_size(j->dtype);
@@ -603,9 +617,8 @@ int main(int argc, char **argv)
                 snprintf(extra, sizeof extra, "%9.1f %9.3f %5.2f", tb * 1e6, bb, busbw / bb);
             }
 #endif
-            if (procs == 1 && op == B_PSUM && b_copy > 0) {
-                /* every input read once and every output written once: 2 n S bytes */
-                double bound = 2.0 * n * size / b_copy;
+            if (procs == 1 && b_copy > 0) {
+                double bound = least_traffic((bench_op)op, n, size) / b_copy;
                 cJSON_AddNumberToObject(row, "bound_time_us", bound * 1e6);
                 cJSON_AddNumberToObject(row, "ratio", bound / t);
                 snprintf(extra, sizeof extra, "%9.1f %5.2f", bound * 1e6, bound / t);

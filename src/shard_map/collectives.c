@@ -626,26 +626,73 @@ static void rank_offsets(const spmd__group *g, size_t *offset)
     }
 }
 
+/* ---- where a collective's copies run ---- */
+
+/* Host memcpy, or (CUDA devices, 64 KiB and more, device memory on both sides) the device's
+ * stream, waited for by copier_finish before the other devices may go on. */
+typedef struct copier {
+    spmd_ctx *ctx;
+    void *queue;
+} copier;
+
+static copier copier_for(spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs)
+{
+    copier cp = {ctx, NULL};
+#ifdef SPMD_HAVE_CUDA
+    cp.queue = bytes >= SPMD__CUDA_KERNEL_MIN_BYTES ? spmd__ctx_queue(ctx) : NULL;
+    for (int i = 0; cp.queue && i < n; i++)
+        if (!spmd__cuda_is_device_memory(ptrs[i]))
+            cp.queue = NULL;
+#else
+    (void)bytes;
+    (void)n;
+    (void)ptrs;
+#endif
+    return cp;
+}
+
+static int copy_rows(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
+                     size_t width, size_t height)
+{
+    const copier *cp = arg;
+#ifdef SPMD_HAVE_CUDA
+    if (cp->queue)
+        return spmd__cuda_copy_rows(cp->queue, dst, dpitch, src, spitch, width, height);
+#else
+    (void)cp;
+#endif
+    for (size_t r = 0; r < height; r++)
+        memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return 0;
+}
+
+/* The copies' status (0 or a spmd_status), once they are done. */
+static spmd_status copier_finish(const copier *cp, int rc)
+{
+    if (rc != 0 || !cp->queue)
+        return (spmd_status)rc;
+    return spmd__ctx_sync(cp->ctx);
+}
+
 /* ---- all_gather ---- */
 
 /* Writes `block` (shape `b`) into out as member `p` of the stack/concatenation along axis. */
-static void place_gathered(const spmd_block *out, const void *block, const spmd_block *b, int axis,
-                           int tiled, int p)
+static int place_gathered(copier *cp, const spmd_block *out, const void *block, const spmd_block *b,
+                          int axis, int tiled, int p)
 {
     int64_t extent[SPMD_MAX_RANK + 1], start[SPMD_MAX_RANK + 1] = {0};
     size_t elem = spmd_dtype_size(b->dtype);
     if (tiled) {
         memcpy(extent, b->shape, (size_t)b->ndim * sizeof(int64_t));
         start[axis] = p * b->shape[axis];
-        spmd__copy_region(elem, b->ndim, extent, out->data, out->shape, start, block, extent,
-                          (int64_t[SPMD_MAX_RANK + 1]){0});
-        return;
+        return spmd__copy_region_with(copy_rows, cp, elem, b->ndim, extent, out->data, out->shape,
+                                      start, block, extent, (int64_t[SPMD_MAX_RANK + 1]){0});
     }
     for (int j = 0, k = 0; j <= b->ndim; j++)
         extent[j] = j == axis ? 1 : b->shape[k++];
     start[axis] = p;
-    spmd__copy_region(elem, out->ndim, extent, out->data, out->shape, start, block, extent,
-                      (int64_t[SPMD_MAX_RANK + 1]){0});
+    return spmd__copy_region_with(copy_rows, cp, elem, out->ndim, extent, out->data, out->shape,
+                                  start, block, extent, (int64_t[SPMD_MAX_RANK + 1]){0});
 }
 
 static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
@@ -684,9 +731,16 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
     if (st != SPMD_OK)
         return fail(&c, st);
     if (!g->comm) {
-        for (int k = 0; k < c.n; k++)
-            place_gathered(out, g->slots[m.local_of[k]].in, in, a, tiled, m.pos[k]);
-        st = barrier(&c, 0); /* the others' inputs stay untouched until everyone has read them */
+        const void *ptrs[2] = {out->data, in->data}; /* peers check their own */
+        copier cp = copier_for(ctx, block_bytes(out), 2, ptrs);
+        int rc = 0;
+        for (int k = 0; k < c.n && !rc; k++)
+            rc = place_gathered(&cp, out, g->slots[m.local_of[k]].in, in, a, tiled, m.pos[k]);
+        st = copier_finish(&cp, rc);
+        if (st == SPMD_OK) /* the others' inputs stay untouched until everyone has read them */
+            st = barrier(&c, 0);
+        else
+            st = fail(&c, st);
     } else {
         memcpy((char *)g->scratch[0] + (size_t)c.li * bytes, in->data, bytes);
         st = barrier(&c, 0);
@@ -709,10 +763,11 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
                 st = fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
             } else {
                 rank_offsets(g, roff);
+                copier host = {ctx, NULL}; /* the scratch is host memory */
                 for (int k = 0; k < c.n; k++) {
                     size_t slot = roff[g->member_rank[k]] + (size_t)g->member_index[k];
-                    place_gathered(out, (char *)g->scratch[1] + slot * bytes, in, a, tiled,
-                                   m.pos[k]);
+                    (void)place_gathered(&host, out, (char *)g->scratch[1] + slot * bytes, in, a,
+                                         tiled, m.pos[k]);
                 }
                 free(roff);
             }
@@ -759,6 +814,39 @@ static void reduce_chunk(spmd_dtype dtype, spmd__reduce_op op, void *acc, const 
         spmd__reduce_many(dtype, op, (char *)acc + r * k->run * acc_elem, scratch_ptrs, n, 0,
                           k->run);
     }
+}
+
+/* reduce_chunk on the device's stream, straight into out (dtype elements), when everything is
+ * device memory of 64 KiB and more; *done says whether it ran. */
+static spmd_status device_reduce_chunk(spmd_ctx *ctx, spmd_dtype dtype, void *out,
+                                       const void *const *srcs, int n, const chunking *k, int p,
+                                       const void **scratch_ptrs, int *done)
+{
+    *done = 0;
+#ifdef SPMD_HAVE_CUDA
+    size_t elem = spmd_dtype_size(dtype);
+    void *queue = k->elems * elem >= SPMD__CUDA_KERNEL_MIN_BYTES && n <= SPMD__CUDA_MAX_PEERS
+                      ? spmd__ctx_queue(ctx)
+                      : NULL;
+    if (!queue || !spmd__cuda_is_device_memory(out))
+        return SPMD_OK;
+    for (int i = 0; i < n; i++)
+        if (!spmd__cuda_is_device_memory(srcs[i]))
+            return SPMD_OK;
+    for (size_t r = 0; r < k->outer; r++) {
+        size_t offset = r * k->stride + (size_t)p * k->run;
+        for (int i = 0; i < n; i++)
+            scratch_ptrs[i] = (const char *)srcs[i] + offset * elem;
+        void *dst = (char *)out + r * k->run * elem;
+        SPMD_CHECK(spmd__cuda_reduce_to_all(queue, dtype, SPMD__OP_SUM, &dst, 1, scratch_ptrs, n, 0,
+                                            k->run));
+    }
+    *done = 1;
+    return spmd__ctx_sync(ctx);
+#else
+    (void)ctx, (void)dtype, (void)out, (void)srcs, (void)n, (void)k, (void)p, (void)scratch_ptrs;
+    return SPMD_OK;
+#endif
 }
 
 /* Copies chunk p of a dense accumulator-dtype buffer into contiguous dst. */
@@ -834,14 +922,22 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
         return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
     for (int i = 0; i < c.nl; i++)
         srcs[i] = g->slots[i].in;
+    int on_device = 0;
     if (!g->comm) {
+        st = device_reduce_chunk(ctx, in->dtype, out->data, srcs, c.nl, &k, c.pos, srcs + c.nl,
+                                 &on_device);
+        if (st != SPMD_OK)
+            st = fail(&c, st);
+    }
+    if (!g->comm && st == SPMD_OK) {
         /* Each device sums its own chunk over the local members directly. */
         void *acc = half ? (char *)g->scratch[0] + (size_t)c.li * k.elems * acc_elem : out->data;
-        reduce_chunk(in->dtype, SPMD__OP_SUM, acc, srcs, c.nl, &k, c.pos, srcs + c.nl);
-        if (half)
+        if (!on_device)
+            reduce_chunk(in->dtype, SPMD__OP_SUM, acc, srcs, c.nl, &k, c.pos, srcs + c.nl);
+        if (half && !on_device)
             spmd__from_accumulator(in->dtype, out->data, acc, 0, k.elems);
         st = barrier(&c, 0);
-    } else {
+    } else if (g->comm) {
         size_t b, e;
         slice_of(count, c.nl, c.li, &b, &e);
         spmd__reduce_many(in->dtype, SPMD__OP_SUM, g->scratch[0], srcs, c.nl, b, e);
@@ -1000,9 +1096,16 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
         int s = src_of[c.pos];
         if (s < 0)
             memset(out->data, 0, bytes); /* not a destination: zeros */
-        else if (m.local_of[m.member_at[s]] >= 0 && SOURCE(m.local_of[m.member_at[s]]) != out->data)
-            memcpy(out->data, SOURCE(m.local_of[m.member_at[s]]), bytes);
-        st = barrier(&c, 0); /* sources stay valid until every destination has read them */
+        else if (m.local_of[m.member_at[s]] >= 0 &&
+                 SOURCE(m.local_of[m.member_at[s]]) != out->data) {
+            const void *ptrs[2] = {out->data, SOURCE(m.local_of[m.member_at[s]])};
+            copier cp = copier_for(ctx, bytes, 2, ptrs);
+            st = copier_finish(&cp, copy_rows(&cp, out->data, 0, ptrs[1], 0, bytes, 1));
+        }
+        if (st == SPMD_OK) /* sources stay valid until every destination has read them */
+            st = barrier(&c, 0);
+        else
+            st = fail(&c, st);
     }
 #undef SOURCE
     free(m.pos);
@@ -1168,13 +1271,17 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
             st = barrier(&c, 0);
     }
     /* Assemble: slot h of this device's output is chunk `pos` of member h's input. */
-    for (int k = 0; st == SPMD_OK && k < c.n; k++) {
+    const void *ptrs[2] = {out->data, in->data};
+    copier cp = copier_for(ctx, block_bytes(out), 2, ptrs);
+    int rc = 0;
+    for (int k = 0; st == SPMD_OK && !rc && k < c.n; k++) {
         char *dst = (char *)out->data + (size_t)(m.pos[k] * L.dst_step) * elem;
         int r = g->member_rank[k];
         if (r == me) {
             const char *src =
                 (const char *)g->slots[m.local_of[k]].in + (size_t)(c.pos * L.src_step) * elem;
-            spmd__copy_strided(elem, L.cdims, L.extent, dst, L.dst_strides, src, L.src_strides);
+            rc = spmd__copy_strided_with(copy_rows, &cp, elem, L.cdims, L.extent, dst,
+                                         L.dst_strides, src, L.src_strides);
         } else {
             size_t *rdisp = sc + 3 * (size_t)g->num_ranks;
             const char *src =
@@ -1182,6 +1289,11 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
                 ((size_t)c.li * (size_t)g->rank_members[r] + (size_t)g->member_index[k]) * cbytes;
             spmd__copy_strided(elem, L.cdims, L.extent, dst, L.dst_strides, src, dense);
         }
+    }
+    if (st == SPMD_OK) {
+        st = copier_finish(&cp, rc);
+        if (st != SPMD_OK)
+            st = fail(&c, st);
     }
     if (st == SPMD_OK)
         st = barrier(&c, 0); /* local inputs stay valid until every member has read them */

@@ -21,8 +21,18 @@ void spmd__dense_strides(int ndim, const int64_t *shape, int64_t *strides)
     }
 }
 
-void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void *dst,
-                        const int64_t *dst_strides, const void *src, const int64_t *src_strides)
+static int host_rows(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
+                     size_t width, size_t height)
+{
+    (void)arg;
+    for (size_t r = 0; r < height; r++)
+        memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return 0;
+}
+
+int spmd__copy_strided_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size, int ndim,
+                            const int64_t *extent, void *dst, const int64_t *dst_strides,
+                            const void *src, const int64_t *src_strides)
 {
     /* Drop unit dimensions, then merge dimension d into d+1 while both layouts are
      * contiguous across them. */
@@ -30,7 +40,7 @@ void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void 
     int n = 0;
     for (int d = 0; d < ndim; d++) {
         if (extent[d] == 0)
-            return;
+            return 0;
         if (extent[d] == 1)
             continue;
         ext[n] = extent[d];
@@ -51,12 +61,20 @@ void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void 
             m++;
         }
     }
-    /* The innermost run is one memcpy when contiguous in both. */
+    /* The innermost run is contiguous in both when it can; the dimension outside it gives the
+     * rows of one `rows` call, and the dimensions further out are iterated here. */
     size_t run = 1;
     int outer = m;
     if (m > 0 && ds[m - 1] == 1 && ss[m - 1] == 1) {
         run = (size_t)ext[m - 1];
         outer = m - 1;
+    }
+    size_t height = 1, dpitch = 0, spitch = 0;
+    if (outer > 0) {
+        outer--;
+        height = (size_t)ext[outer];
+        dpitch = (size_t)ds[outer] * elem_size;
+        spitch = (size_t)ss[outer] * elem_size;
     }
     size_t run_bytes = run * elem_size;
     int64_t idx[SPMD_MAX_RANK + 1] = {0};
@@ -66,19 +84,29 @@ void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void 
             doff += idx[d] * ds[d];
             soff += idx[d] * ss[d];
         }
-        memcpy((char *)dst + (size_t)doff * elem_size, (const char *)src + (size_t)soff * elem_size,
-               run_bytes);
+        int rc = rows(arg, (char *)dst + (size_t)doff * elem_size, dpitch,
+                      (const char *)src + (size_t)soff * elem_size, spitch, run_bytes, height);
+        if (rc)
+            return rc;
         int d = outer - 1;
         while (d >= 0 && ++idx[d] == ext[d])
             idx[d--] = 0;
         if (d < 0)
-            return;
+            return 0;
     }
 }
 
-void spmd__copy_region(size_t elem_size, int ndim, const int64_t *extent, void *dst,
-                       const int64_t *dst_shape, const int64_t *dst_start, const void *src,
-                       const int64_t *src_shape, const int64_t *src_start)
+void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void *dst,
+                        const int64_t *dst_strides, const void *src, const int64_t *src_strides)
+{
+    (void)spmd__copy_strided_with(host_rows, NULL, elem_size, ndim, extent, dst, dst_strides, src,
+                                  src_strides);
+}
+
+int spmd__copy_region_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size, int ndim,
+                           const int64_t *extent, void *dst, const int64_t *dst_shape,
+                           const int64_t *dst_start, const void *src, const int64_t *src_shape,
+                           const int64_t *src_start)
 {
     int64_t ds[SPMD_MAX_RANK + 1], ss[SPMD_MAX_RANK + 1];
     spmd__dense_strides(ndim, dst_shape, ds);
@@ -88,6 +116,15 @@ void spmd__copy_region(size_t elem_size, int ndim, const int64_t *extent, void *
         doff += dst_start[d] * ds[d];
         soff += src_start[d] * ss[d];
     }
-    spmd__copy_strided(elem_size, ndim, extent, (char *)dst + (size_t)doff * elem_size, ds,
-                       (const char *)src + (size_t)soff * elem_size, ss);
+    return spmd__copy_strided_with(rows, arg, elem_size, ndim, extent,
+                                   (char *)dst + (size_t)doff * elem_size, ds,
+                                   (const char *)src + (size_t)soff * elem_size, ss);
+}
+
+void spmd__copy_region(size_t elem_size, int ndim, const int64_t *extent, void *dst,
+                       const int64_t *dst_shape, const int64_t *dst_start, const void *src,
+                       const int64_t *src_shape, const int64_t *src_start)
+{
+    (void)spmd__copy_region_with(host_rows, NULL, elem_size, ndim, extent, dst, dst_shape,
+                                 dst_start, src, src_shape, src_start);
 }

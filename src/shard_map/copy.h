@@ -21,6 +21,22 @@ void spmd__copy_region(size_t elem_size, int ndim, const int64_t *extent, void *
 void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void *dst,
                         const int64_t *dst_strides, const void *src, const int64_t *src_strides);
 
+/**
+ * Copies `height` rows of `width` bytes whose starts lie `dpitch` / `spitch` bytes apart (the
+ * shape of cudaMemcpy2D); returns 0, or nonzero to stop the copy.
+ */
+typedef int (*spmd__copy_rows_fn)(void *arg, void *dst, size_t dpitch, const void *src,
+                                  size_t spitch, size_t width, size_t height);
+
+/** As spmd__copy_strided / spmd__copy_region, moving the bytes with `rows` (0 or its error). */
+int spmd__copy_strided_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size, int ndim,
+                            const int64_t *extent, void *dst, const int64_t *dst_strides,
+                            const void *src, const int64_t *src_strides);
+int spmd__copy_region_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size, int ndim,
+                           const int64_t *extent, void *dst, const int64_t *dst_shape,
+                           const int64_t *dst_start, const void *src, const int64_t *src_shape,
+                           const int64_t *src_start);
+
 /** Row-major strides (in elements) of a dense array of `shape`. */
 void spmd__dense_strides(int ndim, const int64_t *shape, int64_t *strides);
 

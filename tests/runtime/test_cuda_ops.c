@@ -1,6 +1,8 @@
-/* Block operations and in-process collectives on CUDA devices (kernels, cuBLAS), checked
- * element by element against plain host loops over the same inputs. Skips (77) where no GPU
- * is usable. Each device's fn records its mismatches; the main thread asserts on them. */
+/* Block operations and in-process collectives on CUDA devices (kernels, cuBLAS, device
+ * copies), checked element by element against plain host loops over the same inputs. Runs on
+ * CUDA devices unless SPMD_PLATFORM says cpu (then the same checks hold the host code to the
+ * same numbers); skips (77) where no GPU is usable. Each device's fn records its mismatches;
+ * the main thread asserts on them. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
@@ -91,7 +93,8 @@ static spmd_status fn_ops(spmd_ctx *ctx, int nin, const spmd_block *in, int nout
     (void)nin, (void)in, (void)nout, (void)out, (void)user;
     int d = spmd_ctx_device(ctx) - spmd_local_device_id(0);
     result *r = &results[d];
-    note(r, spmd_ctx_stream(ctx) != NULL, "spmd_ctx_stream is NULL", 0, 0, 1);
+    int cuda = spmd_runtime_platform() == SPMD_PLATFORM_CUDA;
+    note(r, (spmd_ctx_stream(ctx) != NULL) == cuda, "spmd_ctx_stream", 0, 0, cuda);
     static const spmd_dtype floats[] = {SPMD_DTYPE_F32, SPMD_DTYPE_F64, SPMD_DTYPE_F16,
                                         SPMD_DTYPE_BF16};
     int64_t shape[2] = {ROWS, COLS}, row[1] = {COLS};
@@ -214,6 +217,67 @@ static spmd_status fn_collectives(spmd_ctx *ctx, int nin, const spmd_block *in, 
     return SPMD_OK;
 }
 
+/* The copying collectives and psum_scatter on device memory: x[i] = d + i on device d. */
+static spmd_status fn_moves(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
+                            void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)out;
+    int n = *(const int *)user;
+    int d = spmd_ctx_device(ctx) - spmd_local_device_id(0);
+    result *r = &results[d];
+    static const spmd_dtype types[] = {SPMD_DTYPE_F32, SPMD_DTYPE_BF16, SPMD_DTYPE_I64};
+    const int64_t L = (1 << 17) / n * n; /* 128 Ki elements, divisible by n */
+    int64_t len[1] = {L}, all[1] = {L * n}, part[1] = {L / n};
+    int64_t c = L / n;
+    int *pairs = malloc(2 * (size_t)n * sizeof *pairs);
+    if (!pairs)
+        return SPMD_ERR_OUT_OF_MEMORY;
+    for (int k = 0; k < n; k++) { /* device k sends to k + 1 */
+        pairs[2 * k] = k;
+        pairs[2 * k + 1] = (k + 1) % n;
+    }
+    spmd_status st = SPMD_OK;
+    for (int t = 0; t < 3 && st == SPMD_OK; t++) {
+        spmd_dtype dt = types[t];
+        spmd_block x, g, s, p, a;
+        TRY(spmd_ctx_alloc(ctx, 1, len, dt, &x));
+        TRY(spmd_ctx_alloc(ctx, 1, all, dt, &g));
+        TRY(spmd_ctx_alloc(ctx, 1, part, dt, &s));
+        TRY(spmd_ctx_alloc(ctx, 1, len, dt, &p));
+        TRY(spmd_ctx_alloc(ctx, 1, len, dt, &a));
+        TRY(spmd_op_iota(ctx, &x, d, 1));
+        TRY(spmd_all_gather(ctx, &x, &g, "x", 0, 1));
+        TRY(spmd_psum_scatter(ctx, &x, &s, "x", 0, 1));
+        TRY(spmd_ppermute(ctx, &x, &p, "x", pairs, n));
+        TRY(spmd_all_to_all(ctx, &x, &a, "x", 0, 0, 1));
+        for (int64_t i = 0; i < L; i += 5) {
+            int from = (d + n - 1) % n;
+            double want = rounded(dt, (double)(from + i));
+            note(r, spmd_test_load(dt, p.data, i) == want, "ppermute", i,
+                 spmd_test_load(dt, p.data, i), want);
+            int64_t k = i / c; /* all_to_all: chunk k is chunk d of device k */
+            want = rounded(dt, (double)(k + d * c + i % c));
+            note(r, spmd_test_load(dt, a.data, i) == want, "all_to_all", i,
+                 spmd_test_load(dt, a.data, i), want);
+        }
+        for (int64_t i = 0; i < L * n; i += 7) {
+            double want = rounded(dt, (double)(i / L + i % L));
+            note(r, spmd_test_load(dt, g.data, i) == want, "all_gather", i,
+                 spmd_test_load(dt, g.data, i), want);
+        }
+        for (int64_t i = 0; i < c; i += 3) {
+            double want = 0; /* summed in float32 for bfloat16, rounded once */
+            for (int k = 0; k < n; k++)
+                want += rounded(dt, (double)(k + d * c + i));
+            want = rounded(dt, want);
+            note(r, spmd_test_load(dt, s.data, i) == want, "psum_scatter", i,
+                 spmd_test_load(dt, s.data, i), want);
+        }
+    }
+    free(pairs);
+    return st;
+}
+
 static void run_on_all(spmd_fn fn, void *user)
 {
     int n = spmd_local_device_count();
@@ -248,9 +312,17 @@ static void test_collectives(void **state)
     run_on_all(fn_collectives, &n);
 }
 
+static void test_moves(void **state)
+{
+    (void)state;
+    int n = spmd_local_device_count();
+    run_on_all(fn_moves, &n);
+}
+
 int main(void)
 {
-    setenv("SPMD_PLATFORM", "cuda", 1);
+    if (!getenv("SPMD_PLATFORM"))
+        setenv("SPMD_PLATFORM", "cuda", 1);
     if (!getenv("SPMD_CUDA_DEVICES_PER_GPU"))
         setenv("SPMD_CUDA_DEVICES_PER_GPU", "4", 1);
     spmd_status st = spmd_init(NULL);
@@ -259,7 +331,8 @@ int main(void)
         return SPMD_TEST_SKIP;
     }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_ops),
-                                       cmocka_unit_test(test_collectives)};
+                                       cmocka_unit_test(test_collectives),
+                                       cmocka_unit_test(test_moves)};
     int failures = cmocka_run_group_tests(tests, NULL, NULL);
     return spmd_test_finish(failures);
 }

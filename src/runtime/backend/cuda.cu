@@ -353,6 +353,24 @@ extern "C" int spmd__cuda_is_device_memory(const void *p)
     return a.type == cudaMemoryTypeManaged || a.type == cudaMemoryTypeDevice;
 }
 
+extern "C" spmd_status spmd__cuda_copy_rows(void *stream, void *dst, size_t dpitch, const void *src,
+                                            size_t spitch, size_t width, size_t height)
+{
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    cudaError_t e = height == 1 ? cudaMemcpyAsync(dst, src, width, cudaMemcpyDefault, s)
+                                : cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height,
+                                                    cudaMemcpyDefault, s);
+    if (e == cudaErrorInvalidPitchValue) { // pitches beyond the 2-D copy's limit: row by row
+        (void)cudaGetLastError();
+        e = cudaSuccess;
+        for (size_t r = 0; r < height && e == cudaSuccess; r++)
+            e = cudaMemcpyAsync((char *)dst + r * dpitch, (const char *)src + r * spitch, width,
+                                cudaMemcpyDefault, s);
+    }
+    CUDA_REQUIRE(e, SPMD_ERR_BACKEND, "cudaMemcpy2DAsync");
+    return SPMD_OK;
+}
+
 // ---- gemm ----
 
 extern "C" spmd_status spmd__cuda_gemm(void *handle, spmd_dtype dtype, int trans_a, int trans_b,

@@ -31,6 +31,10 @@ extern "C" {
 /** 1 when a kernel may read p (device or managed memory), 0 for host memory. */
 int spmd__cuda_is_device_memory(const void *p);
 
+/** Copies `height` rows of `width` bytes, `dpitch` / `spitch` apart (cudaMemcpy2DAsync). */
+spmd_status spmd__cuda_copy_rows(void *stream, void *dst, size_t dpitch, const void *src,
+                                 size_t spitch, size_t width, size_t height);
+
 /** C (row-major, m x n) = alpha op(A) op(B) + beta C; f16/bf16 accumulate in float32. */
 spmd_status spmd__cuda_gemm(void *cublas, spmd_dtype dtype, int trans_a, int trans_b, int m, int n,
                             int k, double alpha, const void *a, int lda, const void *b, int ldb,
