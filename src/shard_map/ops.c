@@ -475,14 +475,16 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, 
     CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans,
                     tb = trans_b ? CblasTrans : CblasNoTrans;
     int lda = (int)a->shape[1], ldb = (int)b->shape[1], ldc = n;
-    void *q = op_queue(ctx, 3, (const spmd_block *[]){a, b, c});
 #ifdef SPMD_HAVE_CUDA
+    void *q = op_queue(ctx, 3, (const spmd_block *[]){a, b, c});
     void *handle = q ? spmd_ctx_cublas(ctx) : NULL;
     if (q && !handle)
         return SPMD_ERROR(SPMD_ERR_BACKEND, "%s: %s", fn, spmd_last_error());
     if (q)
         return queued(ctx, spmd__cuda_gemm(handle, a->dtype, trans_a, trans_b, m, n, k, alpha,
                                            a->data, lda, b->data, ldb, beta, c->data, ldc));
+#else
+    (void)ctx;
 #endif
     if (a->dtype == SPMD_DTYPE_F64) {
         cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a->data, lda, b->data, ldb, beta,
