@@ -12,6 +12,7 @@
 #include "runtime/check.h"
 #include "shard_map/executor.h"
 #include "shard_map/reduce.h"
+#include "shard_map/scalar_ops.h"
 #ifdef SPMD_HAVE_CUDA
 #include "runtime/backend/cuda.h"
 #endif
@@ -131,48 +132,6 @@ spmd_status spmd_op_copy(spmd_ctx *ctx, const spmd_block *in, spmd_block *out)
     return SPMD_OK;
 }
 
-static double apply_unary(spmd_unary_op op, double x)
-{
-    switch (op) {
-    case SPMD_UNARY_NEG:
-        return -x;
-    case SPMD_UNARY_EXP:
-        return exp(x);
-    case SPMD_UNARY_LOG:
-        return log(x);
-    case SPMD_UNARY_SIN:
-        return sin(x);
-    case SPMD_UNARY_COS:
-        return cos(x);
-    case SPMD_UNARY_TANH:
-        return tanh(x);
-    case SPMD_UNARY_RELU:
-        return x > 0 || x != x ? x : 0; /* NaN stays NaN, as max(x, 0) in JAX */
-    }
-    return x;
-}
-
-static float apply_unary_f(spmd_unary_op op, float x)
-{
-    switch (op) {
-    case SPMD_UNARY_NEG:
-        return -x;
-    case SPMD_UNARY_EXP:
-        return expf(x);
-    case SPMD_UNARY_LOG:
-        return logf(x);
-    case SPMD_UNARY_SIN:
-        return sinf(x);
-    case SPMD_UNARY_COS:
-        return cosf(x);
-    case SPMD_UNARY_TANH:
-        return tanhf(x);
-    case SPMD_UNARY_RELU:
-        return x > 0 || x != x ? x : 0; /* NaN stays NaN, as max(x, 0) in JAX */
-    }
-    return x;
-}
-
 spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in, spmd_block *out)
 {
     const char *fn = "spmd_op_unary";
@@ -196,78 +155,19 @@ spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in,
         const float *x = in->data;
         float *y = out->data;
         for (size_t i = 0; i < n; i++)
-            y[i] = apply_unary_f(op, x[i]);
+            y[i] = spmd__unary_f32(op, x[i]);
     } else if (!is_float(in->dtype)) {
         /* integers exactly; negation wraps (-INT_MIN == INT_MIN), as in JAX */
         for (size_t i = 0; i < n; i++) {
             int64_t v = spmd__load_int(in->dtype, in->data, i);
-            spmd__store_int(in->dtype, out->data, i,
-                            op == SPMD_UNARY_NEG ? (int64_t)(0 - (uint64_t)v) : (v > 0 ? v : 0));
+            spmd__store_int(in->dtype, out->data, i, spmd__unary_i64(op, v));
         }
     } else {
         for (size_t i = 0; i < n; i++)
             spmd__store(in->dtype, out->data, i,
-                        apply_unary(op, spmd__load(in->dtype, in->data, i)));
+                        spmd__unary_f64(op, spmd__load(in->dtype, in->data, i)));
     }
     return SPMD_OK;
-}
-
-static double apply_binary(spmd_binary_op op, double a, double b)
-{
-    switch (op) {
-    case SPMD_BINARY_ADD:
-        return a + b;
-    case SPMD_BINARY_SUB:
-        return a - b;
-    case SPMD_BINARY_MUL:
-        return a * b;
-    case SPMD_BINARY_DIV:
-        return a / b;
-    case SPMD_BINARY_MAX: /* NaN propagates, as in lax.max */
-        return a != a || b != b ? NAN : a > b ? a : b;
-    case SPMD_BINARY_MIN:
-        return a != a || b != b ? NAN : a < b ? a : b;
-    }
-    return a;
-}
-
-/* Integer arithmetic in int64 with wrap-around; int32 results wrap when stored. */
-static int64_t apply_binary_int(spmd_binary_op op, int64_t a, int64_t b)
-{
-    switch (op) {
-    case SPMD_BINARY_ADD:
-        return (int64_t)((uint64_t)a + (uint64_t)b);
-    case SPMD_BINARY_SUB:
-        return (int64_t)((uint64_t)a - (uint64_t)b);
-    case SPMD_BINARY_MUL:
-        return (int64_t)((uint64_t)a * (uint64_t)b);
-    case SPMD_BINARY_DIV: /* truncates; INT64_MIN / -1 wraps instead of trapping */
-        return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
-    case SPMD_BINARY_MAX:
-        return a > b ? a : b;
-    case SPMD_BINARY_MIN:
-        return a < b ? a : b;
-    }
-    return a;
-}
-
-static float apply_binary_f(spmd_binary_op op, float a, float b)
-{
-    switch (op) {
-    case SPMD_BINARY_ADD:
-        return a + b;
-    case SPMD_BINARY_SUB:
-        return a - b;
-    case SPMD_BINARY_MUL:
-        return a * b;
-    case SPMD_BINARY_DIV:
-        return a / b;
-    case SPMD_BINARY_MAX:
-        return a != a || b != b ? NAN : a > b ? a : b;
-    case SPMD_BINARY_MIN:
-        return a != a || b != b ? NAN : a < b ? a : b;
-    }
-    return a;
 }
 
 /* b broadcasts with period `period` over a: 1 (scalar), the row length, or a's size. */
@@ -293,7 +193,7 @@ static spmd_status binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a,
     if (!is_float(a->dtype)) {
         for (size_t i = 0; i < n; i++)
             spmd__store_int(out->dtype, out->data, i,
-                            apply_binary_int(op, spmd__load_int(a->dtype, a->data, i),
+                            spmd__binary_i64(op, spmd__load_int(a->dtype, a->data, i),
                                              spmd__load_int(b_dtype, b, i % period)));
         return SPMD_OK;
     }
@@ -301,13 +201,13 @@ static spmd_status binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a,
         const float *x = a->data, *y = b;
         float *z = out->data;
         for (size_t i = 0; i < n; i++)
-            z[i] = apply_binary_f(op, x[i], y[i % period]);
+            z[i] = spmd__binary_f32(op, x[i], y[i % period]);
         return SPMD_OK;
     }
     for (size_t i = 0; i < n; i++)
-        spmd__store(
-            out->dtype, out->data, i,
-            apply_binary(op, spmd__load(a->dtype, a->data, i), spmd__load(b_dtype, b, i % period)));
+        spmd__store(out->dtype, out->data, i,
+                    spmd__binary_f64(op, spmd__load(a->dtype, a->data, i),
+                                     spmd__load(b_dtype, b, i % period)));
     return SPMD_OK;
 }
 

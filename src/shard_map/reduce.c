@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shard_map/scalar_ops.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -214,122 +216,21 @@ void spmd__from_accumulator(spmd_dtype dtype, void *dst, const void *acc, size_t
     }
 }
 
-int spmd__int_like(spmd_dtype t)
-{
-    return t == SPMD_DTYPE_I32 || t == SPMD_DTYPE_I64 || t == SPMD_DTYPE_U8 || t == SPMD_DTYPE_BOOL;
-}
+int spmd__int_like(spmd_dtype t) { return spmd__is_int_like(t); }
 
 int64_t spmd__load_int(spmd_dtype t, const void *p, size_t i)
 {
-    switch (t) {
-    case SPMD_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    case SPMD_DTYPE_I64:
-        return ((const int64_t *)p)[i];
-    case SPMD_DTYPE_BOOL:
-        return ((const uint8_t *)p)[i] != 0;
-    default:
-        return ((const uint8_t *)p)[i];
-    }
+    return spmd__load_int_element(t, p, i);
 }
 
 void spmd__store_int(spmd_dtype t, void *p, size_t i, int64_t v)
 {
-    switch (t) {
-    case SPMD_DTYPE_I32:
-        ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v; /* wraps */
-        break;
-    case SPMD_DTYPE_I64:
-        ((int64_t *)p)[i] = v;
-        break;
-    case SPMD_DTYPE_BOOL:
-        ((uint8_t *)p)[i] = v != 0;
-        break;
-    default:
-        ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v;
-        break;
-    }
+    spmd__store_int_element(t, p, i, v);
 }
 
-double spmd__load(spmd_dtype t, const void *p, size_t i)
-{
-    switch (t) {
-    case SPMD_DTYPE_F32:
-        return ((const float *)p)[i];
-    case SPMD_DTYPE_F64:
-        return ((const double *)p)[i];
-    case SPMD_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    case SPMD_DTYPE_I64:
-        return (double)((const int64_t *)p)[i];
-    case SPMD_DTYPE_U8:
-        return ((const uint8_t *)p)[i];
-    case SPMD_DTYPE_BOOL:
-        return ((const uint8_t *)p)[i] != 0;
-    case SPMD_DTYPE_F16:
-        return spmd_f16_to_f32(((const uint16_t *)p)[i]);
-    case SPMD_DTYPE_BF16:
-        return spmd_bf16_to_f32(((const uint16_t *)p)[i]);
-    default:
-        return 0;
-    }
-}
+double spmd__load(spmd_dtype t, const void *p, size_t i) { return spmd__load_element(t, p, i); }
 
-/* double -> float rounding to odd: the float keeps a sticky last bit when inexact, so that a
- * second rounding to 16 bits (11 or 8 significant bits, far fewer than 24) rounds the same
- * as one rounding straight from the double would. */
-static float round_to_odd(double v)
-{
-    float f = (float)v;
-    if ((double)f == v || v != v || isinf(f))
-        return f;
-    if (fabs((double)f) > fabs(v))
-        f = nextafterf(f, 0.0f); /* toward zero: truncated */
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    bits |= 1u;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-void spmd__store(spmd_dtype t, void *p, size_t i, double v)
-{
-    switch (t) {
-    case SPMD_DTYPE_F32:
-        ((float *)p)[i] = (float)v;
-        break;
-    case SPMD_DTYPE_F64:
-        ((double *)p)[i] = v;
-        break;
-    /* out-of-range floats saturate (a plain C cast would be undefined); NaN becomes 0 */
-    case SPMD_DTYPE_I32:
-        ((int32_t *)p)[i] = v != v           ? 0
-                            : v <= INT32_MIN ? INT32_MIN
-                            : v >= INT32_MAX ? INT32_MAX
-                                             : (int32_t)v;
-        break;
-    case SPMD_DTYPE_I64:
-        ((int64_t *)p)[i] = v != v         ? 0
-                            : v <= -0x1p63 ? INT64_MIN
-                            : v >= 0x1p63  ? INT64_MAX
-                                           : (int64_t)v;
-        break;
-    case SPMD_DTYPE_U8:
-        ((uint8_t *)p)[i] = v != v || v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
-        break;
-    case SPMD_DTYPE_BOOL:
-        ((uint8_t *)p)[i] = v != 0;
-        break;
-    case SPMD_DTYPE_F16:
-        ((uint16_t *)p)[i] = spmd_f32_to_f16(round_to_odd(v));
-        break;
-    case SPMD_DTYPE_BF16:
-        ((uint16_t *)p)[i] = spmd_f32_to_bf16(round_to_odd(v));
-        break;
-    default:
-        break;
-    }
-}
+void spmd__store(spmd_dtype t, void *p, size_t i, double v) { spmd__store_element(t, p, i, v); }
 
 void spmd__convert(spmd_dtype to, void *dst, spmd_dtype from, const void *src, size_t count)
 {
@@ -339,13 +240,13 @@ void spmd__convert(spmd_dtype to, void *dst, spmd_dtype from, const void *src, s
         return;
     }
     /* Between integer types: exactly, through int64 (narrowing wraps, as in numpy). */
-    if (spmd__int_like(from) && spmd__int_like(to)) {
+    if (spmd__is_int_like(from) && spmd__is_int_like(to)) {
         for (size_t i = 0; i < count; i++)
-            spmd__store_int(to, dst, i, spmd__load_int(from, src, i));
+            spmd__store_int_element(to, dst, i, spmd__load_int_element(from, src, i));
         return;
     }
     for (size_t i = 0; i < count; i++)
-        spmd__store(to, dst, i, spmd__load(from, src, i));
+        spmd__store_element(to, dst, i, spmd__load_element(from, src, i));
 }
 
 void spmd__scale(spmd_dtype dtype, void *data, double s, size_t count)
@@ -361,6 +262,6 @@ void spmd__scale(spmd_dtype dtype, void *data, double s, size_t count)
             p[i] *= s;
     } else {
         for (size_t i = 0; i < count; i++)
-            spmd__store(dtype, data, i, spmd__load(dtype, data, i) * s);
+            spmd__store_element(dtype, data, i, spmd__load_element(dtype, data, i) * s);
     }
 }

@@ -1,13 +1,15 @@
-// Kernels behind the block operations and the in-process reductions on CUDA devices. Each
-// mirrors its host version in src/shard_map (reduce.c, ops.c) element for element: the same
-// accumulation order and types, the same saturation, wrap-around and NaN rules, so a program
-// gives the same numbers on either platform (transcendental functions aside: CUDA's libm).
+// Kernels behind the block operations and the in-process reductions on CUDA devices. The
+// arithmetic is shard_map/scalar_ops.h's, shared with the host loops; element access and the
+// reductions follow reduce.c (same accumulation order and types, saturation, wrap-around and
+// NaN rules), so a program gives the same numbers on either platform (transcendental
+// functions aside: CUDA's libm).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "runtime/backend/cuda.h"
 #include "runtime/check.h"
+#include "shard_map/scalar_ops.h"
 
 namespace
 {
@@ -31,122 +33,6 @@ spmd_status launched(const char *what)
 #define GRID_STRIDE(i, n)                                                                          \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                        \
          i += (size_t)gridDim.x * blockDim.x)
-
-// ---- element access, as spmd__load/spmd__store in reduce.c ----
-
-__device__ double load(spmd_dtype t, const void *p, size_t i)
-{
-    switch (t) {
-    case SPMD_DTYPE_F32:
-        return ((const float *)p)[i];
-    case SPMD_DTYPE_F64:
-        return ((const double *)p)[i];
-    case SPMD_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    case SPMD_DTYPE_I64:
-        return (double)((const int64_t *)p)[i];
-    case SPMD_DTYPE_U8:
-        return ((const uint8_t *)p)[i];
-    case SPMD_DTYPE_BOOL:
-        return ((const uint8_t *)p)[i] != 0;
-    case SPMD_DTYPE_F16:
-        return __half2float(__ushort_as_half(((const unsigned short *)p)[i]));
-    case SPMD_DTYPE_BF16:
-        return __bfloat162float(__ushort_as_bfloat16(((const unsigned short *)p)[i]));
-    default:
-        return 0;
-    }
-}
-
-// Rounding to odd first makes the second rounding, to 16 bits, round as one would.
-__device__ float round_to_odd(double v)
-{
-    float f = __double2float_rn(v);
-    if ((double)f == v || v != v || isinf(f))
-        return f;
-    if (fabs((double)f) > fabs(v))
-        f = nextafterf(f, 0.0f);
-    return __uint_as_float(__float_as_uint(f) | 1u);
-}
-
-__device__ void store(spmd_dtype t, void *p, size_t i, double v)
-{
-    switch (t) {
-    case SPMD_DTYPE_F32:
-        ((float *)p)[i] = (float)v;
-        break;
-    case SPMD_DTYPE_F64:
-        ((double *)p)[i] = v;
-        break;
-    case SPMD_DTYPE_I32:
-        ((int32_t *)p)[i] = v != v           ? 0
-                            : v <= INT32_MIN ? INT32_MIN
-                            : v >= INT32_MAX ? INT32_MAX
-                                             : (int32_t)v;
-        break;
-    case SPMD_DTYPE_I64:
-        ((int64_t *)p)[i] = v != v         ? 0
-                            : v <= -0x1p63 ? INT64_MIN
-                            : v >= 0x1p63  ? INT64_MAX
-                                           : (int64_t)v;
-        break;
-    case SPMD_DTYPE_U8:
-        ((uint8_t *)p)[i] = v != v || v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
-        break;
-    case SPMD_DTYPE_BOOL:
-        ((uint8_t *)p)[i] = v != 0;
-        break;
-    case SPMD_DTYPE_F16:
-        ((unsigned short *)p)[i] = __half_as_ushort(__float2half_rn(round_to_odd(v)));
-        break;
-    case SPMD_DTYPE_BF16:
-        ((unsigned short *)p)[i] = __bfloat16_as_ushort(__float2bfloat16_rn(round_to_odd(v)));
-        break;
-    default:
-        break;
-    }
-}
-
-__device__ bool int_like(spmd_dtype t)
-{
-    return t == SPMD_DTYPE_I32 || t == SPMD_DTYPE_I64 || t == SPMD_DTYPE_U8 || t == SPMD_DTYPE_BOOL;
-}
-
-__device__ int64_t load_int(spmd_dtype t, const void *p, size_t i)
-{
-    switch (t) {
-    case SPMD_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    case SPMD_DTYPE_I64:
-        return ((const int64_t *)p)[i];
-    case SPMD_DTYPE_U8:
-        return ((const uint8_t *)p)[i];
-    case SPMD_DTYPE_BOOL:
-        return ((const uint8_t *)p)[i] != 0;
-    default:
-        return 0;
-    }
-}
-
-__device__ void store_int(spmd_dtype t, void *p, size_t i, int64_t v)
-{
-    switch (t) {
-    case SPMD_DTYPE_I32:
-        ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v;
-        break;
-    case SPMD_DTYPE_I64:
-        ((int64_t *)p)[i] = v;
-        break;
-    case SPMD_DTYPE_U8:
-        ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v;
-        break;
-    case SPMD_DTYPE_BOOL:
-        ((uint8_t *)p)[i] = v != 0;
-        break;
-    default:
-        break;
-    }
-}
 
 // ---- in-process reductions ----
 
@@ -194,28 +80,17 @@ template <typename T> struct plain_load {
 template <typename T> struct plain_store {
     __device__ void operator()(void *p, size_t i, T v) const { ((T *)p)[i] = v; }
 };
-struct f16_load {
+// 16-bit floats are summed in float32 and rounded once, as on the host.
+template <spmd_dtype T> struct half_load {
     __device__ float operator()(const void *p, size_t i) const
     {
-        return __half2float(__ushort_as_half(((const unsigned short *)p)[i]));
+        return spmd__half_to_f32(T, ((const uint16_t *)p)[i]);
     }
 };
-struct f16_store {
+template <spmd_dtype T> struct half_store {
     __device__ void operator()(void *p, size_t i, float v) const
     {
-        ((unsigned short *)p)[i] = __half_as_ushort(__float2half_rn(v));
-    }
-};
-struct bf16_load {
-    __device__ float operator()(const void *p, size_t i) const
-    {
-        return __bfloat162float(__ushort_as_bfloat16(((const unsigned short *)p)[i]));
-    }
-};
-struct bf16_store {
-    __device__ void operator()(void *p, size_t i, float v) const
-    {
-        ((unsigned short *)p)[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+        ((uint16_t *)p)[i] = spmd__f32_to_half(T, v);
     }
 };
 template <typename T> struct float_combine {
@@ -241,23 +116,24 @@ __global__ void fill_f32(float *out, size_t n, float v) { GRID_STRIDE(i, n) out[
 
 __global__ void fill_any(spmd_dtype t, void *out, size_t n, double v)
 {
-    GRID_STRIDE(i, n) store(t, out, i, v);
+    GRID_STRIDE(i, n) spmd__store_element(t, out, i, v);
 }
 
 __global__ void iota_any(spmd_dtype t, void *out, size_t n, double start, double step)
 {
-    GRID_STRIDE(i, n) store(t, out, i, start + (double)i * step);
+    GRID_STRIDE(i, n) spmd__store_element(t, out, i, start + (double)i * step);
 }
 
 __global__ void convert_any(spmd_dtype to, void *dst, spmd_dtype from, const void *src, size_t n)
 {
-    bool ints = int_like(from) && int_like(to); // exactly, through int64: narrowing wraps
+    bool ints =
+        spmd__is_int_like(from) && spmd__is_int_like(to); // exactly, through int64: narrowing wraps
     GRID_STRIDE(i, n)
     {
         if (ints)
-            store_int(to, dst, i, load_int(from, src, i));
+            spmd__store_int_element(to, dst, i, spmd__load_int_element(from, src, i));
         else
-            store(to, dst, i, load(from, src, i));
+            spmd__store_element(to, dst, i, spmd__load_element(from, src, i));
     }
 }
 
@@ -270,29 +146,8 @@ __global__ void scale_any(spmd_dtype t, void *data, double s, size_t n)
         else if (t == SPMD_DTYPE_F64)
             ((double *)data)[i] *= s;
         else
-            store(t, data, i, load(t, data, i) * s);
+            spmd__store_element(t, data, i, spmd__load_element(t, data, i) * s);
     }
-}
-
-template <typename T> __device__ T apply_unary(spmd_unary_op op, T x)
-{
-    switch (op) {
-    case SPMD_UNARY_NEG:
-        return -x;
-    case SPMD_UNARY_EXP:
-        return exp(x);
-    case SPMD_UNARY_LOG:
-        return log(x);
-    case SPMD_UNARY_SIN:
-        return sin(x);
-    case SPMD_UNARY_COS:
-        return cos(x);
-    case SPMD_UNARY_TANH:
-        return tanh(x);
-    case SPMD_UNARY_RELU:
-        return x > 0 || x != x ? x : (T)0; // NaN stays NaN, as max(x, 0) in JAX
-    }
-    return x;
 }
 
 __global__ void unary_any(spmd_unary_op op, spmd_dtype t, const void *in, void *out, size_t n)
@@ -300,53 +155,14 @@ __global__ void unary_any(spmd_unary_op op, spmd_dtype t, const void *in, void *
     GRID_STRIDE(i, n)
     {
         if (t == SPMD_DTYPE_F32) {
-            ((float *)out)[i] = apply_unary<float>(op, ((const float *)in)[i]);
-        } else if (int_like(t)) { // integers exactly; negation wraps, as in JAX
-            int64_t v = load_int(t, in, i);
-            store_int(t, out, i,
-                      op == SPMD_UNARY_NEG ? (int64_t)(0 - (uint64_t)v) : (v > 0 ? v : 0));
+            ((float *)out)[i] = spmd__unary_f32(op, ((const float *)in)[i]);
+        } else if (spmd__is_int_like(t)) { // integers exactly; negation wraps, as in JAX
+            int64_t v = spmd__load_int_element(t, in, i);
+            spmd__store_int_element(t, out, i, spmd__unary_i64(op, v));
         } else {
-            store(t, out, i, apply_unary<double>(op, load(t, in, i)));
+            spmd__store_element(t, out, i, spmd__unary_f64(op, spmd__load_element(t, in, i)));
         }
     }
-}
-
-template <typename T> __device__ T apply_binary(spmd_binary_op op, T a, T b)
-{
-    switch (op) {
-    case SPMD_BINARY_ADD:
-        return a + b;
-    case SPMD_BINARY_SUB:
-        return a - b;
-    case SPMD_BINARY_MUL:
-        return a * b;
-    case SPMD_BINARY_DIV:
-        return a / b;
-    case SPMD_BINARY_MAX: // NaN propagates, as in lax.max
-        return a != a || b != b ? (T)NAN : a > b ? a : b;
-    case SPMD_BINARY_MIN:
-        return a != a || b != b ? (T)NAN : a < b ? a : b;
-    }
-    return a;
-}
-
-__device__ int64_t apply_binary_int(spmd_binary_op op, int64_t a, int64_t b)
-{
-    switch (op) {
-    case SPMD_BINARY_ADD:
-        return (int64_t)((uint64_t)a + (uint64_t)b);
-    case SPMD_BINARY_SUB:
-        return (int64_t)((uint64_t)a - (uint64_t)b);
-    case SPMD_BINARY_MUL:
-        return (int64_t)((uint64_t)a * (uint64_t)b);
-    case SPMD_BINARY_DIV: // truncates; INT64_MIN / -1 wraps instead of trapping
-        return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
-    case SPMD_BINARY_MAX:
-        return a > b ? a : b;
-    case SPMD_BINARY_MIN:
-        return a < b ? a : b;
-    }
-    return a;
 }
 
 __global__ void binary_any(spmd_binary_op op, spmd_dtype t, const void *a, const void *b,
@@ -354,15 +170,16 @@ __global__ void binary_any(spmd_binary_op op, spmd_dtype t, const void *a, const
 {
     GRID_STRIDE(i, n)
     {
-        if (int_like(t)) {
-            int64_t y = b ? load_int(t, b, i % period) : int_scalar;
-            store_int(t, out, i, apply_binary_int(op, load_int(t, a, i), y));
+        if (spmd__is_int_like(t)) {
+            int64_t y = b ? spmd__load_int_element(t, b, i % period) : int_scalar;
+            spmd__store_int_element(t, out, i,
+                                    spmd__binary_i64(op, spmd__load_int_element(t, a, i), y));
         } else if (t == SPMD_DTYPE_F32 && b) {
             ((float *)out)[i] =
-                apply_binary<float>(op, ((const float *)a)[i], ((const float *)b)[i % period]);
+                spmd__binary_f32(op, ((const float *)a)[i], ((const float *)b)[i % period]);
         } else {
-            double y = b ? load(t, b, i % period) : scalar;
-            store(t, out, i, apply_binary<double>(op, load(t, a, i), y));
+            double y = b ? spmd__load_element(t, b, i % period) : scalar;
+            spmd__store_element(t, out, i, spmd__binary_f64(op, spmd__load_element(t, a, i), y));
         }
     }
 }
@@ -376,32 +193,27 @@ __global__ void reduce_axis_any(spmd_reduce_kind kind, spmd_dtype in_t, const vo
         size_t o = j / inner, i = j % inner;
         size_t first = o * extent * inner + i;
         if (exact) { // integers: exact, sums wrap
-            int64_t acc = load_int(in_t, in, first);
+            int64_t acc = spmd__load_int_element(in_t, in, first);
             for (size_t e = 1; e < extent; e++) {
-                int64_t v = load_int(in_t, in, first + e * inner);
+                int64_t v = spmd__load_int_element(in_t, in, first + e * inner);
                 acc = kind == SPMD_REDUCE_MAX ? (v > acc ? v : acc)
                                               : (int64_t)((uint64_t)acc + (uint64_t)v);
             }
-            store_int(out_t, out, j, acc);
+            spmd__store_int_element(out_t, out, j, acc);
             continue;
         }
-        double acc = load(in_t, in, first);
+        double acc = spmd__load_element(in_t, in, first);
         for (size_t e = 1; e < extent; e++) {
-            double v = load(in_t, in, first + e * inner);
+            double v = spmd__load_element(in_t, in, first + e * inner);
             acc = kind != SPMD_REDUCE_MAX ? __dadd_rn(acc, v) : v > acc || v != v ? v : acc;
         }
         if (kind == SPMD_REDUCE_MEAN)
             acc /= (double)extent;
-        store(out_t, out, j, acc);
+        spmd__store_element(out_t, out, j, acc);
     }
 }
 
 cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
-
-bool is_int_like(spmd_dtype t)
-{
-    return t == SPMD_DTYPE_I32 || t == SPMD_DTYPE_I64 || t == SPMD_DTYPE_U8 || t == SPMD_DTYPE_BOOL;
-}
 
 } // namespace
 
@@ -439,12 +251,12 @@ extern "C" spmd_status spmd__cuda_reduce_to_all(void *stream, spmd_dtype dtype, 
             s, p, n, ndst, begin, end, int_combine<int64_t, uint64_t>{op});
         break;
     case SPMD_DTYPE_F16: // accumulated in float32, rounded once
-        launch_reduce<unsigned short, float, f16_load, f16_store>(s, p, n, ndst, begin, end,
-                                                                  float_combine<float>{op});
+        launch_reduce<uint16_t, float, half_load<SPMD_DTYPE_F16>, half_store<SPMD_DTYPE_F16>>(
+            s, p, n, ndst, begin, end, float_combine<float>{op});
         break;
     case SPMD_DTYPE_BF16:
-        launch_reduce<unsigned short, float, bf16_load, bf16_store>(s, p, n, ndst, begin, end,
-                                                                    float_combine<float>{op});
+        launch_reduce<uint16_t, float, half_load<SPMD_DTYPE_BF16>, half_store<SPMD_DTYPE_BF16>>(
+            s, p, n, ndst, begin, end, float_combine<float>{op});
         break;
     default:
         return SPMD_ERROR(SPMD_ERR_UNSUPPORTED, "no reduction kernel for %s",
@@ -529,7 +341,8 @@ extern "C" spmd_status spmd__cuda_reduce_axis(void *stream, spmd_reduce_kind kin
     size_t n = outer * inner;
     if (!n)
         return SPMD_OK;
-    bool exact = is_int_like(in_dtype) && kind != SPMD_REDUCE_MEAN && is_int_like(out_dtype);
+    bool exact =
+        spmd__is_int_like(in_dtype) && kind != SPMD_REDUCE_MEAN && spmd__is_int_like(out_dtype);
     reduce_axis_any<<<grid_for(n), THREADS, 0, as_stream(stream)>>>(
         kind, in_dtype, in, out_dtype, out, outer, extent, inner, exact);
     return launched("reduce");
