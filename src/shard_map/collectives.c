@@ -344,6 +344,8 @@ static spmd_status agree_across_processes(coll *c)
     if (st == SPMD_OK)
         return SPMD_OK;
     atomic_store(&c->call->abandoned, 1);
+    if (st == SPMD_ERR_TIMEOUT && !w.remote_failure)
+        atomic_store(&c->call->peer_missing, 1);
     if (atomic_load(&c->call->aborted))
         return spmd__call_aborted_status(c->call); /* the wait was cancelled by that abort */
     char detail[SPMD__MESSAGE_CAPACITY];

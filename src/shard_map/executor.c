@@ -585,6 +585,9 @@ static spmd_status check_replication(const spmd_plan *p, const uint64_t *digests
 
 /* ---- agreement between processes at the end of a call ---- */
 
+/* The least wait for the other processes' outcomes after one of them never came. */
+#define GRACE_MIN_NS 500000000
+
 typedef struct end_record {
     uint64_t seq; /* the call: a record from another call means the processes diverged */
     int32_t status;
@@ -633,13 +636,24 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
     if (local != SPMD_OK)
         spmd__copy_text(r->message, sizeof r->message, spmd_last_error());
     memcpy(mine + sizeof(end_record), digests, digest_bytes);
-    spmd__wait w = {.deadline_ns = spmd__now_ns() + call->timeout_ns,
+    /* After a full timeout spent on a process that never came, it will not answer here either:
+     * the others, which time out at about the same moment, only need a grace period. */
+    int64_t wait_ns = call->timeout_ns;
+    if (atomic_load(&call->peer_missing)) {
+        int64_t grace = call->timeout_ns / 10 > GRACE_MIN_NS ? call->timeout_ns / 10 : GRACE_MIN_NS;
+        wait_ns = grace < wait_ns ? grace : wait_ns;
+    }
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + wait_ns,
                     .what = "spmd_shard_map (agreeing on the outcome)",
                     .epoch = call->seq};
     spmd_status st = spmd__comm_allgather_wait(s->control, mine, bytes, all, &w);
     *everyone_finished = st == SPMD_OK;
     if (st != SPMD_OK) {
         *abandoned = 1;
+        if (local != SPMD_OK) { /* the call's own failure is the cause worth reporting */
+            spmd__error_set_raw(r->message);
+            st = local;
+        }
     } else {
         st = SPMD_OK;
         for (int q = 0; q < n; q++) {

@@ -26,6 +26,7 @@ typedef struct spmd__call {
     int abort_is_consequence; /* ... caused by another process's failure, not a root */
     char abort_message[SPMD__MESSAGE_CAPACITY];
     atomic_int abandoned; /* a cross-process wait was given up: communicators unusable */
+    atomic_int peer_missing; /* ... because another process never arrived (a timeout) */
 } spmd__call;
 
 /** Whether the local device at mesh position `flat` has returned from fn. */
