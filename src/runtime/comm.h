@@ -16,7 +16,6 @@
 
 typedef struct spmd__comm spmd__comm;
 
-
 /** How a wait ends early: at `deadline_ns` (CLOCK_MONOTONIC), or when `cancelled` says so. */
 typedef struct spmd__wait {
     int64_t deadline_ns;
@@ -52,6 +51,11 @@ void spmd__comm_destroy(spmd__comm *c);
  * never used or freed again (MPI cannot cancel a collective).
  */
 void spmd__comm_abandon(spmd__comm *c);
+/**
+ * Keeps a heap block alive and reachable until the process ends, instead of freeing it: an
+ * abandoned operation may still read or write it.
+ */
+void spmd__comm_keep(void *block);
 int spmd__comm_rank(const spmd__comm *c);
 int spmd__comm_size(const spmd__comm *c);
 
@@ -69,7 +73,12 @@ spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *de
 spmd_status spmd__comm_allgather_wait(spmd__comm *c, const void *send, size_t bytes, void *recv,
                                       spmd__wait *w);
 
-/* Blocking data movement, used once every rank is known to be in the same collective. */
+/* Data movement, used once every rank is known to be in the same collective. Each waits at
+ * most the collective timeout (spmd__comm_set_timeout): a rank that stops in the middle makes
+ * it SPMD_ERR_TIMEOUT; the communicator must then be abandoned (MPI may still use the
+ * buffers). */
+/** The timeout of the data movement below (the runtime's collective timeout). */
+void spmd__comm_set_timeout(int64_t timeout_ns);
 /** recv = op over ranks of send (send == recv: in place). */
 spmd_status spmd__comm_allreduce(spmd__comm *c, const void *send, void *recv, size_t count,
                                  spmd_dtype dtype, spmd__reduce_op op);

@@ -190,8 +190,8 @@ void spmd__comm_destroy(spmd__comm *c)
     free_wrapper(c);
 }
 
-/* Send buffers of abandoned communicators: MPI may still read them (their sends are never
- * waited for), so they live until the process ends, reachable from here. */
+/* Buffers of abandoned communicators and operations: MPI may still use them (their requests
+ * are never waited for), so they live until the process ends, reachable from here. */
 static pthread_mutex_t graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
 static void **graveyard;
 static int graveyard_count;
@@ -216,6 +216,19 @@ void spmd__comm_abandon(spmd__comm *c)
     pthread_mutex_unlock(&graveyard_lock);
     if (c->num_abort_copies == 0)
         free_wrapper(c);
+}
+
+void spmd__comm_keep(void *block)
+{
+    if (!block)
+        return;
+    pthread_mutex_lock(&graveyard_lock);
+    void **grown = realloc(graveyard, (size_t)(graveyard_count + 1) * sizeof *grown);
+    if (grown) {
+        graveyard = grown;
+        graveyard[graveyard_count++] = block;
+    } /* else: leaked unreachable, which is still safe */
+    pthread_mutex_unlock(&graveyard_lock);
 }
 
 int spmd__comm_rank(const spmd__comm *c) { return c->rank; }
@@ -588,6 +601,79 @@ static MPI_Datatype mpi_type(spmd_dtype dtype)
     }
 }
 
+/* ---- data movement, once every rank agreed to it ---- */
+
+/* How long it may take: the collective timeout ($SPMD_COLLECTIVE_TIMEOUT). */
+static _Atomic int64_t data_timeout_ns = (int64_t)300 * 1000000000;
+
+void spmd__comm_set_timeout(int64_t timeout_ns) { atomic_store(&data_timeout_ns, timeout_ns); }
+
+/*
+ * Waits for the requests of a data movement, polling against the timeout, so that a process
+ * that stops in the middle of it (killed, stuck) ends the wait with SPMD_ERR_TIMEOUT instead of
+ * a hang. Unfinished requests stay with MPI (a collective cannot be cancelled): the caller
+ * abandons the communicator, and the buffers must outlive the process.
+ */
+static spmd_status wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
+                             const char *what)
+{
+    int64_t deadline = spmd__now_ns() + atomic_load(&data_timeout_ns);
+    for (;;) {
+        int all = 1, rc = MPI_SUCCESS;
+        lock();
+        /* one by one: a completed request becomes MPI_REQUEST_NULL, so the open ones show */
+        for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
+            int flag = 1;
+            if (reqs[i] != MPI_REQUEST_NULL)
+                rc = MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+            all &= flag;
+        }
+        unlock();
+        if (rc != MPI_SUCCESS)
+            return mpi_failure(rc, what);
+        if (all)
+            return SPMD_OK;
+        if (spmd__now_ns() > deadline)
+            break;
+        sched_yield();
+    }
+    /* Whom to blame: the senders of the receives still open, else the whole group. */
+    char who[256];
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, who, sizeof who);
+    int named = 0;
+    for (int i = 0; from && i < n; i++) {
+        int open = reqs[i] != MPI_REQUEST_NULL; /* completed requests were set to NULL */
+        if (from[i] >= 0 && open && named++ < 16)
+            spmd__strbuf_printf(&sb, "%s%d", named > 1 ? ", " : "", c->processes[from[i]]);
+    }
+    if (named)
+        return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                          "%s did not complete within the collective timeout "
+                          "(SPMD_COLLECTIVE_TIMEOUT): no data came from process(es) %s, which "
+                          "had agreed to it (killed or stuck?)",
+                          what, who);
+    for (int r = 0; r < c->size && r < 16; r++)
+        spmd__strbuf_printf(&sb, "%s%d", r ? ", " : "", c->processes[r]);
+    return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                      "%s did not complete within the collective timeout "
+                      "(SPMD_COLLECTIVE_TIMEOUT) although processes %s%s had all begun it: one "
+                      "of them stopped in the middle (killed or stuck?)",
+                      what, who, c->size > 16 ? ", ..." : "");
+}
+
+/* Starts one nonblocking MPI call (its request: req_) under the MPI lock and sets st to the
+ * outcome of waiting for it as wait_data does. */
+#define MPI_DATA(st, c, call, what)                                                                \
+    do {                                                                                           \
+        MPI_Request req_ = MPI_REQUEST_NULL;                                                       \
+        lock();                                                                                    \
+        int started_ = (call);                                                                     \
+        unlock();                                                                                  \
+        (st) = started_ != MPI_SUCCESS ? mpi_failure(started_, (what))                             \
+                                       : wait_data((c), 1, &req_, NULL, (what));                   \
+    } while (0)
+
 static MPI_Op mpi_op(spmd__reduce_op op)
 {
     return op == SPMD__OP_SUM ? MPI_SUM : op == SPMD__OP_MAX ? MPI_MAX : MPI_MIN;
@@ -604,8 +690,12 @@ spmd_status spmd__comm_allreduce(spmd__comm *c, const void *send, void *recv, si
     for (size_t done = 0; done < count;) {
         size_t n = count - done < (size_t)INT_MAX ? count - done : (size_t)INT_MAX;
         const void *from = send == recv ? MPI_IN_PLACE : (const char *)send + done * elem;
-        MPI_CALL(MPI_Allreduce(from, (char *)recv + done * elem, (int)n, t, mpi_op(op), c->comm),
-                 "MPI_Allreduce");
+        spmd_status st;
+        MPI_DATA(
+            st, c,
+            MPI_Iallreduce(from, (char *)recv + done * elem, (int)n, t, mpi_op(op), c->comm, &req_),
+            "MPI_Iallreduce");
+        SPMD_CHECK(st);
         done += n;
     }
     return SPMD_OK;
@@ -634,14 +724,11 @@ spmd_status spmd__comm_allgatherv(spmd__comm *c, const void *send, void *recv, c
     SPMD_REQUIRE(icounts != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     int *displs = icounts + c->size;
     spmd_status st = int_counts(c, counts, icounts, displs, "all_gather");
-    if (st == SPMD_OK) {
-        lock();
-        int rc = MPI_Allgatherv(send ? send : MPI_IN_PLACE, icounts[c->rank], MPI_BYTE, recv,
-                                icounts, displs, MPI_BYTE, c->comm);
-        unlock();
-        if (rc != MPI_SUCCESS)
-            st = mpi_failure(rc, "MPI_Allgatherv");
-    }
+    if (st == SPMD_OK)
+        MPI_DATA(st, c,
+                 MPI_Iallgatherv(send ? send : MPI_IN_PLACE, icounts[c->rank], MPI_BYTE, recv,
+                                 icounts, displs, MPI_BYTE, c->comm, &req_),
+                 "MPI_Iallgatherv");
     free(icounts);
     return st;
 }
@@ -655,12 +742,10 @@ spmd_status spmd__comm_gatherv(spmd__comm *c, int root, const void *send, void *
     spmd_status st = int_counts(c, counts, icounts, displs, "gather");
     if (st == SPMD_OK) {
         int in_place = c->rank == root && send == NULL;
-        lock();
-        int rc = MPI_Gatherv(in_place ? MPI_IN_PLACE : send, icounts[c->rank], MPI_BYTE, recv,
-                             icounts, displs, MPI_BYTE, root, c->comm);
-        unlock();
-        if (rc != MPI_SUCCESS)
-            st = mpi_failure(rc, "MPI_Gatherv");
+        MPI_DATA(st, c,
+                 MPI_Igatherv(in_place ? MPI_IN_PLACE : send, icounts[c->rank], MPI_BYTE, recv,
+                              icounts, displs, MPI_BYTE, root, c->comm, &req_),
+                 "MPI_Igatherv");
     }
     free(icounts);
     return st;
@@ -672,11 +757,10 @@ spmd_status spmd__comm_bcast(spmd__comm *c, int root, void *data, size_t bytes)
     const size_t piece = (size_t)1 << 30;
     for (size_t offset = 0; offset < bytes; offset += piece) {
         size_t n = bytes - offset < piece ? bytes - offset : piece;
-        lock();
-        int rc = MPI_Bcast((char *)data + offset, (int)n, MPI_BYTE, root, c->comm);
-        unlock();
-        if (rc != MPI_SUCCESS)
-            return mpi_failure(rc, "MPI_Bcast");
+        spmd_status st;
+        MPI_DATA(st, c, MPI_Ibcast((char *)data + offset, (int)n, MPI_BYTE, root, c->comm, &req_),
+                 "MPI_Ibcast");
+        SPMD_CHECK(st);
     }
     return SPMD_OK;
 }
@@ -690,13 +774,9 @@ spmd_status spmd__comm_reduce_scatter(spmd__comm *c, const void *send, void *rec
     int *icounts = malloc(2 * (size_t)c->size * sizeof(int));
     SPMD_REQUIRE(icounts != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     spmd_status st = int_counts(c, counts, icounts, icounts + c->size, "psum_scatter");
-    if (st == SPMD_OK) {
-        lock();
-        int rc = MPI_Reduce_scatter(send, recv, icounts, t, mpi_op(op), c->comm);
-        unlock();
-        if (rc != MPI_SUCCESS)
-            st = mpi_failure(rc, "MPI_Reduce_scatter");
-    }
+    if (st == SPMD_OK)
+        MPI_DATA(st, c, MPI_Ireduce_scatter(send, recv, icounts, t, mpi_op(op), c->comm, &req_),
+                 "MPI_Ireduce_scatter");
     free(icounts);
     return st;
 }
@@ -710,13 +790,10 @@ spmd_status spmd__comm_alltoallv(spmd__comm *c, const void *send, const size_t *
     spmd_status st = int_counts(c, send_counts, sc, sd, "all_to_all");
     if (st == SPMD_OK)
         st = int_counts(c, recv_counts, rc_, rd, "all_to_all");
-    if (st == SPMD_OK) {
-        lock();
-        int rc = MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, rc_, rd, MPI_BYTE, c->comm);
-        unlock();
-        if (rc != MPI_SUCCESS)
-            st = mpi_failure(rc, "MPI_Alltoallv");
-    }
+    if (st == SPMD_OK)
+        MPI_DATA(st, c,
+                 MPI_Ialltoallv(send, sc, sd, MPI_BYTE, recv, rc_, rd, MPI_BYTE, c->comm, &req_),
+                 "MPI_Ialltoallv");
     free(ints);
     return st;
 }
@@ -742,10 +819,15 @@ spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *s
     for (int i = 0; i < nsend; i++)
         MPI_Isend(sends[i].data, (int)sends[i].bytes, MPI_BYTE, sends[i].peer, sends[i].tag,
                   c->comm, &reqs[nrecv + i]);
-    int rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
     unlock();
-    free(reqs);
-    return rc == MPI_SUCCESS ? SPMD_OK : mpi_failure(rc, "MPI_Waitall (ppermute)");
+    int *from = malloc((size_t)(n ? n : 1) * sizeof *from);
+    for (int i = 0; from && i < n; i++)
+        from[i] = i < nrecv ? recvs[i].peer : -1;
+    spmd_status st = wait_data(c, n, reqs, from, "the ppermute exchange");
+    free(from);
+    if (st == SPMD_OK)
+        free(reqs); /* else MPI still holds them */
+    return st;
 }
 
 /* One datatype for a whole message: a struct of subarrays at absolute addresses (MPI_BOTTOM),
@@ -822,12 +904,18 @@ spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__pie
             lock();
             MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE); /* progress */
         }
-        int rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS)
-            st = mpi_failure(rc, "MPI_Waitall (resharding)");
+        unlock();
+        int *from = malloc((size_t)(n ? n : 1) * sizeof *from);
+        for (int i = 0; from && i < n; i++)
+            from[i] = i < nrecv ? recvs[i].peer : -1;
+        st = wait_data(c, n, reqs, from, "the exchange of resharded data");
+        free(from);
+        lock();
+        if (st != SPMD_OK)
+            reqs = NULL; /* MPI still holds them */
     }
     for (int i = 0; i < built; i++)
-        MPI_Type_free(&types[i]);
+        MPI_Type_free(&types[i]); /* a type stays alive while a request still uses it */
     unlock();
     free(reqs);
     free(types);

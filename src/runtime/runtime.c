@@ -16,6 +16,7 @@
 #include "runtime/event.h"
 #include "runtime/log.h"
 #include "runtime/process.h"
+#include "runtime/comm.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
 #include "shard_map/buffer.h"
@@ -140,6 +141,7 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     double timeout_s = DEFAULT_COLLECTIVE_TIMEOUT_S;
     SPMD_CHECK(spmd__env_seconds("SPMD_COLLECTIVE_TIMEOUT", &timeout_s));
     rt.collective_timeout_ns = (int64_t)(timeout_s * 1e9);
+    spmd__comm_set_timeout(rt.collective_timeout_ns);
     long pool_mb = DEFAULT_BUFFER_POOL_MB;
     SPMD_CHECK(spmd__env_int("SPMD_BUFFER_POOL_MB", 0, 1L << 30, &pool_mb, &from_env));
     rt.buffer_pool_bytes = (size_t)pool_mb << 20;

@@ -360,6 +360,9 @@ static spmd_status cross_process_result(coll *c, spmd_status st)
 {
     if (st != SPMD_OK) {
         atomic_store(&c->call->abandoned, 1);
+        atomic_store(&c->call->data_abandoned, 1);
+        if (st == SPMD_ERR_TIMEOUT) /* a process stopped in the middle of it */
+            atomic_store(&c->call->peer_missing, 1);
         return fail(c, st);
     }
     return SPMD_OK;

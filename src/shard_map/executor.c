@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/comm.h"
 #include "runtime/log.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
@@ -650,9 +651,10 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
     *everyone_finished = st == SPMD_OK;
     if (st != SPMD_OK) {
         *abandoned = 1;
-        if (local != SPMD_OK) { /* the call's own failure is the cause worth reporting */
-            spmd__error_set_raw(r->message);
-            st = local;
+        if (local != SPMD_OK) { /* the call's own failure is the cause; who went missing helps */
+            char after[SPMD__MESSAGE_CAPACITY];
+            spmd__copy_text(after, sizeof after, spmd_last_error());
+            st = SPMD_ERROR(local, "%s; then %s", r->message, after);
         }
     } else {
         st = SPMD_OK;
@@ -749,6 +751,18 @@ static spmd_status run_call(spmd_plan *p, call_job *job, spmd__call *call,
     return st;
 }
 
+/* After data movement between processes was given up, MPI may still read the inputs and
+ * write the outputs: their buffers then live until the process ends. */
+static void keep_buffers(spmd_plan *p, spmd_array *const *inputs, spmd_array **outputs)
+{
+    for (int k = 0; k < p->nin + p->nout; k++) {
+        spmd_array *a = k < p->nin ? inputs[k] : outputs[k - p->nin];
+        for (int s = 0; a && s < a->num_shards; s++)
+            if (a->shards[s].buffer)
+                spmd__comm_keep(spmd__buffer_retain(a->shards[s].buffer));
+    }
+}
+
 static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array **outputs)
 {
     const spmd__runtime *rt = spmd__runtime_get_session("spmd_shard_map", p->mesh->session);
@@ -810,6 +824,8 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
         spmd__mesh_state_discard_comms(state);
     else if (abandoned)
         spmd__mesh_state_break(state, spmd_last_error());
+    if (atomic_load(&call->data_abandoned))
+        keep_buffers(p, inputs, outputs);
     if (atomic_load(&call->aborted))
         spmd__mesh_state_reset_rendezvous(state);
     pthread_mutex_destroy(&call->abort_lock);

@@ -15,7 +15,7 @@ pthread_mutex_t spmd__setup_lock = PTHREAD_MUTEX_INITIALIZER;
 
 spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh) { return mesh->state; }
 
-static void group_free(spmd__group *g, int abandon)
+static void group_free(spmd__group *g, int abandon, int keep_scratch)
 {
     if (!g)
         return;
@@ -24,19 +24,23 @@ static void group_free(spmd__group *g, int abandon)
     else
         spmd__comm_destroy(g->comm);
     spmd__event_destroy(&g->event);
-    for (int i = 0; i < 3; i++)
-        free(g->scratch[i]);
+    for (int i = 0; i < 3; i++) {
+        if (keep_scratch) /* a collective given up on may still move data through it */
+            spmd__comm_keep(g->scratch[i]);
+        else
+            free(g->scratch[i]);
+    }
     free(g->slots);
     free(g->member_flat);
     free(g);
 }
 
-static void table_free(spmd__group_table *t, int abandon)
+static void table_free(spmd__group_table *t, int abandon, int keep_scratch)
 {
     if (!t)
         return;
     for (int i = 0; i < t->num_groups; i++)
-        group_free(t->groups[i], abandon);
+        group_free(t->groups[i], abandon, keep_scratch);
     free(t->groups);
     free(t->group_of_flat);
     free(t);
@@ -49,7 +53,7 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state)
     /* After spmd_finalize MPI is gone: drop the communicators without calling it. */
     int abandon = !spmd_is_initialized();
     for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++)
-        table_free(state->tables[m], abandon);
+        table_free(state->tables[m], abandon, state->broken);
     if (abandon)
         spmd__comm_abandon(state->control);
     else
@@ -123,7 +127,7 @@ static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, i
     atomic_init(&g->generation, 0);
     g->slots = calloc((size_t)g->num_local, sizeof *g->slots);
     if (!g->slots) {
-        group_free(g, 0);
+        group_free(g, 0, 0);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
     }
     *out = g;
@@ -143,7 +147,7 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__
     t->group_of_flat = malloc((size_t)m->size * sizeof(int));
     t->groups = calloc((size_t)t->num_groups, sizeof *t->groups);
     if (!t->group_of_flat || !t->groups) {
-        table_free(t, 0);
+        table_free(t, 0, 0);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
     }
     int c[SPMD_MAX_MESH_AXES];
@@ -161,7 +165,7 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__
             continue;
         spmd_status st = build_group(m, t, id, me, &t->groups[id]);
         if (st != SPMD_OK) {
-            table_free(t, 0);
+            table_free(t, 0, 0);
             return st;
         }
     }

@@ -9,7 +9,10 @@
  *
  * Cases: shard_map (killed inside fn, before its psum), barrier (before
  * spmd_sync_global_devices), allgather (before spmd_process_allgather), reshard (before a
- * reshard that needs its data).
+ * reshard that needs its data); and in the middle of the data movement, after every process
+ * agreed to it: psum_data (as the psum's MPI_Iallreduce starts) and reshard_data (as the
+ * resharding exchange builds its messages). The last two intercept those MPI calls through
+ * MPI's profiling interface (PMPI), so the library itself has no test hook.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -22,6 +25,7 @@
 
 enum { VICTIM = 1 };
 static const char *the_case;
+static int die_in_data_phase; /* set on the victim for the *_data cases */
 
 static double now_s(void)
 {
@@ -38,11 +42,32 @@ static void die_if_victim(void)
     }
 }
 
+#ifdef SPMD_HAVE_MPI
+#include <mpi.h>
+
+/* The victim dies where the library starts moving data, after the agreement. */
+int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *request)
+{
+    if (die_in_data_phase)
+        die_if_victim();
+    return PMPI_Iallreduce(send, recv, count, type, op, comm, request);
+}
+
+int MPI_Type_create_struct(int count, const int lengths[], const MPI_Aint displacements[],
+                           const MPI_Datatype types[], MPI_Datatype *out)
+{
+    if (die_in_data_phase)
+        die_if_victim();
+    return PMPI_Type_create_struct(count, lengths, displacements, types, out);
+}
+#endif
+
 static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
                             void *user)
 {
     (void)nin, (void)nout, (void)user;
-    if (spmd_ctx_device(ctx) == spmd_local_device_id(0))
+    if (spmd_ctx_device(ctx) == spmd_local_device_id(0) && strcmp(the_case, "shard_map") == 0)
         die_if_victim(); /* mid-call: the other devices of every process are already running */
     return spmd_psum(ctx, &in[0], &out[0], "i");
 }
@@ -50,7 +75,8 @@ static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int no
 static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows, spmd_sharding *all)
 {
     (void)rows;
-    if (strcmp(the_case, "shard_map") == 0) {
+    die_in_data_phase = strstr(the_case, "_data") != NULL;
+    if (strcmp(the_case, "shard_map") == 0 || strcmp(the_case, "psum_data") == 0) {
         spmd_spec *spec = NULL;
         spmd_status st = spmd_spec_parse("'i'", &spec);
         const spmd_spec *specs[1] = {spec};
@@ -71,14 +97,18 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
         float host[64];
         return spmd_process_allgather(x, 1, host, sizeof host);
     }
-    if (strcmp(the_case, "reshard") == 0) {
-        die_if_victim();
+    if (strcmp(the_case, "reshard") == 0 || strcmp(the_case, "reshard_data") == 0) {
+        if (!die_in_data_phase)
+            die_if_victim();
         spmd_array *y = NULL;
         spmd_status st = spmd_reshard(x, all, NULL, &y);
         spmd_array_destroy(y);
         return st;
     }
-    fprintf(stderr, "unknown case '%s': shard_map, barrier, allgather or reshard\n", the_case);
+    fprintf(stderr,
+            "unknown case '%s': shard_map, barrier, allgather, reshard, psum_data or "
+            "reshard_data\n",
+            the_case);
     exit(2);
 }
 
@@ -125,7 +155,8 @@ int main(int argc, char **argv)
     const char *timeout_text = getenv("SPMD_COLLECTIVE_TIMEOUT");
     double timeout = timeout_text ? atof(timeout_text) : 300.0;
     double grace = timeout / 10 > 0.5 ? timeout / 10 : 0.5;
-    double bound = timeout + (strcmp(the_case, "shard_map") == 0 ? grace : 0) + 1.5;
+    int in_shard_map = strcmp(the_case, "shard_map") == 0 || strcmp(the_case, "psum_data") == 0;
+    double bound = timeout + (in_shard_map ? grace : 0) + 1.5;
     int ok = (st == SPMD_ERR_TIMEOUT || st == SPMD_ERR_DISTRIBUTED) && named && waited <= bound;
     printf("process %d, %s: %s after %.2f s: %s\n", spmd_process_index(), the_case,
            spmd_status_name(st), waited, msg);
