@@ -122,6 +122,9 @@ int main(int argc, char **argv)
     /* Every large block straight from and back to the kernel: glibc's sliding mmap threshold
      * would otherwise keep freed blocks resident and hide the next allocation from VmHWM. */
     mallopt(M_MMAP_THRESHOLD, 1 << 16);
+    /* Fresh device buffers every time: buffers reused from libspmd's pool are already resident
+     * and would hide the device memory this measurement subtracts. */
+    setenv("SPMD_BUFFER_POOL_MB", "0", 1);
     CHECK(spmd_init(NULL));
     int total = spmd_local_device_count();
     if (!reset_peak())

@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "bench.h"
 #include "cli_args.h"
 #include "spmd.h"
 
@@ -549,6 +550,8 @@ typedef struct command {
 /* A new subcommand is one entry here. */
 static const command commands[] = {
     {"info", "show the version, build features, processes and devices", cmd_info, usage_info},
+    {"bench", "run the benchmarks against their baselines and write a report", bench_command,
+     bench_usage},
     {"sharding", "show which block of an array each mesh device holds", cmd_sharding,
      usage_sharding},
 };

@@ -190,3 +190,13 @@ if(SPMD_HAVE_MPI)
                 ${SPMD_CLI} ${MPIEXEC_POSTFLAGS} sharding --mesh a=4,b=2 --spec "'a', None"
                 --shape 8,8 --json)
 endif()
+
+# --- bench ---------------------------------------------------------------------------------
+set(SPMD_CLI_HAVE_MPI 0)
+if(SPMD_HAVE_MPI)
+  set(SPMD_CLI_HAVE_MPI 1)
+endif()
+add_test(NAME cli_bench COMMAND sh ${SPMD_CLI_DIR}/check_bench.sh ${SPMD_CLI} ${SPMD_CLI_EXPECTED}
+                                   ${SPMD_CLI_HAVE_MPI})
+set_tests_properties(cli_bench PROPERTIES LABELS "bench;cli" TIMEOUT 300
+                     ENVIRONMENT "${SPMD_MPI_TEST_ENV}")
