@@ -619,10 +619,11 @@ static int plot(const char *dir, const char *name, const char *title, const char
         return 0;
     fprintf(f,
             "set terminal pngcairo size 800,480 noenhanced\nset output '%s/%s.png'\n"
-            "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nset key top left\nset grid\n"
+            "set title '%s'\nset xlabel '%s'\nset ylabel '%s'\nset key below\nset grid\n"
             "%s%s",
-            dir, name, title, xlabel, ylabel, logx ? "set logscale x 2\nset format x '%.0f'\n" : "",
-            logy ? "set logscale y\n" : "");
+            dir, name, title, xlabel, ylabel,
+            logx ? "set logscale x 2\nset format x '%.0f'\n" : "set xtics 1\n",
+            logy ? "set logscale y\n" : "set yrange [0:*]\n"); /* linear axes start at 0 */
     fprintf(f, "plot ");
     for (int k = 0; k < nseries; k++)
         fprintf(f, "%s'%s' using 1:%d with linespoints title '%s'", k ? ", " : "", dat, k + 2,
