@@ -30,7 +30,11 @@ typedef enum spmd_binary_op {
     SPMD_BINARY_MIN
 } spmd_binary_op;
 
-typedef enum spmd_reduce_kind { SPMD_REDUCE_SUM, SPMD_REDUCE_MAX, SPMD_REDUCE_MEAN } spmd_reduce_kind;
+typedef enum spmd_reduce_kind {
+    SPMD_REDUCE_SUM,
+    SPMD_REDUCE_MAX,
+    SPMD_REDUCE_MEAN
+} spmd_reduce_kind;
 
 /** Axis value of spmd_op_reduce that reduces over every dimension (to a scalar). */
 #define SPMD_ALL_AXES (-1000)
@@ -67,8 +71,7 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_bi
  * accumulate in double; mean needs a float out.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind,
-                                                   const spmd_block *in, int axis,
-                                                   spmd_block *out);
+                                                   const spmd_block *in, int axis, spmd_block *out);
 /**
  * C = alpha * op(A) op(B) + beta * C for 2-D blocks, op = transpose when trans_* is nonzero.
  * float32/float64 through OpenBLAS; float16/bfloat16 accumulate in float32.

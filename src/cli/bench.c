@@ -128,17 +128,6 @@ typedef struct options {
 
 /* ---- small helpers ---- */
 
-static int fail(const char *fmt, ...) CLI_PRINTF(1, 2);
-static int fail(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return cli_failure(CMD, "%s", msg);
-}
-
 /* snprintf for file paths and commands: 0 when the result did not fit. */
 static int join(char *out, size_t size, const char *fmt, ...) CLI_PRINTF(3, 4);
 static int join(char *out, size_t size, const char *fmt, ...)
@@ -820,8 +809,8 @@ static int compare(const char *old_path, const char *new_path)
     if (!old || !cur) {
         cJSON_Delete(old);
         cJSON_Delete(cur);
-        return fail("compare: cannot read %s as the JSON of spmd bench",
-                    !old ? old_path : new_path);
+        return cli_failure(CMD, "compare: cannot read %s as the JSON of spmd bench",
+                           !old ? old_path : new_path);
     }
     printf("%-16s %-36s %-18s %12s %12s %8s  %s\n", "suite", "row", "metric", "old", "new", "speed",
            "verdict");
@@ -863,7 +852,7 @@ static int compare(const char *old_path, const char *new_path)
     cJSON_Delete(old);
     cJSON_Delete(cur);
     if (!compared)
-        return fail("compare: %s and %s have no row in common", old_path, new_path);
+        return cli_failure(CMD, "compare: %s and %s have no row in common", old_path, new_path);
     return regressions ? CLI_FAILED : CLI_OK;
 }
 
@@ -990,27 +979,29 @@ int bench_command(int argc, char **argv)
     bench_dir(dir, sizeof dir);
     (void)join(sub, sizeof sub, "%s/raw", o.out);
     if ((mkdir(o.out, 0755) && errno != EEXIST) || (mkdir(sub, 0755) && errno != EEXIST))
-        return fail("cannot create %s: %s", sub, strerror(errno));
+        return cli_failure(CMD, "cannot create %s: %s", sub, strerror(errno));
     (void)join(sub, sizeof sub, "%s/plots", o.out);
     if (mkdir(sub, 0755) && errno != EEXIST)
-        return fail("cannot create %s: %s", sub, strerror(errno));
+        return cli_failure(CMD, "cannot create %s: %s", sub, strerror(errno));
     for (int k = 0; k < NUM_SUITES; k++) {
         char path[PATH_MAX];
         (void)join(path, sizeof path, "%s/%s", dir, suites[k].program);
         if (o.selected[k] && access(path, X_OK) != 0)
-            return fail("no benchmark program %s (build the bench/ targets, or point "
-                        "SPMD_BENCH_DIR at them)",
-                        path);
+            return cli_failure(CMD,
+                               "no benchmark program %s (build the bench/ targets, or point "
+                               "SPMD_BENCH_DIR at them)",
+                               path);
         if (o.selected[k] && suites[k].mpi && strcmp(SPMD_BENCH_MPIEXEC, "") == 0)
-            return fail("suite %s needs mpirun, but libspmd was built without MPI; leave it out",
-                        suites[k].name);
+            return cli_failure(
+                CMD, "suite %s needs mpirun, but libspmd was built without MPI; leave it out",
+                suites[k].name);
     }
     int total = 0;
     for (int k = 0; k < NUM_SUITES; k++)
         total += o.selected[k];
     suite_result *res = calloc((size_t)total, sizeof *res);
     if (!res)
-        return fail("out of memory");
+        return cli_failure(CMD, "out of memory");
     int n = 0, failed = 0;
     for (int k = 0; k < NUM_SUITES; k++)
         if (o.selected[k]) {
@@ -1037,10 +1028,10 @@ int bench_command(int argc, char **argv)
             cJSON_Delete(res[i].rows[k].fields);
     free(res);
     if (!ok || !report)
-        return fail("cannot write the report into %s", o.out);
+        return cli_failure(CMD, "cannot write the report into %s", o.out);
     printf("%s/report.md, %s/results.json and %d plot(s) written%s\n", o.out, o.out, plots,
            plots ? "" : " (none: is gnuplot installed?)");
     if (failed)
-        return fail("%d suite(s) failed; their output is in %s/raw/", failed, o.out);
+        return cli_failure(CMD, "%d suite(s) failed; their output is in %s/raw/", failed, o.out);
     return CLI_OK;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "runtime/check.h"
+#include "runtime/comm.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
 #include "shard_map/array_impl.h"
@@ -102,6 +103,13 @@ int spmd__array_shard_of_device(const spmd_array *a, int device_id)
         if (a->shards[i].device_id == device_id)
             return i;
     return -1;
+}
+
+void spmd__array_keep_buffers(const spmd_array *a)
+{
+    for (int s = 0; a && s < a->num_shards; s++)
+        if (a->shards[s].buffer)
+            spmd__comm_keep(spmd__buffer_retain(a->shards[s].buffer));
 }
 
 void spmd__array_mark_deleted(spmd_array *a, const char *by)

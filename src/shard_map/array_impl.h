@@ -37,6 +37,9 @@ int spmd__array_shard_of_device(const spmd_array *a, int device_id);
 
 /** Gives up the array's buffers (donation): later uses fail with a clear message. */
 void spmd__array_mark_deleted(spmd_array *a, const char *by);
+/** Keeps the buffers of a's shards until the process ends (NULL-safe): an MPI operation that
+ * was given up on may still read or write them. */
+void spmd__array_keep_buffers(const spmd_array *a);
 
 spmd_status spmd__array_check(const spmd_array *a, const char *fn, const char *arg);
 

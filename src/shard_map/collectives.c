@@ -417,37 +417,44 @@ static void slice_of(size_t count, int parts, int index, size_t *begin, size_t *
         *end = count;
 }
 
-/* The slice's reduction as a kernel on the device's stream, finished before peers go on. */
-static spmd_status device_reduce_to_all(spmd_ctx *ctx, void *queue, spmd_dtype dtype,
-                                        spmd__reduce_op rop, void *const *dsts, int n,
-                                        const void *const *srcs, size_t b, size_t e)
+/* Reduces slice [b, e) of the n inputs into every output: as one kernel on the device's stream,
+ * finished before the peers go on, where the blocks (`bytes` each) allow it, else on the host. */
+static spmd_status reduce_slice(spmd_ctx *ctx, spmd_dtype dtype, spmd__reduce_op rop,
+                                void *const *dsts, int n, const void *const *srcs, size_t b,
+                                size_t e, size_t bytes)
 {
 #ifdef SPMD_HAVE_CUDA
-    int on_device = n <= SPMD__CUDA_MAX_PEERS; /* fn may pass host memory as in or out */
-    for (int k = 0; on_device && k < n; k++)
-        on_device = spmd__cuda_is_device_memory(srcs[k]) && spmd__cuda_is_device_memory(dsts[k]);
-    if (on_device) {
-        SPMD_CHECK(spmd__cuda_reduce_to_all(queue, dtype, rop, dsts, n, srcs, n, b, e));
-        return spmd__ctx_sync(ctx);
+    if (n <= SPMD__CUDA_MAX_PEERS) { /* fn may pass host memory as in or out */
+        const void *ptrs[2 * SPMD__CUDA_MAX_PEERS];
+        for (int k = 0; k < n; k++) {
+            ptrs[2 * k] = srcs[k];
+            ptrs[2 * k + 1] = dsts[k];
+        }
+        void *queue = spmd__ctx_kernel_queue(ctx, bytes, 2 * n, ptrs);
+        if (queue) {
+            SPMD_CHECK(spmd__cuda_reduce_to_all(queue, dtype, rop, dsts, n, srcs, n, b, e));
+            return spmd__ctx_sync(ctx);
+        }
     }
 #else
     (void)ctx;
-    (void)queue;
 #endif
-    spmd__reduce_many_to_all(dtype, rop, dsts, n, srcs, n, b, e, 0);
+    spmd__reduce_many_to_all(dtype, rop, dsts, n, srcs, n, b, e,
+                             spmd__should_stream(bytes * (size_t)n));
     return SPMD_OK;
 }
 
-static spmd_status scale(spmd_ctx *ctx, void *queue, spmd_block *out, double s, size_t count)
+static spmd_status scale(spmd_ctx *ctx, spmd_block *out, double s, size_t count)
 {
-#ifdef SPMD_HAVE_CUDA
     size_t bytes = count * spmd_dtype_size(out->dtype);
-    if (queue && bytes >= SPMD__CUDA_KERNEL_MIN_BYTES && spmd__cuda_is_device_memory(out->data)) {
+    const void *data = out->data;
+    void *queue = spmd__ctx_kernel_queue(ctx, bytes, 1, &data);
+#ifdef SPMD_HAVE_CUDA
+    if (queue) {
         SPMD_CHECK(spmd__cuda_scale(queue, out->dtype, out->data, s, count));
         return spmd__ctx_sync(ctx);
     }
 #else
-    (void)ctx;
     (void)queue;
 #endif
     spmd__scale(out->dtype, out->data, s, count);
@@ -501,14 +508,10 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
     if (!small)
         slice_of(count, c.nl, c.li, &b, &e);
     st = SPMD_OK;
-    void *queue = spmd__ctx_queue(ctx);
     if (!g->comm) {
         /* One pass: each thread reduces its slice and writes it to every output. */
-        if (!small && queue)
-            st = device_reduce_to_all(ctx, queue, in->dtype, rop, dsts, c.nl, srcs, b, e);
-        else if (!small || c.li == 0)
-            spmd__reduce_many_to_all(in->dtype, rop, dsts, c.nl, srcs, c.nl, b, e,
-                                     spmd__should_stream(count * elem * (size_t)c.nl));
+        if (!small || c.li == 0)
+            st = reduce_slice(ctx, in->dtype, rop, dsts, c.nl, srcs, b, e, count * elem);
     } else {
         /* The process's partial result goes through MPI once, then out to every output. */
         void *acc = half ? g->scratch[0] : dsts[0];
@@ -538,7 +541,7 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
         free(srcs);
     /* rop is SUM for pmean: the division happens on each device's own output */
     if (st == SPMD_OK && op == OP_PMEAN)
-        st = scale(ctx, queue, out, 1.0 / c.n, count);
+        st = scale(ctx, out, 1.0 / c.n, count);
     return st;
 }
 
@@ -642,17 +645,7 @@ typedef struct copier {
 
 static copier copier_for(spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs)
 {
-    copier cp = {ctx, NULL};
-#ifdef SPMD_HAVE_CUDA
-    cp.queue = bytes >= SPMD__CUDA_KERNEL_MIN_BYTES ? spmd__ctx_queue(ctx) : NULL;
-    for (int i = 0; cp.queue && i < n; i++)
-        if (!spmd__cuda_is_device_memory(ptrs[i]))
-            cp.queue = NULL;
-#else
-    (void)bytes;
-    (void)n;
-    (void)ptrs;
-#endif
+    copier cp = {ctx, spmd__ctx_kernel_queue(ctx, bytes, n, ptrs)};
     return cp;
 }
 
@@ -666,9 +659,7 @@ static int copy_rows(void *arg, void *dst, size_t dpitch, const void *src, size_
 #else
     (void)cp;
 #endif
-    for (size_t r = 0; r < height; r++)
-        memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
-    return 0;
+    return spmd__copy_rows_host(NULL, dst, dpitch, src, spitch, width, height);
 }
 
 /* The copies' status (0 or a spmd_status), once they are done. */
@@ -830,14 +821,14 @@ static spmd_status device_reduce_chunk(spmd_ctx *ctx, spmd_dtype dtype, void *ou
     *done = 0;
 #ifdef SPMD_HAVE_CUDA
     size_t elem = spmd_dtype_size(dtype);
-    void *queue = k->elems * elem >= SPMD__CUDA_KERNEL_MIN_BYTES && n <= SPMD__CUDA_MAX_PEERS
-                      ? spmd__ctx_queue(ctx)
-                      : NULL;
-    if (!queue || !spmd__cuda_is_device_memory(out))
+    if (n > SPMD__CUDA_MAX_PEERS)
         return SPMD_OK;
+    const void *ptrs[SPMD__CUDA_MAX_PEERS + 1] = {out};
     for (int i = 0; i < n; i++)
-        if (!spmd__cuda_is_device_memory(srcs[i]))
-            return SPMD_OK;
+        ptrs[i + 1] = srcs[i];
+    void *queue = spmd__ctx_kernel_queue(ctx, k->elems * elem, n + 1, ptrs);
+    if (!queue)
+        return SPMD_OK;
     for (size_t r = 0; r < k->outer; r++) {
         size_t offset = r * k->stride + (size_t)p * k->run;
         for (int i = 0; i < n; i++)
@@ -927,22 +918,20 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
         return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
     for (int i = 0; i < c.nl; i++)
         srcs[i] = g->slots[i].in;
-    int on_device = 0;
     if (!g->comm) {
+        /* Each device sums its own chunk over the local members directly. */
+        int on_device = 0;
         st = device_reduce_chunk(ctx, in->dtype, out->data, srcs, c.nl, &k, c.pos, srcs + c.nl,
                                  &on_device);
-        if (st != SPMD_OK)
-            st = fail(&c, st);
-    }
-    if (!g->comm && st == SPMD_OK) {
-        /* Each device sums its own chunk over the local members directly. */
-        void *acc = half ? (char *)g->scratch[0] + (size_t)c.li * k.elems * acc_elem : out->data;
-        if (!on_device)
+        if (st == SPMD_OK && !on_device) {
+            void *acc =
+                half ? (char *)g->scratch[0] + (size_t)c.li * k.elems * acc_elem : out->data;
             reduce_chunk(in->dtype, SPMD__OP_SUM, acc, srcs, c.nl, &k, c.pos, srcs + c.nl);
-        if (half && !on_device)
-            spmd__from_accumulator(in->dtype, out->data, acc, 0, k.elems);
-        st = barrier(&c, 0);
-    } else if (g->comm) {
+            if (half)
+                spmd__from_accumulator(in->dtype, out->data, acc, 0, k.elems);
+        }
+        st = st == SPMD_OK ? barrier(&c, 0) : fail(&c, st);
+    } else {
         size_t b, e;
         slice_of(count, c.nl, c.li, &b, &e);
         spmd__reduce_many(in->dtype, SPMD__OP_SUM, g->scratch[0], srcs, c.nl, b, e);

@@ -21,8 +21,8 @@ void spmd__dense_strides(int ndim, const int64_t *shape, int64_t *strides)
     }
 }
 
-static int host_rows(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
-                     size_t width, size_t height)
+int spmd__copy_rows_host(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
+                         size_t width, size_t height)
 {
     (void)arg;
     for (size_t r = 0; r < height; r++)
@@ -99,8 +99,8 @@ int spmd__copy_strided_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size
 void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void *dst,
                         const int64_t *dst_strides, const void *src, const int64_t *src_strides)
 {
-    (void)spmd__copy_strided_with(host_rows, NULL, elem_size, ndim, extent, dst, dst_strides, src,
-                                  src_strides);
+    (void)spmd__copy_strided_with(spmd__copy_rows_host, NULL, elem_size, ndim, extent, dst,
+                                  dst_strides, src, src_strides);
 }
 
 int spmd__copy_region_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size, int ndim,
@@ -125,6 +125,6 @@ void spmd__copy_region(size_t elem_size, int ndim, const int64_t *extent, void *
                        const int64_t *dst_shape, const int64_t *dst_start, const void *src,
                        const int64_t *src_shape, const int64_t *src_start)
 {
-    (void)spmd__copy_region_with(host_rows, NULL, elem_size, ndim, extent, dst, dst_shape,
-                                 dst_start, src, src_shape, src_start);
+    (void)spmd__copy_region_with(spmd__copy_rows_host, NULL, elem_size, ndim, extent, dst,
+                                 dst_shape, dst_start, src, src_shape, src_start);
 }

@@ -28,6 +28,10 @@ void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void 
 typedef int (*spmd__copy_rows_fn)(void *arg, void *dst, size_t dpitch, const void *src,
                                   size_t spitch, size_t width, size_t height);
 
+/** The rows copied with memcpy (arg unused): a spmd__copy_rows_fn for host memory. */
+int spmd__copy_rows_host(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
+                         size_t width, size_t height);
+
 /** As spmd__copy_strided / spmd__copy_region, moving the bytes with `rows` (0 or its error). */
 int spmd__copy_strided_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size, int ndim,
                             const int64_t *extent, void *dst, const int64_t *dst_strides,

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/comm.h"
 #include "runtime/log.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
@@ -14,6 +13,9 @@
 #include "shard_map/mesh_impl.h"
 #include "shard_map/sharding_impl.h"
 #include "shard_map/spec_impl.h"
+#ifdef SPMD_HAVE_CUDA
+#include "runtime/backend/cuda.h"
+#endif
 
 #define SPMD__MAGIC_PLAN 0x504c414eu /* "PLAN" */
 
@@ -407,9 +409,8 @@ typedef struct call_job {
     spmd__allocation **allocations; /* per local device: its spmd_ctx_alloc temporaries */
 } call_job;
 
-static void free_allocations(int device_id, spmd__allocation *list)
+static void free_allocations(spmd__allocation *list)
 {
-    (void)device_id;
     while (list) {
         spmd__allocation *a = list;
         list = a->next;
@@ -743,7 +744,7 @@ static spmd_status run_call(spmd_plan *p, call_job *job, spmd__call *call,
     *job = (call_job){p, call, inputs, outputs, aliased, allocations};
     spmd_status st = spmd__run_on_devices(p->num_local, p->local_ordinal, device_task, job);
     for (int k = 0; k < p->num_local; k++)
-        free_allocations(p->mesh->device_ids[p->local_flat[k]], allocations[k]);
+        free_allocations(allocations[k]);
     free(allocations);
     if (atomic_load(&call->aborted))
         st = spmd__call_aborted_status(call); /* the root cause, not a bystander's error */
@@ -755,12 +756,8 @@ static spmd_status run_call(spmd_plan *p, call_job *job, spmd__call *call,
  * write the outputs: their buffers then live until the process ends. */
 static void keep_buffers(spmd_plan *p, spmd_array *const *inputs, spmd_array **outputs)
 {
-    for (int k = 0; k < p->nin + p->nout; k++) {
-        spmd_array *a = k < p->nin ? inputs[k] : outputs[k - p->nin];
-        for (int s = 0; a && s < a->num_shards; s++)
-            if (a->shards[s].buffer)
-                spmd__comm_keep(spmd__buffer_retain(a->shards[s].buffer));
-    }
+    for (int k = 0; k < p->nin + p->nout; k++)
+        spmd__array_keep_buffers(k < p->nin ? inputs[k] : outputs[k - p->nin]);
 }
 
 static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array **outputs)
@@ -937,6 +934,24 @@ spmd_status spmd__ctx_sync(const spmd_ctx *ctx)
     if (!rt || rt->platform != SPMD_PLATFORM_CUDA)
         return SPMD_OK;
     return spmd__device_backend(rt, ctx->device_id)->sync(local);
+}
+
+void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs)
+{
+#ifdef SPMD_HAVE_CUDA
+    void *queue = spmd__ctx_queue(ctx);
+    if (!queue)
+        return NULL;
+    int on_device = bytes >= SPMD__CUDA_KERNEL_MIN_BYTES;
+    for (int i = 0; on_device && i < n; i++)
+        on_device = spmd__cuda_is_device_memory(ptrs[i]);
+    if (on_device)
+        return queue;
+    (void)spmd__ctx_sync(ctx); /* a failure shows again when fn returns */
+#else
+    (void)ctx, (void)bytes, (void)n, (void)ptrs;
+#endif
+    return NULL;
 }
 
 void *spmd_ctx_stream(const spmd_ctx *ctx) { return spmd__ctx_queue(ctx); }

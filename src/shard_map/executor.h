@@ -45,6 +45,13 @@ typedef struct spmd__allocation {
 void *spmd__ctx_queue(const spmd_ctx *ctx);
 /** Waits for the work queued on ctx's device, so that host code may read its blocks. */
 spmd_status spmd__ctx_sync(const spmd_ctx *ctx);
+/**
+ * The CUDA stream on which work of `bytes` over ptrs[0..n) runs as kernels; NULL on CPU
+ * devices, below the kernel threshold (SPMD__CUDA_KERNEL_MIN_BYTES) or when a pointer is host
+ * memory that no kernel can read. A NULL answer on a CUDA device first waits for the device's
+ * queued work, so that host code may go on.
+ */
+void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs);
 
 struct spmd_ctx {
     spmd__call *call;

@@ -17,31 +17,17 @@
 #include "runtime/backend/cuda.h"
 #endif
 
-/* The CUDA stream to run an op on. NULL (after the device's queued work is done) on CPU
- * devices, for small blocks, and where a block lives in host memory (no kernel can read it). */
+/* The CUDA stream to run an op on its blocks (NULL: run it on the host). */
 static void *op_queue(spmd_ctx *ctx, int n, const spmd_block *const *blocks)
 {
-    void *q = spmd__ctx_queue(ctx);
-#ifdef SPMD_HAVE_CUDA
+    const void *ptrs[3];
     size_t largest = 0;
-    for (int i = 0; q && i < n; i++) {
+    for (int i = 0; i < n; i++) {
         size_t bytes = (size_t)spmd_block_size(blocks[i]) * spmd_dtype_size(blocks[i]->dtype);
         largest = bytes > largest ? bytes : largest;
+        ptrs[i] = blocks[i]->data;
     }
-    if (q && largest < SPMD__CUDA_KERNEL_MIN_BYTES) {
-        (void)spmd__ctx_sync(ctx);
-        q = NULL;
-    }
-    for (int i = 0; q && i < n; i++)
-        if (!spmd__cuda_is_device_memory(blocks[i]->data)) {
-            (void)spmd__ctx_sync(ctx); /* a failure shows again at fn's end */
-            q = NULL;
-        }
-#else
-    (void)n;
-    (void)blocks;
-#endif
-    return q;
+    return spmd__ctx_kernel_queue(ctx, largest, n, ptrs);
 }
 
 #ifdef SPMD_HAVE_CUDA

@@ -997,13 +997,10 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
         if (e)
             comm_forget(e);
         /* MPI may still read the sources and write the destinations: they outlive the process */
-        for (int k = 0; k < n; k++)
-            for (int dst = 0; dst < 2; dst++) {
-                const spmd_array *a = dst ? jobs[k].out : jobs[k].x;
-                for (int j = 0; a && j < a->num_shards; j++)
-                    if (a->shards[j].buffer)
-                        spmd__comm_keep(spmd__buffer_retain(a->shards[j].buffer));
-            }
+        for (int k = 0; k < n; k++) {
+            spmd__array_keep_buffers(jobs[k].x);
+            spmd__array_keep_buffers(jobs[k].out);
+        }
         st = spmd__error_in(st, fn);
     }
     if (st == SPMD_OK && o->donate)
