@@ -53,6 +53,7 @@ typedef struct config {
     spmd_dtype dtype;
     int dispatch;
     int dispatch_calls;
+    int whole_calls; /* 0: no whole-call rows */
     const char *json_path;
 } config;
 
@@ -412,6 +413,84 @@ static double dispatch_median(spmd_mesh *mesh, int calls)
     return median;
 }
 
+/* ---- whole calls between processes ---- */
+
+static spmd_status one_psum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                 spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)user;
+    float one = 1.0f;
+    spmd_block b = {&one, SPMD_DTYPE_F32, 1, {1}};
+    return spmd_psum(ctx, &b, &out[0], "x");
+}
+
+#ifdef SPMD_HAVE_MPI
+/* Median seconds of one call of `plan` (NULL: MPI_Barrier; MPI_Allreduce of 4 bytes when
+ * `allreduce`), each call timed alone as a user's loop would see it. */
+static double call_median(spmd_plan *plan, int nout, int allreduce, int calls)
+{
+    double *times = malloc((size_t)calls * sizeof *times);
+    MPI_Comm comm = spmd_mpi_comm();
+    float in = 1.0f, out = 0;
+    MPI_Barrier(comm);
+    for (int c = 0; c < calls + calls / 10; c++) { /* the first tenth warms up */
+        spmd_array *o = NULL;
+        double start = bench_now_s();
+        if (plan)
+            CHECK(spmd_plan_execute(plan, NULL, nout ? &o : NULL));
+        else if (allreduce)
+            MPI_Allreduce(&in, &out, 1, MPI_FLOAT, MPI_SUM, comm);
+        else
+            MPI_Barrier(comm);
+        double t = bench_now_s() - start;
+        if (c >= calls / 10)
+            times[c - calls / 10] = t;
+        spmd_array_destroy(o);
+    }
+    double median = bench_quantile(times, calls, 0.5), slowest = median;
+    MPI_Allreduce(&median, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
+    free(times);
+    return slowest;
+}
+
+/* Whole shard_map calls against the MPI operation with the same synchronisation: an empty call
+ * against MPI_Barrier, a call with one 4-byte psum against MPI_Allreduce of 4 bytes. */
+static void whole_calls(spmd_mesh *mesh, int calls, int rounds, cJSON *root, int me)
+{
+    spmd_spec *rows = NULL;
+    CHECK(spmd_spec_parse("'x'", &rows));
+    const spmd_spec *specs[1] = {rows};
+    spmd_out_desc desc = {1, {spmd_device_count()}, SPMD_DTYPE_F32};
+    spmd_plan *empty = NULL, *psum = NULL;
+    CHECK(spmd_plan_create(mesh, empty_body, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, &empty));
+    CHECK(spmd_plan_create(mesh, one_psum_body, NULL, 0, NULL, NULL, 1, &desc, specs, NULL, &psum));
+    cJSON *list = cJSON_AddArrayToObject(root, "calls");
+    const char *names[2] = {"empty call", "call with one 4-byte psum"};
+    const char *baselines[2] = {"MPI_Barrier", "MPI_Allreduce of 4 bytes"};
+    for (int k = 0; k < 2; k++) {
+        double ours[100], base[100];
+        for (int r = 0; r < rounds; r++) {
+            ours[r] = call_median(k ? psum : empty, k, 0, calls);
+            base[r] = call_median(NULL, 0, k, calls);
+        }
+        double t = bench_quantile(ours, rounds, 0.5), b = bench_quantile(base, rounds, 0.5);
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddStringToObject(row, "call", names[k]);
+        cJSON_AddStringToObject(row, "baseline", baselines[k]);
+        cJSON_AddNumberToObject(row, "median_us", t * 1e6);
+        cJSON_AddNumberToObject(row, "mpi_median_us", b * 1e6);
+        cJSON_AddNumberToObject(row, "ratio", t / b);
+        cJSON_AddItemToArray(list, row);
+        if (me == 0)
+            printf("# %s: median %.2f us; %s: %.2f us; ratio %.2f\n", names[k], t * 1e6,
+                   baselines[k], b * 1e6, t / b);
+    }
+    spmd_plan_destroy(empty);
+    spmd_plan_destroy(psum);
+    spmd_spec_destroy(rows);
+}
+#endif
+
 /* ---- driver ---- */
 
 /* One shard_map running the timed loop: seconds per collective (slowest device); adds the
@@ -460,7 +539,9 @@ static void usage(void)
 {
     printf("usage: bench_collectives [--op NAME|all] [--min-bytes N] [--max-bytes N] [--iters N]\n"
            "                         [--warmup N] [--rounds N] [--dtype float32|float64|int32]\n"
-           "                         [--dispatch] [--dispatch-calls N] [--json FILE]\n");
+           "                         [--dispatch] [--dispatch-calls N] [--calls N] [--json FILE]\n"
+           "  --calls N: between processes (one device each), whole shard_map calls (empty, one\n"
+           "             4-byte psum) against MPI_Barrier and MPI_Allreduce, N calls a round\n");
 }
 
 static void parse(int argc, char **argv, config *c)
@@ -476,8 +557,9 @@ static void parse(int argc, char **argv, config *c)
                                             {"json", required_argument, NULL, 'j'},
                                             {"help", no_argument, NULL, 'h'},
                                             {"rounds", required_argument, NULL, 'r'},
+                                            {"calls", required_argument, NULL, 'C'},
                                             {NULL, 0, NULL, 0}};
-    *c = (config){{1, 1, 1, 1, 1}, 8, 64u << 20, 20, 5, 3, SPMD_DTYPE_F32, 0, 2000, NULL};
+    *c = (config){{1, 1, 1, 1, 1}, 8, 64u << 20, 20, 5, 3, SPMD_DTYPE_F32, 0, 2000, 0, NULL};
     int opt;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
@@ -516,13 +598,16 @@ static void parse(int argc, char **argv, config *c)
         case 'r':
             c->rounds = atoi(optarg);
             break;
+        case 'C':
+            c->whole_calls = atoi(optarg);
+            break;
         default:
             usage();
             exit(opt == 'h' ? 0 : 2);
         }
     }
-    if (c->iters < 1 || c->rounds < 1 || c->rounds > 99 || c->warmup < 0 || c->min_bytes < 1 ||
-        c->max_bytes < c->min_bytes ||
+    if (c->iters < 1 || c->rounds < 1 || c->whole_calls < 0 || c->rounds > 99 || c->warmup < 0 ||
+        c->min_bytes < 1 || c->max_bytes < c->min_bytes ||
         (c->dtype != SPMD_DTYPE_F32 && c->dtype != SPMD_DTYPE_F64 && c->dtype != SPMD_DTYPE_I32)) {
         fprintf(stderr, "bench_collectives: bad arguments\n");
         usage();
@@ -630,6 +715,10 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
+#ifdef SPMD_HAVE_MPI
+    if (cfg.whole_calls > 0 && one_device_each)
+        whole_calls(mesh, cfg.whole_calls, cfg.rounds, root, me);
+#endif
     if (cfg.dispatch && procs == 1) {
         double ours = dispatch_median(mesh, cfg.dispatch_calls);
         double base = pool_fork_join_median(spmd_local_device_count(), cfg.dispatch_calls);

@@ -22,12 +22,25 @@ typedef struct spmd__wait {
     /** Returns an error status to stop waiting (its message already recorded), else SPMD_OK. */
     spmd_status (*cancelled)(void *arg);
     void *arg;
-    const char *what;    /**< the operation, for the timeout message */
-    unsigned long epoch; /**< the shard_map call this wait belongs to (for abort notices) */
-    /** set once the call failed (read under the leader's gather lock; may be NULL) */
-    const atomic_int *aborted;
-    int remote_failure; /**< out: the wait ended because another process's call failed */
+    const char *what; /**< the operation, for the timeout message */
+    /** > 0: the exchange's tags come from this number, which every rank gives alike (a call's
+     * number), instead of the communicator's running count: for a communicator on which ranks
+     * may have made different numbers of exchanges (after a failed call). */
+    unsigned long key;
+    int peer_missing; /**< out: the wait ended because a process never arrived */
+    int data_pending; /**< out: after a failure, MPI may still read or write the data buffers */
 } spmd__wait;
+
+/**
+ * What this process is doing, for the checked exchanges below: ranks agree when their
+ * fingerprints are equal. On the failure path only, describe() writes what it is (e.g. "psum
+ * float32[4] over ('i',) #2") for the message that quotes two processes that differ.
+ */
+typedef struct spmd__agreement {
+    uint64_t fingerprint;
+    void (*describe)(const void *arg, char *text, size_t size);
+    const void *arg;
+} spmd__agreement;
 
 /** Monotonic clock in nanoseconds. */
 int64_t spmd__now_ns(void);
@@ -40,15 +53,31 @@ int64_t spmd__now_ns(void);
 spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm **out);
 /**
  * A view of the runtime's communicator restricted to `processes` (ascending, this one
- * included), for the waits below before any communicator exists: it makes no MPI call, so it
- * cannot hang, and its messages use tags reserved for mesh set-up (one set-up at a time).
+ * included), for an agreement before any communicator exists: it makes no collective MPI call,
+ * so it cannot hang, and its messages use tags reserved for views (one agreement over a view
+ * at a time in a process).
  */
 spmd_status spmd__comm_view(const int *processes, int n, spmd__comm **out);
+/**
+ * A duplicate of `parent` (collective over its ranks), made without blocking: SPMD_ERR_TIMEOUT
+ * when a rank does not take part by w's deadline (the parent must then be abandoned).
+ */
+spmd_status spmd__comm_dup(spmd__comm *parent, spmd__wait *w, spmd__comm **out);
+/**
+ * The ranks `ranks[0..n)` (ascending, this one included) of `parent`, for the exchanges of one
+ * of `groups` subsets of it that may run at the same time: subset `group` has tags of its own,
+ * so it needs no MPI communicator of its own (one is made, collectively, only when a large
+ * collective needs MPI's). Not collective; it lives no longer than `parent`.
+ */
+spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int group, int groups,
+                              spmd__comm **out);
+/** Makes a subset's MPI communicator now (see spmd__comm_subset): collective over its ranks. */
+spmd_status spmd__comm_make_whole(spmd__comm *c);
 /** Frees a communicator with no operation pending. NULL-safe. */
 void spmd__comm_destroy(spmd__comm *c);
 /**
- * Drops a communicator that a failed collective may have left with operations pending: it is
- * never used or freed again (MPI cannot cancel a collective).
+ * Drops a communicator that a failed exchange may have left with operations pending: it is
+ * never used or freed again (MPI cannot cancel a collective), nor are its buffers.
  */
 void spmd__comm_abandon(spmd__comm *c);
 /**
@@ -59,29 +88,83 @@ void spmd__comm_keep(void *block);
 int spmd__comm_rank(const spmd__comm *c);
 int spmd__comm_size(const spmd__comm *c);
 
+/*
+ * The control plane. Every exchange below runs recursive doubling over the ranks: ceil(log2 n)
+ * rounds (two more for the ranks beyond the largest power of two), one message sent and one
+ * received per round, each a 40-byte header (the range of fingerprints seen, who holds them,
+ * the processes found missing) in front of a payload of constant size. Success costs no more;
+ * the details (what two processes called) are exchanged only when fingerprints differ. A rank
+ * that never arrives is named by the rank that waited for it; the waits of later rounds end a
+ * little later than those of earlier ones so that this news reaches everyone. Any failure
+ * leaves the communicator to be abandoned.
+ */
+
 /**
- * Checks that every rank passes the same fingerprint of the collective it is about to run:
- * SPMD_ERR_COLLECTIVE_MISMATCH quotes two differing `description`s; a rank that never arrives
- * gives SPMD_ERR_TIMEOUT naming the missing processes (or the cancellation status).
+ * Checks that every rank passes the same fingerprint: SPMD_ERR_COLLECTIVE_MISMATCH quotes two
+ * differing descriptions; a rank that never arrives gives SPMD_ERR_TIMEOUT naming it (or the
+ * cancellation status).
  */
 spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *description,
                              spmd__wait *w);
-/**
- * Gathers `bytes` from every rank into recv (rank order), waiting as `w` allows; a timeout
- * names the processes that did not arrive, on every rank that did.
- */
-spmd_status spmd__comm_allgather_wait(spmd__comm *c, const void *send, size_t bytes, void *recv,
-                                      spmd__wait *w);
+/** As spmd__comm_agree, with the description written only if it is needed. */
+spmd_status spmd__comm_check(spmd__comm *c, const spmd__agreement *a, spmd__wait *w);
 
-/* Data movement, used once every rank is known to be in the same collective. Each waits at
- * most the collective timeout (spmd__comm_set_timeout): a rank that stops in the middle makes
- * it SPMD_ERR_TIMEOUT; the communicator must then be abandoned (MPI may still use the
- * buffers). */
-/** The timeout of the data movement below (the runtime's collective timeout). */
+/** Merges a record that arrived into this rank's (see spmd__comm_reduce_record). */
+typedef void (*spmd__combine_fn)(void *mine, const void *theirs, size_t theirs_bytes, void *arg);
+/**
+ * Checks `a` and reduces a record of at most `capacity` bytes over the ranks in the same
+ * exchange: *bytes of `record` are sent, records that arrive are merged by combine() (which
+ * must be commutative and associative, and may grow *bytes up to capacity), and every rank ends
+ * with the same record.
+ */
+spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, void *record,
+                                     size_t *bytes, size_t capacity, spmd__combine_fn combine,
+                                     void *combine_arg, spmd__wait *w);
+
+/* The collectives of shard_map, each checked: the agreement travels with the data (one
+ * exchange) for messages up to SPMD__COMM_COMBINED_BYTES, and runs beside or before the data
+ * movement beyond. They wait at most the collective timeout in all. */
+#define SPMD__COMM_COMBINED_BYTES (64 * 1024)
+
+/** recv = op over ranks of send (send == recv: in place); combine() applies op to `count`
+ * elements (acc op= in) for the combined path, MPI's op serves beyond. */
+spmd_status spmd__comm_checked_allreduce(spmd__comm *c, const spmd__agreement *a, const void *send,
+                                         void *recv, size_t count, spmd_dtype dtype,
+                                         spmd__reduce_op op, spmd__combine_fn combine,
+                                         void *combine_arg, spmd__wait *w);
+/** recv receives counts[r] bytes from each rank r, packed in rank order; send NULL: this
+ * rank's part already sits in place in recv. */
+spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *a, const void *send,
+                                          void *recv, const size_t *counts, spmd__wait *w);
+/** Reduces send (sum over ranks of counts[] elements) and leaves rank r its counts[r]. */
+spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreement *a,
+                                              const void *send, void *recv, const size_t *counts,
+                                              spmd_dtype dtype, spmd__reduce_op op,
+                                              spmd__combine_fn combine, void *combine_arg,
+                                              spmd__wait *w);
+/** send_counts[r] bytes to rank r (packed in rank order); recv_counts[r] bytes from it. */
+spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
+                                         const size_t *send_counts, void *recv,
+                                         const size_t *recv_counts, spmd__wait *w);
+
+/** One point-to-point message of spmd__comm_checked_exchange. */
+typedef struct spmd__message {
+    int peer; /* rank */
+    void *data;
+    size_t bytes;
+} spmd__message;
+/** Checks `a` while every send and receive is under way (the messages between two ranks
+ * match in the order they are listed), then waits for them. */
+spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                        const spmd__message *sends, int nrecv,
+                                        const spmd__message *recvs, spmd__wait *w);
+
+/* Data movement once every rank agreed to it (the multihost collectives, resharding). Each
+ * waits at most the collective timeout (spmd__comm_set_timeout): a rank that stops in the
+ * middle makes it SPMD_ERR_TIMEOUT; the communicator must then be abandoned (MPI may still use
+ * the buffers). */
+/** The timeout of every wait between processes (the runtime's collective timeout). */
 void spmd__comm_set_timeout(int64_t timeout_ns);
-/** recv = op over ranks of send (send == recv: in place). */
-spmd_status spmd__comm_allreduce(spmd__comm *c, const void *send, void *recv, size_t count,
-                                 spmd_dtype dtype, spmd__reduce_op op);
 /** recv receives counts[r] bytes from each rank r, packed in rank order; send NULL: this
  * rank's part already sits in place in recv. */
 spmd_status spmd__comm_allgatherv(spmd__comm *c, const void *send, void *recv,
@@ -91,23 +174,6 @@ spmd_status spmd__comm_gatherv(spmd__comm *c, int root, const void *send, void *
                                const size_t *counts);
 /** `bytes` of data from rank `root` to every rank. */
 spmd_status spmd__comm_bcast(spmd__comm *c, int root, void *data, size_t bytes);
-/** Reduces send (sum over ranks of counts[] elements) and leaves rank r its counts[r]. */
-spmd_status spmd__comm_reduce_scatter(spmd__comm *c, const void *send, void *recv,
-                                      const size_t *counts, spmd_dtype dtype, spmd__reduce_op op);
-/** send_counts[r] bytes to rank r (packed in rank order); recv_counts[r] bytes from it. */
-spmd_status spmd__comm_alltoallv(spmd__comm *c, const void *send, const size_t *send_counts,
-                                 void *recv, const size_t *recv_counts);
-
-/** One point-to-point message of spmd__comm_exchange. */
-typedef struct spmd__message {
-    int peer; /* rank */
-    int tag;
-    void *data;
-    size_t bytes;
-} spmd__message;
-/** Posts every send and receive, then waits for all of them. */
-spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
-                                const spmd__message *recvs);
 
 /** A box of a dense row-major buffer (counts in elements of `elem` bytes). */
 typedef struct spmd__piece {
@@ -136,19 +202,8 @@ spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__pie
                                        int nrecv, const spmd__piece_message *recvs,
                                        int (*work)(void *), void *work_arg);
 
-/**
- * Tells the other ranks that this rank's call `epoch` failed, so that a rank waiting for this
- * one as its group's leader can stop when this one will never start the collective it waits
- * for (it keeps waiting when this one already started it: its verdict is on the way). Does
- * nothing on ranks other than 0 (the leader).
- */
-void spmd__comm_notify_abort(spmd__comm *c, unsigned long epoch);
-/**
- * Discards the abort notices and records of calls up to `epoch`, which failed. Those of later
- * calls are kept: a faster rank may already have failed its next call.
- */
+/** Discards the abort records of calls up to `epoch`; those of later calls are kept. */
 void spmd__comm_drain(spmd__comm *c, unsigned long epoch);
-
 /**
  * Sends `bytes` of an abort record to every other rank, without waiting. A record begins with
  * the number (unsigned long) of the call that failed.

@@ -1,6 +1,6 @@
-/* Communicators between processes over MPI. Waits that could hang on a missing process are
- * non-blocking underneath and end at a deadline; data movement that follows a successful
- * agreement is blocking, since every rank is then known to be in the same collective. */
+/* Communicators between processes over MPI, and the data movement that follows an agreement.
+ * Every wait that could hang on a missing process is nonblocking underneath and ends at a
+ * deadline. The checked exchanges of the control plane are in check_mpi.c. */
 #include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -14,58 +14,26 @@
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/comm_mpi_impl.h"
 #include "runtime/process.h"
-
-/* Tags: abort records and notices use fixed tags, views (mesh set-up) one fixed pair;
- * gather/broadcast pairs of created communicators cycle through the rest. */
-#define ABORT_TAG 32000
-#define NOTICE_TAG 32001
-#define VIEW_TAG 31500
-#define CYCLE_TAGS 31000
-
-struct spmd__comm {
-    MPI_Comm comm;
-    int rank;
-    int size;
-    int *processes; /* runtime process index of each rank */
-    int *peer;      /* rank in `comm` of each rank: itself, or for a view its process */
-    int is_view;
-    unsigned next_tag;   /* advanced identically on every rank */
-    void **abort_copies; /* send buffers of messages not waited for, freed with the comm */
-    int num_abort_copies;
-    pthread_mutex_t copies_lock; /* several threads may post such messages at once */
-    /* Gathers begun on this rank, counted alike everywhere; on the leader (rank 0) taking the
-     * lock to begin one and to notify an abort orders the two (see spmd__comm_notify_abort). */
-    pthread_mutex_t gather_lock;
-    unsigned long gathers;
-    /* the latest abort notice from the leader, kept for the later gathers it concerns */
-    unsigned long notice_epoch, notice_gathers;
-    /* abort records of calls this rank has not reached yet, received while draining */
-    void **later_records;
-    size_t *later_bytes;
-    int num_later;
-};
-
-/* What a failed leader tells its members: how many gathers it had begun in that call. */
-typedef struct abort_notice {
-    unsigned long epoch;
-    unsigned long gathers;
-} abort_notice;
 
 /* With less than MPI_THREAD_MULTIPLE, device threads take turns in MPI. */
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void lock(void)
+void spmd__mpi_lock(void)
 {
     if (!spmd__mpi_thread_multiple())
         pthread_mutex_lock(&mpi_lock);
 }
 
-static void unlock(void)
+void spmd__mpi_unlock(void)
 {
     if (!spmd__mpi_thread_multiple())
         pthread_mutex_unlock(&mpi_lock);
 }
+
+#define lock spmd__mpi_lock
+#define unlock spmd__mpi_unlock
 
 int64_t spmd__now_ns(void)
 {
@@ -74,7 +42,7 @@ int64_t spmd__now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static spmd_status mpi_failure(int rc, const char *what)
+spmd_status spmd__mpi_failure(int rc, const char *what)
 {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -83,14 +51,43 @@ static spmd_status mpi_failure(int rc, const char *what)
     return SPMD_ERROR(SPMD_ERR_DISTRIBUTED, "%s failed: %s", what, text);
 }
 
-#define MPI_CALL(call, what)                                                                       \
-    do {                                                                                           \
-        lock();                                                                                    \
-        int rc_ = (call);                                                                          \
-        unlock();                                                                                  \
-        if (rc_ != MPI_SUCCESS)                                                                    \
-            return mpi_failure(rc_, (what));                                                       \
-    } while (0)
+/* ---- tags ---- */
+
+/*
+ * Each exchange owns a block of SPMD__TAGS_PER_EXCHANGE tags, the blocks cycling through the
+ * tag space below a few fixed tags: abort records, views, resharding's data. A message of an
+ * exchange given up on can only ever match the same block after a full cycle.
+ */
+static int tag_top(void)
+{
+    static int top; /* the same on every process: MPI_TAG_UB, at most 2^30 */
+    if (!top) {
+        int *ub = NULL, flag = 0;
+        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+        int v = flag && ub ? *ub : 32767;
+        top = v > (1 << 30) ? (1 << 30) : v;
+    }
+    return top;
+}
+
+static int abort_tag(void) { return tag_top() - 1; }
+static int view_tag(void) { return tag_top() - 2 * SPMD__TAGS_PER_EXCHANGE; }
+int spmd__comm_pieces_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE; }
+
+int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
+{
+    if (c->is_view)
+        return view_tag();
+    /* the subsets of one parent take every groups-th block, each its own */
+    unsigned long blocks =
+        (unsigned long)((tag_top() - 4 * SPMD__TAGS_PER_EXCHANGE) / SPMD__TAGS_PER_EXCHANGE);
+    unsigned long per_group = blocks / (unsigned long)c->groups;
+    unsigned long n = key ? key * 0x9E3779B97F4A7C15ul : c->exchanges++;
+    return (int)((n % per_group) * (unsigned long)c->groups + (unsigned long)c->group) *
+           SPMD__TAGS_PER_EXCHANGE;
+}
+
+/* ---- communicators ---- */
 
 static spmd__comm *new_wrapper(const int *processes, int n)
 {
@@ -105,23 +102,25 @@ static spmd__comm *new_wrapper(const int *processes, int n)
     c->peer = c->processes + n;
     memcpy(c->processes, processes, (size_t)n * sizeof(int));
     c->size = n;
-    pthread_mutex_init(&c->gather_lock, NULL);
-    pthread_mutex_init(&c->copies_lock, NULL);
+    c->comm = c->whole = MPI_COMM_NULL;
+    c->groups = 1;
+    pthread_mutex_init(&c->kept_lock, NULL);
     return c;
 }
 
 static void free_wrapper(spmd__comm *c)
 {
-    for (int i = 0; i < c->num_abort_copies; i++)
-        free(c->abort_copies[i]);
-    free(c->abort_copies);
+    for (int i = 0; i < c->num_kept; i++)
+        free(c->kept[i]);
+    free(c->kept);
+    for (int i = 0; i < 2; i++)
+        free(c->buf[i]);
     for (int i = 0; i < c->num_later; i++)
         free(c->later_records[i]);
     free(c->later_records);
     free(c->later_bytes);
     free(c->processes);
-    pthread_mutex_destroy(&c->gather_lock);
-    pthread_mutex_destroy(&c->copies_lock);
+    pthread_mutex_destroy(&c->kept_lock);
     free(c);
 }
 
@@ -146,12 +145,108 @@ spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm *
     unlock();
     if (rc != MPI_SUCCESS) {
         free_wrapper(c);
-        return mpi_failure(rc, "MPI_Comm_create_group");
+        return spmd__mpi_failure(rc, "MPI_Comm_create_group");
     }
     MPI_Comm_rank(c->comm, &c->rank);
     for (int r = 0; r < n; r++)
         c->peer[r] = r;
+    c->whole = c->comm;
+    c->owns_comm = 1;
     *out = c;
+    return SPMD_OK;
+}
+
+spmd_status spmd__comm_dup(spmd__comm *parent, spmd__wait *w, spmd__comm **out)
+{
+    *out = NULL;
+    spmd__comm *c = new_wrapper(parent->processes, parent->size);
+    SPMD_REQUIRE(c != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator");
+    MPI_Request req = MPI_REQUEST_NULL;
+    lock();
+    int rc = MPI_Comm_idup(parent->whole, &c->comm, &req);
+    unlock();
+    for (int done = 0; rc == MPI_SUCCESS && !done;) {
+        lock();
+        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        unlock();
+        if (!done && spmd__now_ns() > w->deadline_ns) {
+            /* MPI cannot cancel it: the parent and this wrapper are lost with it */
+            w->peer_missing = 1;
+            return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                              "%s: duplicating the communicator of processes %d..%d did not "
+                              "complete within the collective timeout (SPMD_COLLECTIVE_TIMEOUT): "
+                              "one of them stopped (killed or stuck?)",
+                              w->what ? w->what : "shard_map", parent->processes[0],
+                              parent->processes[parent->size - 1]);
+        }
+        if (!done)
+            sched_yield();
+    }
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+        free_wrapper(c);
+        return spmd__mpi_failure(rc, "MPI_Comm_idup");
+    }
+    c->rank = parent->rank;
+    for (int r = 0; r < c->size; r++)
+        c->peer[r] = r;
+    c->whole = c->comm;
+    c->owns_comm = 1;
+    *out = c;
+    return SPMD_OK;
+}
+
+spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int group, int groups,
+                              spmd__comm **out)
+{
+    *out = NULL;
+    spmd__comm *c = new_wrapper(ranks, n);
+    SPMD_REQUIRE(c != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator");
+    c->comm = parent->comm;
+    c->rank = -1;
+    for (int r = 0; r < n; r++) {
+        c->processes[r] = parent->processes[ranks[r]];
+        c->peer[r] = parent->peer[ranks[r]];
+        if (ranks[r] == parent->rank)
+            c->rank = r;
+    }
+    if (c->rank < 0) {
+        free_wrapper(c);
+        return SPMD_ERROR(SPMD_ERR_INTERNAL, "a communicator subset without this process");
+    }
+    if (n == parent->size)
+        c->whole = parent->whole;
+    c->group = group;
+    c->groups = groups;
+    *out = c;
+    return SPMD_OK;
+}
+
+spmd_status spmd__comm_whole(spmd__comm *c, MPI_Comm *out)
+{
+    if (c->whole == MPI_COMM_NULL) {
+        MPI_Group all, mine;
+        lock();
+        int rc = MPI_Comm_group(c->comm, &all);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Group_incl(all, c->size, c->peer, &mine);
+        /* collective over these ranks only; the tag keeps apart the subsets of one parent
+         * made at the same time */
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Comm_create_group(c->comm, mine, c->group, &c->whole);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Comm_set_errhandler(c->whole, MPI_ERRORS_RETURN);
+        MPI_Group_free(&mine);
+        MPI_Group_free(&all);
+        unlock();
+        if (rc != MPI_SUCCESS) {
+            c->whole = MPI_COMM_NULL;
+            return spmd__mpi_failure(rc, "MPI_Comm_create_group");
+        }
+        c->owns_whole = 1;
+    }
+    *out = c->whole;
     return SPMD_OK;
 }
 
@@ -178,15 +273,22 @@ spmd_status spmd__comm_view(const int *processes, int n, spmd__comm **out)
     return SPMD_OK;
 }
 
+spmd_status spmd__comm_make_whole(spmd__comm *c)
+{
+    MPI_Comm whole;
+    return spmd__comm_whole(c, &whole);
+}
+
 void spmd__comm_destroy(spmd__comm *c)
 {
     if (!c)
         return;
-    if (!c->is_view) {
-        lock();
+    lock();
+    if (c->owns_whole)
+        MPI_Comm_free(&c->whole);
+    if (c->owns_comm)
         MPI_Comm_free(&c->comm);
-        unlock();
-    }
+    unlock();
     free_wrapper(c);
 }
 
@@ -196,116 +298,92 @@ static pthread_mutex_t graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
 static void **graveyard;
 static int graveyard_count;
 
+static int bury(void *const *blocks, int n)
+{
+    pthread_mutex_lock(&graveyard_lock);
+    void **grown = realloc(graveyard, (size_t)(graveyard_count + n) * sizeof *grown);
+    if (grown) {
+        graveyard = grown;
+        for (int i = 0; i < n; i++)
+            graveyard[graveyard_count++] = blocks[i];
+    } /* else: the caller leaks them unreachable, which is still safe */
+    pthread_mutex_unlock(&graveyard_lock);
+    return grown != NULL;
+}
+
 void spmd__comm_abandon(spmd__comm *c)
 {
     /* The MPI communicator itself is leaked on purpose: freeing it would wait for the
-     * collective that will never complete. */
+     * operations that will never complete. */
     if (!c)
         return;
-    pthread_mutex_lock(&graveyard_lock);
-    void **grown =
-        c->num_abort_copies == 0
-            ? graveyard
-            : realloc(graveyard, (size_t)(graveyard_count + c->num_abort_copies) * sizeof *grown);
-    if (grown) {
-        graveyard = grown;
-        for (int i = 0; i < c->num_abort_copies; i++)
-            graveyard[graveyard_count++] = c->abort_copies[i];
-        c->num_abort_copies = 0;
-    } /* else: they stay with the wrapper below, which is then leaked too */
-    pthread_mutex_unlock(&graveyard_lock);
-    if (c->num_abort_copies == 0)
+    for (int i = 0; i < 2; i++)
+        if (c->buf[i])
+            spmd__comm_keep_with(c, c->buf[i]);
+    c->buf[0] = c->buf[1] = NULL;
+    if (c->num_kept == 0 || bury(c->kept, c->num_kept)) {
+        c->num_kept = 0;
         free_wrapper(c);
+    } /* else: the wrapper is leaked with them */
 }
 
 void spmd__comm_keep(void *block)
 {
-    if (!block)
-        return;
-    pthread_mutex_lock(&graveyard_lock);
-    void **grown = realloc(graveyard, (size_t)(graveyard_count + 1) * sizeof *grown);
-    if (grown) {
-        graveyard = grown;
-        graveyard[graveyard_count++] = block;
-    } /* else: leaked unreachable, which is still safe */
-    pthread_mutex_unlock(&graveyard_lock);
+    if (block)
+        (void)bury(&block, 1);
 }
 
 int spmd__comm_rank(const spmd__comm *c) { return c->rank; }
 int spmd__comm_size(const spmd__comm *c) { return c->size; }
 
-static unsigned take_tags(spmd__comm *c)
+void spmd__comm_keep_with(spmd__comm *c, void *block)
 {
-    if (c->is_view)
-        return VIEW_TAG;
-    unsigned t = c->next_tag;
-    c->next_tag = (c->next_tag + 2) % CYCLE_TAGS;
-    return t;
-}
-
-/* 1 when the leader of `c` reported that it failed call w->epoch before beginning gather
- * number `index`, which it therefore never will begin. Older notices are dropped. */
-static int leader_gave_up_before(spmd__comm *c, spmd__wait *w, unsigned long index)
-{
-    for (;;) {
-        int flag = 0;
-        abort_notice n;
-        lock();
-        MPI_Iprobe(c->peer[0], NOTICE_TAG, c->comm, &flag, MPI_STATUS_IGNORE);
-        if (flag)
-            MPI_Recv(&n, (int)sizeof n, MPI_BYTE, c->peer[0], NOTICE_TAG, c->comm,
-                     MPI_STATUS_IGNORE);
-        unlock();
-        if (!flag)
-            break;
-        c->notice_epoch = n.epoch; /* an earlier gather of the call may read it first */
-        c->notice_gathers = n.gathers;
+    pthread_mutex_lock(&c->kept_lock);
+    void **grown = realloc(c->kept, (size_t)(c->num_kept + 1) * sizeof *grown);
+    if (grown) {
+        c->kept = grown;
+        c->kept[c->num_kept++] = block;
     }
-    /* epoch 0 is no call (mesh set-up): calls count from 1 */
-    return w->epoch != 0 && c->notice_epoch == w->epoch && c->notice_gathers < index;
+    pthread_mutex_unlock(&c->kept_lock);
+    if (!grown)
+        spmd__comm_keep(block);
 }
 
-/* Polls requests until all complete, the deadline passes, (when `cancellable`) the wait is
- * cancelled, or (when notice_index > 0) the leader tells it will never answer. done[i] records
- * which completed. */
-static spmd_status poll_requests(spmd__comm *c, int n, MPI_Request *reqs, int *done, spmd__wait *w,
-                                 int cancellable, unsigned long notice_index, int64_t deadline,
-                                 int *timed_out)
+void *spmd__comm_keep_copy(spmd__comm *c, const void *data, size_t bytes)
 {
-    *timed_out = 0;
-    for (;;) {
-        int all = 1;
-        lock();
-        for (int i = 0; i < n; i++) {
-            if (!done[i]) {
-                int flag = 0;
-                MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
-                done[i] = flag;
-                all &= flag;
-            }
-        }
-        unlock();
-        if (all)
-            return SPMD_OK;
-        if (cancellable && w->cancelled) {
-            spmd_status st = w->cancelled(w->arg);
-            if (st != SPMD_OK)
-                return st;
-        }
-        if (notice_index && leader_gave_up_before(c, w, notice_index) && (w->remote_failure = 1))
-            return SPMD_ERROR(SPMD_ERR_DISTRIBUTED,
-                              "%s: process %d (the group's first) failed before reaching it",
-                              w->what, c->processes[0]);
-        if (spmd__now_ns() > deadline) {
-            *timed_out = 1;
-            return SPMD_OK;
-        }
-        sched_yield();
-    }
+    void *copy = malloc(bytes ? bytes : 1);
+    if (!copy)
+        return NULL;
+    memcpy(copy, data, bytes);
+    spmd__comm_keep_with(c, copy);
+    return copy;
 }
 
-/* Gives up on unfinished sends: a send cannot be waited for once its receiver is gone. */
-static void abandon_sends(int n, MPI_Request *reqs, const int *done)
+void *spmd__comm_buffer(spmd__comm *c, int which, size_t bytes)
+{
+    if (c->buf_bytes[which] >= bytes && c->buf[which])
+        return c->buf[which];
+    size_t grown = c->buf_bytes[which] * 2 > bytes ? c->buf_bytes[which] * 2 : bytes;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, grown ? grown : 64))
+        return NULL;
+    free(c->buf[which]);
+    c->buf[which] = p;
+    c->buf_bytes[which] = grown;
+    return p;
+}
+
+void spmd__comm_detach_buffer(spmd__comm *c, int which)
+{
+    if (c->buf[which])
+        spmd__comm_keep_with(c, c->buf[which]);
+    c->buf[which] = NULL;
+    c->buf_bytes[which] = 0;
+}
+
+/* ---- waiting ---- */
+
+void spmd__comm_abandon_sends(int n, MPI_Request *reqs, const int *done)
 {
     lock();
     for (int i = 0; i < n; i++)
@@ -314,9 +392,9 @@ static void abandon_sends(int n, MPI_Request *reqs, const int *done)
     unlock();
 }
 
-/* Cancels unfinished receives and waits for each to settle: a receive that matched a message
- * just before the cancel completes normally, and done[i] then says so. */
-static void cancel_receives(int n, MPI_Request *reqs, int *done)
+/* A receive that matched a message just before the cancel completes normally, and done[i]
+ * then says so. */
+void spmd__comm_cancel_receives(int n, MPI_Request *reqs, int *done)
 {
     lock();
     for (int i = 0; i < n; i++) {
@@ -332,257 +410,7 @@ static void cancel_receives(int n, MPI_Request *reqs, int *done)
     unlock();
 }
 
-static void list_missing(const spmd__comm *c, const unsigned char *present, char *out, size_t size)
-{
-    spmd__strbuf sb;
-    spmd__strbuf_init(&sb, out, size);
-    int shown = 0;
-    for (int r = 0; r < c->size; r++)
-        if (!present[r] && shown++ < 16)
-            spmd__strbuf_printf(&sb, "%s%d", shown > 1 ? ", " : "", c->processes[r]);
-}
-
-static spmd_status missing_error(const spmd__comm *c, const unsigned char *present, spmd__wait *w)
-{
-    char missing[256];
-    list_missing(c, present, missing, sizeof missing);
-    return SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                      "%s: process(es) %s did not arrive within the collective timeout "
-                      "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same collectives "
-                      "in the same order",
-                      w->what, missing);
-}
-
-/*
- * The gather protocol behind every wait that must not hang: rank 0 (the leader) collects each
- * rank's record, then answers every rank that sent one with the table and a verdict. Only the
- * leader may give up early (its call failed); a rank that has sent its record always waits for
- * the verdict (until the deadline), so the leader's decision binds everyone: either all go on
- * to the data phase together, or none does. The verdict follows `present` in one message.
- */
-enum { VERDICT_GO = 0, VERDICT_LEADER_GAVE_UP = 1 };
-
-/* Keeps a copy of a message to send without waiting (freed with the communicator). */
-static void *keep_copy(spmd__comm *c, const void *data, size_t bytes)
-{
-    void *copy = malloc(bytes);
-    if (!copy)
-        return NULL;
-    memcpy(copy, data, bytes);
-    pthread_mutex_lock(&c->copies_lock);
-    void **grown = realloc(c->abort_copies, (size_t)(c->num_abort_copies + 1) * sizeof *grown);
-    if (grown) {
-        c->abort_copies = grown;
-        c->abort_copies[c->num_abort_copies++] = copy;
-    }
-    pthread_mutex_unlock(&c->copies_lock);
-    if (!grown) {
-        free(copy);
-        return NULL;
-    }
-    return copy;
-}
-
-/* The verdict goes to every rank: those that sent a record are waiting for it; one that comes
- * late finds it waiting and learns at once that it was missed (its message, sent from a kept
- * copy, is never waited for, since that rank may never come). */
-static spmd_status send_table(spmd__comm *c, unsigned tag, size_t bytes, const void *table,
-                              const unsigned char *present, spmd__wait *w)
-{
-    int n = 2 * (c->size - 1);
-    MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
-    int *done = calloc((size_t)(n ? n : 1), sizeof *done);
-    if (!reqs || !done) {
-        free(reqs);
-        free(done);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory answering processes");
-    }
-    size_t table_bytes = bytes * (size_t)c->size;
-    for (int r = 1; r < c->size; r++) {
-        MPI_Request *pair = &reqs[2 * (r - 1)];
-        const void *p = present, *t = table;
-        if (!present[r]) {
-            p = keep_copy(c, present, (size_t)c->size + 1);
-            t = keep_copy(c, table, table_bytes);
-            done[2 * (r - 1)] = done[2 * (r - 1) + 1] = 1;
-        }
-        lock();
-        if (p)
-            MPI_Isend(p, c->size + 1, MPI_BYTE, c->peer[r], (int)tag + 1, c->comm, &pair[0]);
-        if (p && t)
-            MPI_Isend(t, (int)table_bytes, MPI_BYTE, c->peer[r], (int)tag + 1, c->comm, &pair[1]);
-        if (!present[r]) {
-            if (p)
-                MPI_Request_free(&pair[0]);
-            if (p && t)
-                MPI_Request_free(&pair[1]);
-            pair[0] = pair[1] = MPI_REQUEST_NULL;
-        }
-        unlock();
-    }
-    int timed_out = 0;
-    spmd_status st =
-        poll_requests(c, n, reqs, done, w, 0, 0, w->deadline_ns + 2000000000LL, &timed_out);
-    if (timed_out)
-        abandon_sends(n, reqs, done);
-    free(reqs);
-    free(done);
-    return st;
-}
-
-static spmd_status gather_leader(spmd__comm *c, unsigned tag, const void *send, size_t bytes,
-                                 void *recv, unsigned char *present, spmd__wait *w)
-{
-    int n = c->size - 1;
-    MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
-    int *done = calloc((size_t)(n ? n : 1), sizeof *done);
-    if (!reqs || !done) {
-        free(reqs);
-        free(done);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory gathering from processes");
-    }
-    memcpy(recv, send, bytes);
-    lock();
-    for (int r = 1; r <= n; r++)
-        MPI_Irecv((char *)recv + (size_t)r * bytes, (int)bytes, MPI_BYTE, c->peer[r], (int)tag,
-                  c->comm, &reqs[r - 1]);
-    unlock();
-    int timed_out = 0;
-    spmd_status st = poll_requests(c, n, reqs, done, w, 1, 0, w->deadline_ns, &timed_out);
-    if (st != SPMD_OK || timed_out)
-        cancel_receives(n, reqs, done); /* after this, done[] says exactly who sent a record */
-    present[0] = 1;
-    for (int r = 1; r <= n; r++)
-        present[r] = (unsigned char)done[r - 1];
-    /* everyone turned up after all: the gather is complete whatever stopped the wait */
-    int all = 1;
-    for (int r = 1; r <= n; r++)
-        all &= done[r - 1];
-    if (all && timed_out)
-        timed_out = 0;
-    present[c->size] = st == SPMD_OK ? VERDICT_GO : VERDICT_LEADER_GAVE_UP;
-    free(reqs);
-    free(done);
-    /* Everyone who sent a record waits for this answer, whatever happened here. */
-    char message[SPMD__MESSAGE_CAPACITY];
-    spmd__copy_text(message, sizeof message, spmd_last_error());
-    spmd_status sent = send_table(c, tag, bytes, recv, present, w);
-    if (st != SPMD_OK) {
-        spmd__error_set_raw(message);
-        return st;
-    }
-    if (sent != SPMD_OK)
-        return sent;
-    return timed_out ? missing_error(c, present, w) : SPMD_OK;
-}
-
-static spmd_status gather_member(spmd__comm *c, unsigned tag, const void *send, size_t bytes,
-                                 void *recv, unsigned char *present, spmd__wait *w,
-                                 unsigned long index)
-{
-    MPI_Request reqs[3];
-    int done[3] = {0, 0, 0};
-    lock();
-    int leader = c->peer[0];
-    MPI_Isend(send, (int)bytes, MPI_BYTE, leader, (int)tag, c->comm, &reqs[0]);
-    MPI_Irecv(present, c->size + 1, MPI_BYTE, leader, (int)tag + 1, c->comm, &reqs[1]);
-    MPI_Irecv(recv, (int)(bytes * (size_t)c->size), MPI_BYTE, leader, (int)tag + 1, c->comm,
-              &reqs[2]);
-    unlock();
-    /* Not cancellable (see above) unless the leader says it never began this gather, and a
-     * little longer than the leader's own deadline so that its precise verdict arrives first. */
-    int timed_out = 0;
-    spmd_status st =
-        poll_requests(c, 3, reqs, done, w, 0, index, w->deadline_ns + 2000000000LL, &timed_out);
-    if (st != SPMD_OK || timed_out) {
-        cancel_receives(2, reqs + 1, done + 1);
-        abandon_sends(1, reqs, done);
-    }
-    if (st == SPMD_OK && timed_out && !(done[1] && done[2])) {
-        return SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                          "%s: process %d (the group's first) did not answer within the "
-                          "collective timeout (SPMD_COLLECTIVE_TIMEOUT); every process must "
-                          "issue the same collectives in the same order",
-                          w->what, c->processes[0]);
-    }
-    if (st == SPMD_OK && present[c->size] == VERDICT_LEADER_GAVE_UP && (w->remote_failure = 1))
-        st = SPMD_ERROR(SPMD_ERR_DISTRIBUTED,
-                        "%s: process %d (the group's first) abandoned it because its own call "
-                        "failed",
-                        w->what, c->processes[0]);
-    return st;
-}
-
-spmd_status spmd__comm_allgather_wait(spmd__comm *c, const void *send, size_t bytes, void *recv,
-                                      spmd__wait *w)
-{
-    SPMD_REQUIRE(bytes * (size_t)c->size <= INT_MAX, SPMD_ERR_UNSUPPORTED,
-                 "%s: %zu bytes per process is beyond MPI's int counts", w->what, bytes);
-    unsigned char *present = calloc((size_t)c->size + 1, 1);
-    SPMD_REQUIRE(present != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    unsigned tag = take_tags(c);
-    spmd_status st = SPMD_OK;
-    if (c->rank == 0) {
-        /* A leader whose call already failed begins no new gather. Looking at the flag and
-         * counting the gather are atomic with respect to spmd__comm_notify_abort, which runs
-         * after the flag is set; the cancellation check (which may record another process's
-         * abort, and so notify) runs outside the lock. */
-        if (w->cancelled)
-            st = w->cancelled(w->arg);
-        if (st == SPMD_OK) {
-            pthread_mutex_lock(&c->gather_lock);
-            int stop = w->aborted && atomic_load(w->aborted);
-            if (!stop)
-                c->gathers++;
-            pthread_mutex_unlock(&c->gather_lock);
-            if (stop)
-                st = w->cancelled
-                         ? w->cancelled(w->arg)
-                         : SPMD_ERROR(SPMD_ERR_DISTRIBUTED, "%s: the call failed", w->what);
-        }
-        if (st == SPMD_OK)
-            st = gather_leader(c, tag, send, bytes, recv, present, w);
-    } else {
-        st = gather_member(c, tag, send, bytes, recv, present, w, ++c->gathers);
-    }
-    if (st == SPMD_OK)
-        for (int r = 0; r < c->size && st == SPMD_OK; r++)
-            if (!present[r])
-                st = missing_error(c, present, w);
-    free(present);
-    return st;
-}
-
-typedef struct agree_record {
-    uint64_t fingerprint;
-    char description[120];
-} agree_record;
-
-spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *description,
-                             spmd__wait *w)
-{
-    agree_record mine;
-    memset(&mine, 0, sizeof mine);
-    mine.fingerprint = fingerprint;
-    snprintf(mine.description, sizeof mine.description, "%s", description);
-    agree_record *all = malloc((size_t)c->size * sizeof *all);
-    SPMD_REQUIRE(all != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    spmd_status st = spmd__comm_allgather_wait(c, &mine, sizeof mine, all, w);
-    /* Against this rank's own record: a table left over from an earlier, abandoned collective
-     * would agree with itself but not with it. */
-    for (int r = 0; st == SPMD_OK && r < c->size; r++)
-        if (all[r].fingerprint != fingerprint)
-            st =
-                SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
-                           "processes issued different collectives: process %d called %s, "
-                           "process %d called %s; every process must issue the same collectives "
-                           "with the same shapes in the same order",
-                           c->processes[c->rank], description, c->processes[r], all[r].description);
-    free(all);
-    return st;
-}
-
-static MPI_Datatype mpi_type(spmd_dtype dtype)
+MPI_Datatype spmd__mpi_type(spmd_dtype dtype)
 {
     switch (dtype) {
     case SPMD_DTYPE_F32:
@@ -601,21 +429,25 @@ static MPI_Datatype mpi_type(spmd_dtype dtype)
     }
 }
 
-/* ---- data movement, once every rank agreed to it ---- */
+MPI_Op spmd__mpi_op(spmd__reduce_op op)
+{
+    return op == SPMD__OP_SUM ? MPI_SUM : op == SPMD__OP_MAX ? MPI_MAX : MPI_MIN;
+}
 
-/* How long it may take: the collective timeout ($SPMD_COLLECTIVE_TIMEOUT). */
+/* How long a wait may take: the collective timeout ($SPMD_COLLECTIVE_TIMEOUT). */
 static _Atomic int64_t data_timeout_ns = (int64_t)300 * 1000000000;
 
 void spmd__comm_set_timeout(int64_t timeout_ns) { atomic_store(&data_timeout_ns, timeout_ns); }
+int64_t spmd__comm_timeout_ns(void) { return atomic_load(&data_timeout_ns); }
 
 /*
- * Waits for the requests of a data movement, polling against the timeout, so that a process
- * that stops in the middle of it (killed, stuck) ends the wait with SPMD_ERR_TIMEOUT instead of
- * a hang. Unfinished requests stay with MPI (a collective cannot be cancelled): the caller
- * abandons the communicator, and the buffers must outlive the process.
+ * Polls against the timeout, so that a process that stops in the middle (killed, stuck) ends
+ * the wait with SPMD_ERR_TIMEOUT instead of a hang. Unfinished requests stay with MPI (a
+ * collective cannot be cancelled): the caller abandons the communicator, and the buffers must
+ * outlive the process.
  */
-static spmd_status wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
-                             const char *what)
+spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
+                                 const char *what)
 {
     int64_t deadline = spmd__now_ns() + atomic_load(&data_timeout_ns);
     for (;;) {
@@ -630,7 +462,7 @@ static spmd_status wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int 
         }
         unlock();
         if (rc != MPI_SUCCESS)
-            return mpi_failure(rc, what);
+            return spmd__mpi_failure(rc, what);
         if (all)
             return SPMD_OK;
         if (spmd__now_ns() > deadline)
@@ -663,38 +495,37 @@ static spmd_status wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int 
 }
 
 /* Starts one nonblocking MPI call (its request: req_) under the MPI lock and sets st to the
- * outcome of waiting for it as wait_data does. */
+ * outcome of waiting for it as spmd__comm_wait_data does. */
 #define MPI_DATA(st, c, call, what)                                                                \
     do {                                                                                           \
         MPI_Request req_ = MPI_REQUEST_NULL;                                                       \
         lock();                                                                                    \
         int started_ = (call);                                                                     \
         unlock();                                                                                  \
-        (st) = started_ != MPI_SUCCESS ? mpi_failure(started_, (what))                             \
-                                       : wait_data((c), 1, &req_, NULL, (what));                   \
+        (st) = started_ != MPI_SUCCESS ? spmd__mpi_failure(started_, (what))                       \
+                                       : spmd__comm_wait_data((c), 1, &req_, NULL, (what));        \
     } while (0)
 
-static MPI_Op mpi_op(spmd__reduce_op op)
-{
-    return op == SPMD__OP_SUM ? MPI_SUM : op == SPMD__OP_MAX ? MPI_MAX : MPI_MIN;
-}
+/* ---- data movement, once every rank agreed to it ---- */
 
-spmd_status spmd__comm_allreduce(spmd__comm *c, const void *send, void *recv, size_t count,
-                                 spmd_dtype dtype, spmd__reduce_op op)
+spmd_status spmd__comm_allreduce_agreed(spmd__comm *c, const void *send, void *recv, size_t count,
+                                        spmd_dtype dtype, spmd__reduce_op op)
 {
-    MPI_Datatype t = mpi_type(dtype);
+    MPI_Datatype t = spmd__mpi_type(dtype);
     SPMD_REQUIRE(t != MPI_DATATYPE_NULL, SPMD_ERR_INTERNAL, "no MPI type for %s",
                  spmd_dtype_name(dtype));
     size_t elem = spmd_dtype_size(dtype);
+    MPI_Comm whole;
+    SPMD_CHECK(spmd__comm_whole(c, &whole));
     /* MPI counts are ints: reduce very large buffers in pieces. */
     for (size_t done = 0; done < count;) {
         size_t n = count - done < (size_t)INT_MAX ? count - done : (size_t)INT_MAX;
         const void *from = send == recv ? MPI_IN_PLACE : (const char *)send + done * elem;
         spmd_status st;
-        MPI_DATA(
-            st, c,
-            MPI_Iallreduce(from, (char *)recv + done * elem, (int)n, t, mpi_op(op), c->comm, &req_),
-            "MPI_Iallreduce");
+        MPI_DATA(st, c,
+                 MPI_Iallreduce(from, (char *)recv + done * elem, (int)n, t, spmd__mpi_op(op),
+                                whole, &req_),
+                 "MPI_Iallreduce");
         SPMD_CHECK(st);
         done += n;
     }
@@ -720,6 +551,8 @@ static spmd_status int_counts(const spmd__comm *c, const size_t *counts, int *ic
 
 spmd_status spmd__comm_allgatherv(spmd__comm *c, const void *send, void *recv, const size_t *counts)
 {
+    MPI_Comm whole;
+    SPMD_CHECK(spmd__comm_whole(c, &whole));
     int *icounts = malloc(2 * (size_t)c->size * sizeof(int));
     SPMD_REQUIRE(icounts != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     int *displs = icounts + c->size;
@@ -727,7 +560,7 @@ spmd_status spmd__comm_allgatherv(spmd__comm *c, const void *send, void *recv, c
     if (st == SPMD_OK)
         MPI_DATA(st, c,
                  MPI_Iallgatherv(send ? send : MPI_IN_PLACE, icounts[c->rank], MPI_BYTE, recv,
-                                 icounts, displs, MPI_BYTE, c->comm, &req_),
+                                 icounts, displs, MPI_BYTE, whole, &req_),
                  "MPI_Iallgatherv");
     free(icounts);
     return st;
@@ -744,7 +577,7 @@ spmd_status spmd__comm_gatherv(spmd__comm *c, int root, const void *send, void *
         int in_place = c->rank == root && send == NULL;
         MPI_DATA(st, c,
                  MPI_Igatherv(in_place ? MPI_IN_PLACE : send, icounts[c->rank], MPI_BYTE, recv,
-                              icounts, displs, MPI_BYTE, root, c->comm, &req_),
+                              icounts, displs, MPI_BYTE, root, c->whole, &req_),
                  "MPI_Igatherv");
     }
     free(icounts);
@@ -758,76 +591,87 @@ spmd_status spmd__comm_bcast(spmd__comm *c, int root, void *data, size_t bytes)
     for (size_t offset = 0; offset < bytes; offset += piece) {
         size_t n = bytes - offset < piece ? bytes - offset : piece;
         spmd_status st;
-        MPI_DATA(st, c, MPI_Ibcast((char *)data + offset, (int)n, MPI_BYTE, root, c->comm, &req_),
+        MPI_DATA(st, c, MPI_Ibcast((char *)data + offset, (int)n, MPI_BYTE, root, c->whole, &req_),
                  "MPI_Ibcast");
         SPMD_CHECK(st);
     }
     return SPMD_OK;
 }
 
-spmd_status spmd__comm_reduce_scatter(spmd__comm *c, const void *send, void *recv,
-                                      const size_t *counts, spmd_dtype dtype, spmd__reduce_op op)
+spmd_status spmd__comm_reduce_scatter_agreed(spmd__comm *c, const void *send, void *recv,
+                                             const size_t *counts, spmd_dtype dtype,
+                                             spmd__reduce_op op)
 {
-    MPI_Datatype t = mpi_type(dtype);
+    MPI_Datatype t = spmd__mpi_type(dtype);
     SPMD_REQUIRE(t != MPI_DATATYPE_NULL, SPMD_ERR_INTERNAL, "no MPI type for %s",
                  spmd_dtype_name(dtype));
+    MPI_Comm whole;
+    SPMD_CHECK(spmd__comm_whole(c, &whole));
     int *icounts = malloc(2 * (size_t)c->size * sizeof(int));
     SPMD_REQUIRE(icounts != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     spmd_status st = int_counts(c, counts, icounts, icounts + c->size, "psum_scatter");
     if (st == SPMD_OK)
-        MPI_DATA(st, c, MPI_Ireduce_scatter(send, recv, icounts, t, mpi_op(op), c->comm, &req_),
+        MPI_DATA(st, c, MPI_Ireduce_scatter(send, recv, icounts, t, spmd__mpi_op(op), whole, &req_),
                  "MPI_Ireduce_scatter");
     free(icounts);
     return st;
 }
 
-spmd_status spmd__comm_alltoallv(spmd__comm *c, const void *send, const size_t *send_counts,
-                                 void *recv, const size_t *recv_counts)
+spmd_status spmd__comm_post_alltoallv(spmd__comm *c, int tag, const void *send,
+                                      const size_t *send_counts, void *recv,
+                                      const size_t *recv_counts, MPI_Request *reqs, int *from,
+                                      int *n)
 {
-    int *ints = malloc(4 * (size_t)c->size * sizeof(int));
-    SPMD_REQUIRE(ints != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    int *sc = ints, *sd = ints + c->size, *rc_ = ints + 2 * c->size, *rd = ints + 3 * c->size;
-    spmd_status st = int_counts(c, send_counts, sc, sd, "all_to_all");
-    if (st == SPMD_OK)
-        st = int_counts(c, recv_counts, rc_, rd, "all_to_all");
-    if (st == SPMD_OK)
-        MPI_DATA(st, c,
-                 MPI_Ialltoallv(send, sc, sd, MPI_BYTE, recv, rc_, rd, MPI_BYTE, c->comm, &req_),
-                 "MPI_Ialltoallv");
-    free(ints);
-    return st;
+    size_t soff = 0, roff = 0;
+    for (int r = 0; r < c->size; r++) {
+        SPMD_REQUIRE(send_counts[r] <= INT_MAX && recv_counts[r] <= INT_MAX, SPMD_ERR_UNSUPPORTED,
+                     "all_to_all: more than 2 GiB to one process exceeds MPI's int counts; split "
+                     "the array into smaller pieces");
+    }
+    *n = 0;
+    lock();
+    for (int r = 0; r < c->size; r++) {
+        if (r != c->rank && recv_counts[r]) {
+            from[*n] = r;
+            MPI_Irecv((char *)recv + roff, (int)recv_counts[r], MPI_BYTE, c->peer[r], tag, c->comm,
+                      &reqs[(*n)++]);
+        }
+        roff += recv_counts[r];
+    }
+    for (int r = 0; r < c->size; r++) {
+        if (r != c->rank && send_counts[r]) {
+            from[*n] = -1;
+            MPI_Isend((const char *)send + soff, (int)send_counts[r], MPI_BYTE, c->peer[r], tag,
+                      c->comm, &reqs[(*n)++]);
+        }
+        soff += send_counts[r];
+    }
+    unlock();
+    return SPMD_OK;
 }
 
-spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
-                                const spmd__message *recvs)
+spmd_status spmd__comm_post_messages(spmd__comm *c, int tag, int nsend, const spmd__message *sends,
+                                     int nrecv, const spmd__message *recvs, MPI_Request *reqs,
+                                     int *from)
 {
-    int n = nsend + nrecv;
-    MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
-    SPMD_REQUIRE(reqs != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < nsend + nrecv; i++) {
         const spmd__message *m = i < nrecv ? &recvs[i] : &sends[i - nrecv];
-        if (m->bytes > INT_MAX) {
-            free(reqs);
-            return SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
-                              "ppermute: a block of more than 2 GiB exceeds MPI's int counts");
-        }
+        SPMD_REQUIRE(m->bytes <= INT_MAX, SPMD_ERR_UNSUPPORTED,
+                     "ppermute: a block of more than 2 GiB exceeds MPI's int counts");
     }
     lock();
-    for (int i = 0; i < nrecv; i++)
-        MPI_Irecv(recvs[i].data, (int)recvs[i].bytes, MPI_BYTE, recvs[i].peer, recvs[i].tag,
+    for (int i = 0; i < nrecv; i++) {
+        from[i] = recvs[i].peer;
+        MPI_Irecv(recvs[i].data, (int)recvs[i].bytes, MPI_BYTE, c->peer[recvs[i].peer], tag,
                   c->comm, &reqs[i]);
-    for (int i = 0; i < nsend; i++)
-        MPI_Isend(sends[i].data, (int)sends[i].bytes, MPI_BYTE, sends[i].peer, sends[i].tag,
+    }
+    for (int i = 0; i < nsend; i++) {
+        from[nrecv + i] = -1;
+        MPI_Isend(sends[i].data, (int)sends[i].bytes, MPI_BYTE, c->peer[sends[i].peer], tag,
                   c->comm, &reqs[nrecv + i]);
+    }
     unlock();
-    int *from = malloc((size_t)(n ? n : 1) * sizeof *from);
-    for (int i = 0; from && i < n; i++)
-        from[i] = i < nrecv ? recvs[i].peer : -1;
-    spmd_status st = wait_data(c, n, reqs, from, "the ppermute exchange");
-    free(from);
-    if (st == SPMD_OK)
-        free(reqs); /* else MPI still holds them */
-    return st;
+    return SPMD_OK;
 }
 
 /* One datatype for a whole message: a struct of subarrays at absolute addresses (MPI_BOTTOM),
@@ -894,9 +738,11 @@ spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__pie
     }
     if (st == SPMD_OK) {
         for (int i = 0; i < nrecv; i++)
-            MPI_Irecv(MPI_BOTTOM, 1, types[i], recvs[i].peer, 0, c->comm, &reqs[i]);
+            MPI_Irecv(MPI_BOTTOM, 1, types[i], c->peer[recvs[i].peer], spmd__comm_pieces_tag(),
+                      c->comm, &reqs[i]);
         for (int i = 0; i < nsend; i++)
-            MPI_Isend(MPI_BOTTOM, 1, types[nrecv + i], sends[i].peer, 0, c->comm, &reqs[nrecv + i]);
+            MPI_Isend(MPI_BOTTOM, 1, types[nrecv + i], c->peer[sends[i].peer],
+                      spmd__comm_pieces_tag(), c->comm, &reqs[nrecv + i]);
         int more = work != NULL, flag = 0;
         while (more) {
             unlock();
@@ -908,7 +754,7 @@ spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__pie
         int *from = malloc((size_t)(n ? n : 1) * sizeof *from);
         for (int i = 0; from && i < n; i++)
             from[i] = i < nrecv ? recvs[i].peer : -1;
-        st = wait_data(c, n, reqs, from, "the exchange of resharded data");
+        st = spmd__comm_wait_data(c, n, reqs, from, "the exchange of resharded data");
         free(from);
         lock();
         if (st != SPMD_OK)
@@ -922,32 +768,13 @@ spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__pie
     return st;
 }
 
-void spmd__comm_notify_abort(spmd__comm *c, unsigned long epoch)
-{
-    if (c->rank != 0)
-        return;
-    abort_notice n = {epoch, 0};
-    pthread_mutex_lock(&c->gather_lock);
-    n.gathers = c->gathers;
-    pthread_mutex_unlock(&c->gather_lock);
-    void *copy = keep_copy(c, &n, sizeof n);
-    if (!copy)
-        return; /* the members will time out instead */
-    lock();
-    for (int r = 1; r < c->size; r++) {
-        MPI_Request req;
-        if (MPI_Isend(copy, (int)sizeof n, MPI_BYTE, c->peer[r], NOTICE_TAG, c->comm, &req) ==
-            MPI_SUCCESS)
-            MPI_Request_free(&req);
-    }
-    unlock();
-}
+/* ---- abort records ---- */
 
-/* The call number a notice or record begins with. */
-static unsigned long leading_epoch(const void *message, int bytes)
+/* The call number a record begins with. */
+static unsigned long leading_epoch(const void *message, size_t bytes)
 {
     unsigned long epoch = 0;
-    if (bytes >= (int)sizeof epoch)
+    if (bytes >= sizeof epoch)
         memcpy(&epoch, message, sizeof epoch);
     return epoch;
 }
@@ -970,42 +797,39 @@ static void keep_later_record(spmd__comm *c, void *record, size_t bytes)
     c->later_bytes[c->num_later++] = bytes;
 }
 
+/* Receives one abort record that has arrived (called locked); NULL when none. */
+static char *next_record(spmd__comm *c, size_t *bytes)
+{
+    int flag = 0, count = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, abort_tag(), c->comm, &flag, &status);
+    if (!flag)
+        return NULL;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    char *buf = malloc(count > 0 ? (size_t)count : 1);
+    char byte;
+    MPI_Recv(buf ? buf : &byte, buf ? count : 0, MPI_BYTE, status.MPI_SOURCE, abort_tag(), c->comm,
+             MPI_STATUS_IGNORE);
+    *bytes = buf ? (size_t)count : 0;
+    return buf ? buf : next_record(c, bytes);
+}
+
 void spmd__comm_drain(spmd__comm *c, unsigned long epoch)
 {
-    static const int tags[2] = {ABORT_TAG, NOTICE_TAG};
     lock();
-    for (int t = 0; t < 2; t++) {
-        for (;;) {
-            int flag = 0, count = 0;
-            MPI_Status status;
-            MPI_Iprobe(MPI_ANY_SOURCE, tags[t], c->comm, &flag, &status);
-            if (!flag)
-                break;
-            MPI_Get_count(&status, MPI_BYTE, &count);
-            char *buf = malloc(count > 0 ? (size_t)count : 1);
-            char byte;
-            MPI_Recv(buf ? buf : &byte, buf ? count : 0, MPI_BYTE, status.MPI_SOURCE, tags[t],
-                     c->comm, MPI_STATUS_IGNORE);
-            unsigned long of = buf ? leading_epoch(buf, count) : 0;
-            if (of > epoch && tags[t] == ABORT_TAG) {
-                keep_later_record(c, buf, (size_t)count);
-                continue;
-            }
-            if (of > epoch && count >= (int)sizeof(abort_notice)) {
-                abort_notice n;
-                memcpy(&n, buf, sizeof n);
-                c->notice_epoch = n.epoch;
-                c->notice_gathers = n.gathers;
-            }
+    size_t bytes = 0;
+    for (char *buf; (buf = next_record(c, &bytes)) != NULL;) {
+        if (leading_epoch(buf, bytes) > epoch)
+            keep_later_record(c, buf, bytes);
+        else
             free(buf);
-        }
     }
     unlock();
 }
 
 void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
 {
-    void *copy = keep_copy(c, record, bytes);
+    void *copy = spmd__comm_keep_copy(c, record, bytes);
     if (!copy)
         return; /* best effort: the others will time out instead */
     lock();
@@ -1013,7 +837,8 @@ void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
         if (r == c->rank)
             continue;
         MPI_Request req;
-        if (MPI_Isend(copy, (int)bytes, MPI_BYTE, r, ABORT_TAG, c->comm, &req) == MPI_SUCCESS)
+        if (MPI_Isend(copy, (int)bytes, MPI_BYTE, c->peer[r], abort_tag(), c->comm, &req) ==
+            MPI_SUCCESS)
             MPI_Request_free(&req);
     }
     unlock();
@@ -1024,7 +849,7 @@ int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size
     int found = 0;
     lock();
     for (int i = 0; i < c->num_later && !found; i++) {
-        unsigned long of = leading_epoch(c->later_records[i], (int)c->later_bytes[i]);
+        unsigned long of = leading_epoch(c->later_records[i], c->later_bytes[i]);
         if (of > epoch)
             continue;
         if (of == epoch) {
@@ -1037,23 +862,14 @@ int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size
         c->later_bytes[i] = c->later_bytes[c->num_later];
         i--;
     }
-    while (!found) {
-        int flag = 0, count = 0;
-        MPI_Status status;
-        MPI_Iprobe(MPI_ANY_SOURCE, ABORT_TAG, c->comm, &flag, &status);
-        if (!flag)
-            break;
-        MPI_Get_count(&status, MPI_BYTE, &count);
-        char *buf = malloc(count > 0 ? (size_t)count : 1);
-        char byte;
-        MPI_Recv(buf ? buf : &byte, buf ? count : 0, MPI_BYTE, status.MPI_SOURCE, ABORT_TAG,
-                 c->comm, MPI_STATUS_IGNORE);
-        unsigned long of = buf ? leading_epoch(buf, count) : 0;
+    size_t got = 0;
+    for (char *buf; !found && (buf = next_record(c, &got)) != NULL;) {
+        unsigned long of = leading_epoch(buf, got);
         if (of == epoch) {
-            memcpy(record, buf, bytes < (size_t)count ? bytes : (size_t)count);
+            memcpy(record, buf, bytes < got ? bytes : got);
             found = 1;
         } else if (of > epoch) {
-            keep_later_record(c, buf, (size_t)count);
+            keep_later_record(c, buf, got);
             continue;
         }
         free(buf);

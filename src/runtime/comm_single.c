@@ -34,6 +34,25 @@ spmd_status spmd__comm_view(const int *processes, int n, spmd__comm **out)
     return spmd__comm_create(processes, n, 0, out);
 }
 
+spmd_status spmd__comm_dup(spmd__comm *parent, spmd__wait *w, spmd__comm **out)
+{
+    (void)parent, (void)w;
+    return spmd__comm_create(NULL, 1, 0, out);
+}
+
+spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int group, int groups,
+                              spmd__comm **out)
+{
+    (void)parent, (void)ranks, (void)group, (void)groups;
+    return spmd__comm_create(NULL, n, 0, out);
+}
+
+spmd_status spmd__comm_make_whole(spmd__comm *c)
+{
+    (void)c;
+    return SPMD_OK;
+}
+
 void spmd__comm_destroy(spmd__comm *c) { free(c); }
 void spmd__comm_abandon(spmd__comm *c) { free(c); }
 int spmd__comm_rank(const spmd__comm *c)
@@ -50,19 +69,22 @@ int spmd__comm_size(const spmd__comm *c)
 spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *description,
                              spmd__wait *w)
 {
-    (void)c;
-    (void)fingerprint;
-    (void)description;
-    (void)w;
+    (void)c, (void)fingerprint, (void)description, (void)w;
     return SPMD_OK;
 }
 
-spmd_status spmd__comm_allgather_wait(spmd__comm *c, const void *send, size_t bytes, void *recv,
-                                      spmd__wait *w)
+spmd_status spmd__comm_check(spmd__comm *c, const spmd__agreement *a, spmd__wait *w)
 {
-    (void)c;
-    (void)w;
-    memmove(recv, send, bytes);
+    (void)c, (void)a, (void)w;
+    return SPMD_OK;
+}
+
+spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, void *record,
+                                     size_t *bytes, size_t capacity, spmd__combine_fn combine,
+                                     void *combine_arg, spmd__wait *w)
+{
+    (void)c, (void)a, (void)record, (void)bytes, (void)capacity, (void)combine;
+    (void)combine_arg, (void)w;
     return SPMD_OK;
 }
 
@@ -70,12 +92,50 @@ void spmd__comm_set_timeout(int64_t timeout_ns) { (void)timeout_ns; }
 
 void spmd__comm_keep(void *block) { free(block); } /* nothing is ever abandoned here */
 
-spmd_status spmd__comm_allreduce(spmd__comm *c, const void *send, void *recv, size_t count,
-                                 spmd_dtype dtype, spmd__reduce_op op)
+spmd_status spmd__comm_checked_allreduce(spmd__comm *c, const spmd__agreement *a, const void *send,
+                                         void *recv, size_t count, spmd_dtype dtype,
+                                         spmd__reduce_op op, spmd__combine_fn combine,
+                                         void *combine_arg, spmd__wait *w)
 {
-    (void)c;
-    (void)op;
+    (void)c, (void)a, (void)op, (void)combine, (void)combine_arg, (void)w;
     memmove(recv, send, count * spmd_dtype_size(dtype));
+    return SPMD_OK;
+}
+
+spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *a, const void *send,
+                                          void *recv, const size_t *counts, spmd__wait *w)
+{
+    (void)a, (void)w;
+    return spmd__comm_allgatherv(c, send, recv, counts);
+}
+
+spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreement *a,
+                                              const void *send, void *recv, const size_t *counts,
+                                              spmd_dtype dtype, spmd__reduce_op op,
+                                              spmd__combine_fn combine, void *combine_arg,
+                                              spmd__wait *w)
+{
+    (void)c, (void)a, (void)op, (void)combine, (void)combine_arg, (void)w;
+    memmove(recv, send, counts[0] * spmd_dtype_size(dtype));
+    return SPMD_OK;
+}
+
+spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
+                                         const size_t *send_counts, void *recv,
+                                         const size_t *recv_counts, spmd__wait *w)
+{
+    (void)c, (void)a, (void)recv_counts, (void)w;
+    memmove(recv, send, send_counts[0]);
+    return SPMD_OK;
+}
+
+spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                        const spmd__message *sends, int nrecv,
+                                        const spmd__message *recvs, spmd__wait *w)
+{
+    (void)c, (void)a, (void)sends, (void)recvs, (void)w;
+    SPMD_REQUIRE(nsend == 0 && nrecv == 0, SPMD_ERR_INTERNAL,
+                 "point-to-point messages in a build without MPI");
     return SPMD_OK;
 }
 
@@ -103,24 +163,6 @@ spmd_status spmd__comm_bcast(spmd__comm *c, int root, void *data, size_t bytes)
     return SPMD_OK;
 }
 
-spmd_status spmd__comm_reduce_scatter(spmd__comm *c, const void *send, void *recv,
-                                      const size_t *counts, spmd_dtype dtype, spmd__reduce_op op)
-{
-    (void)c;
-    (void)op;
-    memmove(recv, send, counts[0] * spmd_dtype_size(dtype));
-    return SPMD_OK;
-}
-
-spmd_status spmd__comm_alltoallv(spmd__comm *c, const void *send, const size_t *send_counts,
-                                 void *recv, const size_t *recv_counts)
-{
-    (void)c;
-    (void)recv_counts;
-    memmove(recv, send, send_counts[0]);
-    return SPMD_OK;
-}
-
 spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__piece_message *sends,
                                        int nrecv, const spmd__piece_message *recvs,
                                        int (*work)(void *), void *work_arg)
@@ -133,23 +175,6 @@ spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__pie
     (void)sends;
     (void)recvs;
     return SPMD_OK;
-}
-
-spmd_status spmd__comm_exchange(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
-                                const spmd__message *recvs)
-{
-    (void)c;
-    SPMD_REQUIRE(nsend == 0 && nrecv == 0, SPMD_ERR_INTERNAL,
-                 "point-to-point messages in a build without MPI");
-    (void)sends;
-    (void)recvs;
-    return SPMD_OK;
-}
-
-void spmd__comm_notify_abort(spmd__comm *c, unsigned long epoch)
-{
-    (void)c;
-    (void)epoch;
 }
 
 void spmd__comm_drain(spmd__comm *c, unsigned long epoch)

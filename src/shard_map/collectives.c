@@ -8,6 +8,7 @@
  *   3. every member takes its result.
  * Any failure aborts the whole call, so no device is left waiting for another.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,13 @@ typedef struct coll {
     int naxes;
     int axes[SPMD_MAX_MESH_AXES];
     uint64_t fingerprint;
-    char description[120];
+    /* what the description says, formatted only for a message */
+    op_kind op;
+    spmd_dtype dtype;
+    int ndim;
+    int64_t shape[SPMD_MAX_RANK];
+    unsigned seq;
+    char description[120]; /* "" until formatted */
     size_t scratch_need[3];
 } coll;
 
@@ -151,17 +158,26 @@ static uint64_t mix_block(uint64_t h, const spmd_block *b)
     return h;
 }
 
-static void describe(coll *c, op_kind op, const spmd_block *in)
+/* "psum float32[4,3] over ('i',) #2": what a device called, for messages. */
+static void describe_into(const void *arg, char *text, size_t size)
 {
+    const coll *c = arg;
     spmd__strbuf sb;
-    spmd__strbuf_init(&sb, c->description, sizeof c->description);
-    spmd__strbuf_printf(&sb, "%s %s[", op_names[op], spmd_dtype_name(in->dtype));
-    for (int j = 0; j < in->ndim; j++)
-        spmd__strbuf_printf(&sb, j ? ",%lld" : "%lld", (long long)in->shape[j]);
+    spmd__strbuf_init(&sb, text, size);
+    spmd__strbuf_printf(&sb, "%s %s[", op_names[c->op], spmd_dtype_name(c->dtype));
+    for (int j = 0; j < c->ndim; j++)
+        spmd__strbuf_printf(&sb, j ? ",%lld" : "%lld", (long long)c->shape[j]);
     spmd__strbuf_printf(&sb, "] over (");
     for (int k = 0; k < c->naxes; k++)
         spmd__strbuf_printf(&sb, "%s'%s'", k ? ", " : "", c->mesh->names[c->axes[k]]);
-    spmd__strbuf_printf(&sb, ") #%u", c->ctx->seq);
+    spmd__strbuf_printf(&sb, ") #%u", c->seq);
+}
+
+static const char *describe(coll *c)
+{
+    if (!c->description[0])
+        describe_into(c, c->description, sizeof c->description);
+    return c->description;
 }
 
 /* ---- failures ---- */
@@ -204,12 +220,12 @@ static spmd_status missing_members(coll *c, unsigned gen, int *any_finished)
         return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
                           "device %d waits in %s, but device %d returned from fn without calling "
                           "it; every device must issue the same collectives in the same order",
-                          c->ctx->device_id, c->description, finished_device);
+                          c->ctx->device_id, describe(c), finished_device);
     return SPMD_ERROR(SPMD_ERR_TIMEOUT,
                       "device %d waited in %s for device(s) %s, which did not arrive within "
                       "SPMD_COLLECTIVE_TIMEOUT (%.3g s); every device must issue the same "
                       "collectives in the same order",
-                      c->ctx->device_id, c->description, list, (double)c->call->timeout_ns / 1e9);
+                      c->ctx->device_id, describe(c), list, (double)c->call->timeout_ns / 1e9);
 }
 
 /* The last arrival at the first barrier: same collective everywhere? scratch large enough? */
@@ -217,13 +233,16 @@ static spmd_status last_arrival(coll *c)
 {
     spmd__group *g = c->g;
     for (int k = 1; k < g->num_local; k++)
-        if (g->slots[k].fingerprint != g->slots[0].fingerprint)
+        if (g->slots[k].fingerprint != g->slots[0].fingerprint) {
+            char a[120], b[120]; /* every member is here: their views are alive */
+            describe_into(g->slots[0].coll, a, sizeof a);
+            describe_into(g->slots[k].coll, b, sizeof b);
             return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
                               "devices issued different collectives: device %d called %s, device "
                               "%d called %s; every device must issue the same collectives with the "
                               "same shapes in the same order",
-                              g->slots[0].device_id, g->slots[0].description, g->slots[k].device_id,
-                              g->slots[k].description);
+                              g->slots[0].device_id, a, g->slots[k].device_id, b);
+        }
     for (int i = 0; i < 3; i++)
         SPMD_CHECK(spmd__group_scratch(g, i, c->scratch_need[i]));
     return SPMD_OK;
@@ -274,7 +293,7 @@ static spmd_status barrier(coll *c, int arrive)
             } else if (timed_out) {
                 st = spmd__call_abort(call,
                                       SPMD_ERROR(SPMD_ERR_TIMEOUT, "device %d timed out inside %s",
-                                                 c->ctx->device_id, c->description));
+                                                 c->ctx->device_id, describe(c)));
             }
         }
         atomic_fetch_sub(&call->state->waiting, 1);
@@ -285,6 +304,53 @@ static spmd_status barrier(coll *c, int arrive)
 }
 
 /* ---- set-up shared by every collective ---- */
+
+/* The end of a step between processes: any failure aborts the call, and marks what the end of
+ * the call must clean up. */
+static spmd_status crossed(coll *c, spmd_status st, const spmd__wait *w)
+{
+    if (st == SPMD_OK)
+        return SPMD_OK;
+    atomic_store(&c->call->abandoned, 1);
+    if (w->data_pending)
+        atomic_store(&c->call->data_abandoned, 1);
+    if (w->peer_missing || st == SPMD_ERR_TIMEOUT) /* a process never came, or stopped */
+        atomic_store(&c->call->peer_missing, 1);
+    if (atomic_load(&c->call->aborted))
+        return spmd__call_aborted_status(c->call); /* the wait was cancelled by that abort */
+    char detail[SPMD__MESSAGE_CAPACITY];
+    spmd__copy_text(detail, sizeof detail, spmd_last_error());
+    return spmd__call_abort(c->call, SPMD_ERROR(st, "device %d: %s", c->ctx->device_id, detail));
+}
+
+/* The agreement of a collective between processes: its fingerprint, described on demand. */
+static spmd__agreement agreement_of(const coll *c)
+{
+    spmd__agreement a = {c->fingerprint, describe_into, c};
+    return a;
+}
+
+/* A reduction between processes, on accumulator-dtype elements: acc op= in. */
+typedef struct reduction {
+    spmd_dtype acc_dtype;
+    spmd__reduce_op op;
+} reduction;
+
+static void combine(void *acc, const void *in, size_t bytes, void *arg)
+{
+    const reduction *r = arg;
+    spmd__reduce_into(r->acc_dtype, r->op, acc, in, bytes / spmd_dtype_size(r->acc_dtype));
+}
+
+/* The wait of a step between processes: the collective timeout, cut short when the call is
+ * aborted (here or in another process). Messages describe the collective (agreement_of). */
+static spmd__wait cross_wait(coll *c)
+{
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + c->call->timeout_ns,
+                    .cancelled = spmd__call_check_cancel,
+                    .arg = c->call};
+    return w;
+}
 
 static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd_block *in, coll *c)
 {
@@ -299,19 +365,28 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
     spmd_status st = ctx_axes(ctx, axes, c->axes, &c->naxes);
     if (st != SPMD_OK)
         return fail_args(ctx, st);
-    const spmd__group_table *t = ctx->call->state->tables[axes_mask(c->axes, c->naxes)];
+    ctx->seq++;
+    c->op = op;
+    c->dtype = in->dtype;
+    c->ndim = in->ndim;
+    memcpy(c->shape, in->shape, (size_t)in->ndim * sizeof c->shape[0]);
+    c->seq = ctx->seq;
+    spmd__group_table *t = NULL;
+    spmd__wait w = cross_wait(c);
+    st = spmd__mesh_state_table(c->call->mesh, c->call->state, axes_mask(c->axes, c->naxes),
+                                c->call->seq, &w, &t);
+    if (st != SPMD_OK)
+        return crossed(c, st, &w);
     c->g = t->groups[t->group_of_flat[ctx->flat]];
     c->n = t->group_size;
     c->nl = c->g->num_local;
     c->li = spmd__group_local_index(c->g, ctx->flat);
     c->pos = position_of(c->mesh, c->axes, c->naxes, ctx->flat);
-    ctx->seq++;
     /* the call's number too: collectives of different calls never look alike */
     uint64_t h = mix(mix(mix(0, ctx->call->seq), ctx->seq), (uint64_t)op);
     for (int k = 0; k < c->naxes; k++)
         h = mix(h, (uint64_t)c->axes[k]);
     c->fingerprint = mix_block(h, in);
-    describe(c, op, in);
     return SPMD_OK;
 }
 
@@ -325,47 +400,10 @@ static spmd_status arrive(coll *c, const void *in, void *out, const void *extra)
     s->in = in;
     s->out = out;
     s->extra = extra;
-    memcpy(s->description, c->description, sizeof s->description);
+    s->coll = c;
     if (c->nl == 1)
         return last_arrival(c) == SPMD_OK ? SPMD_OK : fail(c, SPMD_ERR_OUT_OF_MEMORY);
     return barrier(c, 1);
-}
-
-/* Checks, with a deadline, that every process of the group is in this same collective. */
-static spmd_status agree_across_processes(coll *c)
-{
-    spmd__wait w = {.deadline_ns = spmd__now_ns() + c->call->timeout_ns,
-                    .cancelled = spmd__call_check_cancel,
-                    .arg = c->call,
-                    .what = c->description,
-                    .epoch = c->call->seq,
-                    .aborted = &c->call->aborted};
-    spmd_status st = spmd__comm_agree(c->g->comm, c->fingerprint, c->description, &w);
-    if (st == SPMD_OK)
-        return SPMD_OK;
-    atomic_store(&c->call->abandoned, 1);
-    if (st == SPMD_ERR_TIMEOUT && !w.remote_failure)
-        atomic_store(&c->call->peer_missing, 1);
-    if (atomic_load(&c->call->aborted))
-        return spmd__call_aborted_status(c->call); /* the wait was cancelled by that abort */
-    char detail[SPMD__MESSAGE_CAPACITY];
-    spmd__copy_text(detail, sizeof detail, spmd_last_error());
-    st = SPMD_ERROR(st, "device %d: %s", c->ctx->device_id, detail);
-    /* a peer that gave up because its own call failed is not the cause */
-    return w.remote_failure ? spmd__call_abort_consequence(c->call, st)
-                            : spmd__call_abort(c->call, st);
-}
-
-static spmd_status cross_process_result(coll *c, spmd_status st)
-{
-    if (st != SPMD_OK) {
-        atomic_store(&c->call->abandoned, 1);
-        atomic_store(&c->call->data_abandoned, 1);
-        if (st == SPMD_ERR_TIMEOUT) /* a process stopped in the middle of it */
-            atomic_store(&c->call->peer_missing, 1);
-        return fail(c, st);
-    }
-    return SPMD_OK;
 }
 
 /* ---- argument checks ---- */
@@ -521,10 +559,13 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
         if (!small)
             st = barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
-            st = agree_across_processes(&c);
-            if (st == SPMD_OK)
-                st = cross_process_result(
-                    &c, spmd__comm_allreduce(g->comm, send, acc, count, acc_dtype, rop));
+            spmd__agreement a = agreement_of(&c);
+            spmd__wait w = cross_wait(&c);
+            reduction r = {acc_dtype, rop};
+            st = crossed(&c,
+                         spmd__comm_checked_allreduce(g->comm, &a, send, acc, count, acc_dtype, rop,
+                                                      combine, &r, &w),
+                         &w);
         }
         if (st == SPMD_OK && !small)
             st = barrier(&c, 0);
@@ -742,13 +783,17 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
         st = barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
             size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);
-            st = counts ? agree_across_processes(&c)
-                        : fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+            st = counts ? SPMD_OK : fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
             for (int r = 0; st == SPMD_OK && r < g->num_ranks; r++)
                 counts[r] = (size_t)g->rank_members[r] * bytes;
-            if (st == SPMD_OK)
-                st = cross_process_result(
-                    &c, spmd__comm_allgatherv(g->comm, g->scratch[0], g->scratch[1], counts));
+            if (st == SPMD_OK) {
+                spmd__agreement ag = agreement_of(&c);
+                spmd__wait w = cross_wait(&c);
+                st = crossed(&c,
+                             spmd__comm_checked_allgatherv(g->comm, &ag, g->scratch[0],
+                                                           g->scratch[1], counts, &w),
+                             &w);
+            }
             free(counts);
         }
         if (st == SPMD_OK)
@@ -957,12 +1002,17 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
                 }
                 for (int r = 0; r < g->num_ranks; r++)
                     counts[r] = (size_t)g->rank_members[r] * k.elems;
-                st = roff ? agree_across_processes(&c)
-                          : fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
-                if (st == SPMD_OK)
-                    st = cross_process_result(
-                        &c, spmd__comm_reduce_scatter(g->comm, g->scratch[1], g->scratch[2], counts,
-                                                      acc_dtype, SPMD__OP_SUM));
+                st = roff ? SPMD_OK : fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+                if (st == SPMD_OK) {
+                    spmd__agreement ag = agreement_of(&c);
+                    spmd__wait w = cross_wait(&c);
+                    reduction r = {acc_dtype, SPMD__OP_SUM};
+                    st = crossed(&c,
+                                 spmd__comm_checked_reduce_scatter(g->comm, &ag, g->scratch[1],
+                                                                   g->scratch[2], counts, acc_dtype,
+                                                                   SPMD__OP_SUM, combine, &r, &w),
+                                 &w);
+                }
                 free(roff);
                 free(counts);
                 free(m.pos);
@@ -1058,8 +1108,7 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
 #define SOURCE(local)                                                                              \
     (in_place ? (const char *)g->scratch[0] + (size_t)(local)*bytes : g->slots[local].in)
     if (st == SPMD_OK && g->comm && c.li == 0) {
-        st = agree_across_processes(&c);
-        spmd__message *msgs = st == SPMD_OK ? malloc(2 * (size_t)c.n * sizeof *msgs) : NULL;
+        spmd__message *msgs = malloc(2 * (size_t)c.n * sizeof *msgs);
         if (st == SPMD_OK && !msgs)
             st = fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
         if (st == SPMD_OK) {
@@ -1074,13 +1123,17 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
                 int s_local = g->member_rank[ms] == my_rank,
                     d_local = g->member_rank[md] == my_rank;
                 if (s_local && !d_local)
-                    sends[nsend++] = (spmd__message){g->member_rank[md], dpos,
-                                                     (void *)SOURCE(m.local_of[ms]), bytes};
+                    sends[nsend++] =
+                        (spmd__message){g->member_rank[md], (void *)SOURCE(m.local_of[ms]), bytes};
                 else if (!s_local && d_local)
-                    recvs[nrecv++] = (spmd__message){g->member_rank[ms], dpos,
-                                                     g->slots[m.local_of[md]].out, bytes};
+                    recvs[nrecv++] =
+                        (spmd__message){g->member_rank[ms], g->slots[m.local_of[md]].out, bytes};
             }
-            st = cross_process_result(&c, spmd__comm_exchange(g->comm, nsend, sends, nrecv, recvs));
+            /* between two processes both sides list their messages in destination order */
+            spmd__agreement a = agreement_of(&c);
+            spmd__wait w = cross_wait(&c);
+            st = crossed(
+                &c, spmd__comm_checked_exchange(g->comm, &a, nsend, sends, nrecv, recvs, &w), &w);
         }
         free(msgs);
     }
@@ -1256,10 +1309,12 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
         }
         st = barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
-            st = agree_across_processes(&c);
-            if (st == SPMD_OK)
-                st = cross_process_result(
-                    &c, spmd__comm_alltoallv(g->comm, g->scratch[0], sc, g->scratch[1], rc));
+            spmd__agreement a = agreement_of(&c);
+            spmd__wait w = cross_wait(&c);
+            st = crossed(
+                &c,
+                spmd__comm_checked_alltoallv(g->comm, &a, g->scratch[0], sc, g->scratch[1], rc, &w),
+                &w);
         }
         if (st == SPMD_OK)
             st = barrier(&c, 0);

@@ -2,6 +2,8 @@
  * of the mesh, agree on the outcome with the other processes, check claimed replication. */
 #include "shard_map/executor.h"
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,11 +355,8 @@ static int record_abort(spmd__call *call, spmd_status st, const char *message, i
         atomic_store(&call->aborted, 1);
     }
     pthread_mutex_unlock(&call->abort_lock);
-    if (first) {
+    if (first)
         spmd__mesh_state_wake_all(call->state);
-        /* members waiting for this process to lead a gather it will never begin can stop */
-        spmd__mesh_state_notify_abort(call->state, call->seq);
-    }
     return first;
 }
 
@@ -521,7 +520,8 @@ static int64_t block_key(const spmd_sharding *sh, int ndim, int flat)
     return key;
 }
 
-/* Digest of every local device's block of each checked output, at [output][mesh position]. */
+/* Digest of every local device's block of each checked output, at [output][mesh position]:
+ * the check of a mesh in one process. */
 static void local_digests(const spmd_plan *p, spmd_array **outputs, uint64_t *digests)
 {
     int size = p->mesh->size, checked = 0;
@@ -558,7 +558,8 @@ static spmd_status replication_error(const spmd_plan *p, int j, int fa, int fb)
                       j, j, spec, axes, m->device_ids[fa], m->device_ids[fb], axes, axes, j);
 }
 
-/* Every device holding the same block of a checked output must hold the same bytes. */
+/* Every device holding the same block of a checked output must hold the same bytes (a mesh in
+ * one process: every block is here). */
 static spmd_status check_replication(const spmd_plan *p, const uint64_t *digests)
 {
     int size = p->mesh->size, checked = 0;
@@ -585,112 +586,273 @@ static spmd_status check_replication(const spmd_plan *p, const uint64_t *digests
     return st;
 }
 
+/*
+ * Across processes the check is one number, added up with the outcome of the call: each
+ * device's block of a checked output hashes (with the output and the block) to h; every device
+ * counts -h, and the first holder of each block (replica 0) counts h once per holder. The sum
+ * over a block's holders is 0 when they all hold the same bytes, and (but for a 2^-64 chance)
+ * not otherwise; so is the sum over the mesh.
+ */
+
+/* The blocks a checked output's holders compare, numbered over every checked output. */
+static int64_t block_index(const spmd_plan *p, int checked_index, int j, int flat)
+{
+    return (int64_t)checked_index * p->mesh->size +
+           block_key(p->out_shardings[j], p->out_descs[j].ndim, flat);
+}
+
+static uint64_t mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
+/* The sum of this process's terms for the blocks numbered [lo, hi). */
+static uint64_t replication_sum(const spmd_plan *p, spmd_array **outputs, const uint64_t *local,
+                                int64_t lo, int64_t hi)
+{
+    uint64_t sum = 0;
+    int checked = 0, at = 0;
+    for (int j = 0; j < p->nout; j++) {
+        if (!p->check_output[j])
+            continue;
+        const spmd_array *o = outputs[j];
+        const spmd_sharding *sh = p->out_shardings[j];
+        uint64_t holders = 1;
+        for (int a = 0; a < p->mesh->ndim; a++)
+            holders *= (uint64_t)p->mesh->shape[a];
+        for (int d = 0; d < sh->length; d++)
+            holders /= (uint64_t)sh->nblocks[d];
+        for (int s = 0; s < o->num_shards; s++, at++) {
+            int flat = o->shards[s].flat;
+            int64_t b = block_index(p, checked, j, flat);
+            if (b < lo || b >= hi)
+                continue;
+            uint64_t h = mix64(local[at] ^ mix64((uint64_t)b + 0x9E3779B97F4A7C15ull));
+            sum += (sh->replica[flat] == 0 ? holders * h : 0) - h;
+        }
+        checked++;
+    }
+    return sum;
+}
+
+/* A record reduced over the processes on the failure path of the check. */
+typedef struct search_record {
+    uint64_t sum; /* of the terms in the range searched */
+    int32_t flat; /* lowest holder found (-1: none) */
+    int32_t pad;
+    uint64_t digest; /* its digest */
+} search_record;
+
+static void merge_search(void *mine, const void *theirs, size_t bytes, void *arg)
+{
+    (void)arg;
+    search_record *m = mine;
+    const search_record *t = theirs;
+    if (bytes < sizeof *t)
+        return;
+    m->sum += t->sum;
+    if (t->flat >= 0 && (m->flat < 0 || t->flat < m->flat)) {
+        m->flat = t->flat;
+        m->digest = t->digest;
+    }
+}
+
+static void describe_search(const void *arg, char *text, size_t size)
+{
+    snprintf(text, size, "the search for differing replicas of call #%lu",
+             *(const unsigned long *)arg);
+}
+
+/* One reduction of the search, keyed by the call and the round. */
+static spmd_status search_round(spmd__call *call, int round, search_record *r)
+{
+    spmd__agreement a = {call->seq, describe_search, &call->seq};
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + call->timeout_ns,
+                    .what = "spmd_shard_map (finding the replicas that differ)",
+                    .key = call->seq * 1024 + 300 + (unsigned long)round};
+    size_t bytes = sizeof *r;
+    return spmd__comm_reduce_record(call->state->control, &a, r, &bytes, sizeof *r, merge_search,
+                                    NULL, &w);
+}
+
+/* The lowest holder of block b (among those whose digest differs from `unlike`, when
+ * `use_unlike`), over every process. */
+static spmd_status lowest_holder(const spmd_plan *p, spmd__call *call, spmd_array **outputs,
+                                 const uint64_t *local, int64_t b, int use_unlike, uint64_t unlike,
+                                 int round, search_record *r)
+{
+    memset(r, 0, sizeof *r);
+    r->flat = -1;
+    int checked = 0, at = 0;
+    for (int j = 0; j < p->nout; j++) {
+        if (!p->check_output[j])
+            continue;
+        const spmd_array *o = outputs[j];
+        for (int s = 0; s < o->num_shards; s++, at++) {
+            int flat = o->shards[s].flat;
+            if (block_index(p, checked, j, flat) != b || (use_unlike && local[at] == unlike))
+                continue;
+            if (r->flat < 0 || flat < r->flat) {
+                r->flat = flat;
+                r->digest = local[at];
+            }
+        }
+        checked++;
+    }
+    return search_round(call, round, r);
+}
+
+/* The failure path: halves the block range until one block is left whose holders differ, then
+ * names its first holder and the first holder that differs from it. Every process computes the
+ * same, from the same sums. */
+static spmd_status find_differing_replicas(const spmd_plan *p, spmd__call *call,
+                                           spmd_array **outputs, const uint64_t *local, int checked)
+{
+    int64_t lo = 0, hi = (int64_t)checked * p->mesh->size;
+    int round = 0;
+    spmd_status st = SPMD_OK;
+    while (hi - lo > 1 && st == SPMD_OK) {
+        int64_t mid = lo + (hi - lo) / 2;
+        search_record r = {replication_sum(p, outputs, local, lo, mid), -1, 0, 0};
+        st = search_round(call, round++, &r);
+        if (r.sum != 0)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    search_record first, other;
+    if (st == SPMD_OK)
+        st = lowest_holder(p, call, outputs, local, lo, 0, 0, round++, &first);
+    if (st == SPMD_OK)
+        st = lowest_holder(p, call, outputs, local, lo, 1, first.digest, round++, &other);
+    if (st != SPMD_OK)
+        return st;
+    int j = 0, index = (int)(lo / p->mesh->size);
+    for (int k = 0; j < p->nout; j++)
+        if (p->check_output[j] && k++ == index)
+            break;
+    if (first.flat < 0 || other.flat < 0 || j == p->nout) /* the sums collided: nothing found */
+        return SPMD_ERROR(SPMD_ERR_SPEC,
+                          "spmd_shard_map: an output that out_specs claims is replicated holds "
+                          "different values on devices that should hold the same block; reduce "
+                          "over the axes it leaves out (spmd_psum), or name them in out_specs");
+    return replication_error(p, j, first.flat, other.flat);
+}
+
 /* ---- agreement between processes at the end of a call ---- */
 
 /* The least wait for the other processes' outcomes after one of them never came. */
 #define GRACE_MIN_NS 500000000
 
-typedef struct end_record {
-    uint64_t seq; /* the call: a record from another call means the processes diverged */
-    int32_t status;
-    int32_t abandoned;
-    int32_t consequence; /* the failure only follows from another process's */
-    char message[1004];
-} end_record;
+/* What every process learns at the end of a call: reduced over the processes, never gathered. */
+typedef struct outcome {
+    uint64_t replication; /* the sum of the replication check (0: the claims hold) */
+    int32_t status;       /* of the failure reported, SPMD_OK when none */
+    int32_t process;      /* ... and where it happened */
+    int32_t consequence;  /* ... only following from another process's */
+    int32_t abandoned;    /* some process gave up a wait: communicators are suspect */
+    uint32_t message_bytes;
+    char message[1000];
+} outcome;
+#define OUTCOME_FIXED offsetof(outcome, message)
 
-/* The failure every process reports: the first root cause in process order, else the first
- * failure. Returns its index in `all`, or -1 when every process succeeded. */
-static int reported_failure(const char *all, size_t bytes, int n)
+/* The failure every process reports: a root cause before a consequence, then the lowest
+ * process. */
+static int reported_before(const outcome *a, const outcome *b)
 {
-    int first = -1;
-    for (int q = 0; q < n; q++) {
-        const end_record *e = (const end_record *)(all + (size_t)q * bytes);
-        if (e->status == SPMD_OK)
-            continue;
-        if (!e->consequence)
-            return q;
-        if (first < 0)
-            first = q;
-    }
-    return first;
+    if ((a->status != SPMD_OK) != (b->status != SPMD_OK))
+        return a->status != SPMD_OK;
+    if (a->consequence != b->consequence)
+        return !a->consequence;
+    return a->process < b->process;
 }
 
-/* Every process learns every other's outcome (and digests), so that all return the same
- * status; a failure anywhere fails the call everywhere. */
-static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64_t *digests,
-                                     size_t digest_bytes, int *abandoned, int *everyone_finished)
+static void merge_outcome(void *mine, const void *theirs, size_t bytes, void *arg)
+{
+    outcome *m = mine;
+    const outcome *t = theirs;
+    if (bytes < OUTCOME_FIXED)
+        return;
+    m->replication += t->replication;
+    m->abandoned |= t->abandoned;
+    if (t->status != SPMD_OK && reported_before(t, m)) {
+        m->status = t->status;
+        m->process = t->process;
+        m->consequence = t->consequence;
+        m->message_bytes = bytes - OUTCOME_FIXED < sizeof m->message
+                               ? (uint32_t)(bytes - OUTCOME_FIXED)
+                               : (uint32_t)sizeof m->message;
+        memcpy(m->message, t->message, m->message_bytes);
+        *(size_t *)arg = OUTCOME_FIXED + m->message_bytes;
+    }
+}
+
+static void describe_call(const void *arg, char *text, size_t size)
+{
+    snprintf(text, size, "spmd_shard_map call #%lu on this mesh", *(const unsigned long *)arg);
+}
+
+/* Every process learns every other's outcome, reduced (so that all return the same status: a
+ * failure anywhere fails the call everywhere), and the sum of the replication check. */
+static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64_t *replication,
+                                     int *abandoned, int *everyone_finished)
 {
     spmd__mesh_state *s = call->state;
-    size_t bytes = sizeof(end_record) + digest_bytes;
-    int n = s->num_processes;
-    char *mine = calloc(1, bytes);
-    char *all = calloc((size_t)n, bytes);
-    if (!mine || !all) {
-        free(mine);
-        free(all);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for the end-of-call exchange");
+    outcome mine;
+    memset(&mine, 0, OUTCOME_FIXED);
+    mine.replication = *replication;
+    mine.status = local;
+    mine.process = spmd_process_index();
+    mine.abandoned = atomic_load(&call->abandoned);
+    mine.consequence = atomic_load(&call->aborted) && call->abort_is_consequence;
+    if (local != SPMD_OK) {
+        spmd__copy_text(mine.message, sizeof mine.message, spmd_last_error());
+        mine.message_bytes = (uint32_t)strlen(mine.message) + 1;
     }
-    end_record *r = (end_record *)mine;
-    r->seq = call->seq;
-    r->status = local;
-    r->abandoned = atomic_load(&call->abandoned);
-    r->consequence = atomic_load(&call->aborted) && call->abort_is_consequence;
-    if (local != SPMD_OK)
-        spmd__copy_text(r->message, sizeof r->message, spmd_last_error());
-    memcpy(mine + sizeof(end_record), digests, digest_bytes);
-    /* After a full timeout spent on a process that never came, it will not answer here either:
-     * the others, which time out at about the same moment, only need a grace period. */
-    int64_t wait_ns = call->timeout_ns;
-    if (atomic_load(&call->peer_missing)) {
-        int64_t grace = call->timeout_ns / 10 > GRACE_MIN_NS ? call->timeout_ns / 10 : GRACE_MIN_NS;
-        wait_ns = grace < wait_ns ? grace : wait_ns;
-    }
+    size_t bytes = OUTCOME_FIXED + mine.message_bytes;
+    /* A process whose fn is done may find the others still waiting in a collective for a
+     * process that never comes: they arrive here after the timeout, so it waits that long and a
+     * grace period. After a full timeout spent on a process that never came, that one will not
+     * answer here either: the others, which time out at about the same moment, only need the
+     * grace period. */
+    int64_t grace = call->timeout_ns / 10 > GRACE_MIN_NS ? call->timeout_ns / 10 : GRACE_MIN_NS;
+    int64_t wait_ns = atomic_load(&call->peer_missing) ? grace : call->timeout_ns + grace;
+    /* One tag for every call's outcome: when this exchange fails the mesh is given up, so
+     * nothing of it meets a later call; and processes at different calls meet and see it. */
+    spmd__agreement a = {mix64(call->seq), describe_call, &call->seq};
     spmd__wait w = {.deadline_ns = spmd__now_ns() + wait_ns,
                     .what = "spmd_shard_map (agreeing on the outcome)",
-                    .epoch = call->seq};
-    spmd_status st = spmd__comm_allgather_wait(s->control, mine, bytes, all, &w);
+                    .key = 1};
+    spmd_status st = spmd__comm_reduce_record(s->control, &a, &mine, &bytes, sizeof mine,
+                                              merge_outcome, &bytes, &w);
     *everyone_finished = st == SPMD_OK;
     if (st != SPMD_OK) {
         *abandoned = 1;
         if (local != SPMD_OK) { /* the call's own failure is the cause; who went missing helps */
             char after[SPMD__MESSAGE_CAPACITY];
             spmd__copy_text(after, sizeof after, spmd_last_error());
-            st = SPMD_ERROR(local, "%s; then %s", r->message, after);
+            char own[sizeof mine.message];
+            spmd__copy_text(own, sizeof own, mine.message);
+            st = SPMD_ERROR(local, "%s; then %s", own, after);
         }
-    } else {
-        st = SPMD_OK;
-        for (int q = 0; q < n; q++) {
-            end_record *e = (end_record *)(all + (size_t)q * bytes);
-            *abandoned |= e->abandoned;
-            if (e->seq != call->seq && st == SPMD_OK) {
-                *abandoned = 1;
-                *everyone_finished = 0; /* not the same call: nothing to resume from */
-                st = SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
-                                "spmd_shard_map: process %d is at call %llu on this mesh but "
-                                "process %d at call %llu; every process must make the same "
-                                "shard_map calls in the same order",
-                                spmd_process_index(), (unsigned long long)call->seq,
-                                s->processes[q], (unsigned long long)e->seq);
-            }
-            /* combine digests: each position is nonzero on exactly its owner */
-            const uint64_t *d = (const uint64_t *)(all + (size_t)q * bytes + sizeof(end_record));
-            for (size_t i = 0; i < digest_bytes / sizeof(uint64_t); i++)
-                digests[i] |= d[i];
-        }
-        int q = st == SPMD_OK ? reported_failure(all, bytes, n) : -1;
-        if (q >= 0) {
-            const end_record *e = (const end_record *)(all + (size_t)q * bytes);
-            st = (spmd_status)e->status;
-            /* a message relayed from yet another process already says where it came from */
-            if (s->processes[q] == spmd_process_index() || strncmp(e->message, "process ", 8) == 0)
-                spmd__error_set_raw(e->message);
-            else
-                SPMD_ERROR(st, "process %d failed: %s", s->processes[q], e->message);
-        }
+        return st;
     }
-    free(mine);
-    free(all);
-    return st;
+    *abandoned |= mine.abandoned;
+    *replication = mine.replication;
+    if (mine.status == SPMD_OK)
+        return SPMD_OK;
+    mine.message[sizeof mine.message - 1] = '\0';
+    /* a message relayed from yet another process already says where it came from */
+    if (mine.process == spmd_process_index() || strncmp(mine.message, "process ", 8) == 0)
+        spmd__error_set_raw(mine.message);
+    else
+        SPMD_ERROR((spmd_status)mine.status, "process %d failed: %s", (int)mine.process,
+                   mine.message);
+    return (spmd_status)mine.status;
 }
 
 /* ---- execution ---- */
@@ -796,21 +958,43 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
                 spmd__array_mark_deleted(inputs[i], "spmd_shard_map");
     }
 
-    int checked = 0;
+    int checked = 0, checked_shards = 0;
     for (int j = 0; j < p->nout; j++)
-        checked += p->check_output[j];
-    size_t digest_bytes = (size_t)checked * (size_t)p->mesh->size * sizeof(uint64_t);
-    uint64_t *digests = calloc(1, digest_bytes ? digest_bytes : 1);
-    if (!digests && st == SPMD_OK)
-        st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
-    if (st == SPMD_OK && checked)
-        local_digests(p, outputs, digests);
+        if (p->check_output[j]) {
+            checked++;
+            checked_shards += p->num_local;
+        }
     int abandoned = atomic_load(&call->abandoned), everyone_finished = 0;
-    if (state->control && digests)
-        st = exchange_outcomes(call, st, digests, digest_bytes, &abandoned, &everyone_finished);
-    if (st == SPMD_OK && checked)
-        st = check_replication(p, digests);
-    free(digests);
+    if (state->control) {
+        /* this process's digests, and the sum that checks them everywhere at once */
+        uint64_t *local = calloc((size_t)(checked_shards ? checked_shards : 1), sizeof *local);
+        if (!local && st == SPMD_OK)
+            st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
+        for (int j = 0, at = 0; local && st == SPMD_OK && j < p->nout; j++)
+            for (int k = 0; p->check_output[j] && k < outputs[j]->num_shards; k++)
+                local[at++] = digest(outputs[j]->shards[k].buffer->data, outputs[j]->shard_bytes);
+        uint64_t sum =
+            st == SPMD_OK && checked ? replication_sum(p, outputs, local, 0, INT64_MAX) : 0;
+        st = exchange_outcomes(call, st, &sum, &abandoned, &everyone_finished);
+        if (st == SPMD_OK && sum != 0) {
+            st = find_differing_replicas(p, call, outputs, local, checked);
+            if (st != SPMD_ERR_SPEC) { /* a process stopped during the search */
+                abandoned = 1;
+                everyone_finished = 0;
+            }
+        }
+        free(local);
+    } else if (st == SPMD_OK && checked) {
+        size_t digest_bytes = (size_t)checked * (size_t)p->mesh->size * sizeof(uint64_t);
+        uint64_t *digests = calloc(1, digest_bytes);
+        st =
+            digests ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
+        if (st == SPMD_OK) {
+            local_digests(p, outputs, digests);
+            st = check_replication(p, digests);
+        }
+        free(digests);
+    }
 
     if (st != SPMD_OK)
         spmd__mesh_state_drain(state, call->seq); /* what no wait consumed would pile up */
@@ -818,7 +1002,7 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
      * communicators: replace them when every process made it to the end, else give up on the
      * mesh (a process is stuck or gone, and creating communicators would wait for it). */
     if (abandoned && everyone_finished)
-        spmd__mesh_state_discard_comms(state);
+        spmd__mesh_state_discard_comms(state, atomic_load(&call->data_abandoned));
     else if (abandoned)
         spmd__mesh_state_break(state, spmd_last_error());
     if (atomic_load(&call->data_abandoned))

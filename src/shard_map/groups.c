@@ -1,4 +1,5 @@
-/* Collective groups of a mesh: built once, collectively, at the mesh's first shard_map. */
+/* Collective groups of a mesh: the mesh's processes agree at its first shard_map; the groups of
+ * an axis set, and their communicators, come with the first collective over it. */
 #include "shard_map/groups.h"
 
 #include <stdio.h>
@@ -6,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/check.h"
+#include "runtime/process.h"
 #include "runtime/runtime_impl.h"
 #include "shard_map/mesh_impl.h"
 
@@ -41,9 +43,19 @@ static void table_free(spmd__group_table *t, int abandon, int keep_scratch)
         return;
     for (int i = 0; i < t->num_groups; i++)
         group_free(t->groups[i], abandon, keep_scratch);
+    if (abandon)
+        spmd__comm_abandon(t->comm);
+    else
+        spmd__comm_destroy(t->comm);
     free(t->groups);
     free(t->group_of_flat);
     free(t);
+}
+
+/* The published table of mask m, or NULL. */
+static spmd__group_table *table_at(spmd__mesh_state *s, unsigned m)
+{
+    return atomic_load_explicit(&s->tables[m], memory_order_acquire);
 }
 
 void spmd__mesh_state_destroy(spmd__mesh_state *state)
@@ -53,7 +65,7 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state)
     /* After spmd_finalize MPI is gone: drop the communicators without calling it. */
     int abandon = !spmd_is_initialized();
     for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++)
-        table_free(state->tables[m], abandon, state->broken);
+        table_free(table_at(state, m), abandon, state->broken);
     if (abandon)
         spmd__comm_abandon(state->control);
     else
@@ -61,6 +73,7 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state)
     free(state->processes);
     free(state->returned);
     pthread_mutex_destroy(&state->lock);
+    pthread_mutex_destroy(&state->tables_lock);
     free(state);
 }
 
@@ -134,7 +147,10 @@ static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, i
     return SPMD_OK;
 }
 
-static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__group_table **out)
+/* Builds the groups of `mask` that have local members; *spans: some group of the mesh (this
+ * process's or not) has members in several processes. */
+static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__group_table **out,
+                               int *spans)
 {
     spmd__group_table *t = calloc(1, sizeof *t);
     SPMD_REQUIRE(t != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
@@ -151,6 +167,14 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
     }
     int c[SPMD_MAX_MESH_AXES];
+    int *first_process = malloc((size_t)t->num_groups * sizeof *first_process);
+    if (!first_process) {
+        table_free(t, 0, 0);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
+    }
+    for (int i = 0; i < t->num_groups; i++)
+        first_process[i] = -1;
+    *spans = 0;
     for (int f = 0; f < m->size; f++) {
         spmd__mesh_coords(m, f, c);
         int id = 0;
@@ -158,7 +182,12 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__
             if (!(mask & (1u << a)))
                 id = id * m->shape[a] + c[a];
         t->group_of_flat[f] = id;
+        if (first_process[id] < 0)
+            first_process[id] = m->process_of[f];
+        else if (first_process[id] != m->process_of[f])
+            *spans = 1;
     }
+    free(first_process);
     for (int i = 0; i < m->num_local; i++) {
         int id = t->group_of_flat[m->position_of[m->local_ids[i]]];
         if (t->groups[id])
@@ -173,21 +202,33 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__
     return SPMD_OK;
 }
 
-/* Creates the communicators of every multi-process group this process belongs to, in
- * (mask, group id) order: the same total order on every process, so creation cannot deadlock. */
-static spmd_status create_group_comms(spmd__mesh_state *s)
+/* The table's communicator: a duplicate of the mesh's (made without blocking, so a process
+ * that died since the agreement is reported), whose subsets serve the groups that span
+ * processes. With less than MPI_THREAD_MULTIPLE, the MPI communicators of the subsets are
+ * made now, in group order on every process: made later, on the first large collective of
+ * each, two device threads could wait in MPI for each other's process. */
+static spmd_status create_group_comms(spmd__mesh_state *s, spmd__group_table *t, spmd__wait *w)
 {
-    for (unsigned mask = 1; mask < (1u << SPMD_MAX_MESH_AXES); mask++) {
-        spmd__group_table *t = s->tables[mask];
-        for (int id = 0; t && id < t->num_groups; id++) {
-            spmd__group *g = t->groups[id];
-            if (!g || g->num_ranks < 2)
-                continue;
-            int tag = 2 + (int)((mask * 131u + (unsigned)id) % 30000u);
-            SPMD_CHECK(spmd__comm_create(g->rank_process, g->num_ranks, tag, &g->comm));
+    SPMD_CHECK(spmd__comm_dup(s->control, w, &t->comm));
+    int *ranks = malloc((size_t)s->num_processes * sizeof *ranks);
+    SPMD_REQUIRE(ranks != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    spmd_status st = SPMD_OK;
+    for (int id = 0; id < t->num_groups && st == SPMD_OK; id++) {
+        spmd__group *g = t->groups[id];
+        if (!g || g->num_ranks < 2)
+            continue;
+        /* ranks in the mesh's communicator: the processes' places among the mesh's */
+        for (int r = 0, q = 0; r < g->num_ranks; r++) {
+            while (s->processes[q] < g->rank_process[r])
+                q++;
+            ranks[r] = q;
         }
+        st = spmd__comm_subset(t->comm, ranks, g->num_ranks, id, t->num_groups, &g->comm);
+        if (st == SPMD_OK && !spmd__mpi_thread_multiple())
+            st = spmd__comm_make_whole(g->comm);
     }
-    return SPMD_OK;
+    free(ranks);
+    return st;
 }
 
 spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprint,
@@ -233,18 +274,12 @@ static spmd_status setup_locked(spmd_mesh *mesh, spmd__mesh_state *s, int64_t ti
         s->processes[i] = p;
         s->num_processes++;
     }
-    const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
-    if (!rt)
-        return SPMD_ERR_INVALID_ARGUMENT;
-    if (s->num_processes > 1) {
-        /* Only after every process has shown up is it safe to create communicators, whose
-         * creation blocks. */
-        SPMD_CHECK(agree_on_mesh(mesh, s, timeout_ns));
-        SPMD_CHECK(spmd__comm_create(s->processes, s->num_processes, 1, &s->control));
-    }
-    for (unsigned mask = 1; mask < (1u << mesh->ndim); mask++)
-        SPMD_CHECK(build_table(mesh, mask, rt->process_index, &s->tables[mask]));
-    return create_group_comms(s);
+    if (s->num_processes < 2)
+        return SPMD_OK;
+    /* Only after every process has shown up is it safe to create a communicator, whose
+     * creation blocks. */
+    SPMD_CHECK(agree_on_mesh(mesh, s, timeout_ns));
+    return spmd__comm_create(s->processes, s->num_processes, 1, &s->control);
 }
 
 spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
@@ -256,19 +291,12 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
                         "spmd_shard_map: this mesh is unusable after an earlier failed call (%s); "
                         "destroy it and create a new mesh",
                         s->broken_reason);
-    } else if (!s->ready || s->rebuild) {
+    } else if (!s->ready) {
         pthread_mutex_lock(&spmd__setup_lock);
-        if (!s->ready) {
-            st = setup_locked(mesh, s, timeout_ns);
-        } else { /* new group communicators once every process is back */
-            st = agree_on_mesh(mesh, s, timeout_ns);
-            if (st == SPMD_OK)
-                st = create_group_comms(s);
-        }
+        st = setup_locked(mesh, s, timeout_ns);
         pthread_mutex_unlock(&spmd__setup_lock);
         if (st == SPMD_OK) {
             s->ready = 1;
-            s->rebuild = 0;
         } else {
             char reason[512];
             snprintf(reason, sizeof reason, "its set-up failed: %s", spmd_last_error());
@@ -279,22 +307,55 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
     return st;
 }
 
-static void abandon_group_comms(spmd__mesh_state *s)
+static void describe_axes(const void *arg, char *text, size_t size)
 {
-    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
-        spmd__group_table *t = s->tables[m];
-        for (int id = 0; t && id < t->num_groups; id++)
-            if (t->groups[id]) {
-                spmd__comm_abandon(t->groups[id]->comm);
-                t->groups[id]->comm = NULL;
-            }
-    }
+    const spmd__group_table *t = arg;
+    snprintf(text, size, "the first collective over an axis set (mask %#x) of this mesh", t->mask);
 }
 
-void spmd__mesh_state_discard_comms(spmd__mesh_state *s)
+spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *s, unsigned mask,
+                                   unsigned long call, spmd__wait *w, spmd__group_table **out)
 {
-    abandon_group_comms(s);
-    s->rebuild = 1;
+    *out = table_at(s, mask);
+    if (*out)
+        return SPMD_OK;
+    const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
+    if (!rt)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->tables_lock);
+    spmd_status st = SPMD_OK;
+    spmd__group_table *t = table_at(s, mask);
+    if (!t) {
+        int spans = 0;
+        st = build_table(mesh, mask, rt->process_index, &t, &spans);
+        if (st == SPMD_OK && spans && s->control) {
+            /* Every process makes these communicators now: agree first, since creating one
+             * waits for all its members without a deadline. Keyed by the call and the axes, so
+             * that an agreement given up on never meets a later one. */
+            spmd__agreement a = {spmd__fnv1a(SPMD__FNV1A_SEED, &mask, sizeof mask), describe_axes,
+                                 t};
+            w->key = call * 1024 + 2 + mask;
+            st = spmd__comm_check(s->control, &a, w);
+            w->key = 0;
+            if (st == SPMD_OK)
+                st = create_group_comms(s, t, w);
+        }
+        if (st == SPMD_OK)
+            atomic_store_explicit(&s->tables[mask], t, memory_order_release);
+        else
+            table_free(t, 1, 0);
+    }
+    pthread_mutex_unlock(&s->tables_lock);
+    *out = st == SPMD_OK ? t : NULL;
+    return st;
+}
+
+void spmd__mesh_state_discard_comms(spmd__mesh_state *s, int keep_scratch)
+{
+    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
+        spmd__group_table *t = atomic_exchange(&s->tables[m], NULL);
+        table_free(t, 1, keep_scratch);
+    }
 }
 
 void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
@@ -302,7 +363,14 @@ void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
     if (!s->broken)
         snprintf(s->broken_reason, sizeof s->broken_reason, "%s", reason);
     s->broken = 1;
-    abandon_group_comms(s);
+    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
+        spmd__group_table *t = table_at(s, m);
+        for (int id = 0; t && id < t->num_groups; id++)
+            if (t->groups[id]) {
+                spmd__comm_abandon(t->groups[id]->comm);
+                t->groups[id]->comm = NULL;
+            }
+    }
     spmd__comm_abandon(s->control);
     s->control = NULL;
 }
@@ -310,33 +378,15 @@ void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
 void spmd__mesh_state_wake_all(spmd__mesh_state *s)
 {
     for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
-        spmd__group_table *t = s->tables[m];
+        spmd__group_table *t = table_at(s, m);
         for (int id = 0; t && id < t->num_groups; id++)
             if (t->groups[id])
                 spmd__event_signal(&t->groups[id]->event);
     }
 }
 
-/* Calls fn on every live group communicator of the mesh. */
-static void for_each_comm(spmd__mesh_state *s, void (*fn)(spmd__comm *, unsigned long),
-                          unsigned long arg)
-{
-    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
-        spmd__group_table *t = s->tables[m];
-        for (int id = 0; t && id < t->num_groups; id++)
-            if (t->groups[id] && t->groups[id]->comm)
-                fn(t->groups[id]->comm, arg);
-    }
-}
-
-void spmd__mesh_state_notify_abort(spmd__mesh_state *s, unsigned long epoch)
-{
-    for_each_comm(s, spmd__comm_notify_abort, epoch);
-}
-
 void spmd__mesh_state_drain(spmd__mesh_state *s, unsigned long epoch)
 {
-    for_each_comm(s, spmd__comm_drain, epoch);
     if (s->control)
         spmd__comm_drain(s->control, epoch);
 }
@@ -344,7 +394,7 @@ void spmd__mesh_state_drain(spmd__mesh_state *s, unsigned long epoch)
 void spmd__mesh_state_reset_rendezvous(spmd__mesh_state *s)
 {
     for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
-        spmd__group_table *t = s->tables[m];
+        spmd__group_table *t = table_at(s, m);
         for (int id = 0; t && id < t->num_groups; id++)
             if (t->groups[id])
                 atomic_store(&t->groups[id]->arrived, 0);

@@ -20,8 +20,9 @@ typedef struct spmd__slot {
     int position; /* in the group, for the collective's axis order */
     const void *in;
     void *out;
-    const void *extra;     /* collective-specific */
-    char description[120]; /* "psum float32[4,3] over ('i',) #2", for mismatch messages */
+    const void *extra; /* collective-specific */
+    /* the member's view of the collective, for a mismatch message (formatted only then) */
+    const void *coll;
 } spmd__slot;
 
 /* One group (devices that share every coordinate off the table's axes) with local members. */
@@ -34,7 +35,8 @@ typedef struct spmd__group {
     int num_ranks;     /* processes with members */
     int *rank_process; /* [num_ranks] runtime process of each rank, ascending */
     int *rank_members; /* [num_ranks] members per rank */
-    spmd__comm *comm;  /* NULL when every member is in this process */
+    spmd__comm *comm;  /* NULL when every member is in this process; else a subset of the
+                          table's communicator */
     int num_local;     /* members in this process */
     int *local_flat;   /* [num_local] ascending */
     /* rendezvous of the local members */
@@ -49,6 +51,7 @@ typedef struct spmd__group {
 /* All groups of one set of mesh axes (the set, not the order: positions are computed per call). */
 typedef struct spmd__group_table {
     unsigned mask;
+    spmd__comm *comm; /* over the mesh's processes, when a group spans processes */
     int group_size;
     int num_groups;
     int *group_of_flat;   /* [mesh size] */
@@ -61,19 +64,20 @@ typedef struct spmd__private_word {
     _Alignas(128) atomic_ulong value;
 } spmd__private_word;
 
-/* Per-mesh state behind shard_map, created by the first call (collectively). */
+/* Per-mesh state behind shard_map: set up by the first call (collectively); the groups of an
+ * axis set, and their communicators, by the first collective over it. */
 typedef struct spmd__mesh_state {
     pthread_mutex_t lock;
     int ready;
-    int rebuild; /* a failed call abandoned the group communicators; every process
-                    finished it, so the next call creates new ones */
-    int broken;  /* a process did not finish a failed call: the mesh is unusable */
+    int broken; /* a process did not finish a failed call: the mesh is unusable */
     char broken_reason[1024];
     int num_processes;
     int *processes;      /* mesh processes, ascending */
     spmd__comm *control; /* all mesh processes; NULL in one process */
     unsigned long call_seq;
-    spmd__group_table *tables[1u << SPMD_MAX_MESH_AXES];
+    /* [axes mask]: published once built with its communicators (read without the lock) */
+    _Atomic(spmd__group_table *) tables[1u << SPMD_MAX_MESH_AXES];
+    pthread_mutex_t tables_lock; /* one table built at a time in this process */
     /* [local slot]: the number of the last call whose fn the device returned from */
     spmd__private_word *returned;
     /* devices blocked in a rendezvous; apart from call_seq, which every call writes */
@@ -90,7 +94,7 @@ static inline uint64_t spmd__fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
-/** Serializes agreements over process views: their messages share the set-up tags. */
+/** Serializes agreements over process views: their messages share the views' tags. */
 extern pthread_mutex_t spmd__setup_lock;
 
 /**
@@ -108,16 +112,27 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state);
 
 /**
  * Collective over the mesh's processes on the first call: checks that they all set up the same
- * mesh (with a deadline), then builds every group table and its communicators.
- * Fails fast when an earlier call left the mesh broken.
+ * mesh (with a deadline) and creates the communicator over them. Fails fast when an earlier
+ * call left the mesh broken.
  */
 spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *state, int64_t timeout_ns);
 
 /**
- * After a failed call that every process finished: drops the group communicators (unfinished
- * exchanges may linger in them) and makes the next call create new ones, collectively.
+ * The groups of axis set `mask`, built by the first collective over it: when a group spans
+ * processes, the mesh's processes first agree (over the mesh's communicator, within `w`) that
+ * they are all making these communicators, then make the ones of their groups. Collective over
+ * the mesh's processes, which SPMD code makes anyway: every device calls the same collectives.
+ * `call` numbers the shard_map call (the same on every process).
  */
-void spmd__mesh_state_discard_comms(spmd__mesh_state *state);
+spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *state, unsigned mask,
+                                   unsigned long call, spmd__wait *w, spmd__group_table **out);
+
+/**
+ * After a failed call that every process finished: drops the group tables and communicators
+ * (unfinished exchanges may linger in them); the next collectives build new ones.
+ * `keep_scratch`: data movement was given up, so MPI may still use the staging buffers.
+ */
+void spmd__mesh_state_discard_comms(spmd__mesh_state *state, int keep_scratch);
 
 /** Marks the mesh unusable (communicators may hold pending operations) and drops them. */
 void spmd__mesh_state_break(spmd__mesh_state *state, const char *reason);
@@ -125,10 +140,7 @@ void spmd__mesh_state_break(spmd__mesh_state *state, const char *reason);
 /** Wakes every rendezvous of the mesh (a call is aborting). */
 void spmd__mesh_state_wake_all(spmd__mesh_state *state);
 
-/** Tells the members of every group this process leads that its call `epoch` failed. */
-void spmd__mesh_state_notify_abort(spmd__mesh_state *state, unsigned long epoch);
-
-/** Discards the abort records and notices of calls up to `epoch` (see spmd__comm_drain). */
+/** Discards the abort records of calls up to `epoch` (see spmd__comm_drain). */
 void spmd__mesh_state_drain(spmd__mesh_state *state, unsigned long epoch);
 
 /** Resets every rendezvous for the next call (after an aborted one). */

@@ -188,6 +188,7 @@ spmd_status spmd_mesh_create(int ndim, const int *shape, const char *const *axis
     }
     memset(m->state, 0, sizeof *m->state);
     pthread_mutex_init(&m->state->lock, NULL);
+    pthread_mutex_init(&m->state->tables_lock, NULL);
     for (int i = 0; i < rt->num_devices; i++)
         m->position_of[i] = -1;
     spmd_status st = place_devices(m, rt, device_ids, num_device_ids);

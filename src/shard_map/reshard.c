@@ -54,8 +54,7 @@ typedef struct reshard_plan {
     int ndim;
     int64_t shape[SPMD_MAX_RANK];
     int num_processes;
-    int *processes;  /* owning a source or destination device, ascending */
-    int any_message; /* some process sends to another one */
+    int *processes; /* owning a source or destination device, ascending */
     int ndst;
     dst_work *dst; /* [local destination shards] */
     int nsend, nrecv;
@@ -365,7 +364,6 @@ static spmd_status plan_piece(plan_builder *b, int bd, int bs, const region *r, 
                 SPMD_CHECK(add_local(b, bd, bs, r, ndim));
             continue;
         }
-        b->p->any_message = 1;
         int from = nearest_holder(&b->src->h, bs, q, b->num_processes);
         if (from == b->me)
             SPMD_CHECK(add_send(b, bs, q, r, ndim));
@@ -941,7 +939,7 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
         return SPMD_ERR_INVALID_ARGUMENT;
     int P = rt->process_count;
     char *member = calloc((size_t)P, 1);
-    int *processes = malloc((size_t)P * sizeof(int)), nproc = 0, any_message = 0;
+    int *processes = malloc((size_t)P * sizeof(int)), nproc = 0;
     spmd_status st =
         member && processes ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     for (int k = 0; st == SPMD_OK && k < n; k++) {
@@ -953,7 +951,6 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
                                           &jobs[k].out);
         if (st != SPMD_OK)
             break;
-        any_message |= jobs[k].plan->any_message;
         for (int i = 0; i < jobs[k].plan->num_processes; i++)
             member[jobs[k].plan->processes[i]] = 1;
     }
@@ -968,7 +965,9 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
         st = ordinals ? make_buffers(&bw)
                       : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     spmd__comm *comm = NULL;
-    if (prepared && any_message && member[rt->process_index]) {
+    /* Every process of the operation agrees, even one whose own part moves nothing: otherwise
+     * processes in different reshards could exchange data meant for another. */
+    if (prepared && nproc > 1 && member[rt->process_index]) {
         char text[120];
         uint64_t fingerprint = describe(jobs, n, text, sizeof text);
         if (st != SPMD_OK) {

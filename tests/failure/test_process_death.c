@@ -9,10 +9,13 @@
  *
  * Cases: shard_map (killed inside fn, before its psum), barrier (before
  * spmd_sync_global_devices), allgather (before spmd_process_allgather), reshard (before a
- * reshard that needs its data); and in the middle of the data movement, after every process
- * agreed to it: psum_data (as the psum's MPI_Iallreduce starts) and reshard_data (as the
- * resharding exchange builds its messages). The last two intercept those MPI calls through
- * MPI's profiling interface (PMPI), so the library itself has no test hook.
+ * reshard that needs its data); psum_exchange (a small psum, whose check travels with its data:
+ * killed just after sending its first message of it); and in the middle of the data movement,
+ * after every process agreed to it: psum_data (a psum of 128 KiB, as its MPI_Iallreduce
+ * starts) and reshard_data (as the resharding exchange builds its messages). The last three
+ * intercept MPI calls through MPI's profiling interface (PMPI), so the library itself has no
+ * test hook. Each surviving process prints "survivor N: ok" or "survivor N: check failed"
+ * (mpirun --enable-recovery exits with 0 whatever the processes return; run_case.sh checks).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -25,7 +28,8 @@
 
 enum { VICTIM = 1 };
 static const char *the_case;
-static int die_in_data_phase; /* set on the victim for the *_data cases */
+static int die_in_data_phase;       /* set on the victim for the *_data cases */
+static volatile int die_after_send; /* psum_exchange: set on the victim inside fn */
 
 static double now_s(void)
 {
@@ -54,6 +58,16 @@ int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype type, M
     return PMPI_Iallreduce(send, recv, count, type, op, comm, request);
 }
 
+/* psum_exchange: the victim dies once its first message of the psum is on its way. */
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+              MPI_Request *request)
+{
+    int rc = PMPI_Isend(buf, count, type, dest, tag, comm, request);
+    if (die_after_send)
+        die_if_victim();
+    return rc;
+}
+
 int MPI_Type_create_struct(int count, const int lengths[], const MPI_Aint displacements[],
                            const MPI_Datatype types[], MPI_Datatype *out)
 {
@@ -66,28 +80,49 @@ int MPI_Type_create_struct(int count, const int lengths[], const MPI_Aint displa
 static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
                             void *user)
 {
-    (void)nin, (void)nout, (void)user;
-    if (spmd_ctx_device(ctx) == spmd_local_device_id(0) && strcmp(the_case, "shard_map") == 0)
+    (void)nin, (void)nout;
+    const char *c = user;
+    if (spmd_ctx_device(ctx) == spmd_local_device_id(0) && strcmp(c, "shard_map") == 0)
         die_if_victim(); /* mid-call: the other devices of every process are already running */
+    if (strcmp(c, "psum_data") == 0) { /* beyond the size whose check travels with the data */
+        int64_t big[1] = {32768};
+        spmd_block a, b;
+        spmd_status st = spmd_ctx_alloc(ctx, 1, big, SPMD_DTYPE_F32, &a);
+        if (st == SPMD_OK)
+            st = spmd_ctx_alloc(ctx, 1, big, SPMD_DTYPE_F32, &b);
+        if (st == SPMD_OK)
+            st = spmd_op_fill(ctx, &a, 1.0);
+        if (st == SPMD_OK)
+            st = spmd_psum(ctx, &a, &b, "i");
+        if (st != SPMD_OK)
+            return st;
+    }
+    if (strcmp(c, "psum_exchange") == 0)
+        die_after_send = 1;
     return spmd_psum(ctx, &in[0], &out[0], "i");
+}
+
+static spmd_status sum(spmd_mesh *mesh, spmd_array *x, const char *c)
+{
+    spmd_spec *spec = NULL;
+    spmd_status st = spmd_spec_parse("'i'", &spec);
+    const spmd_spec *specs[1] = {spec};
+    spmd_out_desc desc = {1, {spmd_device_count()}, SPMD_DTYPE_F32};
+    spmd_array *y = NULL;
+    if (st == SPMD_OK)
+        st = spmd_shard_map(mesh, sum_body, (void *)c, 1, &x, specs, 1, &desc, specs, NULL, &y);
+    spmd_array_destroy(y);
+    spmd_spec_destroy(spec);
+    return st;
 }
 
 static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows, spmd_sharding *all)
 {
     (void)rows;
     die_in_data_phase = strstr(the_case, "_data") != NULL;
-    if (strcmp(the_case, "shard_map") == 0 || strcmp(the_case, "psum_data") == 0) {
-        spmd_spec *spec = NULL;
-        spmd_status st = spmd_spec_parse("'i'", &spec);
-        const spmd_spec *specs[1] = {spec};
-        spmd_out_desc desc = {1, {spmd_device_count()}, SPMD_DTYPE_F32};
-        spmd_array *y = NULL;
-        if (st == SPMD_OK)
-            st = spmd_shard_map(mesh, sum_body, NULL, 1, &x, specs, 1, &desc, specs, NULL, &y);
-        spmd_array_destroy(y);
-        spmd_spec_destroy(spec);
-        return st;
-    }
+    if (strcmp(the_case, "shard_map") == 0 || strcmp(the_case, "psum_data") == 0 ||
+        strcmp(the_case, "psum_exchange") == 0)
+        return sum(mesh, x, the_case);
     if (strcmp(the_case, "barrier") == 0) {
         die_if_victim();
         return spmd_sync_global_devices("after the kill");
@@ -106,8 +141,8 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
         return st;
     }
     fprintf(stderr,
-            "unknown case '%s': shard_map, barrier, allgather, reshard, psum_data or "
-            "reshard_data\n",
+            "unknown case '%s': shard_map, barrier, allgather, reshard, psum_exchange, "
+            "psum_data or reshard_data\n",
             the_case);
     exit(2);
 }
@@ -138,6 +173,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "set-up: %s\n", spmd_last_error());
         return 1;
     }
+    /* the cases in the middle of a psum's messages start from a mesh that made its
+     * communicators in an earlier call */
+    if (strncmp(the_case, "psum_", 5) == 0 && sum(mesh, x, "warm-up") != SPMD_OK) {
+        fprintf(stderr, "warm-up: %s\n", spmd_last_error());
+        return 1;
+    }
     /* every process is set up before the victim dies */
     if (spmd_sync_global_devices("set-up") != SPMD_OK) {
         fprintf(stderr, "set-up barrier: %s\n", spmd_last_error());
@@ -155,7 +196,7 @@ int main(int argc, char **argv)
     const char *timeout_text = getenv("SPMD_COLLECTIVE_TIMEOUT");
     double timeout = timeout_text ? atof(timeout_text) : 300.0;
     double grace = timeout / 10 > 0.5 ? timeout / 10 : 0.5;
-    int in_shard_map = strcmp(the_case, "shard_map") == 0 || strcmp(the_case, "psum_data") == 0;
+    int in_shard_map = strcmp(the_case, "shard_map") == 0 || strncmp(the_case, "psum_", 5) == 0;
     double bound = timeout + (in_shard_map ? grace : 0) + 1.5;
     int ok = (st == SPMD_ERR_TIMEOUT || st == SPMD_ERR_DISTRIBUTED) && named && waited <= bound;
     printf("process %d, %s: %s after %.2f s: %s\n", spmd_process_index(), the_case,
@@ -172,5 +213,7 @@ int main(int argc, char **argv)
                 "process %d: expected SPMD_ERR_TIMEOUT or SPMD_ERR_DISTRIBUTED naming process 1 "
                 "within %.1f s\n",
                 spmd_process_index(), bound);
+    printf("survivor %d: %s\n", spmd_process_index(), ok ? "ok" : "check failed");
+    fflush(stdout);
     _Exit(ok ? 0 : 1);
 }

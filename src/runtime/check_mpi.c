@@ -1,0 +1,907 @@
+/*
+ * The control plane between processes: checked exchanges by recursive doubling.
+ *
+ * Every message starts with a 40-byte header: the least and greatest fingerprint seen so far
+ * and the lowest ranks holding them, and the ranks found missing. n ranks exchange in
+ * ceil(log2 n) rounds: rank r and rank r ^ 2^k swap what they know in round k, so after the
+ * last round every rank knows every fingerprint through min and max (equal <=> all agree).
+ * Ranks beyond the largest power of two p2 first hand their part to rank r - p2 and get the
+ * result back at the end. A payload may follow the header: the data of a small collective
+ * (reduced or gathered along the way, so the check costs no extra message) or a record that
+ * callers merge (shard_map's outcome).
+ *
+ * A rank that never arrives is named by the rank that waited for it in vain, which marks it
+ * missing and goes on with the later rounds: everyone ends with the same verdict, or with the
+ * list of missing ranks. Waits of round k end k * stagger after the common deadline, so that a
+ * rank that gave up on a missing partner has told its later partners before they give up on
+ * it. When fingerprints differ, a second exchange of the same shape carries the two
+ * descriptions the message quotes: the success path never formats or sends text.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "runtime/comm.h"
+#include "runtime/comm_mpi_impl.h"
+
+#define lock spmd__mpi_lock
+#define unlock spmd__mpi_unlock
+
+/* Missing ranks a header lists (the lowest); more are only counted as "and others". */
+#define LISTED 3
+enum { FLAG_MORE_MISSING = 1u, FLAG_SIZE = 2u };
+
+typedef struct header {
+    uint64_t fp_min, fp_max;
+    int32_t rank_min, rank_max; /* lowest rank holding each */
+    int32_t missing[LISTED];    /* ascending; -1 ends the list */
+    uint32_t flags;
+} header;
+
+#define HEADER ((size_t)sizeof(header))
+/* The tag (within an exchange's block) of the note to a rank given up on. */
+#define NOTE_TAG 3
+/* Descriptions exchanged when fingerprints differ. */
+#define TEXT 120
+
+/* The shape of recursive doubling over n ranks, from one rank's point of view. */
+typedef struct topology {
+    int n, me;
+    int p2;        /* largest power of two <= n */
+    int levels;    /* log2 p2 */
+    int is_extra;  /* me >= p2: hands its part to me - p2 */
+    int has_extra; /* me + p2 < n: takes the part of me + p2 */
+} topology;
+
+static topology topology_of(int n, int me)
+{
+    topology t = {n, me, 1, 0, 0, 0};
+    while (t.p2 * 2 <= n) {
+        t.p2 *= 2;
+        t.levels++;
+    }
+    t.is_extra = me >= t.p2;
+    t.has_extra = me + t.p2 < n;
+    return t;
+}
+
+typedef struct xchg {
+    spmd__comm *c;
+    spmd__wait *w;
+    topology t;
+    int tag;
+    header h;
+    int64_t deadline; /* of step 0; step s ends s * stagger later */
+    int64_t stagger;
+    int64_t next_cancel_check;
+    spmd_status stopped; /* the cancellation status, once cancelled */
+    int broken;          /* an MPI call failed: its message is recorded */
+} xchg;
+
+/* ---- headers ---- */
+
+static void header_init(header *h, uint64_t fingerprint, int rank)
+{
+    h->fp_min = h->fp_max = fingerprint;
+    h->rank_min = h->rank_max = rank;
+    for (int i = 0; i < LISTED; i++)
+        h->missing[i] = -1;
+    h->flags = 0;
+}
+
+static void add_missing(header *h, int rank)
+{
+    int i = 0;
+    while (i < LISTED && h->missing[i] >= 0 && h->missing[i] < rank)
+        i++;
+    if (i < LISTED && h->missing[i] == rank)
+        return;
+    if (i == LISTED) {
+        h->flags |= FLAG_MORE_MISSING;
+        return;
+    }
+    if (h->missing[LISTED - 1] >= 0)
+        h->flags |= FLAG_MORE_MISSING;
+    memmove(&h->missing[i + 1], &h->missing[i], (size_t)(LISTED - 1 - i) * sizeof h->missing[0]);
+    h->missing[i] = rank;
+}
+
+static void header_merge(header *h, const header *in)
+{
+    if (in->fp_min < h->fp_min || (in->fp_min == h->fp_min && in->rank_min < h->rank_min)) {
+        h->fp_min = in->fp_min;
+        h->rank_min = in->rank_min;
+    }
+    if (in->fp_max > h->fp_max || (in->fp_max == h->fp_max && in->rank_max < h->rank_max)) {
+        h->fp_max = in->fp_max;
+        h->rank_max = in->rank_max;
+    }
+    for (int i = 0; i < LISTED && in->missing[i] >= 0; i++)
+        add_missing(h, in->missing[i]);
+    h->flags |= in->flags;
+}
+
+static int header_failed(const header *h)
+{
+    return h->missing[0] >= 0 || h->fp_min != h->fp_max || (h->flags & FLAG_SIZE);
+}
+
+/* ---- one step: a send and a receive, the receive against a deadline ---- */
+
+enum { GOT, MISSED, STOPPED };
+
+/* The first cancellation check comes after this long a wait, the next ones this far apart:
+ * the check may poll MPI for abort records, which the fast path should not pay for. */
+#define CANCEL_FIRST_NS 50000
+#define CANCEL_EVERY_NS 1000000
+
+static int cancelled(xchg *x, int64_t now)
+{
+    if (!x->w->cancelled || now < x->next_cancel_check)
+        return 0;
+    x->next_cancel_check = now + CANCEL_EVERY_NS;
+    spmd_status st = x->w->cancelled(x->w->arg);
+    if (st == SPMD_OK)
+        return 0;
+    x->stopped = st;
+    return 1;
+}
+
+static void broken(xchg *x, int rc, const char *what)
+{
+    if (!x->broken && x->stopped == SPMD_OK)
+        x->stopped = spmd__mpi_failure(rc, what);
+    x->broken = 1;
+}
+
+/*
+ * Sends sbytes of sbuf to rank `to` (-1: none) and receives at most rcap bytes into rbuf from
+ * rank `from` (-1: none), waiting for the receive until `deadline`, then for the send as long.
+ * *got is the size of the message received (rcap + 1 when it was longer than rcap).
+ * *send_open is set when the send did not complete: sbuf then belongs to MPI.
+ */
+static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void *rbuf, size_t rcap,
+                int64_t deadline, size_t *got, int *send_open)
+{
+    spmd__comm *c = x->c;
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int done[2] = {from < 0, to < 0};
+    *send_open = 0;
+    lock();
+    if (from >= 0)
+        MPI_Irecv(rbuf, (int)rcap, MPI_BYTE, c->peer[from], x->tag, c->comm, &reqs[0]);
+    if (to >= 0)
+        MPI_Isend(sbuf, (int)sbytes, MPI_BYTE, c->peer[to], x->tag, c->comm, &reqs[1]);
+    unlock();
+    int outcome = GOT;
+    int64_t started = 0;
+    for (;;) {
+        MPI_Status status;
+        lock();
+        for (int i = 0; i < 2; i++) {
+            if (done[i])
+                continue;
+            int flag = 0;
+            int rc = MPI_Test(&reqs[i], &flag, i == 0 ? &status : MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS && i == 0) {
+                int cls = 0;
+                MPI_Error_class(rc, &cls);
+                if (cls == MPI_ERR_TRUNCATE) { /* a longer message: the header came first */
+                    flag = 1;
+                    *got = rcap + 1;
+                } else {
+                    unlock();
+                    broken(x, rc, "MPI_Test");
+                    lock();
+                    flag = 1;
+                    *got = 0;
+                }
+            } else if (flag && i == 0) {
+                int count = 0;
+                MPI_Get_count(&status, MPI_BYTE, &count);
+                *got = (size_t)count;
+            } else if (rc != MPI_SUCCESS) {
+                unlock();
+                broken(x, rc, "MPI_Test");
+                lock();
+                flag = 1;
+            }
+            done[i] = flag;
+        }
+        unlock();
+        if (done[0] && done[1])
+            break;
+        int64_t now = spmd__now_ns();
+        if (!started) {
+            started = now;
+            if (x->next_cancel_check == 0)
+                x->next_cancel_check = now + CANCEL_FIRST_NS;
+        }
+        /* the send only holds us up while the receive is still open, or up to the deadline */
+        if (now > deadline) {
+            outcome = done[0] ? GOT : MISSED;
+            break;
+        }
+        if (cancelled(x, now)) {
+            outcome = STOPPED;
+            break;
+        }
+    }
+    if (!done[0]) { /* a receive that matched just before the cancel completes normally */
+        MPI_Status status;
+        int gone = 0;
+        lock();
+        MPI_Cancel(&reqs[0]);
+        MPI_Wait(&reqs[0], &status);
+        MPI_Test_cancelled(&status, &gone);
+        if (!gone) {
+            int count = 0;
+            MPI_Get_count(&status, MPI_BYTE, &count);
+            *got = status.MPI_ERROR == MPI_ERR_TRUNCATE ? rcap + 1 : (size_t)count;
+        }
+        unlock();
+        if (!gone && outcome == MISSED)
+            outcome = GOT;
+    }
+    if (!done[1]) {
+        spmd__comm_abandon_sends(1, &reqs[1], &done[1]);
+        *send_open = 1;
+    }
+    return x->broken ? STOPPED : outcome;
+}
+
+/* After a send that did not complete: MPI keeps reading S, so go on in a fresh buffer holding
+ * the same bytes. 0 when out of memory (the exchange is then stopped). */
+static int renew_send_buffer(xchg *x, char **S, size_t bytes)
+{
+    char *old = *S;
+    spmd__comm_detach_buffer(x->c, 0);
+    char *fresh = spmd__comm_buffer(x->c, 0, bytes);
+    if (!fresh) {
+        if (x->stopped == SPMD_OK)
+            x->stopped = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+        return 0;
+    }
+    memcpy(fresh, old, bytes);
+    *S = fresh;
+    return 1;
+}
+
+/* Rank `rank` missed its step: it is marked missing, and told so on a tag of its own, in case
+ * it arrives after all (its partners' messages would otherwise let it finish as if nothing had
+ * happened). The note is this rank's header, which holds its fingerprint. */
+static void missed(xchg *x, int rank)
+{
+    add_missing(&x->h, rank);
+    spmd__comm *c = x->c;
+    void *copy = spmd__comm_keep_copy(c, &x->h, HEADER);
+    if (!copy)
+        return;
+    MPI_Request req;
+    lock();
+    if (MPI_Isend(copy, (int)HEADER, MPI_BYTE, c->peer[rank], x->tag + NOTE_TAG, c->comm, &req) ==
+        MPI_SUCCESS)
+        MPI_Request_free(&req);
+    unlock();
+}
+
+/* The rank that gave up on this one in this very exchange (its note names this rank's
+ * fingerprint), when such a note has come; else -1. Notes of other exchanges over a view,
+ * whose tags every exchange over it shares, are dropped. */
+static int gave_up_on_me(xchg *x, uint64_t fingerprint)
+{
+    spmd__comm *c = x->c;
+    for (;;) {
+        int flag = 0;
+        MPI_Status status;
+        header h;
+        lock();
+        MPI_Iprobe(MPI_ANY_SOURCE, x->tag + NOTE_TAG, c->comm, &flag, &status);
+        if (flag)
+            MPI_Recv(&h, (int)HEADER, MPI_BYTE, status.MPI_SOURCE, x->tag + NOTE_TAG, c->comm,
+                     MPI_STATUS_IGNORE);
+        unlock();
+        if (!flag)
+            return -1;
+        if (h.fp_min != fingerprint && h.fp_max != fingerprint)
+            continue;
+        for (int r = 0; r < c->size; r++)
+            if (c->peer[r] == status.MPI_SOURCE)
+                return r;
+    }
+}
+
+static int64_t deadline_of(const xchg *x, int step_index)
+{
+    return x->deadline + (int64_t)step_index * x->stagger;
+}
+
+/* ---- the reduction driver: a record (or a collective's data) merged along the way ---- */
+
+typedef struct reducer {
+    size_t *bytes; /* current payload bytes (after the header in S) */
+    size_t capacity;
+    int fixed; /* every rank's payload has exactly *bytes bytes */
+    spmd__combine_fn combine;
+    void *arg;
+} reducer;
+
+/* What arrived in R (got bytes): header merged, payload combined into S's (or, `replace`,
+ * copied over it). */
+static void take(xchg *x, const reducer *rd, char *S, const char *R, size_t got, int replace)
+{
+    if (got < HEADER) { /* not one of ours, or cut short: it cannot be read */
+        x->h.flags |= FLAG_SIZE;
+        return;
+    }
+    header in;
+    memcpy(&in, R, HEADER);
+    header_merge(&x->h, &in);
+    size_t payload = got - HEADER;
+    if (payload > rd->capacity || (rd->fixed && !header_failed(&x->h) && payload != *rd->bytes))
+        x->h.flags |= FLAG_SIZE;
+    if (header_failed(&x->h))
+        return;
+    if (replace) {
+        memcpy(S + HEADER, R + HEADER, payload);
+        *rd->bytes = payload;
+    } else if (rd->combine) {
+        rd->combine(S + HEADER, R + HEADER, payload, rd->arg);
+    }
+}
+
+/* The send of the current step: the header, and the payload while nothing failed. */
+static size_t outgoing(xchg *x, char *S, const reducer *rd)
+{
+    memcpy(S, &x->h, HEADER);
+    return header_failed(&x->h) ? HEADER : HEADER + *rd->bytes;
+}
+
+/*
+ * Runs the exchange with this rank's payload already in S after the header. S and R are the
+ * communicator's staging buffers 0 and 1, both HEADER + capacity long.
+ */
+static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
+{
+    const topology *t = &x->t;
+    size_t cap = HEADER + rd->capacity, got = 0;
+    int open = 0, last = t->levels + 1;
+    if (t->is_extra) {
+        int partner = t->me - t->p2;
+        size_t sent = outgoing(x, *S, rd);
+        int o = step(x, partner, *S, sent, partner, *R, cap, deadline_of(x, last), &got, &open);
+        if (o == GOT)
+            take(x, rd, *S, *R, got, 1);
+        else if (o == MISSED)
+            missed(x, partner);
+        if (open)
+            spmd__comm_detach_buffer(x->c, 0);
+        return;
+    }
+    if (t->has_extra) {
+        int extra = t->me + t->p2;
+        int o = step(x, -1, NULL, 0, extra, *R, cap, deadline_of(x, 0), &got, &open);
+        if (o == STOPPED)
+            return;
+        if (o == GOT)
+            take(x, rd, *S, *R, got, 0);
+        else
+            missed(x, extra);
+    }
+    for (int k = 0; k < t->levels; k++) {
+        int partner = t->me ^ (1 << k);
+        size_t sent = outgoing(x, *S, rd);
+        int o = step(x, partner, *S, sent, partner, *R, cap, deadline_of(x, k + 1), &got, &open);
+        if (open && !renew_send_buffer(x, S, cap))
+            return;
+        if (o == STOPPED)
+            return;
+        if (o == GOT)
+            take(x, rd, *S, *R, got, 0);
+        else
+            missed(x, partner);
+    }
+    if (t->has_extra) {
+        int extra = t->me + t->p2;
+        size_t sent = outgoing(x, *S, rd);
+        (void)step(x, extra, *S, sent, -1, NULL, 0, deadline_of(x, last), &got, &open);
+        if (open)
+            spmd__comm_detach_buffer(x->c, 0);
+    }
+}
+
+/* ---- outcome: the verdict every rank reaches ---- */
+
+static void list_ranks(const spmd__comm *c, const header *h, char *out, size_t size)
+{
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, out, size);
+    for (int i = 0; i < LISTED && h->missing[i] >= 0; i++)
+        spmd__strbuf_printf(&sb, "%s%d", i ? ", " : "", c->processes[h->missing[i]]);
+    if (h->flags & FLAG_MORE_MISSING)
+        spmd__strbuf_printf(&sb, " and others");
+}
+
+typedef struct texts {
+    char text[2][TEXT];
+} texts;
+
+static void merge_texts(void *mine, const void *theirs, size_t bytes, void *arg)
+{
+    (void)arg;
+    texts *m = mine;
+    const texts *t = theirs;
+    if (bytes < sizeof *t)
+        return;
+    for (int i = 0; i < 2; i++)
+        if (!m->text[i][0] && t->text[i][0])
+            memcpy(m->text[i], t->text[i], TEXT);
+}
+
+static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__wait *w,
+                                int tag_base, int64_t deadline, void *payload, size_t *bytes,
+                                size_t capacity, int fixed, spmd__combine_fn combine, void *arg,
+                                header *verdict);
+
+/* Second exchange, after fingerprints differed: the two processes named in the verdict send
+ * their descriptions (deadline: a grace period, since everyone is already there). */
+static void fetch_texts(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
+                        const header *v, texts *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < 2; i++)
+        if (c->rank == (i ? v->rank_max : v->rank_min))
+            a->describe(a->arg, out->text[i], TEXT);
+    int64_t timeout = spmd__comm_timeout_ns();
+    int64_t grace = timeout / 10 > 500000000 ? timeout / 10 : 500000000;
+    spmd__agreement same = {0, NULL, NULL};
+    spmd__wait quick = {.deadline_ns = spmd__now_ns() + (grace < timeout ? grace : timeout),
+                        .cancelled = w->cancelled,
+                        .arg = w->arg,
+                        .what = w->what};
+    size_t bytes = sizeof *out;
+    header h;
+    if (run_exchange(c, &same, &quick, tag + 1, quick.deadline_ns, out, &bytes, sizeof *out, 1,
+                     merge_texts, NULL, &h) != SPMD_OK)
+        out->text[0][0] = out->text[1][0] = '\0'; /* the message says less, that is all */
+}
+
+/* What the wait is for, for a message: w->what, or (NULL) the agreement's description. */
+static const char *what_of(const spmd__wait *w, const spmd__agreement *a, char *buf, size_t size)
+{
+    if (w->what)
+        return w->what;
+    if (a && a->describe)
+        a->describe(a->arg, buf, size);
+    else
+        spmd__copy_text(buf, size, "an exchange between processes");
+    return buf;
+}
+
+static spmd_status verdict(xchg *x, const spmd__agreement *a)
+{
+    spmd__comm *c = x->c;
+    const header *h = &x->h;
+    spmd__wait *w = x->w;
+    char what[TEXT];
+    if (x->stopped != SPMD_OK)
+        return x->stopped;
+    if (h->missing[0] >= 0) {
+        char who[128];
+        list_ranks(c, h, who, sizeof who);
+        w->peer_missing = 1;
+        return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                          "%s: process(es) %s did not arrive within the collective timeout "
+                          "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same "
+                          "collectives in the same order",
+                          what_of(w, a, what, sizeof what), who);
+    }
+    int pa = c->processes[h->rank_min], pb = c->processes[h->rank_max];
+    if (h->fp_min != h->fp_max) {
+        texts t = {{{0}}};
+        if (a->describe)
+            fetch_texts(c, a, w, x->tag, h, &t);
+        int first = pa > pb; /* the lower process first */
+        if (t.text[0][0] && t.text[1][0])
+            return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                              "processes issued different collectives: process %d called %s, "
+                              "process %d called %s; every process must issue the same "
+                              "collectives with the same shapes in the same order",
+                              first ? pb : pa, t.text[first], first ? pa : pb, t.text[!first]);
+        return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                          "%s: processes %d and %d issued different collectives (fingerprints "
+                          "%016llx and %016llx); every process must issue the same collectives "
+                          "with the same shapes in the same order",
+                          what_of(w, a, what, sizeof what), pa, pb, (unsigned long long)h->fp_min,
+                          (unsigned long long)h->fp_max);
+    }
+    if (!(h->flags & FLAG_SIZE)) {
+        int by = gave_up_on_me(x, h->fp_min);
+        if (by >= 0)
+            return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                              "%s: this process (%d) arrived after process %d had given up "
+                              "waiting for it, more than the collective timeout "
+                              "(SPMD_COLLECTIVE_TIMEOUT) late; every process must issue the same "
+                              "collectives in the same order",
+                              what_of(w, a, what, sizeof what), c->processes[c->rank],
+                              c->processes[by]);
+        return SPMD_OK;
+    }
+    return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                      "%s: a process sent a message of another size than its partner "
+                      "expected; every process must issue the same collectives with the "
+                      "same shapes in the same order",
+                      what_of(w, a, what, sizeof what));
+}
+
+/* Sets up an exchange: topology, tag, timing. */
+static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
+                      int64_t deadline)
+{
+    memset(x, 0, sizeof *x);
+    x->c = c;
+    x->w = w;
+    x->t = topology_of(c->size, c->rank);
+    x->tag = tag;
+    x->deadline = deadline;
+    /* a hundredth of the timeout per step, within [10 ms, 250 ms] */
+    int64_t s = spmd__comm_timeout_ns() / 100;
+    x->stagger = s < 10000000 ? 10000000 : s > 250000000 ? 250000000 : s;
+    header_init(&x->h, a->fingerprint, c->rank);
+}
+
+static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
+                                int64_t deadline, void *payload, size_t *bytes, size_t capacity,
+                                int fixed, spmd__combine_fn combine, void *arg, header *out)
+{
+    xchg x;
+    xchg_init(&x, c, a, w, tag, deadline);
+    char *S = spmd__comm_buffer(c, 0, HEADER + capacity);
+    char *R = spmd__comm_buffer(c, 1, HEADER + capacity);
+    SPMD_REQUIRE(S && R, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for a %zu-byte message between processes", HEADER + capacity);
+    memcpy(S + HEADER, payload, *bytes);
+    reducer rd = {bytes, capacity, fixed, combine, arg};
+    run_reduce(&x, &rd, &S, &R);
+    if (x.stopped == SPMD_OK && !header_failed(&x.h))
+        memcpy(payload, S + HEADER, *bytes);
+    *out = x.h;
+    return verdict(&x, a);
+}
+
+/* ---- the entry points ---- */
+
+static void copy_description(const void *arg, char *text, size_t size)
+{
+    spmd__copy_text(text, size, arg);
+}
+
+static spmd_status check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag)
+{
+    if (c->size == 1)
+        return SPMD_OK;
+    size_t bytes = 0;
+    header h;
+    return run_exchange(c, a, w, tag, w->deadline_ns, NULL, &bytes, 0, 1, NULL, NULL, &h);
+}
+
+spmd_status spmd__comm_check(spmd__comm *c, const spmd__agreement *a, spmd__wait *w)
+{
+    return check_with_tag(c, a, w, spmd__comm_exchange_tag(c, w->key));
+}
+
+spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *description,
+                             spmd__wait *w)
+{
+    spmd__agreement a = {fingerprint, copy_description, description};
+    return spmd__comm_check(c, &a, w);
+}
+
+spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, void *record,
+                                     size_t *bytes, size_t capacity, spmd__combine_fn combine,
+                                     void *combine_arg, spmd__wait *w)
+{
+    if (c->size == 1)
+        return SPMD_OK;
+    header h;
+    return run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, record, bytes,
+                        capacity, 0, combine, combine_arg, &h);
+}
+
+spmd_status spmd__comm_checked_allreduce(spmd__comm *c, const spmd__agreement *a, const void *send,
+                                         void *recv, size_t count, spmd_dtype dtype,
+                                         spmd__reduce_op op, spmd__combine_fn combine,
+                                         void *combine_arg, spmd__wait *w)
+{
+    size_t bytes = count * spmd_dtype_size(dtype);
+    if (c->size == 1) {
+        if (send != recv)
+            memmove(recv, send, bytes);
+        return SPMD_OK;
+    }
+    if (bytes > SPMD__COMM_COMBINED_BYTES) {
+        SPMD_CHECK(spmd__comm_check(c, a, w));
+        spmd_status st = spmd__comm_allreduce_agreed(c, send, recv, count, dtype, op);
+        if (st != SPMD_OK)
+            w->data_pending = 1;
+        return st;
+    }
+    if (send != recv)
+        memcpy(recv, send, bytes);
+    header h;
+    return run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, recv, &bytes,
+                        bytes, 1, combine, combine_arg, &h);
+}
+
+/* ---- all_gather: recursive doubling that gathers along the way ---- */
+
+typedef struct gather_layout {
+    const size_t *counts;
+    size_t *displ; /* [n + 1] */
+} gather_layout;
+
+/* Bytes of ranks [lo, hi) and, packed after them, of their extras. */
+static size_t block_bytes(const gather_layout *g, const topology *t, int lo, int hi)
+{
+    size_t b = g->displ[hi] - g->displ[lo];
+    int elo = lo + t->p2, ehi = (hi < t->n - t->p2 ? hi : t->n - t->p2) + t->p2;
+    if (elo < ehi)
+        b += g->displ[ehi] - g->displ[elo];
+    return b;
+}
+
+static void move_block(const gather_layout *g, const topology *t, int lo, int hi, char *packed,
+                       char *recv, int pack)
+{
+    size_t real = g->displ[hi] - g->displ[lo];
+    if (pack)
+        memcpy(packed, recv + g->displ[lo], real);
+    else
+        memcpy(recv + g->displ[lo], packed, real);
+    int elo = lo + t->p2, ehi = (hi < t->n - t->p2 ? hi : t->n - t->p2) + t->p2;
+    if (elo < ehi) {
+        size_t extra = g->displ[ehi] - g->displ[elo];
+        if (pack)
+            memcpy(packed + real, recv + g->displ[elo], extra);
+        else
+            memcpy(recv + g->displ[elo], packed + real, extra);
+    }
+}
+
+/* What arrived in a gather step: the header merged, and the block placed when all is well. */
+static void take_block(xchg *x, const gather_layout *g, char *recv, const char *R, size_t got,
+                       size_t want, int lo, int hi, int single)
+{
+    if (got < HEADER) {
+        x->h.flags |= FLAG_SIZE;
+        return;
+    }
+    header in;
+    memcpy(&in, R, HEADER);
+    header_merge(&x->h, &in);
+    if (!header_failed(&x->h) && got != HEADER + want)
+        x->h.flags |= FLAG_SIZE;
+    if (header_failed(&x->h))
+        return;
+    if (single)
+        memcpy(recv + g->displ[lo], R + HEADER, want);
+    else
+        move_block(g, &x->t, lo, hi, (char *)R + HEADER, recv, 0);
+}
+
+/* One round: sends this rank's block [lo, lo + span) (with its extras) and receives the
+ * partner's. */
+static int gather_round(xchg *x, const gather_layout *g, char *recv, int partner, int span,
+                        int step_index, char **S, char *R)
+{
+    const topology *t = &x->t;
+    int lo = t->me & ~(span - 1), plo = partner & ~(span - 1);
+    size_t out = 0, want = block_bytes(g, t, plo, plo + span), got = 0, total = g->displ[t->n];
+    int open = 0;
+    memcpy(*S, &x->h, HEADER);
+    if (!header_failed(&x->h)) {
+        out = block_bytes(g, t, lo, lo + span);
+        move_block(g, t, lo, lo + span, *S + HEADER, recv, 1);
+    }
+    int o = step(x, partner, *S, HEADER + out, partner, R, HEADER + want,
+                 deadline_of(x, step_index), &got, &open);
+    if (open && !renew_send_buffer(x, S, HEADER + total))
+        return STOPPED;
+    if (o == GOT)
+        take_block(x, g, recv, R, got, want, plo, plo + span, 0);
+    else if (o == MISSED)
+        missed(x, partner);
+    return o;
+}
+
+static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char *recv,
+                                   const gather_layout *g, spmd__wait *w)
+{
+    xchg x;
+    xchg_init(&x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
+    const topology *t = &x.t;
+    size_t total = g->displ[t->n], got = 0;
+    char *S = spmd__comm_buffer(c, 0, HEADER + total);
+    char *R = spmd__comm_buffer(c, 1, HEADER + total);
+    SPMD_REQUIRE(S && R, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for a %zu-byte message between processes", HEADER + total);
+    int last = t->levels + 1, open = 0, o = GOT;
+    if (t->is_extra) { /* hand this rank's block over, get everything back */
+        int partner = t->me - t->p2;
+        size_t mine = g->counts[t->me];
+        memcpy(S, &x.h, HEADER);
+        memcpy(S + HEADER, recv + g->displ[t->me], mine);
+        o = step(&x, partner, S, HEADER + mine, partner, R, HEADER + total, deadline_of(&x, last),
+                 &got, &open);
+        if (open)
+            spmd__comm_detach_buffer(c, 0);
+        if (o == GOT)
+            take_block(&x, g, recv, R, got, total, 0, t->n, 1);
+        else if (o == MISSED)
+            missed(&x, partner);
+        return verdict(&x, a);
+    }
+    if (t->has_extra) {
+        int e = t->me + t->p2;
+        o = step(&x, -1, NULL, 0, e, R, HEADER + g->counts[e], deadline_of(&x, 0), &got, &open);
+        if (o == GOT)
+            take_block(&x, g, recv, R, got, g->counts[e], e, e + 1, 1);
+        else if (o == MISSED)
+            missed(&x, e);
+    }
+    for (int k = 0; k < t->levels && o != STOPPED; k++)
+        o = gather_round(&x, g, recv, t->me ^ (1 << k), 1 << k, k + 1, &S, R);
+    if (t->has_extra && o != STOPPED) {
+        memcpy(S, &x.h, HEADER);
+        size_t out = header_failed(&x.h) ? 0 : total;
+        if (out)
+            memcpy(S + HEADER, recv, total);
+        (void)step(&x, t->me + t->p2, S, HEADER + out, -1, NULL, 0, deadline_of(&x, last), &got,
+                   &open);
+        if (open)
+            spmd__comm_detach_buffer(c, 0);
+    }
+    return verdict(&x, a);
+}
+
+spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *a, const void *send,
+                                          void *recv, const size_t *counts, spmd__wait *w)
+{
+    size_t *displ = malloc(((size_t)c->size + 1) * sizeof *displ);
+    SPMD_REQUIRE(displ != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    displ[0] = 0;
+    for (int r = 0; r < c->size; r++)
+        displ[r + 1] = displ[r] + counts[r];
+    if (send)
+        memcpy((char *)recv + displ[c->rank], send, counts[c->rank]);
+    spmd_status st = SPMD_OK;
+    if (c->size == 1) {
+        /* nothing to exchange */
+    } else if (displ[c->size] > SPMD__COMM_COMBINED_BYTES) {
+        st = spmd__comm_check(c, a, w);
+        if (st == SPMD_OK) {
+            st = spmd__comm_allgatherv(c, NULL, recv, counts);
+            w->data_pending = st != SPMD_OK;
+        }
+    } else {
+        gather_layout g = {counts, displ};
+        st = gather_combined(c, a, recv, &g, w);
+    }
+    free(displ);
+    return st;
+}
+
+/* ---- psum_scatter: the small ones reduce everything, each rank keeping its part ---- */
+
+spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreement *a,
+                                              const void *send, void *recv, const size_t *counts,
+                                              spmd_dtype dtype, spmd__reduce_op op,
+                                              spmd__combine_fn combine, void *combine_arg,
+                                              spmd__wait *w)
+{
+    size_t elem = spmd_dtype_size(dtype), total = 0, offset = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (r == c->rank)
+            offset = total;
+        total += counts[r];
+    }
+    if (c->size > 1 && total * elem > SPMD__COMM_COMBINED_BYTES) {
+        SPMD_CHECK(spmd__comm_check(c, a, w));
+        spmd_status st = spmd__comm_reduce_scatter_agreed(c, send, recv, counts, dtype, op);
+        w->data_pending = st != SPMD_OK;
+        return st;
+    }
+    size_t bytes = total * elem;
+    char *acc = malloc(bytes ? bytes : 1);
+    SPMD_REQUIRE(acc != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    memcpy(acc, send, bytes);
+    spmd_status st = SPMD_OK;
+    if (c->size > 1) {
+        header h;
+        st = run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, acc, &bytes,
+                          bytes, 1, combine, combine_arg, &h);
+    }
+    if (st == SPMD_OK)
+        memcpy(recv, acc + offset * elem, counts[c->rank] * elem);
+    free(acc);
+    return st;
+}
+
+/* ---- all_to_all and ppermute: the agreement runs while the data moves ---- */
+
+/* Checks `a` beside n posted requests, then waits for them; on failure the receives are
+ * cancelled and the sends left to MPI (w->data_pending). */
+static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
+                                int n, MPI_Request *reqs, const int *from, const char *what)
+{
+    spmd_status st = check_with_tag(c, a, w, tag);
+    if (st == SPMD_OK)
+        st = spmd__comm_wait_data(c, n, reqs, from, what);
+    else {
+        int *done = calloc((size_t)(n ? n : 1), sizeof *done);
+        if (done) {
+            for (int i = 0; i < n; i++)
+                done[i] = reqs[i] == MPI_REQUEST_NULL;
+            for (int i = 0; i < n; i++)
+                if (from[i] >= 0 && !done[i])
+                    spmd__comm_cancel_receives(1, &reqs[i], &done[i]);
+            spmd__comm_abandon_sends(n, reqs, done);
+        }
+        free(done);
+    }
+    if (st != SPMD_OK)
+        w->data_pending = 1;
+    return st;
+}
+
+spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
+                                         const size_t *send_counts, void *recv,
+                                         const size_t *recv_counts, spmd__wait *w)
+{
+    if (c->size == 1) {
+        memmove(recv, send, send_counts[0]);
+        return SPMD_OK;
+    }
+    int tag = spmd__comm_exchange_tag(c, w->key), n = 0;
+    MPI_Request *reqs = malloc(2 * (size_t)c->size * sizeof *reqs);
+    int *from = malloc(2 * (size_t)c->size * sizeof *from);
+    spmd_status st = reqs && from ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == SPMD_OK)
+        st = spmd__comm_post_alltoallv(c, tag + 2, send, send_counts, recv, recv_counts, reqs, from,
+                                       &n);
+    /* this rank's own part */
+    size_t soff = 0, roff = 0;
+    for (int r = 0; r < c->rank; r++) {
+        soff += send_counts[r];
+        roff += recv_counts[r];
+    }
+    if (st == SPMD_OK)
+        memcpy((char *)recv + roff, (const char *)send + soff, send_counts[c->rank]);
+    if (st == SPMD_OK)
+        st = check_beside(c, a, w, tag, n, reqs, from, "all_to_all");
+    if (st == SPMD_OK || !w->data_pending)
+        free(reqs);
+    free(from);
+    return st;
+}
+
+spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                        const spmd__message *sends, int nrecv,
+                                        const spmd__message *recvs, spmd__wait *w)
+{
+    int n = nsend + nrecv;
+    int tag = spmd__comm_exchange_tag(c, w->key);
+    MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
+    int *from = malloc((size_t)(n ? n : 1) * sizeof *from);
+    spmd_status st = reqs && from ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == SPMD_OK)
+        st = spmd__comm_post_messages(c, tag + 2, nsend, sends, nrecv, recvs, reqs, from);
+    if (st == SPMD_OK)
+        st = check_beside(c, a, w, tag, n, reqs, from, "the ppermute exchange");
+    if (st == SPMD_OK || !w->data_pending)
+        free(reqs);
+    free(from);
+    return st;
+}

@@ -1,0 +1,100 @@
+/* Private to the MPI communicator files (comm_mpi.c: communicators and data movement;
+ * check_mpi.c: the checked exchanges of the control plane). */
+#ifndef SPMD_RUNTIME_COMM_MPI_IMPL_H
+#define SPMD_RUNTIME_COMM_MPI_IMPL_H
+
+#include <mpi.h>
+#include <pthread.h>
+
+#include "runtime/comm.h"
+
+struct spmd__comm {
+    MPI_Comm comm; /* carries the messages: this communicator, or its parent's */
+    /* exactly these ranks, for MPI's collectives: `comm` itself, or (a subset) made on first
+     * use; MPI_COMM_NULL until then */
+    MPI_Comm whole;
+    int owns_comm, owns_whole;
+    int rank;
+    int size;
+    int *processes; /* runtime process index of each rank */
+    int *peer;      /* rank in `comm` of each rank: itself, or its rank in the parent */
+    int is_view;
+    int group, groups;       /* a subset: its number among the parent's subsets (tags apart) */
+    unsigned long exchanges; /* exchanges begun, counted alike on every rank */
+    /* buffers of sends never waited for: they live as long as the communicator */
+    void **kept;
+    int num_kept;
+    pthread_mutex_t kept_lock; /* abort records may be posted from several threads */
+    /* staging of the checked exchanges (one exchange at a time per communicator) */
+    void *buf[2];
+    size_t buf_bytes[2];
+    /* abort records of calls this rank has not reached yet */
+    void **later_records;
+    size_t *later_bytes;
+    int num_later;
+};
+
+/* With less than MPI_THREAD_MULTIPLE, device threads take turns in MPI. */
+void spmd__mpi_lock(void);
+void spmd__mpi_unlock(void);
+
+/** SPMD_ERR_DISTRIBUTED with MPI's text for rc. */
+spmd_status spmd__mpi_failure(int rc, const char *what);
+
+/** Tags: each exchange owns a block of SPMD__TAGS_PER_EXCHANGE consecutive tags. */
+#define SPMD__TAGS_PER_EXCHANGE 4
+/** The first tag of the next exchange on c: from w->key when it is set, else c's count. */
+int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key);
+/** The tag of resharding's data messages (outside every exchange's block). */
+int spmd__comm_pieces_tag(void);
+
+/** A copy of `bytes` of data that lives as long as c, for a send never waited for. */
+void *spmd__comm_keep_copy(spmd__comm *c, const void *data, size_t bytes);
+/** Keeps `block` (a send may still read it) as long as c. */
+void spmd__comm_keep_with(spmd__comm *c, void *block);
+
+/** Staging buffer `which` (0 or 1) of c, at least `bytes` long; NULL when out of memory. */
+void *spmd__comm_buffer(spmd__comm *c, int which, size_t bytes);
+/** Gives staging buffer `which` up to a send still in flight: kept, and a new one next time. */
+void spmd__comm_detach_buffer(spmd__comm *c, int which);
+
+/** c->whole, made now if c is a subset (collective over c's ranks, which all agreed). */
+spmd_status spmd__comm_whole(spmd__comm *c, MPI_Comm *out);
+
+/** The collective timeout, which bounds every wait for data. */
+int64_t spmd__comm_timeout_ns(void);
+
+/**
+ * Waits for n requests, polling against the collective timeout; from[i] >= 0 names the rank a
+ * receive expects data from, for the message. On SPMD_ERR_TIMEOUT the open requests stay with
+ * MPI: the communicator must be abandoned.
+ */
+spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
+                                 const char *what);
+
+/** Cancels unfinished receives and waits for each to settle; done[i] says which completed. */
+void spmd__comm_cancel_receives(int n, MPI_Request *reqs, int *done);
+/** Gives up on unfinished sends (their buffers must outlive them). */
+void spmd__comm_abandon_sends(int n, MPI_Request *reqs, const int *done);
+
+/** MPI datatype and op of a libspmd dtype and reduction; MPI_DATATYPE_NULL when none. */
+MPI_Datatype spmd__mpi_type(spmd_dtype dtype);
+MPI_Op spmd__mpi_op(spmd__reduce_op op);
+
+/* The data movement behind the checked collectives once the ranks agreed (comm_mpi.c). */
+spmd_status spmd__comm_allreduce_agreed(spmd__comm *c, const void *send, void *recv, size_t count,
+                                        spmd_dtype dtype, spmd__reduce_op op);
+spmd_status spmd__comm_reduce_scatter_agreed(spmd__comm *c, const void *send, void *recv,
+                                             const size_t *counts, spmd_dtype dtype,
+                                             spmd__reduce_op op);
+/** Posts the sends and receives of an all-to-all (no wait): reqs holds 2 * size requests. */
+spmd_status spmd__comm_post_alltoallv(spmd__comm *c, int tag, const void *send,
+                                      const size_t *send_counts, void *recv,
+                                      const size_t *recv_counts, MPI_Request *reqs, int *from,
+                                      int *n);
+/** Posts a list of messages (no wait): reqs holds nsend + nrecv requests. */
+spmd_status spmd__comm_post_messages(spmd__comm *c, int tag, int nsend, const spmd__message *sends,
+                                     int nrecv, const spmd__message *recvs, MPI_Request *reqs,
+                                     int *from);
+
+#endif /* SPMD_RUNTIME_COMM_MPI_IMPL_H */

@@ -1,0 +1,481 @@
+/*
+ * What one call costs the busiest process in messages, as a function of P: the MPI calls
+ * libspmd makes are counted here through MPI's profiling interface (PMPI), per process, over
+ * a run of calls, for the calls whose control plane must scale (an empty shard_map, one with a
+ * 4-byte psum, one with a replicated output whose claim is checked, a barrier, a small
+ * reshard). The test fails when the busiest process sends and receives more than
+ * MESSAGES_PER_LEVEL * ceil(log2 P) + MESSAGES_FLAT messages per call, sends more than
+ * BYTES_PER_MESSAGE bytes per message it counts, or makes an MPI collective call per call (those
+ * hide their own traffic; the calls measured here need none). It prints the table: messages
+ * (sent and received), bytes sent, and the bytes of the receive buffers posted (an upper bound
+ * of what arrived: a buffer is posted for the largest message that may come).
+ *
+ * With 8 devices per process it also counts the communicators the first call on a 4-axis mesh
+ * creates: only those of the axes its collectives use.
+ *
+ *   mpirun -np 8 -x SPMD_NUM_CPU_DEVICES=1 test_message_counts
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <spmd.h>
+#include <spmd/mpi.h>
+
+/* Bounds. An agreement, a small collective or an outcome over P processes is one exchange of
+ * recursive doubling: per level one message sent and one received, plus one received and one
+ * sent (at most) for the processes beyond the largest power of two, which hand their part to a
+ * partner and get the result back. A call measured here makes at most two exchanges (a
+ * collective inside fn, then the outcome; or the agreement and the data of a reshard, whose
+ * one piece per process is one message each way), so 2 x 2 per level and 2 x 2 flat. */
+#define MESSAGES_PER_LEVEL 4
+#define MESSAGES_FLAT 4
+/* Every message sent is a 40-byte header and a payload of a few words here. */
+#define BYTES_PER_MESSAGE 128
+#define CALLS 40
+
+/* ---- the counters (every thread of the process) ---- */
+
+static atomic_long sends, recvs, sent_bytes, recv_bytes, collectives, comms_created;
+
+static long type_bytes(int count, MPI_Datatype type)
+{
+    int size = 0;
+    PMPI_Type_size(type, &size);
+    return (long)count * size;
+}
+
+static void count_send(int count, MPI_Datatype type)
+{
+    atomic_fetch_add(&sends, 1);
+    atomic_fetch_add(&sent_bytes, type_bytes(count, type));
+}
+
+static void count_recv(int count, MPI_Datatype type)
+{
+    atomic_fetch_add(&recvs, 1);
+    atomic_fetch_add(&recv_bytes, type_bytes(count, type));
+}
+
+int MPI_Send(const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm c)
+{
+    count_send(n, t);
+    return PMPI_Send(b, n, t, d, tag, c);
+}
+
+int MPI_Isend(const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm c, MPI_Request *r)
+{
+    count_send(n, t);
+    return PMPI_Isend(b, n, t, d, tag, c, r);
+}
+
+int MPI_Issend(const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm c, MPI_Request *r)
+{
+    count_send(n, t);
+    return PMPI_Issend(b, n, t, d, tag, c, r);
+}
+
+int MPI_Recv(void *b, int n, MPI_Datatype t, int s, int tag, MPI_Comm c, MPI_Status *st)
+{
+    count_recv(n, t);
+    return PMPI_Recv(b, n, t, s, tag, c, st);
+}
+
+int MPI_Irecv(void *b, int n, MPI_Datatype t, int s, int tag, MPI_Comm c, MPI_Request *r)
+{
+    count_recv(n, t);
+    return PMPI_Irecv(b, n, t, s, tag, c, r);
+}
+
+int MPI_Mrecv(void *b, int n, MPI_Datatype t, MPI_Message *m, MPI_Status *st)
+{
+    count_recv(n, t);
+    return PMPI_Mrecv(b, n, t, m, st);
+}
+
+int MPI_Sendrecv(const void *sb, int sn, MPI_Datatype st_, int d, int stag, void *rb, int rn,
+                 MPI_Datatype rt, int s, int rtag, MPI_Comm c, MPI_Status *status)
+{
+    count_send(sn, st_);
+    count_recv(rn, rt);
+    return PMPI_Sendrecv(sb, sn, st_, d, stag, rb, rn, rt, s, rtag, c, status);
+}
+
+/* Collectives: counted as calls (their messages are MPI's own). */
+#define COLLECTIVE() atomic_fetch_add(&collectives, 1)
+
+int MPI_Barrier(MPI_Comm c)
+{
+    COLLECTIVE();
+    return PMPI_Barrier(c);
+}
+
+int MPI_Ibarrier(MPI_Comm c, MPI_Request *r)
+{
+    COLLECTIVE();
+    return PMPI_Ibarrier(c, r);
+}
+
+int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
+{
+    COLLECTIVE();
+    return PMPI_Allreduce(s, r, n, t, op, c);
+}
+
+int MPI_Iallreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c,
+                   MPI_Request *q)
+{
+    COLLECTIVE();
+    return PMPI_Iallreduce(s, r, n, t, op, c, q);
+}
+
+int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
+                  MPI_Comm c)
+{
+    COLLECTIVE();
+    return PMPI_Allgather(s, sn, st, r, rn, rt, c);
+}
+
+int MPI_Iallgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[], const int d[],
+                    MPI_Datatype rt, MPI_Comm c, MPI_Request *q)
+{
+    COLLECTIVE();
+    return PMPI_Iallgatherv(s, sn, st, r, rn, d, rt, c, q);
+}
+
+int MPI_Igatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[], const int d[],
+                 MPI_Datatype rt, int root, MPI_Comm c, MPI_Request *q)
+{
+    COLLECTIVE();
+    return PMPI_Igatherv(s, sn, st, r, rn, d, rt, root, c, q);
+}
+
+int MPI_Ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *q)
+{
+    COLLECTIVE();
+    return PMPI_Ibcast(b, n, t, root, c, q);
+}
+
+int MPI_Ireduce_scatter(const void *s, void *r, const int n[], MPI_Datatype t, MPI_Op op,
+                        MPI_Comm c, MPI_Request *q)
+{
+    COLLECTIVE();
+    return PMPI_Ireduce_scatter(s, r, n, t, op, c, q);
+}
+
+int MPI_Ialltoallv(const void *s, const int sn[], const int sd[], MPI_Datatype st, void *r,
+                   const int rn[], const int rd[], MPI_Datatype rt, MPI_Comm c, MPI_Request *q)
+{
+    COLLECTIVE();
+    return PMPI_Ialltoallv(s, sn, sd, st, r, rn, rd, rt, c, q);
+}
+
+int MPI_Comm_create_group(MPI_Comm c, MPI_Group g, int tag, MPI_Comm *out)
+{
+    COLLECTIVE();
+    atomic_fetch_add(&comms_created, 1);
+    return PMPI_Comm_create_group(c, g, tag, out);
+}
+
+int MPI_Comm_dup(MPI_Comm c, MPI_Comm *out)
+{
+    COLLECTIVE();
+    atomic_fetch_add(&comms_created, 1);
+    return PMPI_Comm_dup(c, out);
+}
+
+int MPI_Comm_idup(MPI_Comm c, MPI_Comm *out, MPI_Request *r)
+{
+    COLLECTIVE();
+    atomic_fetch_add(&comms_created, 1);
+    return PMPI_Comm_idup(c, out, r);
+}
+
+int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *out)
+{
+    COLLECTIVE();
+    atomic_fetch_add(&comms_created, 1);
+    return PMPI_Comm_split(c, color, key, out);
+}
+
+/* ---- measurement ---- */
+
+typedef struct counts {
+    double messages, sent, posted, collectives, comms;
+} counts;
+
+static counts snapshot(void)
+{
+    counts c = {(double)(atomic_load(&sends) + atomic_load(&recvs)),
+                (double)atomic_load(&sent_bytes), (double)atomic_load(&recv_bytes),
+                (double)atomic_load(&collectives), (double)atomic_load(&comms_created)};
+    return c;
+}
+
+static int P, me, failures;
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        spmd_status st_ = (call);                                                                  \
+        if (st_ != SPMD_OK) {                                                                      \
+            fprintf(stderr, "process %d: %s: %s\n", me, #call, spmd_last_error());                 \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static int ceil_log2(int n)
+{
+    int k = 0;
+    while ((1 << k) < n)
+        k++;
+    return k;
+}
+
+/* Runs `call` CALLS times after one warm-up call and reports the busiest process's cost per
+ * call (every process checks the bound on its own numbers). */
+static void measure(const char *what, void (*call)(void *), void *arg)
+{
+    call(arg); /* the first call sets up communicators and plans */
+    PMPI_Barrier(spmd_mpi_comm());
+    counts before = snapshot();
+    for (int k = 0; k < CALLS; k++)
+        call(arg);
+    counts after = snapshot();
+    double mine[5] = {(after.messages - before.messages) / CALLS,
+                      (after.sent - before.sent) / CALLS, (after.posted - before.posted) / CALLS,
+                      (after.collectives - before.collectives) / CALLS,
+                      (after.comms - before.comms) / CALLS};
+    double busiest[5];
+    PMPI_Allreduce(mine, busiest, 5, MPI_DOUBLE, MPI_MAX, spmd_mpi_comm());
+    double message_bound = MESSAGES_PER_LEVEL * ceil_log2(P) + MESSAGES_FLAT;
+    int bad = mine[0] > message_bound || mine[1] > BYTES_PER_MESSAGE * message_bound ||
+              mine[3] > 0 || mine[4] > 0;
+    if (bad) {
+        fprintf(stderr,
+                "process %d: %s: %.1f messages, %.0f bytes sent, %.2f MPI collective calls and "
+                "%.2f communicators per call; the bounds at P = %d are %.0f messages, %.0f bytes "
+                "and no collective call or communicator\n",
+                me, what, mine[0], mine[1], mine[3], mine[4], P, message_bound,
+                BYTES_PER_MESSAGE * message_bound);
+        failures++;
+    }
+    if (me == 0)
+        printf("| %-36s | %3d | %8.1f | %10.0f | %12.0f | %11.2f | %5.0f |\n", what, P, busiest[0],
+               busiest[1], busiest[2], busiest[3], message_bound);
+}
+
+/* ---- the calls ---- */
+
+typedef struct scenario {
+    spmd_mesh *mesh;
+    spmd_plan *plan;
+    spmd_array *x;
+    spmd_sharding *to;
+} scenario;
+
+static spmd_status empty_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                              spmd_block *out, void *user)
+{
+    (void)ctx, (void)nin, (void)in, (void)nout, (void)out, (void)user;
+    return SPMD_OK;
+}
+
+static spmd_status psum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                             spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)user;
+    float one = 1.0f;
+    spmd_block b = {&one, SPMD_DTYPE_F32, 1, {1}};
+    spmd_status st = spmd_psum(ctx, &b, &out[0], "x");
+    if (st == SPMD_OK && *(float *)out[0].data != (float)spmd_device_count())
+        st = SPMD_ERR_INTERNAL; /* the psum of ones is the device count */
+    return st;
+}
+
+static spmd_status constant_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                 spmd_block *out, void *user)
+{
+    (void)ctx, (void)nin, (void)in, (void)nout, (void)user;
+    ((float *)out[0].data)[0] = 42.0f; /* the same on every device: the claim holds */
+    return SPMD_OK;
+}
+
+static void execute(void *arg)
+{
+    scenario *s = arg;
+    spmd_array *out = NULL;
+    CHECK(spmd_plan_execute(s->plan, NULL, &out));
+    spmd_array_destroy(out);
+}
+
+static void barrier(void *arg)
+{
+    (void)arg;
+    CHECK(spmd_sync_global_devices("counted"));
+}
+
+static void reshard(void *arg)
+{
+    scenario *s = arg;
+    spmd_array *y = NULL;
+    CHECK(spmd_reshard(s->x, s->to, NULL, &y));
+    spmd_array_destroy(y);
+}
+
+static void plan_scenario(scenario *s, spmd_fn fn, int nout, const char *out_spec)
+{
+    spmd_spec *spec = NULL;
+    CHECK(spmd_spec_parse(out_spec, &spec));
+    const spmd_spec *specs[1] = {spec};
+    spmd_out_desc desc = {1, {spmd_device_count()}, SPMD_DTYPE_F32};
+    if (out_spec[0] == '\0')
+        desc.shape[0] = 1;
+    CHECK(spmd_plan_create(s->mesh, fn, NULL, 0, NULL, NULL, nout, &desc, specs, NULL, &s->plan));
+    spmd_spec_destroy(spec);
+}
+
+static void count_calls(void)
+{
+    int n = spmd_device_count();
+    const char *name = "x";
+    scenario s = {0};
+    CHECK(spmd_mesh_create(1, &n, &name, NULL, 0, &s.mesh));
+
+    plan_scenario(&s, empty_body, 0, "'x'");
+    measure("empty shard_map", execute, &s);
+    spmd_plan_destroy(s.plan);
+
+    plan_scenario(&s, psum_body, 1, "'x'");
+    measure("shard_map with one 4-byte psum", execute, &s);
+    spmd_plan_destroy(s.plan);
+
+    plan_scenario(&s, constant_body, 1, "");
+    measure("shard_map, replicated output checked", execute, &s);
+    spmd_plan_destroy(s.plan);
+
+    measure("spmd_sync_global_devices", barrier, NULL);
+
+    /* a small reshard: every block moves to the next device (a rotated mesh) */
+    int *rotated = malloc((size_t)n * sizeof *rotated);
+    for (int i = 0; i < n; i++)
+        rotated[i] = (i + 1) % n;
+    spmd_mesh *other = NULL;
+    spmd_sharding *from = NULL;
+    CHECK(spmd_mesh_create(1, &n, &name, rotated, n, &other));
+    CHECK(spmd_sharding_create_parse(s.mesh, "'x'", &from));
+    CHECK(spmd_sharding_create_parse(other, "'x'", &s.to));
+    float *data = malloc((size_t)n * 4 * sizeof *data);
+    for (int i = 0; i < 4 * n; i++)
+        data[i] = (float)i;
+    int64_t shape[1] = {4 * n};
+    CHECK(spmd_device_put(data, 1, shape, SPMD_DTYPE_F32, from, &s.x));
+    measure("spmd_reshard of 16 bytes per device", reshard, &s);
+    /* the values moved: read back through the new layout */
+    spmd_array *y = NULL;
+    float *back = malloc((size_t)n * 4 * sizeof *back);
+    CHECK(spmd_reshard(s.x, s.to, NULL, &y));
+    CHECK(spmd_process_allgather(y, 1, back, (size_t)n * 4 * sizeof *back));
+    if (memcmp(back, data, (size_t)n * 4 * sizeof *back) != 0) {
+        fprintf(stderr, "process %d: the resharded array differs from its source\n", me);
+        failures++;
+    }
+    spmd_array_destroy(y);
+    spmd_array_destroy(s.x);
+    spmd_sharding_destroy(from);
+    spmd_sharding_destroy(s.to);
+    spmd_mesh_destroy(other);
+    spmd_mesh_destroy(s.mesh);
+    free(rotated);
+    free(data);
+    free(back);
+}
+
+/* ---- communicators of a 4-axis mesh ---- */
+
+static spmd_status two_axes_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                 spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)user;
+    float one = 1.0f, partial = 0;
+    spmd_block b = {&one, SPMD_DTYPE_F32, 1, {1}}, t = {&partial, SPMD_DTYPE_F32, 1, {1}};
+    spmd_status st = spmd_psum(ctx, &b, &t, "a"); /* across the processes */
+    if (st == SPMD_OK)
+        st = spmd_psum(ctx, &t, &out[0], "d"); /* inside each process */
+    return st;
+}
+
+static void count_mesh_comms(void)
+{
+    int shape[4] = {2, 2, 2, 2};
+    const char *names[4] = {"a", "b", "c", "d"};
+    spmd_mesh *mesh = NULL;
+    CHECK(spmd_mesh_create(4, shape, names, NULL, 0, &mesh));
+    spmd_spec *spec = NULL;
+    CHECK(spmd_spec_parse("('a', 'b', 'c', 'd')", &spec));
+    const spmd_spec *specs[1] = {spec};
+    spmd_out_desc desc = {1, {16}, SPMD_DTYPE_F32};
+    spmd_array *out = NULL;
+    PMPI_Barrier(spmd_mpi_comm());
+    counts before = snapshot();
+    CHECK(spmd_shard_map(mesh, two_axes_body, NULL, 0, NULL, NULL, 1, &desc, specs, NULL, &out));
+    counts after = snapshot();
+    float values[16];
+    CHECK(spmd_process_allgather(out, 1, values, sizeof values));
+    for (int i = 0; i < 16; i++)
+        if (values[i] != 4.0f) { /* 2 along 'a' times 2 along 'd' */
+            fprintf(stderr, "process %d: element %d is %g instead of 4\n", me, i, values[i]);
+            failures++;
+        }
+    /* The mesh needs one communicator over its processes, and the groups of 'a' (8 of them,
+     * each across the 2 processes) one between them all, which their exchanges share with tags
+     * of their own. The groups of 'd' lie inside each process: none. Every other axis set has no
+     * communicator. (Below MPI_THREAD_MULTIPLE the 8 groups also make theirs up front.) */
+    double created = after.comms - before.comms;
+    int level = 0;
+    MPI_Query_thread(&level);
+    int expected = 1 + 1 + (level < MPI_THREAD_MULTIPLE ? 8 : 0);
+    if (me == 0)
+        printf("first call on a 2x2x2x2 mesh over %d x %d devices, psum over 'a' then 'd': "
+               "%.0f communicators created (expected %d)\n",
+               P, spmd_local_device_count(), created, expected);
+    if (created != expected) {
+        fprintf(stderr, "process %d: %.0f communicators created, expected %d\n", me, created,
+                expected);
+        failures++;
+    }
+    spmd_array_destroy(out);
+    spmd_spec_destroy(spec);
+    spmd_mesh_destroy(mesh);
+}
+
+int main(void)
+{
+    if (spmd_init(NULL) != SPMD_OK) {
+        fprintf(stderr, "spmd_init: %s\n", spmd_last_error());
+        return 1;
+    }
+    P = spmd_process_count();
+    me = spmd_process_index();
+    if (P < 2) {
+        printf("needs several processes; skipped\n");
+        spmd_finalize();
+        return 77;
+    }
+    if (spmd_local_device_count() == 8 && P == 2) {
+        count_mesh_comms();
+    } else {
+        if (me == 0)
+            printf("| %-36s | %3s | %8s | %10s | %12s | %11s | %5s |\n",
+                   "per call, busiest process", "P", "messages", "bytes sent", "recv posted",
+                   "collectives", "bound");
+        count_calls();
+    }
+    int any = failures != 0, all = 0;
+    PMPI_Allreduce(&any, &all, 1, MPI_INT, MPI_MAX, spmd_mpi_comm());
+    fflush(stdout);
+    spmd_finalize();
+    return all ? 1 : 0;
+}
