@@ -41,8 +41,11 @@ typedef struct header {
 } header;
 
 #define HEADER ((size_t)sizeof(header))
-/* The tag (within an exchange's block) of the note to a rank given up on. */
-#define NOTE_TAG 3
+/* A note to a rank given up on: which exchange (its tag), and the sender's header. */
+typedef struct note {
+    header h;
+    int32_t tag;
+} note;
 /* Descriptions exchanged when fingerprints differ. */
 #define TEXT 120
 
@@ -78,6 +81,8 @@ typedef struct xchg {
     int64_t next_cancel_check;
     spmd_status stopped; /* the cancellation status, once cancelled */
     int broken;          /* an MPI call failed: its message is recorded */
+    int watch_notes;     /* the communicator's note receive is tested beside each step */
+    int late_by;         /* rank whose note says it gave up on this one in this exchange, or -1 */
 } xchg;
 
 /* ---- headers ---- */
@@ -128,6 +133,28 @@ static int header_failed(const header *h)
     return h->missing[0] >= 0 || h->fp_min != h->fp_max || (h->flags & FLAG_SIZE);
 }
 
+/* The communicator keeps one receive posted for notes, tested with each step's messages (no
+ * probe of its own on the fast path). Called locked. */
+static void post_note_receive(spmd__comm *c)
+{
+    MPI_Irecv(c->note_buf, (int)sizeof c->note_buf, MPI_BYTE, MPI_ANY_SOURCE, spmd__comm_note_tag(),
+              c->comm, &c->note_req);
+}
+
+/* A note came (status: its sender): it counts when it is about this exchange; the receive is
+ * posted again either way. Called locked. */
+static void take_note(xchg *x, const MPI_Status *status)
+{
+    spmd__comm *c = x->c;
+    note n;
+    memcpy(&n, c->note_buf, sizeof n);
+    if (n.tag == x->tag && (n.h.fp_min == x->h.fp_min || n.h.fp_max == x->h.fp_min))
+        for (int r = 0; r < c->size; r++)
+            if (c->peer[r] == status->MPI_SOURCE && x->late_by < 0)
+                x->late_by = r;
+    post_note_receive(c);
+}
+
 /* ---- one step: a send and a receive, the receive against a deadline ---- */
 
 enum { GOT, MISSED, STOPPED };
@@ -166,7 +193,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
                 int64_t deadline, size_t *got, int *send_open)
 {
     spmd__comm *c = x->c;
-    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MPI_Request reqs[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     int done[2] = {from < 0, to < 0};
     *send_open = 0;
     lock();
@@ -174,43 +201,53 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         MPI_Irecv(rbuf, (int)rcap, MPI_BYTE, c->peer[from], x->tag, c->comm, &reqs[0]);
     if (to >= 0)
         MPI_Isend(sbuf, (int)sbytes, MPI_BYTE, c->peer[to], x->tag, c->comm, &reqs[1]);
+    if (x->watch_notes) {
+        if (c->note_req == MPI_REQUEST_NULL)
+            post_note_receive(c);
+        reqs[2] = c->note_req;
+    }
     unlock();
     int outcome = GOT;
     int64_t started = 0;
     for (;;) {
-        MPI_Status status;
+        /* one call tests both (each test runs MPI's progress, which may yield the core) */
+        MPI_Status statuses[3];
+        int idx[3], n = 0;
         lock();
-        for (int i = 0; i < 2; i++) {
-            if (done[i])
-                continue;
-            int flag = 0;
-            int rc = MPI_Test(&reqs[i], &flag, i == 0 ? &status : MPI_STATUS_IGNORE);
-            if (rc != MPI_SUCCESS && i == 0) {
-                int cls = 0;
-                MPI_Error_class(rc, &cls);
-                if (cls == MPI_ERR_TRUNCATE) { /* a longer message: the header came first */
-                    flag = 1;
-                    *got = rcap + 1;
-                } else {
-                    unlock();
-                    broken(x, rc, "MPI_Test");
-                    lock();
-                    flag = 1;
-                    *got = 0;
-                }
-            } else if (flag && i == 0) {
-                int count = 0;
-                MPI_Get_count(&status, MPI_BYTE, &count);
-                *got = (size_t)count;
-            } else if (rc != MPI_SUCCESS) {
-                unlock();
-                broken(x, rc, "MPI_Test");
-                lock();
-                flag = 1;
+        int rc = MPI_Testsome(3, reqs, &n, idx, statuses);
+        for (int k = 0; n != MPI_UNDEFINED && k < n; k++)
+            if (idx[k] == 2) { /* a note, not a message of this step */
+                take_note(x, &statuses[k]);
+                reqs[2] = c->note_req;
+                idx[k] = idx[n - 1];
+                statuses[k] = statuses[n - 1];
+                n--;
+                k--;
             }
-            done[i] = flag;
-        }
         unlock();
+        if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+            broken(x, rc, "MPI_Testsome");
+            break;
+        }
+        for (int k = 0; n != MPI_UNDEFINED && k < n; k++) {
+            int i = idx[k], err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
+            done[i] = 1;
+            int cls = MPI_SUCCESS;
+            if (err != MPI_SUCCESS)
+                MPI_Error_class(err, &cls);
+            if (i == 0 && cls == MPI_ERR_TRUNCATE) { /* a longer message: the header came first */
+                *got = rcap + 1;
+            } else if (err != MPI_SUCCESS) {
+                broken(x, err, "MPI_Testsome");
+                *got = 0;
+            } else if (i == 0) {
+                int count = 0;
+                MPI_Get_count(&statuses[k], MPI_BYTE, &count);
+                *got = (size_t)count;
+            }
+        }
+        if (x->broken)
+            break;
         if (done[0] && done[1])
             break;
         int64_t now = spmd__now_ns();
@@ -269,48 +306,23 @@ static int renew_send_buffer(xchg *x, char **S, size_t bytes)
     return 1;
 }
 
-/* Rank `rank` missed its step: it is marked missing, and told so on a tag of its own, in case
- * it arrives after all (its partners' messages would otherwise let it finish as if nothing had
- * happened). The note is this rank's header, which holds its fingerprint. */
+/* Rank `rank` missed its step: it is marked missing, and told so on the note tag, in case it
+ * arrives after all (its partners' messages would otherwise let it finish as if nothing had
+ * happened). */
 static void missed(xchg *x, int rank)
 {
     add_missing(&x->h, rank);
     spmd__comm *c = x->c;
-    void *copy = spmd__comm_keep_copy(c, &x->h, HEADER);
+    note n = {x->h, x->tag};
+    void *copy = spmd__comm_keep_copy(c, &n, sizeof n);
     if (!copy)
         return;
     MPI_Request req;
     lock();
-    if (MPI_Isend(copy, (int)HEADER, MPI_BYTE, c->peer[rank], x->tag + NOTE_TAG, c->comm, &req) ==
-        MPI_SUCCESS)
+    if (MPI_Isend(copy, (int)sizeof n, MPI_BYTE, c->peer[rank], spmd__comm_note_tag(), c->comm,
+                  &req) == MPI_SUCCESS)
         MPI_Request_free(&req);
     unlock();
-}
-
-/* The rank that gave up on this one in this very exchange (its note names this rank's
- * fingerprint), when such a note has come; else -1. Notes of other exchanges over a view,
- * whose tags every exchange over it shares, are dropped. */
-static int gave_up_on_me(xchg *x, uint64_t fingerprint)
-{
-    spmd__comm *c = x->c;
-    for (;;) {
-        int flag = 0;
-        MPI_Status status;
-        header h;
-        lock();
-        MPI_Iprobe(MPI_ANY_SOURCE, x->tag + NOTE_TAG, c->comm, &flag, &status);
-        if (flag)
-            MPI_Recv(&h, (int)HEADER, MPI_BYTE, status.MPI_SOURCE, x->tag + NOTE_TAG, c->comm,
-                     MPI_STATUS_IGNORE);
-        unlock();
-        if (!flag)
-            return -1;
-        if (h.fp_min != fingerprint && h.fp_max != fingerprint)
-            continue;
-        for (int r = 0; r < c->size; r++)
-            if (c->peer[r] == status.MPI_SOURCE)
-                return r;
-    }
 }
 
 static int64_t deadline_of(const xchg *x, int step_index)
@@ -518,7 +530,7 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
                           (unsigned long long)h->fp_max);
     }
     if (!(h->flags & FLAG_SIZE)) {
-        int by = gave_up_on_me(x, h->fp_min);
+        int by = x->late_by;
         if (by >= 0)
             return SPMD_ERROR(SPMD_ERR_TIMEOUT,
                               "%s: this process (%d) arrived after process %d had given up "
@@ -549,6 +561,8 @@ static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wa
     /* a hundredth of the timeout per step, within [10 ms, 250 ms] */
     int64_t s = spmd__comm_timeout_ns() / 100;
     x->stagger = s < 10000000 ? 10000000 : s > 250000000 ? 250000000 : s;
+    x->watch_notes = !w->late_told_later;
+    x->late_by = -1;
     header_init(&x->h, a->fingerprint, c->rank);
 }
 

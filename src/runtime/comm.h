@@ -27,6 +27,9 @@ typedef struct spmd__wait {
      * number), instead of the communicator's running count: for a communicator on which ranks
      * may have made different numbers of exchanges (after a failed call). */
     unsigned long key;
+    /** 1: a rank that arrives after the others gave up on it need not learn so here (shard_map's
+     * outcome tells it), which saves a probe on the fast path */
+    int late_told_later;
     int peer_missing; /**< out: the wait ended because a process never arrived */
     int data_pending; /**< out: after a failure, MPI may still read or write the data buffers */
 } spmd__wait;
@@ -60,7 +63,8 @@ spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm *
 spmd_status spmd__comm_view(const int *processes, int n, spmd__comm **out);
 /**
  * A duplicate of `parent` (collective over its ranks), made without blocking: SPMD_ERR_TIMEOUT
- * when a rank does not take part by w's deadline (the parent must then be abandoned).
+ * when a rank does not take part by w's deadline, or the cancellation status. On failure the
+ * duplication stays pending in MPI: `parent` must make no other collective and be abandoned.
  */
 spmd_status spmd__comm_dup(spmd__comm *parent, spmd__wait *w, spmd__comm **out);
 /**

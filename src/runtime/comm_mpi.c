@@ -73,6 +73,7 @@ static int tag_top(void)
 static int abort_tag(void) { return tag_top() - 1; }
 static int view_tag(void) { return tag_top() - 2 * SPMD__TAGS_PER_EXCHANGE; }
 int spmd__comm_pieces_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE; }
+int spmd__comm_note_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 1; }
 
 int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
 {
@@ -103,6 +104,7 @@ static spmd__comm *new_wrapper(const int *processes, int n)
     memcpy(c->processes, processes, (size_t)n * sizeof(int));
     c->size = n;
     c->comm = c->whole = MPI_COMM_NULL;
+    c->note_req = MPI_REQUEST_NULL;
     c->groups = 1;
     pthread_mutex_init(&c->kept_lock, NULL);
     return c;
@@ -165,11 +167,19 @@ spmd_status spmd__comm_dup(spmd__comm *parent, spmd__wait *w, spmd__comm **out)
     lock();
     int rc = MPI_Comm_idup(parent->whole, &c->comm, &req);
     unlock();
+    int64_t next_check = spmd__now_ns() + 1000000;
     for (int done = 0; rc == MPI_SUCCESS && !done;) {
         lock();
         rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
         unlock();
-        if (!done && spmd__now_ns() > w->deadline_ns) {
+        int64_t now = spmd__now_ns();
+        if (!done && w->cancelled && now > next_check) {
+            next_check = now + 1000000;
+            spmd_status st = w->cancelled(w->arg);
+            if (st != SPMD_OK)
+                return st; /* as below, MPI keeps the duplication: the parent is lost */
+        }
+        if (!done && now > w->deadline_ns) {
             /* MPI cannot cancel it: the parent and this wrapper are lost with it */
             w->peer_missing = 1;
             return SPMD_ERROR(SPMD_ERR_TIMEOUT,
@@ -284,6 +294,10 @@ void spmd__comm_destroy(spmd__comm *c)
     if (!c)
         return;
     lock();
+    if (c->note_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&c->note_req);
+        MPI_Wait(&c->note_req, MPI_STATUS_IGNORE);
+    }
     if (c->owns_whole)
         MPI_Comm_free(&c->whole);
     if (c->owns_comm)

@@ -28,6 +28,9 @@ struct spmd__comm {
     /* staging of the checked exchanges (one exchange at a time per communicator) */
     void *buf[2];
     size_t buf_bytes[2];
+    /* a receive kept posted for notes "I gave up waiting for you" (check_mpi.c) */
+    MPI_Request note_req;
+    char note_buf[64];
     /* abort records of calls this rank has not reached yet */
     void **later_records;
     size_t *later_bytes;
@@ -47,6 +50,8 @@ spmd_status spmd__mpi_failure(int rc, const char *what);
 int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key);
 /** The tag of resharding's data messages (outside every exchange's block). */
 int spmd__comm_pieces_tag(void);
+/** The tag of the notes to a rank that was given up on (outside every exchange's block). */
+int spmd__comm_note_tag(void);
 
 /** A copy of `bytes` of data that lives as long as c, for a send never waited for. */
 void *spmd__comm_keep_copy(spmd__comm *c, const void *data, size_t bytes);

@@ -153,7 +153,8 @@ spmd_status spmd__run_on_devices_beside(int count, const int *ordinals, spmd__de
                                         void *arg, spmd_status (*beside)(void *), void *beside_arg)
 {
     spmd_status beside_status = SPMD_OK;
-    batch b = {.status = SPMD_OK};
+    batch b; /* its message is written before it is read */
+    b.status = SPMD_OK;
     atomic_init(&b.remaining, count);
     atomic_init(&b.failed_ordinal, NO_FAILURE);
     pthread_mutex_init(&b.error_lock, NULL);
@@ -165,6 +166,14 @@ spmd_status spmd__run_on_devices_beside(int count, const int *ordinals, spmd__de
             run_task(&b, task, arg, ordinals ? ordinals[i] : i);
         if (beside)
             beside_status = beside(beside_arg);
+    } else if (count == 1 && !beside && worker_backend->platform == SPMD_PLATFORM_CPU) {
+        /* One CPU device: its task runs on this thread, as that device's, without the two
+         * hand-offs between threads (a CPU device's worker holds no state of its own). */
+        pthread_mutex_lock(&dispatch_lock);
+        current_ordinal = ordinals ? ordinals[0] : 0;
+        run_task(&b, task, arg, current_ordinal);
+        current_ordinal = -1;
+        pthread_mutex_unlock(&dispatch_lock);
     } else {
         pthread_mutex_lock(&dispatch_lock);
         for (int i = 0; i < count; i++) {

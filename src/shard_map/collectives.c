@@ -348,7 +348,8 @@ static spmd__wait cross_wait(coll *c)
 {
     spmd__wait w = {.deadline_ns = spmd__now_ns() + c->call->timeout_ns,
                     .cancelled = spmd__call_check_cancel,
-                    .arg = c->call};
+                    .arg = c->call,
+                    .late_told_later = 1};
     return w;
 }
 
@@ -373,8 +374,9 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
     c->seq = ctx->seq;
     spmd__group_table *t = NULL;
     spmd__wait w = cross_wait(c);
+    spmd__agreement a = agreement_of(c);
     st = spmd__mesh_state_table(c->call->mesh, c->call->state, axes_mask(c->axes, c->naxes),
-                                c->call->seq, &w, &t);
+                                c->call->seq, &a, &w, &t);
     if (st != SPMD_OK)
         return crossed(c, st, &w);
     c->g = t->groups[t->group_of_flat[ctx->flat]];

@@ -936,11 +936,12 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
     for (int j = 0; j < p->nout; j++)
         outputs[j] = NULL;
     /* The job and the head of the call, which every device thread reads first, side by side. */
-    struct {
+    struct call_frame {
         call_job job;
         spmd__call call;
     } frame;
-    memset(&frame, 0, sizeof frame);
+    /* all but the failure message, which is written before anyone reads it */
+    memset(&frame, 0, offsetof(struct call_frame, call) + offsetof(spmd__call, abort_message));
     spmd__call *const call = &frame.call;
     call->mesh = p->mesh;
     call->state = state;
@@ -1001,6 +1002,8 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
     /* Waits given up across processes may have left exchanges half done in the group
      * communicators: replace them when every process made it to the end, else give up on the
      * mesh (a process is stuck or gone, and creating communicators would wait for it). */
+    if (atomic_load(&state->control_tainted))
+        abandoned = 1, everyone_finished = 0; /* its communicator is unusable */
     if (abandoned && everyone_finished)
         spmd__mesh_state_discard_comms(state, atomic_load(&call->data_abandoned));
     else if (abandoned)

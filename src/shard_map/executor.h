@@ -22,12 +22,12 @@ typedef struct spmd__call {
     int64_t timeout_ns;
     atomic_int aborted;
     pthread_mutex_t abort_lock;
-    spmd_status abort_status; /* the first failure: the call's status */
-    int abort_is_consequence; /* ... caused by another process's failure, not a root */
-    char abort_message[SPMD__MESSAGE_CAPACITY];
+    spmd_status abort_status;  /* the first failure: the call's status */
+    int abort_is_consequence;  /* ... caused by another process's failure, not a root */
     atomic_int abandoned;      /* a cross-process wait was given up: communicators unusable */
     atomic_int peer_missing;   /* ... because another process never arrived (a timeout) */
     atomic_int data_abandoned; /* data movement was given up: MPI may still use the buffers */
+    char abort_message[SPMD__MESSAGE_CAPACITY]; /* last: written before it is read */
 } spmd__call;
 
 /** Whether the local device at mesh position `flat` has returned from fn. */

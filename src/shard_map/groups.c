@@ -209,7 +209,11 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__
  * each, two device threads could wait in MPI for each other's process. */
 static spmd_status create_group_comms(spmd__mesh_state *s, spmd__group_table *t, spmd__wait *w)
 {
-    SPMD_CHECK(spmd__comm_dup(s->control, w, &t->comm));
+    spmd_status dup = spmd__comm_dup(s->control, w, &t->comm);
+    if (dup != SPMD_OK) {
+        atomic_store(&s->control_tainted, 1);
+        return dup;
+    }
     int *ranks = malloc((size_t)s->num_processes * sizeof *ranks);
     SPMD_REQUIRE(ranks != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     spmd_status st = SPMD_OK;
@@ -307,14 +311,21 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
     return st;
 }
 
-static void describe_axes(const void *arg, char *text, size_t size)
+typedef struct first_use {
+    const spmd__agreement *collective;
+} first_use;
+
+static void describe_first_use(const void *arg, char *text, size_t size)
 {
-    const spmd__group_table *t = arg;
-    snprintf(text, size, "the first collective over an axis set (mask %#x) of this mesh", t->mask);
+    const spmd__agreement *a = ((const first_use *)arg)->collective;
+    char what[120];
+    a->describe(a->arg, what, sizeof what);
+    snprintf(text, size, "%s (the first over these axes)", what);
 }
 
 spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *s, unsigned mask,
-                                   unsigned long call, spmd__wait *w, spmd__group_table **out)
+                                   unsigned long call, const spmd__agreement *first, spmd__wait *w,
+                                   spmd__group_table **out)
 {
     *out = table_at(s, mask);
     if (*out)
@@ -329,11 +340,12 @@ spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *s, unsigne
         int spans = 0;
         st = build_table(mesh, mask, rt->process_index, &t, &spans);
         if (st == SPMD_OK && spans && s->control) {
-            /* Every process makes these communicators now: agree first, since creating one
-             * waits for all its members without a deadline. Keyed by the call and the axes, so
-             * that an agreement given up on never meets a later one. */
-            spmd__agreement a = {spmd__fnv1a(SPMD__FNV1A_SEED, &mask, sizeof mask), describe_axes,
-                                 t};
+            /* Every process makes this communicator now: agree first (its duplication has a
+             * deadline, but gives up the mesh's communicator when it fails). Keyed by the call
+             * and the axes, so that an agreement given up on never meets a later one. */
+            first_use use = {first};
+            spmd__agreement a = {spmd__fnv1a(SPMD__FNV1A_SEED, &mask, sizeof mask),
+                                 describe_first_use, &use};
             w->key = call * 1024 + 2 + mask;
             st = spmd__comm_check(s->control, &a, w);
             w->key = 0;

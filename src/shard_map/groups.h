@@ -70,6 +70,8 @@ typedef struct spmd__mesh_state {
     pthread_mutex_t lock;
     int ready;
     int broken; /* a process did not finish a failed call: the mesh is unusable */
+    /* a duplication of `control` was given up and stays pending: it must be given up too */
+    atomic_int control_tainted;
     char broken_reason[1024];
     int num_processes;
     int *processes;      /* mesh processes, ascending */
@@ -122,10 +124,12 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *state, int
  * processes, the mesh's processes first agree (over the mesh's communicator, within `w`) that
  * they are all making these communicators, then make the ones of their groups. Collective over
  * the mesh's processes, which SPMD code makes anyway: every device calls the same collectives.
- * `call` numbers the shard_map call (the same on every process).
+ * `call` numbers the shard_map call (the same on every process); `first` describes the collective
+ * that needs the table, for messages.
  */
 spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *state, unsigned mask,
-                                   unsigned long call, spmd__wait *w, spmd__group_table **out);
+                                   unsigned long call, const spmd__agreement *first, spmd__wait *w,
+                                   spmd__group_table **out);
 
 /**
  * After a failed call that every process finished: drops the group tables and communicators
