@@ -699,7 +699,7 @@ int main(int argc, char **argv)
                 cJSON_AddNumberToObject(row, "mpi_time_us", tb * 1e6);
                 cJSON_AddNumberToObject(row, "mpi_busbw", bb);
                 cJSON_AddNumberToObject(row, "ratio", busbw / bb);
-                snprintf(extra, sizeof extra, "%9.1f %9.3f %5.2f", tb * 1e6, bb, busbw / bb);
+                snprintf(extra, sizeof extra, "%9.2f %9.3f %5.2f", tb * 1e6, bb, busbw / bb);
             }
 #endif
             if (procs == 1 && b_copy > 0) {
@@ -710,7 +710,7 @@ int main(int argc, char **argv)
             }
             cJSON_AddItemToArray(rows, row);
             if (me == 0)
-                printf("  %-12s %12.0f %12zu %10.1f %9.3f %9.3f %6.0f   %s\n", op_names[op], size,
+                printf("  %-12s %12.0f %12zu %10.2f %9.3f %9.3f %6.0f   %s\n", op_names[op], size,
                        j.count, t * 1e6, algbw, busbw, wrong, extra);
             fflush(stdout);
         }

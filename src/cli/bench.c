@@ -67,6 +67,14 @@ static const suite suites[] = {
      "rows",
      {"op", "size"},
      {{"busbw", "busbw", "mpi_busbw", "MPI", "GB/s", 1}}},
+    {"calls_mpi",
+     "bench_collectives",
+     "whole shard_map calls between processes (empty; one 4-byte psum) against MPI_Barrier and "
+     "MPI_Allreduce",
+     1,
+     "calls",
+     {"call"},
+     {{"time", "median_us", "mpi_median_us", "MPI", "us", 0}}},
     {"dispatch",
      "bench_collectives",
      "empty fn through a reused plan against a thread pool",
@@ -263,7 +271,16 @@ static void command_of(const suite *s, const options *o, const char *dir, const 
     arg(a, "%s/%s", dir, s->program);
     long long max_bytes = o->quick && o->max_bytes > (1 << 20) ? (1 << 20) : o->max_bytes;
     if (strcmp(s->program, "bench_collectives") == 0) {
-        if (strcmp(s->name, "dispatch") == 0) {
+        if (strcmp(s->name, "calls_mpi") == 0) {
+            arg(a, "--op");
+            arg(a, "psum");
+            arg(a, "--min-bytes");
+            arg(a, "8");
+            arg(a, "--max-bytes");
+            arg(a, "8");
+            arg(a, "--calls");
+            arg(a, "%d", o->quick ? 200 : 5000);
+        } else if (strcmp(s->name, "dispatch") == 0) {
             arg(a, "--op");
             arg(a, "psum");
             arg(a, "--min-bytes");
@@ -869,8 +886,9 @@ void bench_usage(FILE *out)
           "each row's spread (max - min) / median is at most 10 % or its time cap passes.\n"
           "Writes DIR/report.md, DIR/results.json, DIR/*.png (gnuplot) and DIR/raw/.\n"
           "\n"
-          "suites: all (default), collectives, collectives_mpi, dispatch, pmap, unreplicate,\n"
-          "        replicate, reshard, gemm (collectives_mpi and reshard run under mpirun)\n"
+          "suites: all (default), collectives, collectives_mpi, calls_mpi, dispatch, pmap,\n"
+          "        unreplicate, replicate, reshard, gemm (collectives_mpi, calls_mpi and reshard\n"
+          "        run under mpirun)\n"
           "\n"
           "options:\n"
           "  --out DIR        where the report goes (default: bench-report)\n"

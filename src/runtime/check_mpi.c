@@ -472,7 +472,8 @@ static void fetch_texts(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, 
     spmd__wait quick = {.deadline_ns = spmd__now_ns() + (grace < timeout ? grace : timeout),
                         .cancelled = w->cancelled,
                         .arg = w->arg,
-                        .what = w->what};
+                        .what = w->what,
+                        .late_told_later = 1};
     size_t bytes = sizeof *out;
     header h;
     if (run_exchange(c, &same, &quick, tag + 1, quick.deadline_ns, out, &bytes, sizeof *out, 1,
@@ -576,10 +577,11 @@ static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__w
     char *R = spmd__comm_buffer(c, 1, HEADER + capacity);
     SPMD_REQUIRE(S && R, SPMD_ERR_OUT_OF_MEMORY,
                  "out of memory for a %zu-byte message between processes", HEADER + capacity);
-    memcpy(S + HEADER, payload, *bytes);
+    if (*bytes)
+        memcpy(S + HEADER, payload, *bytes);
     reducer rd = {bytes, capacity, fixed, combine, arg};
     run_reduce(&x, &rd, &S, &R);
-    if (x.stopped == SPMD_OK && !header_failed(&x.h))
+    if (x.stopped == SPMD_OK && !header_failed(&x.h) && *bytes)
         memcpy(payload, S + HEADER, *bytes);
     *out = x.h;
     return verdict(&x, a);

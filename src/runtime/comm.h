@@ -62,19 +62,15 @@ spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm *
  */
 spmd_status spmd__comm_view(const int *processes, int n, spmd__comm **out);
 /**
- * A duplicate of `parent` (collective over its ranks), made without blocking: SPMD_ERR_TIMEOUT
- * when a rank does not take part by w's deadline, or the cancellation status. On failure the
- * duplication stays pending in MPI: `parent` must make no other collective and be abandoned.
- */
-spmd_status spmd__comm_dup(spmd__comm *parent, spmd__wait *w, spmd__comm **out);
-/**
  * The ranks `ranks[0..n)` (ascending, this one included) of `parent`, for the exchanges of one
- * of `groups` subsets of it that may run at the same time: subset `group` has tags of its own,
- * so it needs no MPI communicator of its own (one is made, collectively, only when a large
- * collective needs MPI's). Not collective; it lives no longer than `parent`.
+ * of `lanes` subsets of it that may run at the same time: subset `lane` has tags of its own (its
+ * share of the tag space, which wraps after a few hundred exchanges: the fingerprints then tell
+ * apart anything stale), so it needs no MPI communicator of its own; one is made, collectively,
+ * only when a large collective needs MPI's. Its exchanges are counted from `first_exchange`,
+ * which every rank gives alike. Not collective; it lives no longer than `parent`.
  */
-spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int group, int groups,
-                              spmd__comm **out);
+spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int lane, int lanes,
+                              unsigned long first_exchange, spmd__comm **out);
 /** Makes a subset's MPI communicator now (see spmd__comm_subset): collective over its ranks. */
 spmd_status spmd__comm_make_whole(spmd__comm *c);
 /** Frees a communicator with no operation pending. NULL-safe. */

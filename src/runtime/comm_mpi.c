@@ -75,17 +75,25 @@ static int view_tag(void) { return tag_top() - 2 * SPMD__TAGS_PER_EXCHANGE; }
 int spmd__comm_pieces_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE; }
 int spmd__comm_note_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 1; }
 
+/* Exchanges keyed by a number (and those of communicators that are not subsets) use the first
+ * KEYED_BLOCKS blocks; the subsets of a communicator share the rest, each its lane. */
+#define KEYED_BLOCKS (1ul << 12)
+
 int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
 {
     if (c->is_view)
         return view_tag();
-    /* the subsets of one parent take every groups-th block, each its own */
     unsigned long blocks =
         (unsigned long)((tag_top() - 4 * SPMD__TAGS_PER_EXCHANGE) / SPMD__TAGS_PER_EXCHANGE);
-    unsigned long per_group = blocks / (unsigned long)c->groups;
-    unsigned long n = key ? key * 0x9E3779B97F4A7C15ul : c->exchanges++;
-    return (int)((n % per_group) * (unsigned long)c->groups + (unsigned long)c->group) *
-           SPMD__TAGS_PER_EXCHANGE;
+    unsigned long n = key ? key * 0x9E3779B97F4A7C15ul : c->exchanges++, block;
+    if (c->lanes) {
+        unsigned long per_lane = (blocks - KEYED_BLOCKS) / (unsigned long)c->lanes;
+        block = KEYED_BLOCKS + (n % (per_lane ? per_lane : 1)) * (unsigned long)c->lanes +
+                (unsigned long)c->lane;
+    } else {
+        block = n % (blocks < KEYED_BLOCKS ? blocks : KEYED_BLOCKS);
+    }
+    return (int)block * SPMD__TAGS_PER_EXCHANGE;
 }
 
 /* ---- communicators ---- */
@@ -105,7 +113,6 @@ static spmd__comm *new_wrapper(const int *processes, int n)
     c->size = n;
     c->comm = c->whole = MPI_COMM_NULL;
     c->note_req = MPI_REQUEST_NULL;
-    c->groups = 1;
     pthread_mutex_init(&c->kept_lock, NULL);
     return c;
 }
@@ -158,57 +165,8 @@ spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm *
     return SPMD_OK;
 }
 
-spmd_status spmd__comm_dup(spmd__comm *parent, spmd__wait *w, spmd__comm **out)
-{
-    *out = NULL;
-    spmd__comm *c = new_wrapper(parent->processes, parent->size);
-    SPMD_REQUIRE(c != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator");
-    MPI_Request req = MPI_REQUEST_NULL;
-    lock();
-    int rc = MPI_Comm_idup(parent->whole, &c->comm, &req);
-    unlock();
-    int64_t next_check = spmd__now_ns() + 1000000;
-    for (int done = 0; rc == MPI_SUCCESS && !done;) {
-        lock();
-        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        unlock();
-        int64_t now = spmd__now_ns();
-        if (!done && w->cancelled && now > next_check) {
-            next_check = now + 1000000;
-            spmd_status st = w->cancelled(w->arg);
-            if (st != SPMD_OK)
-                return st; /* as below, MPI keeps the duplication: the parent is lost */
-        }
-        if (!done && now > w->deadline_ns) {
-            /* MPI cannot cancel it: the parent and this wrapper are lost with it */
-            w->peer_missing = 1;
-            return SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                              "%s: duplicating the communicator of processes %d..%d did not "
-                              "complete within the collective timeout (SPMD_COLLECTIVE_TIMEOUT): "
-                              "one of them stopped (killed or stuck?)",
-                              w->what ? w->what : "shard_map", parent->processes[0],
-                              parent->processes[parent->size - 1]);
-        }
-        if (!done)
-            sched_yield();
-    }
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
-    if (rc != MPI_SUCCESS) {
-        free_wrapper(c);
-        return spmd__mpi_failure(rc, "MPI_Comm_idup");
-    }
-    c->rank = parent->rank;
-    for (int r = 0; r < c->size; r++)
-        c->peer[r] = r;
-    c->whole = c->comm;
-    c->owns_comm = 1;
-    *out = c;
-    return SPMD_OK;
-}
-
-spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int group, int groups,
-                              spmd__comm **out)
+spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int lane, int lanes,
+                              unsigned long first_exchange, spmd__comm **out)
 {
     *out = NULL;
     spmd__comm *c = new_wrapper(ranks, n);
@@ -227,8 +185,9 @@ spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int g
     }
     if (n == parent->size)
         c->whole = parent->whole;
-    c->group = group;
-    c->groups = groups;
+    c->lane = lane;
+    c->lanes = lanes;
+    c->exchanges = first_exchange;
     *out = c;
     return SPMD_OK;
 }
@@ -244,7 +203,7 @@ spmd_status spmd__comm_whole(spmd__comm *c, MPI_Comm *out)
         /* collective over these ranks only; the tag keeps apart the subsets of one parent
          * made at the same time */
         if (rc == MPI_SUCCESS)
-            rc = MPI_Comm_create_group(c->comm, mine, c->group, &c->whole);
+            rc = MPI_Comm_create_group(c->comm, mine, c->lane % tag_top(), &c->whole);
         if (rc == MPI_SUCCESS)
             rc = MPI_Comm_set_errhandler(c->whole, MPI_ERRORS_RETURN);
         MPI_Group_free(&mine);
@@ -331,6 +290,12 @@ void spmd__comm_abandon(spmd__comm *c)
      * operations that will never complete. */
     if (!c)
         return;
+    if (c->note_req != MPI_REQUEST_NULL) { /* a receive can be called off: it writes no more */
+        lock();
+        MPI_Cancel(&c->note_req);
+        MPI_Wait(&c->note_req, MPI_STATUS_IGNORE);
+        unlock();
+    }
     for (int i = 0; i < 2; i++)
         if (c->buf[i])
             spmd__comm_keep_with(c, c->buf[i]);
@@ -463,26 +428,31 @@ int64_t spmd__comm_timeout_ns(void) { return atomic_load(&data_timeout_ns); }
 spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
                                  const char *what)
 {
-    int64_t deadline = spmd__now_ns() + atomic_load(&data_timeout_ns);
+    int64_t start = spmd__now_ns(), deadline = start + atomic_load(&data_timeout_ns);
     for (;;) {
-        int all = 1, rc = MPI_SUCCESS;
+        /* one test of them all: each test runs MPI's progress, which may yield the core */
+        int all = 0;
         lock();
-        /* one by one: a completed request becomes MPI_REQUEST_NULL, so the open ones show */
-        for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
-            int flag = 1;
-            if (reqs[i] != MPI_REQUEST_NULL)
-                rc = MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
-            all &= flag;
-        }
+        int rc = MPI_Testall(n, reqs, &all, MPI_STATUSES_IGNORE);
         unlock();
         if (rc != MPI_SUCCESS)
             return spmd__mpi_failure(rc, what);
         if (all)
             return SPMD_OK;
-        if (spmd__now_ns() > deadline)
+        int64_t now = spmd__now_ns();
+        if (now > deadline)
             break;
-        sched_yield();
+        if (now - start > 100000) /* a long wait: leave the core to the others */
+            sched_yield();
     }
+    /* one by one: a completed request becomes MPI_REQUEST_NULL, so the open ones show */
+    lock();
+    for (int i = 0; i < n; i++) {
+        int flag = 0;
+        if (reqs[i] != MPI_REQUEST_NULL)
+            MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+    }
+    unlock();
     /* Whom to blame: the senders of the receives still open, else the whole group. */
     char who[256];
     spmd__strbuf sb;
@@ -811,25 +781,28 @@ static void keep_later_record(spmd__comm *c, void *record, size_t bytes)
     c->later_bytes[c->num_later++] = bytes;
 }
 
-/* Receives one abort record that has arrived (called locked); NULL when none. */
+/* Receives one abort record that has arrived (called locked); NULL when none. A matched probe:
+ * device threads poll at the same time, and a plain probe could see a message that another
+ * thread then receives. */
 static char *next_record(spmd__comm *c, size_t *bytes)
 {
     int flag = 0, count = 0;
+    MPI_Message message;
     MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, abort_tag(), c->comm, &flag, &status);
+    MPI_Improbe(MPI_ANY_SOURCE, abort_tag(), c->comm, &flag, &message, &status);
     if (!flag)
         return NULL;
     MPI_Get_count(&status, MPI_BYTE, &count);
     char *buf = malloc(count > 0 ? (size_t)count : 1);
     char byte;
-    MPI_Recv(buf ? buf : &byte, buf ? count : 0, MPI_BYTE, status.MPI_SOURCE, abort_tag(), c->comm,
-             MPI_STATUS_IGNORE);
+    MPI_Mrecv(buf ? buf : &byte, buf ? count : 0, MPI_BYTE, &message, MPI_STATUS_IGNORE);
     *bytes = buf ? (size_t)count : 0;
     return buf ? buf : next_record(c, bytes);
 }
 
 void spmd__comm_drain(spmd__comm *c, unsigned long epoch)
 {
+    pthread_mutex_lock(&c->kept_lock); /* the records kept for later: one thread at a time */
     lock();
     size_t bytes = 0;
     for (char *buf; (buf = next_record(c, &bytes)) != NULL;) {
@@ -839,6 +812,7 @@ void spmd__comm_drain(spmd__comm *c, unsigned long epoch)
             free(buf);
     }
     unlock();
+    pthread_mutex_unlock(&c->kept_lock);
 }
 
 void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
@@ -861,6 +835,7 @@ void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
 int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size_t bytes)
 {
     int found = 0;
+    pthread_mutex_lock(&c->kept_lock); /* the records kept for later: one thread at a time */
     lock();
     for (int i = 0; i < c->num_later && !found; i++) {
         unsigned long of = leading_epoch(c->later_records[i], c->later_bytes[i]);
@@ -889,5 +864,6 @@ int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size
         free(buf);
     }
     unlock();
+    pthread_mutex_unlock(&c->kept_lock);
     return found;
 }

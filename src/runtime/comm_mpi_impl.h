@@ -19,12 +19,12 @@ struct spmd__comm {
     int *processes; /* runtime process index of each rank */
     int *peer;      /* rank in `comm` of each rank: itself, or its rank in the parent */
     int is_view;
-    int group, groups;       /* a subset: its number among the parent's subsets (tags apart) */
+    int lane, lanes;         /* a subset: its share of the parent's tags (lanes 0: not a subset) */
     unsigned long exchanges; /* exchanges begun, counted alike on every rank */
     /* buffers of sends never waited for: they live as long as the communicator */
     void **kept;
     int num_kept;
-    pthread_mutex_t kept_lock; /* abort records may be posted from several threads */
+    pthread_mutex_t kept_lock; /* abort records may be posted and polled from several threads */
     /* staging of the checked exchanges (one exchange at a time per communicator) */
     void *buf[2];
     size_t buf_bytes[2];

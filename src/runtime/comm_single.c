@@ -34,16 +34,10 @@ spmd_status spmd__comm_view(const int *processes, int n, spmd__comm **out)
     return spmd__comm_create(processes, n, 0, out);
 }
 
-spmd_status spmd__comm_dup(spmd__comm *parent, spmd__wait *w, spmd__comm **out)
+spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int lane, int lanes,
+                              unsigned long first_exchange, spmd__comm **out)
 {
-    (void)parent, (void)w;
-    return spmd__comm_create(NULL, 1, 0, out);
-}
-
-spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int group, int groups,
-                              spmd__comm **out)
-{
-    (void)parent, (void)ranks, (void)group, (void)groups;
+    (void)parent, (void)ranks, (void)lane, (void)lanes, (void)first_exchange;
     return spmd__comm_create(NULL, n, 0, out);
 }
 

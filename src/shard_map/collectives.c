@@ -373,12 +373,10 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
     memcpy(c->shape, in->shape, (size_t)in->ndim * sizeof c->shape[0]);
     c->seq = ctx->seq;
     spmd__group_table *t = NULL;
-    spmd__wait w = cross_wait(c);
-    spmd__agreement a = agreement_of(c);
     st = spmd__mesh_state_table(c->call->mesh, c->call->state, axes_mask(c->axes, c->naxes),
-                                c->call->seq, &a, &w, &t);
+                                c->call->seq, &t);
     if (st != SPMD_OK)
-        return crossed(c, st, &w);
+        return fail(c, st);
     c->g = t->groups[t->group_of_flat[ctx->flat]];
     c->n = t->group_size;
     c->nl = c->g->num_local;

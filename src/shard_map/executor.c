@@ -1002,8 +1002,6 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
     /* Waits given up across processes may have left exchanges half done in the group
      * communicators: replace them when every process made it to the end, else give up on the
      * mesh (a process is stuck or gone, and creating communicators would wait for it). */
-    if (atomic_load(&state->control_tainted))
-        abandoned = 1, everyone_finished = 0; /* its communicator is unusable */
     if (abandoned && everyone_finished)
         spmd__mesh_state_discard_comms(state, atomic_load(&call->data_abandoned));
     else if (abandoned)

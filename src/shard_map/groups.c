@@ -43,10 +43,6 @@ static void table_free(spmd__group_table *t, int abandon, int keep_scratch)
         return;
     for (int i = 0; i < t->num_groups; i++)
         group_free(t->groups[i], abandon, keep_scratch);
-    if (abandon)
-        spmd__comm_abandon(t->comm);
-    else
-        spmd__comm_destroy(t->comm);
     free(t->groups);
     free(t->group_of_flat);
     free(t);
@@ -202,18 +198,15 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__
     return SPMD_OK;
 }
 
-/* The table's communicator: a duplicate of the mesh's (made without blocking, so a process
- * that died since the agreement is reported), whose subsets serve the groups that span
- * processes. With less than MPI_THREAD_MULTIPLE, the MPI communicators of the subsets are
- * made now, in group order on every process: made later, on the first large collective of
- * each, two device threads could wait in MPI for each other's process. */
-static spmd_status create_group_comms(spmd__mesh_state *s, spmd__group_table *t, spmd__wait *w)
+/* The groups of the table that span processes exchange over the mesh's communicator, each in a
+ * lane of its tags: no MPI communicator is made (that would wait for every member, without a
+ * deadline), and nothing is collective here. With less than MPI_THREAD_MULTIPLE the MPI
+ * communicators of the groups are made now, in group order on every process: made later, on
+ * the first large collective of each, two device threads could wait in MPI for each other's
+ * process. */
+static spmd_status create_group_comms(spmd__mesh_state *s, const spmd_mesh *m, spmd__group_table *t,
+                                      unsigned long call)
 {
-    spmd_status dup = spmd__comm_dup(s->control, w, &t->comm);
-    if (dup != SPMD_OK) {
-        atomic_store(&s->control_tainted, 1);
-        return dup;
-    }
     int *ranks = malloc((size_t)s->num_processes * sizeof *ranks);
     SPMD_REQUIRE(ranks != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     spmd_status st = SPMD_OK;
@@ -227,7 +220,12 @@ static spmd_status create_group_comms(spmd__mesh_state *s, spmd__group_table *t,
                 q++;
             ranks[r] = q;
         }
-        st = spmd__comm_subset(t->comm, ranks, g->num_ranks, id, t->num_groups, &g->comm);
+        /* Counted from the call that builds the table: tables built anew after a failed call
+         * (the same call on every process) start elsewhere in their lane than the messages an
+         * abandoned exchange left behind (which the fingerprints would also tell apart). */
+        int lane = (int)t->mask * m->size + id, lanes = (1 << m->ndim) * m->size;
+        st = spmd__comm_subset(s->control, ranks, g->num_ranks, lane, lanes, call * 4099ul,
+                               &g->comm);
         if (st == SPMD_OK && !spmd__mpi_thread_multiple())
             st = spmd__comm_make_whole(g->comm);
     }
@@ -311,21 +309,8 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
     return st;
 }
 
-typedef struct first_use {
-    const spmd__agreement *collective;
-} first_use;
-
-static void describe_first_use(const void *arg, char *text, size_t size)
-{
-    const spmd__agreement *a = ((const first_use *)arg)->collective;
-    char what[120];
-    a->describe(a->arg, what, sizeof what);
-    snprintf(text, size, "%s (the first over these axes)", what);
-}
-
 spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *s, unsigned mask,
-                                   unsigned long call, const spmd__agreement *first, spmd__wait *w,
-                                   spmd__group_table **out)
+                                   unsigned long call, spmd__group_table **out)
 {
     *out = table_at(s, mask);
     if (*out)
@@ -339,19 +324,8 @@ spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *s, unsigne
     if (!t) {
         int spans = 0;
         st = build_table(mesh, mask, rt->process_index, &t, &spans);
-        if (st == SPMD_OK && spans && s->control) {
-            /* Every process makes this communicator now: agree first (its duplication has a
-             * deadline, but gives up the mesh's communicator when it fails). Keyed by the call
-             * and the axes, so that an agreement given up on never meets a later one. */
-            first_use use = {first};
-            spmd__agreement a = {spmd__fnv1a(SPMD__FNV1A_SEED, &mask, sizeof mask),
-                                 describe_first_use, &use};
-            w->key = call * 1024 + 2 + mask;
-            st = spmd__comm_check(s->control, &a, w);
-            w->key = 0;
-            if (st == SPMD_OK)
-                st = create_group_comms(s, t, w);
-        }
+        if (st == SPMD_OK && spans && s->control)
+            st = create_group_comms(s, mesh, t, call);
         if (st == SPMD_OK)
             atomic_store_explicit(&s->tables[mask], t, memory_order_release);
         else

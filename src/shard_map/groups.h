@@ -36,7 +36,7 @@ typedef struct spmd__group {
     int *rank_process; /* [num_ranks] runtime process of each rank, ascending */
     int *rank_members; /* [num_ranks] members per rank */
     spmd__comm *comm;  /* NULL when every member is in this process; else a subset of the
-                          table's communicator */
+                          mesh's communicator */
     int num_local;     /* members in this process */
     int *local_flat;   /* [num_local] ascending */
     /* rendezvous of the local members */
@@ -51,7 +51,6 @@ typedef struct spmd__group {
 /* All groups of one set of mesh axes (the set, not the order: positions are computed per call). */
 typedef struct spmd__group_table {
     unsigned mask;
-    spmd__comm *comm; /* over the mesh's processes, when a group spans processes */
     int group_size;
     int num_groups;
     int *group_of_flat;   /* [mesh size] */
@@ -70,8 +69,6 @@ typedef struct spmd__mesh_state {
     pthread_mutex_t lock;
     int ready;
     int broken; /* a process did not finish a failed call: the mesh is unusable */
-    /* a duplication of `control` was given up and stays pending: it must be given up too */
-    atomic_int control_tainted;
     char broken_reason[1024];
     int num_processes;
     int *processes;      /* mesh processes, ascending */
@@ -120,16 +117,12 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state);
 spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *state, int64_t timeout_ns);
 
 /**
- * The groups of axis set `mask`, built by the first collective over it: when a group spans
- * processes, the mesh's processes first agree (over the mesh's communicator, within `w`) that
- * they are all making these communicators, then make the ones of their groups. Collective over
- * the mesh's processes, which SPMD code makes anyway: every device calls the same collectives.
- * `call` numbers the shard_map call (the same on every process); `first` describes the collective
- * that needs the table, for messages.
+ * The groups of axis set `mask`, built by the first collective over it (not collective: the
+ * groups that span processes exchange over the mesh's communicator, each in a lane of tags).
+ * `call` numbers the shard_map call, the same on every process.
  */
 spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *state, unsigned mask,
-                                   unsigned long call, const spmd__agreement *first, spmd__wait *w,
-                                   spmd__group_table **out);
+                                   unsigned long call, spmd__group_table **out);
 
 /**
  * After a failed call that every process finished: drops the group tables and communicators
