@@ -91,8 +91,9 @@ int spmd__comm_size(const spmd__comm *c);
 /*
  * The control plane. Every exchange below runs recursive doubling over the ranks: ceil(log2 n)
  * rounds (two more for the ranks beyond the largest power of two), one message sent and one
- * received per round, each a 40-byte header (the range of fingerprints seen, who holds them,
- * the processes found missing) in front of a payload of constant size. Success costs no more;
+ * received per round, each a payload of constant size followed by a header (16 bytes while all
+ * is well, 48 once something failed: the range of fingerprints seen, who holds them, the
+ * processes found missing). Success costs no more;
  * the details (what two processes called) are exchanged only when fingerprints differ. A rank
  * that never arrives is named by the rank that waited for it; the waits of later rounds end a
  * little later than those of earlier ones so that this news reaches everyone. Any failure

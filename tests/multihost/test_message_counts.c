@@ -7,8 +7,7 @@
  * MESSAGES_PER_LEVEL * ceil(log2 P) + MESSAGES_FLAT messages per call, sends more than
  * BYTES_PER_MESSAGE bytes per message it counts, or makes an MPI collective call per call (those
  * hide their own traffic; the calls measured here need none). It prints the table: messages
- * (sent and received), bytes sent, and the bytes of the receive buffers posted (an upper bound
- * of what arrived: a buffer is posted for the largest message that may come).
+ * (sent and received) and bytes sent (what arrives is what the others sent).
  *
  * With 8 devices per process it also counts the communicators the first call on a 4-axis mesh
  * creates: only those of the axes its collectives use.
@@ -33,13 +32,13 @@
  * one piece per process is one message each way), so 2 x 2 per level and 2 x 2 flat. */
 #define MESSAGES_PER_LEVEL 4
 #define MESSAGES_FLAT 4
-/* Every message sent is a 40-byte header and a payload of a few words here. */
-#define BYTES_PER_MESSAGE 128
+/* Every message sent is a payload of a few words and a 16-byte header here. */
+#define BYTES_PER_MESSAGE 64
 #define CALLS 40
 
 /* ---- the counters (every thread of the process) ---- */
 
-static atomic_long sends, recvs, sent_bytes, recv_bytes, collectives, comms_created;
+static atomic_long sends, recvs, sent_bytes, collectives, comms_created;
 
 static long type_bytes(int count, MPI_Datatype type)
 {
@@ -56,8 +55,8 @@ static void count_send(int count, MPI_Datatype type)
 
 static void count_recv(int count, MPI_Datatype type)
 {
+    (void)count, (void)type; /* a buffer posted is not what arrives: that, the sender counts */
     atomic_fetch_add(&recvs, 1);
-    atomic_fetch_add(&recv_bytes, type_bytes(count, type));
 }
 
 int MPI_Send(const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm c)
@@ -204,7 +203,7 @@ int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *out)
 /* ---- measurement ---- */
 
 typedef struct counts {
-    double messages, sent, posted, collectives, comms;
+    double messages, sent, collectives, comms;
 } counts;
 
 static counts snapshot(void)
@@ -252,13 +251,13 @@ static void measure(const char *what, void (*call)(void *), void *arg)
     PMPI_Allreduce(mine, busiest, 5, MPI_DOUBLE, MPI_MAX, spmd_mpi_comm());
     double message_bound = MESSAGES_PER_LEVEL * ceil_log2(P) + MESSAGES_FLAT;
     int bad = mine[0] > message_bound || mine[1] > BYTES_PER_MESSAGE * message_bound ||
-              mine[3] > 0 || mine[4] > 0;
+              mine[2] > 0 || mine[3] > 0;
     if (bad) {
         fprintf(stderr,
                 "process %d: %s: %.1f messages, %.0f bytes sent, %.2f MPI collective calls and "
                 "%.2f communicators per call; the bounds at P = %d are %.0f messages, %.0f bytes "
                 "and no collective call or communicator\n",
-                me, what, mine[0], mine[1], mine[3], mine[4], P, message_bound,
+                me, what, mine[0], mine[1], mine[2], mine[3], P, message_bound,
                 BYTES_PER_MESSAGE * message_bound);
         failures++;
     }
@@ -468,9 +467,8 @@ int main(void)
         count_mesh_comms();
     } else {
         if (me == 0)
-            printf("| %-36s | %3s | %8s | %10s | %12s | %11s | %5s |\n",
-                   "per call, busiest process", "P", "messages", "bytes sent", "recv posted",
-                   "collectives", "bound");
+            printf("| %-36s | %3s | %8s | %10s | %11s | %5s |\n", "per call, busiest process", "P",
+                   "messages", "bytes sent", "collectives", "bound");
         count_calls();
     }
     int any = failures != 0, all = 0;
