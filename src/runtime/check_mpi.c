@@ -934,6 +934,140 @@ static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__w
     return st;
 }
 
+/* ---- exchanges whose messages check each other: every message carries its sender's trailer ----
+ */
+
+/* Slack in each receive beyond the expected message: a mismatched one a little longer still
+ * arrives whole, trailer and all. */
+#define PAIRED_SLACK 256
+
+spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                       const spmd__message *sends, int nrecv,
+                                       const spmd__message *recvs, spmd__wait *w)
+{
+    xchg x;
+    xchg_init(&x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
+    int n = nsend + nrecv;
+    size_t sbytes = 0, rbytes = 0;
+    for (int i = 0; i < nsend; i++)
+        sbytes += sends[i].bytes + SEAL_MAX;
+    for (int i = 0; i < nrecv; i++)
+        rbytes += recvs[i].bytes + SEAL_MAX + PAIRED_SLACK;
+    char *S = spmd__comm_buffer(c, 0, sbytes ? sbytes : 1);
+    char *R = spmd__comm_buffer(c, 1, rbytes ? rbytes : 1);
+    MPI_Request *reqs =
+        malloc((size_t)(n ? n : 1) * (sizeof *reqs + sizeof(MPI_Status) + 2 * sizeof(int)));
+    SPMD_REQUIRE(S && R && reqs, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for %zu bytes of messages between processes", sbytes + rbytes);
+    MPI_Status *statuses = (MPI_Status *)(reqs + (n ? n : 1));
+    int *idx = (int *)(statuses + (n ? n : 1)), *done = idx + (n ? n : 1);
+    size_t *slot = malloc((size_t)(n ? n : 1) * sizeof *slot);
+    SPMD_REQUIRE(slot != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    lock();
+    for (int i = 0, at = 0; i < nrecv; i++) {
+        slot[i] = (size_t)at;
+        int cap = (int)(recvs[i].bytes + SEAL_MAX + PAIRED_SLACK);
+        MPI_Irecv(R + at, cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm, &reqs[i]);
+        at += cap;
+        done[i] = 0;
+    }
+    for (int i = 0, at = 0; i < nsend; i++) {
+        memcpy(S + at, sends[i].data, sends[i].bytes);
+        size_t len = seal(&x.h, S + at, sends[i].bytes);
+        MPI_Isend(S + at, (int)len, MPI_BYTE, c->peer[sends[i].peer], x.tag, c->comm,
+                  &reqs[nrecv + i]);
+        at += (int)len;
+        done[nrecv + i] = 0;
+    }
+    unlock();
+    int left = n, timed_out = 0, culprit = -1;
+    while (left > 0 && x.stopped == SPMD_OK) {
+        int got = 0;
+        lock();
+        int rc = MPI_Testsome(n, reqs, &got, idx, statuses);
+        unlock();
+        if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+            broken(&x, rc, "MPI_Testsome");
+            break;
+        }
+        for (int k = 0; got != MPI_UNDEFINED && k < got; k++) {
+            int i = idx[k];
+            done[i] = 1;
+            left--;
+            if (i >= nrecv)
+                continue;
+            int count = 0;
+            MPI_Get_count(&statuses[k], MPI_BYTE, &count);
+            int err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
+            header in;
+            size_t payload = 0;
+            int ours = err == MPI_SUCCESS && unseal(R + slot[i], (size_t)count, &in, &payload);
+            if (!ours || in.fp_min != a->fingerprint || in.fp_max != a->fingerprint ||
+                payload != recvs[i].bytes) {
+                x.h.flags |= FLAG_SIZE; /* mismatch: told apart by the sender named below */
+                if (culprit < 0)
+                    culprit = recvs[i].peer;
+                continue;
+            }
+            header_merge(&x.h, &in);
+            if (!header_failed(&x.h))
+                memcpy(recvs[i].data, R + slot[i], payload);
+        }
+        int64_t now = spmd__now_ns();
+        if (left > 0 && x.next_cancel_check == 0)
+            x.next_cancel_check = now + CANCEL_FIRST_NS;
+        if (left > 0 && now > x.deadline) {
+            timed_out = 1;
+            break;
+        }
+        if (left > 0)
+            (void)cancelled(&x, now);
+    }
+    int sends_open = 0;
+    for (int i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        if (i < nrecv) {
+            spmd__comm_cancel_receives(1, &reqs[i], &done[i]);
+            if (timed_out && !done[i])
+                missed(&x, recvs[i].peer);
+        } else {
+            sends_open = 1;
+        }
+    }
+    if (sends_open) {
+        spmd__comm_abandon_sends(n, reqs, done);
+        spmd__comm_detach_buffer(c, 0);
+    }
+    free(reqs);
+    free(slot);
+    spmd_status st = x.stopped;
+    if (st != SPMD_OK)
+        return st;
+    char what[TEXT];
+    const header *h = &x.h;
+    if (h->missing[0] >= 0) {
+        char who[128];
+        list_ranks(c, h, who, sizeof who);
+        w->peer_missing = 1;
+        return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                          "%s: process(es) %s did not arrive within the collective timeout "
+                          "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same "
+                          "collectives in the same order",
+                          what_of(w, a, what, sizeof what), who);
+    }
+    if (culprit >= 0) /* only the ranks that exchange messages compare: the other one's text
+                          is not here (the end of the call tells every process this one) */
+        return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                          "processes issued different collectives: process %d called %s, but "
+                          "the message of process %d in it belongs to another collective (or has "
+                          "another size); every process must issue the same collectives with "
+                          "the same shapes in the same order",
+                          c->processes[c->rank], what_of(w, a, what, sizeof what),
+                          c->processes[culprit]);
+    return SPMD_OK;
+}
+
 spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                          const size_t *send_counts, void *recv,
                                          const size_t *recv_counts, spmd__wait *w)
@@ -941,6 +1075,30 @@ spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a
     if (c->size == 1) {
         memmove(recv, send, send_counts[0]);
         return SPMD_OK;
+    }
+    size_t total = 0;
+    for (int r = 0; r < c->size; r++)
+        total += send_counts[r];
+    if (total <= SPMD__COMM_COMBINED_BYTES) {
+        /* every rank sends to every other: their messages check each other, no agreement of
+         * its own */
+        spmd__message *m = malloc(2 * (size_t)c->size * sizeof *m);
+        SPMD_REQUIRE(m != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+        int ns = 0, nr = 0;
+        size_t soff = 0, roff = 0;
+        for (int r = 0; r < c->size; r++) {
+            if (r == c->rank)
+                memcpy((char *)recv + roff, (const char *)send + soff, send_counts[r]);
+            else {
+                m[ns++] = (spmd__message){r, (char *)send + soff, send_counts[r]};
+                m[c->size + nr++] = (spmd__message){r, (char *)recv + roff, recv_counts[r]};
+            }
+            soff += send_counts[r];
+            roff += recv_counts[r];
+        }
+        spmd_status st = spmd__comm_paired_exchange(c, a, ns, m, nr, m + c->size, w);
+        free(m);
+        return st;
     }
     int tag = spmd__comm_exchange_tag(c, w->key), n = 0;
     MPI_Request *reqs = malloc(2 * (size_t)c->size * sizeof *reqs);

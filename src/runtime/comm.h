@@ -154,6 +154,16 @@ typedef struct spmd__message {
     void *data;
     size_t bytes;
 } spmd__message;
+/**
+ * The messages carry the check: each is sent with this rank's fingerprint, and each received
+ * one is compared with it (a mismatch names the sender). It checks only the pairs that exchange
+ * a message: for a pattern in which the ranks are all connected by messages, that is every
+ * rank; otherwise use spmd__comm_checked_exchange. One tag for every message: the messages
+ * between two ranks match in the order they are listed.
+ */
+spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                       const spmd__message *sends, int nrecv,
+                                       const spmd__message *recvs, spmd__wait *w);
 /** Checks `a` while every send and receive is under way (the messages between two ranks
  * match in the order they are listed), then waits for them. */
 spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,

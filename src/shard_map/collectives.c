@@ -258,11 +258,14 @@ static spmd_status barrier(coll *c, int arrive)
         atomic_store(&g->slots[c->li].arrived, gen + 1);
     if (atomic_fetch_add(&g->arrived, 1) + 1 == (unsigned)g->num_local) {
         spmd_status st = arrive ? last_arrival(c) : SPMD_OK;
+        /* the call is aborted before the others are let go: they must not go on */
+        if (st != SPMD_OK)
+            st = fail(c, st);
         atomic_store(&g->arrived, 0);
         atomic_fetch_add(&g->generation, 1);
         spmd__event_signal(&g->event);
         if (st != SPMD_OK)
-            return fail(c, st);
+            return st;
     } else {
         int64_t deadline = spmd__now_ns() + call->timeout_ns + (arrive ? 0 : PHASE_GRACE_NS);
         atomic_fetch_add(&call->state->waiting, 1);
@@ -1068,6 +1071,41 @@ static spmd_status check_mesh_order(const coll *c)
     return SPMD_OK;
 }
 
+/* 1 when the pairs link every process of the group to every other, through messages between
+ * processes (a ring does): a check carried by each message then reaches them all, and no
+ * agreement of its own is needed. Every process computes the same from the same pairs. */
+static int pairs_connect_processes(const coll *c, const members *m, const int *src_of)
+{
+    int n = c->g->num_ranks, *root = malloc((size_t)n * 2 * sizeof *root), parts = n;
+    if (!root)
+        return 0;
+    int *touched = root + n;
+    for (int r = 0; r < n; r++)
+        root[r] = r, touched[r] = 0;
+    for (int dpos = 0; dpos < c->n; dpos++) {
+        if (src_of[dpos] < 0)
+            continue;
+        int a = c->g->member_rank[m->member_at[src_of[dpos]]];
+        int b = c->g->member_rank[m->member_at[dpos]];
+        if (a == b)
+            continue;
+        touched[a] = touched[b] = 1;
+        while (root[a] != a)
+            a = root[a] = root[root[a]];
+        while (root[b] != b)
+            b = root[b] = root[root[b]];
+        if (a != b) {
+            root[a] = b;
+            parts--;
+        }
+    }
+    int all = parts == 1;
+    for (int r = 0; r < n; r++)
+        all &= touched[r];
+    free(root);
+    return all;
+}
+
 static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                          const char *axes, const int *pairs, int npairs)
 {
@@ -1132,8 +1170,13 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
             /* between two processes both sides list their messages in destination order */
             spmd__agreement a = agreement_of(&c);
             spmd__wait w = cross_wait(&c);
-            st = crossed(
-                &c, spmd__comm_checked_exchange(g->comm, &a, nsend, sends, nrecv, recvs, &w), &w);
+            spmd_status (*exchange)(spmd__comm *, const spmd__agreement *, int,
+                                    const spmd__message *, int, const spmd__message *,
+                                    spmd__wait *) =
+                bytes <= SPMD__COMM_COMBINED_BYTES && pairs_connect_processes(&c, &m, src_of)
+                    ? spmd__comm_paired_exchange
+                    : spmd__comm_checked_exchange;
+            st = crossed(&c, exchange(g->comm, &a, nsend, sends, nrecv, recvs, &w), &w);
         }
         free(msgs);
     }

@@ -1,7 +1,10 @@
 /*
  * Failures inside spmd_shard_map end within SPMD_COLLECTIVE_TIMEOUT + 5 s with the documented
  * status on every process: a process that skips a psum, devices that psum different shapes,
- * fn failing on one device, and out_specs claiming a replication that the values lack.
+ * fn failing on one device, out_specs claiming a replication that the values lack, a ring
+ * ppermute whose last process sends blocks of another shape, or shifts the other way, and an
+ * all_to_all whose last device splits another shape (ring ppermutes and all_to_all check each
+ * other through their own messages).
  * Runs with SPMD_COLLECTIVE_TIMEOUT=3. Each scenario uses a fresh mesh, so that one scenario's
  * recovery (new communicators after a failure seen across processes) does not hide another's.
  */
@@ -30,7 +33,15 @@ static spmd_mesh *mesh_of_all(void)
     return mesh;
 }
 
-typedef enum scenario { SKIP_PSUM, SHAPE_MISMATCH, FN_FAILS, FALSE_REPLICATION } scenario;
+typedef enum scenario {
+    SKIP_PSUM,
+    SHAPE_MISMATCH,
+    FN_FAILS,
+    FALSE_REPLICATION,
+    RING_MISMATCH,
+    RING_OTHER_WAY,
+    ALL_TO_ALL_MISMATCH
+} scenario;
 
 static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
                         void *user)
@@ -66,6 +77,36 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
         break;
     case FALSE_REPLICATION:
         return spmd_op_fill(ctx, &out[0], (double)index); /* varies, yet out_specs say P() */
+    case RING_MISMATCH:
+    case RING_OTHER_WAY: { /* the last process's devices send more, or shift the other way */
+        int n = spmd_device_count(), odd = spmd_process_index() == spmd_process_count() - 1;
+        int shift = s == RING_OTHER_WAY && odd ? n - 1 : 1;
+        int64_t ring[1] = {s == RING_MISMATCH && odd ? 4 : 2};
+        int *pairs = malloc(2 * (size_t)n * sizeof *pairs);
+        spmd_block u, v;
+        st = spmd_ctx_alloc(ctx, 1, ring, SPMD_DTYPE_F32, &u);
+        if (st == SPMD_OK)
+            st = spmd_ctx_alloc(ctx, 1, ring, SPMD_DTYPE_F32, &v);
+        for (int k = 0; k < n; k++) {
+            pairs[2 * k] = k;
+            pairs[2 * k + 1] = (k + shift) % n;
+        }
+        if (st == SPMD_OK)
+            st = spmd_ppermute(ctx, &u, &v, "x", pairs, n);
+        free(pairs);
+        return st == SPMD_OK ? spmd_op_fill(ctx, &out[0], 1) : st;
+    }
+    case ALL_TO_ALL_MISMATCH: { /* split into n chunks; the last device's block is larger */
+        int n = spmd_device_count();
+        int64_t a2a[1] = {device == last ? 2 * n : n};
+        spmd_block u, v;
+        st = spmd_ctx_alloc(ctx, 1, a2a, SPMD_DTYPE_F32, &u);
+        if (st == SPMD_OK)
+            st = spmd_ctx_alloc(ctx, 1, a2a, SPMD_DTYPE_F32, &v);
+        if (st == SPMD_OK)
+            st = spmd_all_to_all(ctx, &u, &v, "x", 0, 0, 1);
+        return st == SPMD_OK ? spmd_op_fill(ctx, &out[0], 1) : st;
+    }
     default:
         break;
     }
@@ -134,6 +175,50 @@ static void test_shape_mismatch(void **state)
     spmd_mesh_destroy(mesh);
 }
 
+/* A mismatch that only some pairs of processes see is still every process's error, in time. */
+static void mismatch_everywhere(scenario s, const char *quoted)
+{
+    if (!enough_devices() || spmd_process_count() < 2)
+        skip();
+    spmd_mesh *mesh = mesh_of_all();
+    double t = 0;
+    spmd_status st = run(s, mesh, &t);
+    assert_int_equal(st, SPMD_ERR_COLLECTIVE_MISMATCH);
+    assert_non_null(strstr(spmd_last_error(), quoted));
+    assert_true(t < TIMEOUT_S);
+    /* the mesh stays usable afterwards */
+    assert_int_equal(run(SHAPE_MISMATCH, mesh, &t), SPMD_ERR_COLLECTIVE_MISMATCH);
+    spmd_mesh_destroy(mesh);
+}
+
+static void test_ring_mismatch(void **state)
+{
+    (void)state;
+    mismatch_everywhere(RING_MISMATCH, "ppermute");
+}
+
+/* Where the two permutations' messages never meet, the processes waiting for them time out: the
+ * error still reaches every process, in time, naming a process. */
+static void test_ring_other_way(void **state)
+{
+    (void)state;
+    if (!enough_devices() || spmd_device_count() < 3)
+        skip();
+    spmd_mesh *mesh = mesh_of_all();
+    double t = 0;
+    spmd_status st = run(RING_OTHER_WAY, mesh, &t);
+    if (st != SPMD_ERR_TIMEOUT && st != SPMD_ERR_COLLECTIVE_MISMATCH)
+        fail_msg("ring the other way gave %s: %s", spmd_status_name(st), spmd_last_error());
+    assert_non_null(strstr(spmd_last_error(), "process"));
+    spmd_mesh_destroy(mesh);
+}
+
+static void test_all_to_all_mismatch(void **state)
+{
+    (void)state;
+    mismatch_everywhere(ALL_TO_ALL_MISMATCH, "all_to_all");
+}
+
 static void test_fn_fails(void **state)
 {
     (void)state;
@@ -191,9 +276,10 @@ int main(void)
 {
     spmd_test_init();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shape_mismatch),    cmocka_unit_test(test_fn_fails),
-        cmocka_unit_test(test_false_replication), cmocka_unit_test(test_failures_back_to_back),
-        cmocka_unit_test(test_skipped_psum),
+        cmocka_unit_test(test_shape_mismatch),      cmocka_unit_test(test_fn_fails),
+        cmocka_unit_test(test_false_replication),   cmocka_unit_test(test_failures_back_to_back),
+        cmocka_unit_test(test_ring_mismatch),       cmocka_unit_test(test_ring_other_way),
+        cmocka_unit_test(test_all_to_all_mismatch), cmocka_unit_test(test_skipped_psum),
     };
     int failures = cmocka_run_group_tests(tests, NULL, NULL);
     return spmd_test_finish(failures);
