@@ -871,7 +871,129 @@ spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *
     return st;
 }
 
-/* ---- psum_scatter: the small ones reduce everything, each rank keeping its part ---- */
+/* ---- psum_scatter: recursive halving, each rank keeping its part ---- */
+
+/* acc's block of ranks [lo, hi) (with their extras, as in a gather) op= the packed block in. */
+static void combine_block(const gather_layout *g, const topology *t, int lo, int hi, char *acc,
+                          const char *in, spmd__combine_fn combine, void *arg)
+{
+    size_t real = g->displ[hi] - g->displ[lo];
+    if (real)
+        combine(acc + g->displ[lo], in, real, arg);
+    int elo = lo + t->p2, ehi = (hi < t->n - t->p2 ? hi : t->n - t->p2) + t->p2;
+    if (elo < ehi && g->displ[ehi] > g->displ[elo])
+        combine(acc + g->displ[elo], in + real, g->displ[ehi] - g->displ[elo], arg);
+}
+
+/* One halving step's message: the header merged and, when all is well, the block combined. */
+static void take_half(xchg *x, const gather_layout *g, char *acc, const char *R, size_t got,
+                      size_t want, int lo, int hi, spmd__combine_fn combine, void *arg)
+{
+    header in;
+    size_t payload = 0;
+    if (!unseal(R, got, &in, &payload)) {
+        x->h.flags |= FLAG_SIZE;
+        return;
+    }
+    header_merge(&x->h, &in);
+    if (!header_failed(&x->h) && payload != want)
+        x->h.flags |= FLAG_SIZE;
+    if (!header_failed(&x->h))
+        combine_block(g, &x->t, lo, hi, acc, R, combine, arg);
+}
+
+/*
+ * Rank r ends with the reduction of its part (bytes displ[r]..displ[r + 1] of acc): in each
+ * round it sends the half of its range its partner keeps and combines the half it keeps, so
+ * every byte travels once per round it is in flight (half as many as reducing everything).
+ * Ranks beyond the largest power of two hand all over first and get their part back last.
+ */
+static spmd_status reduce_scatter_combined(spmd__comm *c, const spmd__agreement *a, char *acc,
+                                           const gather_layout *g, spmd__combine_fn combine,
+                                           void *arg, spmd__wait *w)
+{
+    xchg x;
+    xchg_init(&x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
+    const topology *t = &x.t;
+    size_t total = g->displ[t->n], got = 0, rcap = recv_capacity(total);
+    char *S = spmd__comm_buffer(c, 0, total + SEAL_MAX);
+    char *R = spmd__comm_buffer(c, 1, rcap);
+    SPMD_REQUIRE(S && R, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for a %zu-byte message between processes", rcap);
+    int last = t->levels + 1, open = 0, o = GOT;
+    if (t->is_extra) { /* everything to the partner, this rank's part back */
+        int partner = t->me - t->p2;
+        memcpy(S, acc, total);
+        size_t sent = seal(&x.h, S, total);
+        size_t mine = g->counts[t->me];
+        o = step(&x, partner, S, sent, partner, R, rcap, deadline_of(&x, last), &got, &open);
+        if (open)
+            spmd__comm_detach_buffer(c, 0);
+        if (o == GOT) {
+            header in;
+            size_t payload = 0;
+            if (!unseal(R, got, &in, &payload)) {
+                x.h.flags |= FLAG_SIZE;
+            } else {
+                header_merge(&x.h, &in);
+                if (!header_failed(&x.h) && payload != mine)
+                    x.h.flags |= FLAG_SIZE;
+                if (!header_failed(&x.h))
+                    memcpy(acc + g->displ[t->me], R, mine);
+            }
+        } else if (o == MISSED) {
+            missed(&x, partner);
+        }
+        return verdict(&x, a);
+    }
+    if (t->has_extra) {
+        int e = t->me + t->p2;
+        o = step(&x, -1, NULL, 0, e, R, rcap, deadline_of(&x, 0), &got, &open);
+        if (o == GOT) {
+            header in;
+            size_t payload = 0;
+            if (!unseal(R, got, &in, &payload)) {
+                x.h.flags |= FLAG_SIZE;
+            } else {
+                header_merge(&x.h, &in);
+                if (!header_failed(&x.h) && payload != total)
+                    x.h.flags |= FLAG_SIZE;
+                if (!header_failed(&x.h) && total)
+                    combine(acc, R, total, arg);
+            }
+        } else if (o == MISSED) {
+            missed(&x, e);
+        }
+    }
+    for (int k = t->levels - 1, round = 1; k >= 0 && o != STOPPED; k--, round++) {
+        int span = 1 << k, partner = t->me ^ span;
+        int lo = t->me & ~(span - 1), plo = partner & ~(span - 1);
+        size_t out = 0, want = block_bytes(g, t, lo, lo + span);
+        if (!header_failed(&x.h)) {
+            out = block_bytes(g, t, plo, plo + span);
+            move_block(g, t, plo, plo + span, S, acc, 1);
+        }
+        size_t sent = seal(&x.h, S, out);
+        o = step(&x, partner, S, sent, partner, R, rcap, deadline_of(&x, round), &got, &open);
+        if (open && !renew_send_buffer(&x, &S, total + SEAL_MAX))
+            o = STOPPED;
+        if (o == GOT)
+            take_half(&x, g, acc, R, got, want, lo, lo + span, combine, arg);
+        else if (o == MISSED)
+            missed(&x, partner);
+    }
+    if (t->has_extra && o != STOPPED) {
+        int e = t->me + t->p2;
+        size_t out = header_failed(&x.h) ? 0 : g->counts[e];
+        if (out)
+            memcpy(S, acc + g->displ[e], out);
+        size_t sent = seal(&x.h, S, out);
+        (void)step(&x, e, S, sent, -1, NULL, 0, deadline_of(&x, last), &got, &open);
+        if (open)
+            spmd__comm_detach_buffer(c, 0);
+    }
+    return verdict(&x, a);
+}
 
 spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreement *a,
                                               const void *send, void *recv, const size_t *counts,
@@ -879,30 +1001,33 @@ spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreeme
                                               spmd__combine_fn combine, void *combine_arg,
                                               spmd__wait *w)
 {
-    size_t elem = spmd_dtype_size(dtype), total = 0, offset = 0;
-    for (int r = 0; r < c->size; r++) {
-        if (r == c->rank)
-            offset = total;
+    size_t elem = spmd_dtype_size(dtype), total = 0;
+    for (int r = 0; r < c->size; r++)
         total += counts[r];
-    }
     if (c->size > 1 && total * elem > SPMD__COMM_COMBINED_BYTES) {
         SPMD_CHECK(spmd__comm_check(c, a, w));
         spmd_status st = spmd__comm_reduce_scatter_agreed(c, send, recv, counts, dtype, op);
         w->data_pending = st != SPMD_OK;
         return st;
     }
-    size_t bytes = total * elem;
-    char *acc = malloc(bytes ? bytes : 1);
-    SPMD_REQUIRE(acc != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    memcpy(acc, send, bytes);
-    spmd_status st = SPMD_OK;
-    if (c->size > 1) {
-        header h;
-        st = run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, acc, &bytes,
-                          bytes, 1, combine, combine_arg, &h);
+    size_t *bytes = malloc(2 * ((size_t)c->size + 1) * sizeof *bytes);
+    char *acc = malloc(total ? total * elem : 1);
+    spmd_status st = bytes && acc ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == SPMD_OK) {
+        size_t *displ = bytes + c->size + 1;
+        displ[0] = 0;
+        for (int r = 0; r < c->size; r++) {
+            bytes[r] = counts[r] * elem;
+            displ[r + 1] = displ[r] + bytes[r];
+        }
+        memcpy(acc, send, total * elem);
+        gather_layout g = {bytes, displ};
+        if (c->size > 1)
+            st = reduce_scatter_combined(c, a, acc, &g, combine, combine_arg, w);
+        if (st == SPMD_OK)
+            memcpy(recv, acc + displ[c->rank], bytes[c->rank]);
     }
-    if (st == SPMD_OK)
-        memcpy(recv, acc + offset * elem, counts[c->rank] * elem);
+    free(bytes);
     free(acc);
     return st;
 }
