@@ -253,6 +253,8 @@ static spmd_status barrier(coll *c, int arrive)
 {
     spmd__group *g = c->g;
     spmd__call *call = c->call;
+    if (g->num_local == 1 && !arrive) /* no local member to meet */
+        return atomic_load(&call->aborted) ? spmd__call_aborted_status(call) : SPMD_OK;
     unsigned gen = atomic_load(&g->generation);
     if (arrive)
         atomic_store(&g->slots[c->li].arrived, gen + 1);
