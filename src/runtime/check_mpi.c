@@ -396,6 +396,26 @@ static int64_t deadline_of(const xchg *x, int step_index)
     return x->deadline + (int64_t)step_index * x->stagger;
 }
 
+/* A message of this step, `got` bytes in R: its header is merged; 1 when all is well and its
+ * payload is `want` bytes (ANY_SIZE: at most `limit`), its size then in *payload. */
+#define ANY_SIZE ((size_t)-1)
+static int accept(xchg *x, const char *R, size_t got, size_t want, size_t limit, size_t *payload)
+{
+    header in;
+    if (!unseal(R, got, &in, payload)) { /* not one of ours, or cut short: it cannot be read */
+        x->h.flags |= FLAG_SIZE;
+        return 0;
+    }
+    header_merge(&x->h, &in);
+    if (header_failed(&x->h))
+        return 0;
+    if (want == ANY_SIZE ? *payload > limit : *payload != want) {
+        x->h.flags |= FLAG_SIZE;
+        return 0;
+    }
+    return 1;
+}
+
 /* ---- the reduction driver: a record (or a collective's data) merged along the way ---- */
 
 typedef struct reducer {
@@ -410,16 +430,8 @@ typedef struct reducer {
  * copied over it). */
 static void take(xchg *x, const reducer *rd, char *S, const char *R, size_t got, int replace)
 {
-    header in;
     size_t payload = 0;
-    if (!unseal(R, got, &in, &payload)) { /* not one of ours, or cut short: it cannot be read */
-        x->h.flags |= FLAG_SIZE;
-        return;
-    }
-    header_merge(&x->h, &in);
-    if (payload > rd->capacity || (rd->fixed && !header_failed(&x->h) && payload != *rd->bytes))
-        x->h.flags |= FLAG_SIZE;
-    if (header_failed(&x->h))
+    if (!accept(x, R, got, rd->fixed ? *rd->bytes : ANY_SIZE, rd->capacity, &payload))
         return;
     if (replace) {
         memcpy(S, R, payload);
@@ -557,6 +569,20 @@ static const char *what_of(const spmd__wait *w, const spmd__agreement *a, char *
     return buf;
 }
 
+/* SPMD_ERR_TIMEOUT naming the processes the header lists as missing. */
+static spmd_status missing_error(const spmd__comm *c, const header *h, const spmd__agreement *a,
+                                 spmd__wait *w)
+{
+    char who[128], what[TEXT];
+    list_ranks(c, h, who, sizeof who);
+    w->peer_missing = 1;
+    return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                      "%s: process(es) %s did not arrive within the collective timeout "
+                      "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same collectives "
+                      "in the same order",
+                      what_of(w, a, what, sizeof what), who);
+}
+
 static spmd_status verdict(xchg *x, const spmd__agreement *a)
 {
     spmd__comm *c = x->c;
@@ -565,16 +591,8 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
     char what[TEXT];
     if (x->stopped != SPMD_OK)
         return x->stopped;
-    if (h->missing[0] >= 0) {
-        char who[128];
-        list_ranks(c, h, who, sizeof who);
-        w->peer_missing = 1;
-        return SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                          "%s: process(es) %s did not arrive within the collective timeout "
-                          "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same "
-                          "collectives in the same order",
-                          what_of(w, a, what, sizeof what), who);
-    }
+    if (h->missing[0] >= 0)
+        return missing_error(c, h, a, w);
     int pa = c->processes[h->rank_min], pb = c->processes[h->rank_max];
     if (h->fp_min != h->fp_max) {
         texts t = {{{0}}};
@@ -754,16 +772,8 @@ static void move_block(const gather_layout *g, const topology *t, int lo, int hi
 static void take_block(xchg *x, const gather_layout *g, char *recv, const char *R, size_t got,
                        size_t want, int lo, int hi, int single)
 {
-    header in;
     size_t payload = 0;
-    if (!unseal(R, got, &in, &payload)) {
-        x->h.flags |= FLAG_SIZE;
-        return;
-    }
-    header_merge(&x->h, &in);
-    if (!header_failed(&x->h) && payload != want)
-        x->h.flags |= FLAG_SIZE;
-    if (header_failed(&x->h))
+    if (!accept(x, R, got, want, want, &payload))
         return;
     if (single)
         memcpy(recv + g->displ[lo], R, want);
@@ -796,17 +806,27 @@ static int gather_round(xchg *x, const gather_layout *g, char *recv, int partner
     return o;
 }
 
+/* Sets up an exchange of blocks of `g` (all_gather, psum_scatter) and its staging buffers. */
+static spmd_status start_over_layout(xchg *x, spmd__comm *c, const spmd__agreement *a,
+                                     spmd__wait *w, const gather_layout *g, char **S, char **R)
+{
+    xchg_init(x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
+    size_t total = g->displ[c->size];
+    *S = spmd__comm_buffer(c, 0, total + SEAL_MAX);
+    *R = spmd__comm_buffer(c, 1, recv_capacity(total));
+    SPMD_REQUIRE(*S && *R, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for a %zu-byte message between processes", recv_capacity(total));
+    return SPMD_OK;
+}
+
 static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char *recv,
                                    const gather_layout *g, spmd__wait *w)
 {
     xchg x;
-    xchg_init(&x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
+    char *S = NULL, *R = NULL;
+    SPMD_CHECK(start_over_layout(&x, c, a, w, g, &S, &R));
     const topology *t = &x.t;
     size_t total = g->displ[t->n], got = 0, rcap = recv_capacity(total);
-    char *S = spmd__comm_buffer(c, 0, total + SEAL_MAX);
-    char *R = spmd__comm_buffer(c, 1, rcap);
-    SPMD_REQUIRE(S && R, SPMD_ERR_OUT_OF_MEMORY,
-                 "out of memory for a %zu-byte message between processes", rcap);
     int last = t->levels + 1, open = 0, o = GOT;
     if (t->is_extra) { /* hand this rank's block over, get everything back */
         int partner = t->me - t->p2;
@@ -889,16 +909,8 @@ static void combine_block(const gather_layout *g, const topology *t, int lo, int
 static void take_half(xchg *x, const gather_layout *g, char *acc, const char *R, size_t got,
                       size_t want, int lo, int hi, spmd__combine_fn combine, void *arg)
 {
-    header in;
     size_t payload = 0;
-    if (!unseal(R, got, &in, &payload)) {
-        x->h.flags |= FLAG_SIZE;
-        return;
-    }
-    header_merge(&x->h, &in);
-    if (!header_failed(&x->h) && payload != want)
-        x->h.flags |= FLAG_SIZE;
-    if (!header_failed(&x->h))
+    if (accept(x, R, got, want, want, &payload))
         combine_block(g, &x->t, lo, hi, acc, R, combine, arg);
 }
 
@@ -913,13 +925,10 @@ static spmd_status reduce_scatter_combined(spmd__comm *c, const spmd__agreement 
                                            void *arg, spmd__wait *w)
 {
     xchg x;
-    xchg_init(&x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
+    char *S = NULL, *R = NULL;
+    SPMD_CHECK(start_over_layout(&x, c, a, w, g, &S, &R));
     const topology *t = &x.t;
     size_t total = g->displ[t->n], got = 0, rcap = recv_capacity(total);
-    char *S = spmd__comm_buffer(c, 0, total + SEAL_MAX);
-    char *R = spmd__comm_buffer(c, 1, rcap);
-    SPMD_REQUIRE(S && R, SPMD_ERR_OUT_OF_MEMORY,
-                 "out of memory for a %zu-byte message between processes", rcap);
     int last = t->levels + 1, open = 0, o = GOT;
     if (t->is_extra) { /* everything to the partner, this rank's part back */
         int partner = t->me - t->p2;
@@ -929,41 +938,21 @@ static spmd_status reduce_scatter_combined(spmd__comm *c, const spmd__agreement 
         o = step(&x, partner, S, sent, partner, R, rcap, deadline_of(&x, last), &got, &open);
         if (open)
             spmd__comm_detach_buffer(c, 0);
-        if (o == GOT) {
-            header in;
-            size_t payload = 0;
-            if (!unseal(R, got, &in, &payload)) {
-                x.h.flags |= FLAG_SIZE;
-            } else {
-                header_merge(&x.h, &in);
-                if (!header_failed(&x.h) && payload != mine)
-                    x.h.flags |= FLAG_SIZE;
-                if (!header_failed(&x.h))
-                    memcpy(acc + g->displ[t->me], R, mine);
-            }
-        } else if (o == MISSED) {
+        size_t payload = 0;
+        if (o == GOT && accept(&x, R, got, mine, mine, &payload))
+            memcpy(acc + g->displ[t->me], R, mine);
+        else if (o == MISSED)
             missed(&x, partner);
-        }
         return verdict(&x, a);
     }
     if (t->has_extra) {
         int e = t->me + t->p2;
         o = step(&x, -1, NULL, 0, e, R, rcap, deadline_of(&x, 0), &got, &open);
-        if (o == GOT) {
-            header in;
-            size_t payload = 0;
-            if (!unseal(R, got, &in, &payload)) {
-                x.h.flags |= FLAG_SIZE;
-            } else {
-                header_merge(&x.h, &in);
-                if (!header_failed(&x.h) && payload != total)
-                    x.h.flags |= FLAG_SIZE;
-                if (!header_failed(&x.h) && total)
-                    combine(acc, R, total, arg);
-            }
-        } else if (o == MISSED) {
+        size_t payload = 0;
+        if (o == GOT && accept(&x, R, got, total, total, &payload) && total)
+            combine(acc, R, total, arg);
+        else if (o == MISSED)
             missed(&x, e);
-        }
     }
     for (int k = t->levels - 1, round = 1; k >= 0 && o != STOPPED; k--, round++) {
         int span = 1 << k, partner = t->me ^ span;
@@ -1171,16 +1160,8 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         return st;
     char what[TEXT];
     const header *h = &x.h;
-    if (h->missing[0] >= 0) {
-        char who[128];
-        list_ranks(c, h, who, sizeof who);
-        w->peer_missing = 1;
-        return SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                          "%s: process(es) %s did not arrive within the collective timeout "
-                          "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same "
-                          "collectives in the same order",
-                          what_of(w, a, what, sizeof what), who);
-    }
+    if (h->missing[0] >= 0)
+        return missing_error(c, h, a, w);
     if (culprit >= 0) /* only the ranks that exchange messages compare: the other one's text
                           is not here (the end of the call tells every process this one) */
         return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
