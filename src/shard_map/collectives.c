@@ -1134,7 +1134,11 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
     size_t bytes = block_bytes(in);
     spmd__group *g = c.g;
     c.scratch_need[0] = (size_t)c.nl * bytes; /* inputs, when some device permutes in place */
-    SPMD_CHECK(arrive(&c, in->data, out->data, NULL));
+    st = arrive(&c, in->data, out->data, NULL);
+    if (st != SPMD_OK) {
+        free(src_of);
+        return st;
+    }
     members m;
     st = members_init(&c, &m);
     int in_place = 0;
