@@ -28,7 +28,7 @@ typedef struct spmd__wait {
      * may have made different numbers of exchanges (after a failed call). */
     unsigned long key;
     /** 1: a rank that arrives after the others gave up on it need not learn so here (shard_map's
-     * outcome tells it), which saves a probe on the fast path */
+     * outcome tells it): no receive for that news is watched beside the exchange */
     int late_told_later;
     int peer_missing; /**< out: the wait ended because a process never arrived */
     int data_pending; /**< out: after a failure, MPI may still read or write the data buffers */
@@ -135,14 +135,18 @@ spmd_status spmd__comm_checked_allreduce(spmd__comm *c, const spmd__agreement *a
                                          void *combine_arg, spmd__wait *w);
 /** recv receives counts[r] bytes from each rank r, packed in rank order; send NULL: this
  * rank's part already sits in place in recv. */
+/** recv receives counts[r] bytes from each rank r, packed in rank order; send NULL: this
+ * rank's part already sits in place in recv. */
 spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                           void *recv, const size_t *counts, spmd__wait *w);
+/** Reduces send (sum over ranks of counts[] elements) and leaves rank r its counts[r]. */
 /** Reduces send (sum over ranks of counts[] elements) and leaves rank r its counts[r]. */
 spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreement *a,
                                               const void *send, void *recv, const size_t *counts,
                                               spmd_dtype dtype, spmd__reduce_op op,
                                               spmd__combine_fn combine, void *combine_arg,
                                               spmd__wait *w);
+/** send_counts[r] bytes to rank r (packed in rank order); recv_counts[r] bytes from it. */
 /** send_counts[r] bytes to rank r (packed in rank order); recv_counts[r] bytes from it. */
 spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                          const size_t *send_counts, void *recv,
