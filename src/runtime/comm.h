@@ -135,18 +135,14 @@ spmd_status spmd__comm_checked_allreduce(spmd__comm *c, const spmd__agreement *a
                                          void *combine_arg, spmd__wait *w);
 /** recv receives counts[r] bytes from each rank r, packed in rank order; send NULL: this
  * rank's part already sits in place in recv. */
-/** recv receives counts[r] bytes from each rank r, packed in rank order; send NULL: this
- * rank's part already sits in place in recv. */
 spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                           void *recv, const size_t *counts, spmd__wait *w);
-/** Reduces send (sum over ranks of counts[] elements) and leaves rank r its counts[r]. */
 /** Reduces send (sum over ranks of counts[] elements) and leaves rank r its counts[r]. */
 spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreement *a,
                                               const void *send, void *recv, const size_t *counts,
                                               spmd_dtype dtype, spmd__reduce_op op,
                                               spmd__combine_fn combine, void *combine_arg,
                                               spmd__wait *w);
-/** send_counts[r] bytes to rank r (packed in rank order); recv_counts[r] bytes from it. */
 /** send_counts[r] bytes to rank r (packed in rank order); recv_counts[r] bytes from it. */
 spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                          const size_t *send_counts, void *recv,
