@@ -396,6 +396,20 @@ static int64_t deadline_of(const xchg *x, int step_index)
     return x->deadline + (int64_t)step_index * x->stagger;
 }
 
+/* A step between a rank beyond the largest power of two and its partner. S is not sent from
+ * again: a send still open leaves it to MPI. A missed sender is marked (and told). */
+static int step_with_extra(xchg *x, int to, const char *S, size_t sent, int from, char *R,
+                           size_t rcap, int step_index, size_t *got)
+{
+    int open = 0;
+    int o = step(x, to, S, sent, from, R, rcap, deadline_of(x, step_index), got, &open);
+    if (open)
+        spmd__comm_detach_buffer(x->c, 0);
+    if (o == MISSED)
+        missed(x, from);
+    return o;
+}
+
 /* A message of this step, `got` bytes in R: its header is merged; 1 when all is well and its
  * payload is `want` bytes (ANY_SIZE: at most `limit`), its size then in *payload. */
 #define ANY_SIZE ((size_t)-1)
@@ -459,24 +473,16 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
     if (t->is_extra) {
         int partner = t->me - t->p2;
         size_t sent = outgoing(x, *S, rd);
-        int o = step(x, partner, *S, sent, partner, *R, cap, deadline_of(x, last), &got, &open);
-        if (o == GOT)
+        if (step_with_extra(x, partner, *S, sent, partner, *R, cap, last, &got) == GOT)
             take(x, rd, *S, *R, got, 1);
-        else if (o == MISSED)
-            missed(x, partner);
-        if (open)
-            spmd__comm_detach_buffer(x->c, 0);
         return;
     }
     if (t->has_extra) {
-        int extra = t->me + t->p2;
-        int o = step(x, -1, NULL, 0, extra, *R, cap, deadline_of(x, 0), &got, &open);
+        int o = step_with_extra(x, -1, NULL, 0, t->me + t->p2, *R, cap, 0, &got);
         if (o == STOPPED)
             return;
         if (o == GOT)
             take(x, rd, *S, *R, got, 0);
-        else
-            missed(x, extra);
     }
     for (int k = 0; k < t->levels; k++) {
         int partner = t->me ^ (1 << k);
@@ -492,11 +498,8 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
             missed(x, partner);
     }
     if (t->has_extra) {
-        int extra = t->me + t->p2;
         size_t sent = outgoing(x, *S, rd);
-        (void)step(x, extra, *S, sent, -1, NULL, 0, deadline_of(x, last), &got, &open);
-        if (open)
-            spmd__comm_detach_buffer(x->c, 0);
+        (void)step_with_extra(x, t->me + t->p2, *S, sent, -1, NULL, 0, last, &got);
     }
 }
 
@@ -827,28 +830,21 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
     SPMD_CHECK(start_over_layout(&x, c, a, w, g, &S, &R));
     const topology *t = &x.t;
     size_t total = g->displ[t->n], got = 0, rcap = recv_capacity(total);
-    int last = t->levels + 1, open = 0, o = GOT;
+    int last = t->levels + 1, o = GOT;
     if (t->is_extra) { /* hand this rank's block over, get everything back */
         int partner = t->me - t->p2;
         size_t mine = g->counts[t->me];
         memcpy(S, recv + g->displ[t->me], mine);
         size_t sent = seal(&x.h, S, mine);
-        o = step(&x, partner, S, sent, partner, R, rcap, deadline_of(&x, last), &got, &open);
-        if (open)
-            spmd__comm_detach_buffer(c, 0);
-        if (o == GOT)
+        if (step_with_extra(&x, partner, S, sent, partner, R, rcap, last, &got) == GOT)
             take_block(&x, g, recv, R, got, total, 0, t->n, 1);
-        else if (o == MISSED)
-            missed(&x, partner);
         return verdict(&x, a);
     }
     if (t->has_extra) {
         int e = t->me + t->p2;
-        o = step(&x, -1, NULL, 0, e, R, rcap, deadline_of(&x, 0), &got, &open);
+        o = step_with_extra(&x, -1, NULL, 0, e, R, rcap, 0, &got);
         if (o == GOT)
             take_block(&x, g, recv, R, got, g->counts[e], e, e + 1, 1);
-        else if (o == MISSED)
-            missed(&x, e);
     }
     for (int k = 0; k < t->levels && o != STOPPED; k++)
         o = gather_round(&x, g, recv, t->me ^ (1 << k), 1 << k, k + 1, &S, R);
@@ -857,9 +853,7 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
         if (out)
             memcpy(S, recv, total);
         size_t sent = seal(&x.h, S, out);
-        (void)step(&x, t->me + t->p2, S, sent, -1, NULL, 0, deadline_of(&x, last), &got, &open);
-        if (open)
-            spmd__comm_detach_buffer(c, 0);
+        (void)step_with_extra(&x, t->me + t->p2, S, sent, -1, NULL, 0, last, &got);
     }
     return verdict(&x, a);
 }
@@ -934,25 +928,17 @@ static spmd_status reduce_scatter_combined(spmd__comm *c, const spmd__agreement 
         int partner = t->me - t->p2;
         memcpy(S, acc, total);
         size_t sent = seal(&x.h, S, total);
-        size_t mine = g->counts[t->me];
-        o = step(&x, partner, S, sent, partner, R, rcap, deadline_of(&x, last), &got, &open);
-        if (open)
-            spmd__comm_detach_buffer(c, 0);
-        size_t payload = 0;
+        size_t mine = g->counts[t->me], payload = 0;
+        o = step_with_extra(&x, partner, S, sent, partner, R, rcap, last, &got);
         if (o == GOT && accept(&x, R, got, mine, mine, &payload))
             memcpy(acc + g->displ[t->me], R, mine);
-        else if (o == MISSED)
-            missed(&x, partner);
         return verdict(&x, a);
     }
     if (t->has_extra) {
-        int e = t->me + t->p2;
-        o = step(&x, -1, NULL, 0, e, R, rcap, deadline_of(&x, 0), &got, &open);
         size_t payload = 0;
+        o = step_with_extra(&x, -1, NULL, 0, t->me + t->p2, R, rcap, 0, &got);
         if (o == GOT && accept(&x, R, got, total, total, &payload) && total)
             combine(acc, R, total, arg);
-        else if (o == MISSED)
-            missed(&x, e);
     }
     for (int k = t->levels - 1, round = 1; k >= 0 && o != STOPPED; k--, round++) {
         int span = 1 << k, partner = t->me ^ span;
@@ -977,9 +963,7 @@ static spmd_status reduce_scatter_combined(spmd__comm *c, const spmd__agreement 
         if (out)
             memcpy(S, acc + g->displ[e], out);
         size_t sent = seal(&x.h, S, out);
-        (void)step(&x, e, S, sent, -1, NULL, 0, deadline_of(&x, last), &got, &open);
-        if (open)
-            spmd__comm_detach_buffer(c, 0);
+        (void)step_with_extra(&x, e, S, sent, -1, NULL, 0, last, &got);
     }
     return verdict(&x, a);
 }
