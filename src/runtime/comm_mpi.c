@@ -133,25 +133,33 @@ static void free_wrapper(spmd__comm *c)
     free(c);
 }
 
+/* A communicator over ranks[0..n) of base, errors returned: collective over those ranks only
+ * (unlike MPI_Comm_split); `tag` keeps apart such creations from one base at the same time. */
+static int create_over(MPI_Comm base, const int *ranks, int n, int tag, MPI_Comm *out)
+{
+    MPI_Group all = MPI_GROUP_NULL, mine = MPI_GROUP_NULL;
+    lock();
+    int rc = MPI_Comm_group(base, &all);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Group_incl(all, n, ranks, &mine);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_create_group(base, mine, tag, out);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    if (mine != MPI_GROUP_NULL) /* freeing MPI_GROUP_NULL is an error */
+        MPI_Group_free(&mine);
+    if (all != MPI_GROUP_NULL)
+        MPI_Group_free(&all);
+    unlock();
+    return rc;
+}
+
 spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm **out)
 {
     *out = NULL;
     spmd__comm *c = new_wrapper(processes, n);
     SPMD_REQUIRE(c != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator");
-    MPI_Group world_group, group;
-    lock();
-    MPI_Comm base = spmd_mpi_comm();
-    int rc = MPI_Comm_group(base, &world_group);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Group_incl(world_group, n, processes, &group);
-    /* Collective over the group's members only, unlike MPI_Comm_split. */
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_create_group(base, group, tag, &c->comm);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
-    MPI_Group_free(&group);
-    MPI_Group_free(&world_group);
-    unlock();
+    int rc = create_over(spmd_mpi_comm(), processes, n, tag, &c->comm);
     if (rc != MPI_SUCCESS) {
         free_wrapper(c);
         return spmd__mpi_failure(rc, "MPI_Comm_create_group");
@@ -195,20 +203,8 @@ spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int l
 spmd_status spmd__comm_whole(spmd__comm *c, MPI_Comm *out)
 {
     if (c->whole == MPI_COMM_NULL) {
-        MPI_Group all, mine;
-        lock();
-        int rc = MPI_Comm_group(c->comm, &all);
-        if (rc == MPI_SUCCESS)
-            rc = MPI_Group_incl(all, c->size, c->peer, &mine);
-        /* collective over these ranks only; the tag keeps apart the subsets of one parent
-         * made at the same time */
-        if (rc == MPI_SUCCESS)
-            rc = MPI_Comm_create_group(c->comm, mine, c->lane % tag_top(), &c->whole);
-        if (rc == MPI_SUCCESS)
-            rc = MPI_Comm_set_errhandler(c->whole, MPI_ERRORS_RETURN);
-        MPI_Group_free(&mine);
-        MPI_Group_free(&all);
-        unlock();
+        /* the lane keeps apart the subsets of one parent made at the same time */
+        int rc = create_over(c->comm, c->peer, c->size, c->lane % tag_top(), &c->whole);
         if (rc != MPI_SUCCESS) {
             c->whole = MPI_COMM_NULL;
             return spmd__mpi_failure(rc, "MPI_Comm_create_group");
