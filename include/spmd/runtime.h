@@ -42,22 +42,30 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_init_options_init(spmd_init_options *op
  * MPI the caller already initialized), enumerates this process's devices and exchanges them so
  * that every process sees the same global device list (ids are process-major).
  *
- * Collective over: every process of MPI_COMM_WORLD when MPI is used.
+ * Collective over: every process of MPI_COMM_WORLD when MPI is used. Once MPI is up, the
+ * processes meet with a deadline of SPMD_COLLECTIVE_TIMEOUT: a process that does not call
+ * spmd_init in time is named (SPMD_ERR_TIMEOUT), not waited for; MPI is then left initialized
+ * (MPI_Finalize would wait for that process) and the process should end. A process late for
+ * MPI_Init_thread itself (when spmd_init initializes MPI) keeps the others in Open MPI's own
+ * wait, which has no timeout (mpirun --timeout bounds the whole job).
  * Reference-counted: nested calls only count (their options are ignored); each successful
  * spmd_init needs one spmd_finalize. Safe to call from several threads.
  * @param opts NULL for defaults.
  * @return SPMD_OK, SPMD_ERR_INVALID_ARGUMENT (bad option or environment variable, named in the
- *         message), SPMD_ERR_UNSUPPORTED (MPI or CUDA asked for but not built in),
- *         SPMD_ERR_BACKEND (no usable GPU for SPMD_PLATFORM=cuda), SPMD_ERR_DISTRIBUTED
- *         (MPI failed, or another process failed to start; the message names it).
+ *         message), SPMD_ERR_UNSUPPORTED (MPI or CUDA asked for but not built in; MPI the
+ *         program initialized below MPI_THREAD_SERIALIZED), SPMD_ERR_BACKEND (no usable GPU
+ *         for SPMD_PLATFORM=cuda), SPMD_ERR_DISTRIBUTED (MPI failed, or another process failed
+ *         to start; the message names it), SPMD_ERR_TIMEOUT (a process did not arrive).
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_init(const spmd_init_options *opts);
 
 /**
  * Drops one reference; the last one joins the device workers, frees the devices and finalizes
  * MPI if spmd_init initialized it (an MPI the caller initialized is left running).
- * Collective over: every process, when the last reference goes.
- * @return SPMD_OK, SPMD_ERR_INVALID_ARGUMENT when libspmd is not initialized.
+ * Collective over: every process, when the last reference goes. Refused from inside fn (or any
+ * task running on a device), where it would join the thread that calls it.
+ * @return SPMD_OK, SPMD_ERR_INVALID_ARGUMENT when libspmd is not initialized, or when called
+ *         from inside fn.
  */
 SPMD_API spmd_status spmd_finalize(void);
 

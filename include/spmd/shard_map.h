@@ -22,13 +22,22 @@ typedef struct spmd_block {
     int64_t shape[SPMD_MAX_RANK];
 } spmd_block;
 
-/** Per-device context of one shard_map call; valid only inside fn, on its own device. */
+/**
+ * Per-device context of one shard_map call; valid only while fn runs (also from threads fn
+ * starts). A ctx kept after fn returned is refused (SPMD_ERR_INVALID_ARGUMENT) by every function
+ * that takes one.
+ */
 typedef struct spmd_ctx spmd_ctx;
 
 /**
  * The per-device body. `in` are the input blocks (read-only unless donated), `out` the output
  * blocks to fill (uninitialized memory). Return SPMD_OK, or an error that becomes the status of
  * the whole call (the other devices' pending collectives are released with an error too).
+ * Inside fn use the collectives and block ops below. What runs on the devices or between
+ * processes cannot be nested in fn, the devices being busy with the enclosing call: spmd_shard_map,
+ * spmd_plan_execute, spmd_pmap, spmd_reshard(_batch), the multihost functions, array transfers
+ * (spmd_device_put, spmd_array_to_host ...) and spmd_finalize return SPMD_ERR_INVALID_ARGUMENT
+ * at once there, naming the enclosing call (JAX refuses nested pmap too).
  */
 typedef spmd_status (*spmd_fn)(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
                                spmd_block *out, void *user);

@@ -8,6 +8,7 @@
 
 #include "runtime/check.h"
 #include "runtime/env.h"
+#include "runtime/worker.h" /* refusing calls from inside fn */
 #include "shard_map/array_impl.h"
 #include "shard_map/buffer.h"
 #include "shard_map/groups.h"
@@ -103,6 +104,7 @@ static spmd_status spmd_host_local_to_global_checked(const spmd_array *local, sp
     const char *fn = "spmd_host_local_to_global";
     SPMD_REQUIRE_NOT_NULL(global, fn);
     *global = NULL;
+    SPMD_CHECK(spmd__worker_refuse_nested(fn));
     SPMD_CHECK(spmd__array_check(local, fn, "local"));
     int64_t global_shape[SPMD_MAX_RANK];
     SPMD_CHECK(spmd_local_to_global_shape(mesh, spec, local->ndim, local->shape, global_shape));
@@ -152,6 +154,7 @@ static spmd_status spmd_global_to_host_local_checked(const spmd_array *global, s
     const char *fn = "spmd_global_to_host_local";
     SPMD_REQUIRE_NOT_NULL(local, fn);
     *local = NULL;
+    SPMD_CHECK(spmd__worker_refuse_nested(fn));
     SPMD_CHECK(spmd__array_check(global, fn, "global"));
     int64_t local_shape[SPMD_MAX_RANK];
     SPMD_CHECK(spmd_global_to_local_shape(mesh, spec, global->ndim, global->shape, local_shape));

@@ -11,6 +11,7 @@
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/worker.h" /* refusing calls from inside fn */
 #include "shard_map/array_impl.h"
 #include "shard_map/copy.h"
 #include "shard_map/groups.h"
@@ -54,6 +55,7 @@ static spmd_status agree_on_view(int count, const char *description, spmd__wait 
 static spmd_status begin(const char *fn, const char *description, spmd__comm **comm)
 {
     *comm = NULL;
+    SPMD_CHECK(spmd__worker_refuse_nested(fn));
     const spmd__runtime *rt = spmd__runtime_get(fn);
     if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;
@@ -223,10 +225,47 @@ static void describe(char *buf, size_t size, const char *op, const spmd_array *x
         spmd__strbuf_printf(&sb, " to process %d", root);
 }
 
+/*
+ * After an allgather's data stopped coming with no sender to name: every process needs every
+ * other's data, so every one still running is stuck in it too and gives up at about the same
+ * moment. They meet once more over a view, within a grace period, and those that do not answer
+ * are named first.
+ */
+static spmd_status name_the_missing(const char *fn, spmd_status st)
+{
+    const spmd__runtime *rt = spmd__runtime_get(fn);
+    if (st != SPMD_ERR_TIMEOUT || !rt || !strstr(spmd_last_error(), "had all begun it"))
+        return st;
+    char first[SPMD__MESSAGE_CAPACITY];
+    spmd__copy_text(first, sizeof first, spmd_last_error());
+    int64_t grace = rt->collective_timeout_ns / 10;
+    if (grace < 500000000)
+        grace = 500000000;
+    char description[128];
+    snprintf(description, sizeof description, "the roll call after a failed %s", fn);
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + grace, .what = description};
+    int *all = malloc((size_t)rt->process_count * sizeof *all);
+    if (!all)
+        return SPMD_ERROR(st, "%s", first);
+    for (int p = 0; p < rt->process_count; p++)
+        all[p] = p;
+    pthread_mutex_lock(&spmd__setup_lock);
+    spmd_status roll =
+        spmd__agree_on_view(all, rt->process_count, fingerprint_of(description), description, &w);
+    pthread_mutex_unlock(&spmd__setup_lock);
+    free(all);
+    if (roll == SPMD_OK || !w.peer_missing)
+        return SPMD_ERROR(st, "%s", first);
+    char missing[SPMD__MESSAGE_CAPACITY];
+    spmd__copy_text(missing, sizeof missing, spmd_last_error());
+    return SPMD_ERROR(st, "%s: the data stopped coming; %s; before that: %s", fn, missing, first);
+}
+
 /* Shared by the gathers: root < 0 gathers to every process. */
 static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int root, void *out,
                           size_t out_bytes)
 {
+    SPMD_CHECK(spmd__worker_refuse_nested(fn));
     int ndim = 0, processes = spmd_process_count(), me = spmd_process_index();
     int64_t shape[SPMD_MAX_RANK];
     SPMD_CHECK(spmd_process_allgather_shape(x, tiled, &ndim, shape));
@@ -261,7 +300,7 @@ static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int ro
         if (st == SPMD_OK)
             st = spmd_array_to_host(x, mine, local);
         if (st == SPMD_OK && comm)
-            st = root < 0 ? spmd__comm_allgatherv(comm, NULL, out, counts)
+            st = root < 0 ? name_the_missing(fn, spmd__comm_allgatherv(comm, NULL, out, counts))
                           : spmd__comm_gatherv(comm, root, receives ? NULL : mine, out, counts);
         if (!receives)
             free(mine);
@@ -280,7 +319,7 @@ static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int ro
         if (st == SPMD_OK)
             st = pack_blocks(x, mine);
         if (st == SPMD_OK && comm)
-            st = root < 0 ? spmd__comm_allgatherv(comm, mine, packed, counts)
+            st = root < 0 ? name_the_missing(fn, spmd__comm_allgatherv(comm, mine, packed, counts))
                           : spmd__comm_gatherv(comm, root, mine, packed, counts);
         else if (st == SPMD_OK)
             memcpy(packed, mine, counts[me]);
@@ -336,6 +375,7 @@ static spmd_status spmd_broadcast_array_one_to_all_checked(const spmd_array *x, 
                                                            void *host_out, size_t host_bytes)
 {
     const char *fn = "spmd_broadcast_array_one_to_all";
+    SPMD_CHECK(spmd__worker_refuse_nested(fn));
     SPMD_CHECK(spmd__array_check(x, fn, "x"));
     SPMD_REQUIRE_NOT_NULL(host_out, fn);
     size_t bytes = array_bytes(x);
@@ -397,6 +437,7 @@ static void format_element(spmd__strbuf *sb, spmd_dtype dtype, const char *p)
 spmd_status spmd_assert_equal(const spmd_array *x, const char *message)
 {
     const char *fn = "spmd_assert_equal";
+    SPMD_CHECK(spmd__worker_refuse_nested(fn));
     SPMD_CHECK(spmd__array_check(x, fn, "x"));
     /* JAX compares a global array through its first addressable shard */
     int whole = spmd_array_is_fully_addressable(x);

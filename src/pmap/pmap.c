@@ -12,6 +12,7 @@
 #include "runtime/check.h"        /* error messages */
 #include "shard_map/array_impl.h" /* donation marks inputs deleted */
 #include "runtime/log.h"
+#include "runtime/worker.h" /* refusing nested calls */
 
 enum { MAX_ARGS = 64, MAX_DEVICES = 4096, CACHE_SLOTS = 16 };
 
@@ -469,6 +470,8 @@ static spmd_status pmap_call(spmd_fn fn, void *user, int nin, spmd_array *const 
                              int num_devices, const spmd_pmap_options *options,
                              spmd_array **outputs)
 {
+    /* before the cache's lock, which the enclosing call may hold */
+    SPMD_CHECK(spmd__worker_refuse_nested("spmd_pmap"));
     static _Thread_local call c; /* large: kept off the stack; every field read is set below */
     c.fn_name = "spmd_pmap";
     const char *f = c.fn_name;
@@ -582,8 +585,10 @@ spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs
                       const int *out_axes, const char *axis_name, const int *devices,
                       int num_devices, const spmd_pmap_options *options, spmd_array **outputs)
 {
+    const char *outer = spmd__worker_entry("spmd_pmap"); /* names it to calls nested in fn */
     spmd_status st = pmap_call(fn, user, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name,
                                devices, num_devices, options, outputs);
+    spmd__worker_entry(outer);
     /* after the call: outputs may alias inputs, which validation still reads */
     for (int j = 0; st != SPMD_OK && outputs && nout <= MAX_ARGS && j < nout; j++)
         outputs[j] = NULL;

@@ -13,10 +13,11 @@
  *
  * A rank that never arrives is named by the rank that waited for it in vain, which marks it
  * missing and goes on with the later rounds: everyone ends with the same verdict, or with the
- * list of missing ranks. Waits of round k end k * stagger after the common deadline, so that a
- * rank that gave up on a missing partner has told its later partners before they give up on
- * it. When fingerprints differ, a second exchange of the same shape carries the two
- * descriptions the message quotes: the success path never formats or sends text.
+ * list of missing ranks. Waits of round k end k * stagger after those of round 0, the last one
+ * a stagger before the common deadline, so that a rank that gave up on a missing partner has told
+ * its later partners before they give up on it. When fingerprints differ, a second exchange of the
+ * same shape carries the two descriptions the message quotes: the success path never formats or
+ * sends text.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -76,7 +77,7 @@ typedef struct xchg {
     topology t;
     int tag;
     header h;
-    int64_t deadline; /* of step 0; step s ends s * stagger later */
+    int64_t deadline; /* of step 0; step s ends s * stagger later, the last before the caller's */
     int64_t stagger;
     int64_t next_cancel_check;
     spmd_status stopped; /* the cancellation status, once cancelled */
@@ -274,7 +275,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
     }
     unlock();
     int outcome = GOT;
-    int64_t started = 0;
+    int64_t started = 0, received_at = 0;
     for (;;) {
         /* one call tests both (each test runs MPI's progress, which may yield the core) */
         MPI_Status statuses[3];
@@ -322,11 +323,17 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             if (x->next_cancel_check == 0)
                 x->next_cancel_check = now + CANCEL_FIRST_NS;
         }
-        /* the send only holds us up while the receive is still open, or up to the deadline */
         if (now > deadline) {
             outcome = done[0] ? GOT : MISSED;
             break;
         }
+        /* Once the partner's message is in, its receive for ours is posted: our send ends
+         * soon, unless the partner stopped since (a long message waits for it to take the
+         * rest). The send then stays with MPI. */
+        if (done[0] && !received_at)
+            received_at = now;
+        if (done[0] && now - received_at > x->stagger)
+            break;
         if (cancelled(x, now)) {
             outcome = STOPPED;
             break;
@@ -334,19 +341,16 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
     }
     if (!done[0]) { /* a receive that matched just before the cancel completes normally */
         MPI_Status status;
-        int gone = 0;
-        lock();
-        MPI_Cancel(&reqs[0]);
-        MPI_Wait(&reqs[0], &status);
-        MPI_Test_cancelled(&status, &gone);
-        if (!gone) {
+        int settled = spmd__comm_cancel_receive(&reqs[0], &status);
+        if (settled == SPMD__ARRIVED) {
             int count = 0;
             MPI_Get_count(&status, MPI_BYTE, &count);
             *got = status.MPI_ERROR == MPI_ERR_TRUNCATE ? rcap + 1 : (size_t)count;
+            if (outcome == MISSED)
+                outcome = GOT;
+        } else if (settled == SPMD__STUCK) {
+            spmd__comm_detach_buffer(c, 1); /* MPI may still write rbuf */
         }
-        unlock();
-        if (!gone && outcome == MISSED)
-            outcome = GOT;
     }
     if (!done[1]) {
         spmd__comm_abandon_sends(1, &reqs[1], &done[1]);
@@ -643,10 +647,12 @@ static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wa
     x->w = w;
     x->t = topology_of(c->size, c->rank);
     x->tag = tag;
-    x->deadline = deadline;
     /* a hundredth of the timeout per step, within [10 ms, 250 ms] */
     int64_t s = spmd__comm_timeout_ns() / 100;
     x->stagger = s < 10000000 ? 10000000 : s > 250000000 ? 250000000 : s;
+    /* counted back from the deadline, so that the last step ends a stagger before it: what
+     * follows a failed exchange (messages, the outcome) fits in before the deadline too */
+    x->deadline = deadline - (int64_t)(x->t.levels + 2) * x->stagger;
     x->watch_notes = !w->late_told_later;
     x->late_by = -1;
     header_init(&x->h, a->fingerprint, c->rank);
@@ -1079,6 +1085,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
     }
     unlock();
     int left = n, timed_out = 0, culprit = -1;
+    int64_t received_at = 0;
     while (left > 0 && x.stopped == SPMD_OK) {
         int got = 0;
         lock();
@@ -1118,6 +1125,15 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             timed_out = 1;
             break;
         }
+        /* every message in: the sends left end soon unless their receiver stopped since (see
+         * step) */
+        int receiving = 0;
+        for (int i = 0; i < nrecv; i++)
+            receiving |= !done[i];
+        if (!receiving && !received_at)
+            received_at = now;
+        if (!receiving && now - received_at > x.stagger)
+            break;
         if (left > 0)
             (void)cancelled(&x, now);
     }
@@ -1126,7 +1142,8 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         if (done[i])
             continue;
         if (i < nrecv) {
-            spmd__comm_cancel_receives(1, &reqs[i], &done[i]);
+            if (spmd__comm_cancel_receives(1, &reqs[i], &done[i]))
+                spmd__comm_detach_buffer(c, 1); /* MPI may still write into R */
             if (timed_out && !done[i])
                 missed(&x, recvs[i].peer);
         } else {

@@ -367,22 +367,50 @@ void spmd__comm_abandon_sends(int n, MPI_Request *reqs, const int *done)
     unlock();
 }
 
-/* A receive that matched a message just before the cancel completes normally, and done[i]
- * then says so. */
-void spmd__comm_cancel_receives(int n, MPI_Request *reqs, int *done)
+/* How long a cancelled receive may take to settle. An unmatched one settles at once; one that
+ * matched a message whose sender stopped half way (a long message comes in parts) never does. */
+#define CANCEL_SETTLE_NS 3000000
+
+int spmd__comm_cancel_receive(MPI_Request *req, MPI_Status *status)
 {
     lock();
+    MPI_Cancel(req);
+    unlock();
+    int64_t give_up = spmd__now_ns() + CANCEL_SETTLE_NS;
+    for (;;) {
+        int settled = 0;
+        lock();
+        MPI_Test(req, &settled, status);
+        unlock();
+        if (settled) {
+            int cancelled = 0;
+            MPI_Test_cancelled(status, &cancelled);
+            return cancelled ? SPMD__CANCELLED : SPMD__ARRIVED;
+        }
+        if (spmd__now_ns() > give_up)
+            break;
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, NULL);
+    }
+    /* MPI keeps the request and may still write the buffer, which the caller must keep */
+    lock();
+    MPI_Request_free(req);
+    unlock();
+    return SPMD__STUCK;
+}
+
+int spmd__comm_cancel_receives(int n, MPI_Request *reqs, int *done)
+{
+    int stuck = 0;
     for (int i = 0; i < n; i++) {
         if (done[i] || reqs[i] == MPI_REQUEST_NULL)
             continue;
         MPI_Status status;
-        int cancelled = 0;
-        MPI_Cancel(&reqs[i]);
-        MPI_Wait(&reqs[i], &status);
-        MPI_Test_cancelled(&status, &cancelled);
-        done[i] = !cancelled;
+        int outcome = spmd__comm_cancel_receive(&reqs[i], &status);
+        done[i] = outcome == SPMD__ARRIVED;
+        stuck += outcome == SPMD__STUCK;
     }
-    unlock();
+    return stuck;
 }
 
 MPI_Datatype spmd__mpi_type(spmd_dtype dtype)

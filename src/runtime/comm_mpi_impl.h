@@ -77,8 +77,16 @@ int64_t spmd__comm_timeout_ns(void);
 spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
                                  const char *what);
 
-/** Cancels unfinished receives and waits for each to settle; done[i] says which completed. */
-void spmd__comm_cancel_receives(int n, MPI_Request *reqs, int *done);
+/**
+ * Cancels a receive and lets it settle: SPMD__CANCELLED, SPMD__ARRIVED (it had matched a whole
+ * message; *status tells), or SPMD__STUCK (it matched a message whose sender stopped half way:
+ * the request is left to MPI, which may still write the buffer, so the caller keeps it).
+ */
+enum { SPMD__CANCELLED, SPMD__ARRIVED, SPMD__STUCK };
+int spmd__comm_cancel_receive(MPI_Request *req, MPI_Status *status);
+/** spmd__comm_cancel_receive for each unfinished receive; done[i] says which arrived whole.
+ * Returns how many are stuck. */
+int spmd__comm_cancel_receives(int n, MPI_Request *reqs, int *done);
 /** Gives up on unfinished sends (their buffers must outlive them). */
 void spmd__comm_abandon_sends(int n, MPI_Request *reqs, const int *done);
 

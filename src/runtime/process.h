@@ -3,19 +3,27 @@
 #define SPMD_RUNTIME_PROCESS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <spmd/status.h>
 
 /**
  * Joins the process group. `use_mpi` is the spmd_init_options value (1, 0 or SPMD_AUTO);
- * `user_comm` points to an MPI_Comm given to spmd_init_mpi, else NULL.
+ * `user_comm` points to an MPI_Comm given to spmd_init_mpi, else NULL. Until
+ * spmd__proc_go_private, spmd_mpi_comm() is the chosen communicator itself (no collective call
+ * has waited for the others yet), for an agreement over a view (comm.h) with a deadline.
  */
 spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int *count);
+/** Moves to a private duplicate of the chosen communicator, once every process is known to be
+ * there; waits at most timeout_ns. Collective. */
+spmd_status spmd__proc_go_private(int64_t timeout_ns);
+/** Leaves the process group (finalizing MPI when spmd_init initialized it). */
 spmd_status spmd__proc_finalize(void);
-/** Gathers `bytes` from every process into recv (process order). Collective. */
-spmd_status spmd__proc_allgather(const void *send, void *recv, size_t bytes);
-/** Number of processes of the group on this machine (1 without MPI). */
-int spmd__proc_node_count(void);
+/** After a start-up that a missing process failed: lets go of MPI without waiting for it (no
+ * MPI_Finalize, which would); the process should end. */
+void spmd__proc_abandon(void);
+/** A number that processes on the same machine share (0 without MPI). */
+uint64_t spmd__proc_host_id(void);
 
 /** 1 when MPI runs with MPI_THREAD_MULTIPLE (device threads may call it at once). */
 int spmd__mpi_thread_multiple(void);

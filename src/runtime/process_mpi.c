@@ -1,8 +1,13 @@
 /* The process layer over MPI: libspmd runs on a private duplicate of the chosen communicator,
- * with errors returned (MPI_ERRORS_RETURN) rather than aborting the job. */
+ * with errors returned (MPI_ERRORS_RETURN) rather than aborting the job. Start-up first checks,
+ * with a deadline, that every process is there, over the chosen communicator itself (whose
+ * error handler returns errors meanwhile): duplicating it would wait for a missing process
+ * forever. */
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <spmd/mpi.h>
 
@@ -10,8 +15,17 @@
 #include "runtime/process.h"
 #include "runtime/runtime_impl.h"
 
-static MPI_Comm comm = MPI_COMM_NULL;
-static int node_count = 1;
+static MPI_Comm comm = MPI_COMM_NULL; /* the chosen communicator during start-up, then ours */
+static int owns_comm;                 /* comm is the private duplicate */
+static MPI_Comm base = MPI_COMM_NULL; /* the chosen communicator */
+static MPI_Errhandler base_handler = MPI_ERRHANDLER_NULL; /* its own, restored after start-up */
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 static int initialized_mpi; /* spmd_init called MPI_Init_thread, so it finalizes MPI too */
 static int thread_multiple;
 
@@ -31,21 +45,55 @@ static spmd_status mpi_error(int rc, const char *what)
             return mpi_error(rc_, (what));                                                         \
     } while (0)
 
-static spmd_status use_comm(MPI_Comm base, int *index, int *count)
+static const char *level_name(int level)
+{
+    switch (level) {
+    case MPI_THREAD_SINGLE:
+        return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+        return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+        return "MPI_THREAD_SERIALIZED";
+    default:
+        return "MPI_THREAD_MULTIPLE";
+    }
+}
+
+static spmd_status use_comm(MPI_Comm chosen, int *index, int *count)
 {
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
+    /* Device threads call MPI, one at a time behind a lock below MPI_THREAD_MULTIPLE: the
+     * standard allows that only from MPI_THREAD_SERIALIZED up. */
+    SPMD_REQUIRE(level >= MPI_THREAD_SERIALIZED || !initialized_mpi, SPMD_ERR_UNSUPPORTED,
+                 "this MPI library provides only %s when asked for MPI_THREAD_MULTIPLE, but "
+                 "libspmd calls MPI from its device threads, which needs MPI_THREAD_SERIALIZED "
+                 "at least: use an MPI built with thread support",
+                 level_name(level));
+    SPMD_REQUIRE(level >= MPI_THREAD_SERIALIZED, SPMD_ERR_UNSUPPORTED,
+                 "MPI runs at %s, but libspmd calls MPI from its device threads, which needs "
+                 "MPI_THREAD_SERIALIZED at least: initialize MPI with MPI_Init_thread(&argc, "
+                 "&argv, MPI_THREAD_MULTIPLE, &provided) (or MPI_THREAD_SERIALIZED) instead of "
+                 "MPI_Init, or let spmd_init initialize it",
+                 level_name(level));
     thread_multiple = level >= MPI_THREAD_MULTIPLE;
-    MPI_REQUIRE(MPI_Comm_dup(base, &comm), "MPI_Comm_dup");
-    MPI_REQUIRE(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    MPI_REQUIRE(MPI_Comm_rank(comm, index), "MPI_Comm_rank");
-    MPI_REQUIRE(MPI_Comm_size(comm, count), "MPI_Comm_size");
-    MPI_Comm node;
-    MPI_REQUIRE(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                "MPI_Comm_split_type");
-    MPI_Comm_size(node, &node_count);
-    MPI_Comm_free(&node);
+    MPI_REQUIRE(MPI_Comm_rank(chosen, index), "MPI_Comm_rank");
+    MPI_REQUIRE(MPI_Comm_size(chosen, count), "MPI_Comm_size");
+    MPI_REQUIRE(MPI_Comm_get_errhandler(chosen, &base_handler), "MPI_Comm_get_errhandler");
+    MPI_REQUIRE(MPI_Comm_set_errhandler(chosen, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    base = chosen;
+    comm = chosen;
+    owns_comm = 0;
     return SPMD_OK;
+}
+
+static void restore_base_handler(void)
+{
+    if (base_handler != MPI_ERRHANDLER_NULL) {
+        MPI_Comm_set_errhandler(base, base_handler);
+        MPI_Errhandler_free(&base_handler);
+        base_handler = MPI_ERRHANDLER_NULL;
+    }
 }
 
 spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int *count)
@@ -80,11 +128,53 @@ spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int 
     return st;
 }
 
+spmd_status spmd__proc_go_private(int64_t timeout_ns)
+{
+    if (comm == MPI_COMM_NULL || owns_comm)
+        return SPMD_OK;
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_REQUIRE(MPI_Comm_idup(base, &dup, &request), "MPI_Comm_idup");
+    int64_t deadline = now_ns() + timeout_ns;
+    for (;;) {
+        int done = 0;
+        MPI_REQUIRE(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Comm_idup");
+        if (done)
+            break;
+        /* every process was there a moment ago: only one that stopped since keeps this going */
+        SPMD_REQUIRE(now_ns() < deadline, SPMD_ERR_TIMEOUT,
+                     "duplicating the communicator did not complete within the collective "
+                     "timeout, although every process had arrived: a process stopped during "
+                     "start-up");
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
+    MPI_REQUIRE(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    restore_base_handler();
+    comm = dup;
+    owns_comm = 1;
+    return SPMD_OK;
+}
+
+uint64_t spmd__proc_host_id(void)
+{
+    char name[MPI_MAX_PROCESSOR_NAME + 1];
+    int len = 0;
+    if (comm == MPI_COMM_NULL || MPI_Get_processor_name(name, &len) != MPI_SUCCESS)
+        return 0;                         /* a single process, MPI not started */
+    uint64_t h = 14695981039346656037ULL; /* FNV-1a */
+    for (int i = 0; i < len; i++)
+        h = (h ^ (unsigned char)name[i]) * 1099511628211ULL;
+    return h;
+}
+
 spmd_status spmd__proc_finalize(void)
 {
-    if (comm != MPI_COMM_NULL)
+    if (owns_comm)
         MPI_Comm_free(&comm);
-    node_count = 1;
+    restore_base_handler();
+    comm = MPI_COMM_NULL;
+    owns_comm = 0;
     if (initialized_mpi) {
         initialized_mpi = 0;
         MPI_REQUIRE(MPI_Finalize(), "MPI_Finalize");
@@ -92,18 +182,15 @@ spmd_status spmd__proc_finalize(void)
     return SPMD_OK;
 }
 
-spmd_status spmd__proc_allgather(const void *send, void *recv, size_t bytes)
+void spmd__proc_abandon(void)
 {
-    if (comm == MPI_COMM_NULL) {
-        memcpy(recv, send, bytes);
-        return SPMD_OK;
-    }
-    MPI_REQUIRE(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, comm),
-                "MPI_Allgather");
-    return SPMD_OK;
+    /* messages to a missing process may be pending: nothing is freed, and MPI_Finalize would
+     * wait for that process */
+    restore_base_handler();
+    comm = MPI_COMM_NULL;
+    owns_comm = 0;
+    initialized_mpi = 0;
 }
-
-int spmd__proc_node_count(void) { return node_count; }
 
 int spmd__mpi_thread_multiple(void) { return thread_multiple; }
 

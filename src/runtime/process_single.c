@@ -1,5 +1,5 @@
 /* The process layer of a build without MPI: always one process. */
-#include <string.h>
+#include <stdint.h>
 
 #include <spmd/runtime.h>
 
@@ -25,12 +25,14 @@ spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int 
 
 spmd_status spmd__proc_finalize(void) { return SPMD_OK; }
 
-spmd_status spmd__proc_allgather(const void *send, void *recv, size_t bytes)
+spmd_status spmd__proc_go_private(int64_t timeout_ns)
 {
-    memcpy(recv, send, bytes);
+    (void)timeout_ns;
     return SPMD_OK;
 }
 
-int spmd__proc_node_count(void) { return 1; }
+uint64_t spmd__proc_host_id(void) { return 0; }
+
+void spmd__proc_abandon(void) {}
 
 int spmd__mpi_thread_multiple(void) { return 1; }

@@ -32,14 +32,21 @@ static atomic_int ready;
 static spmd__runtime rt;
 static unsigned last_session;
 
-/* What each process tells the others at start-up. */
+/* What each process tells the others at start-up (a failing process's message travels only
+ * when one failed, in a second exchange). */
 typedef struct process_record {
     int32_t status;
     int32_t platform;
     int32_t num_local;
     int32_t devices_per_gpu;
-    char message[496];
+    uint64_t host; /* processes on one machine share it */
 } process_record;
+
+/* The lowest failing process's message. */
+typedef struct failure_record {
+    int32_t process; /* INT32_MAX: none */
+    char message[500];
+} failure_record;
 
 int spmd_version_number(void) { return SPMD_VERSION_NUMBER; }
 const char *spmd_version_string(void) { return SPMD_VERSION_STRING; }
@@ -138,6 +145,8 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     long per_gpu = 1;
     SPMD_CHECK(
         spmd__env_int("SPMD_CUDA_DEVICES_PER_GPU", 1, MAX_DEVICES_PER_GPU, &per_gpu, &from_env));
+    int log_level = 0;
+    SPMD_CHECK(spmd__log_level_from_env(&log_level));
     double timeout_s = DEFAULT_COLLECTIVE_TIMEOUT_S;
     SPMD_CHECK(spmd__env_seconds("SPMD_COLLECTIVE_TIMEOUT", &timeout_s));
     rt.collective_timeout_ns = (int64_t)(timeout_s * 1e9);
@@ -178,7 +187,8 @@ static const spmd__backend *backend_for(int platform)
 }
 
 /* Every process learns every other's outcome, so a failure anywhere fails everywhere. */
-static spmd_status agree_on_devices(const process_record *all, int count, int me)
+static spmd_status agree_on_devices(const process_record *all, int count, int me,
+                                    const failure_record *failure)
 {
     for (int p = 0; p < count; p++) {
         if (all[p].status == SPMD_OK)
@@ -186,7 +196,7 @@ static spmd_status agree_on_devices(const process_record *all, int count, int me
         if (p == me)
             return (spmd_status)all[p].status; /* our own message is already recorded */
         return SPMD_ERROR(SPMD_ERR_DISTRIBUTED, "process %d failed to initialize libspmd: %s", p,
-                          all[p].message);
+                          failure->process == p ? failure->message : "(no message)");
     }
     for (int p = 1; p < count; p++)
         SPMD_REQUIRE(all[p].platform == all[0].platform, SPMD_ERR_DISTRIBUTED,
@@ -195,6 +205,81 @@ static spmd_status agree_on_devices(const process_record *all, int count, int me
                      spmd_platform_name((spmd_platform)all[0].platform), p,
                      spmd_platform_name((spmd_platform)all[p].platform));
     return SPMD_OK;
+}
+
+static void describe_start_up(const void *arg, char *text, size_t size)
+{
+    (void)arg;
+    snprintf(text, size, "spmd_init of libspmd %s", SPMD_VERSION_STRING);
+}
+
+static uint64_t text_fingerprint(const char *text)
+{
+    uint64_t h = 14695981039346656037ULL; /* FNV-1a */
+    for (; *text; text++)
+        h = (h ^ (unsigned char)*text) * 1099511628211ULL;
+    return h;
+}
+
+static void keep_lowest_failure(void *mine, const void *theirs, size_t bytes, void *arg)
+{
+    (void)arg;
+    failure_record *m = mine;
+    const failure_record *t = theirs;
+    if (bytes == sizeof *t && t->process < m->process)
+        *m = *t;
+}
+
+/*
+ * The start-up records of every process, over a view of the chosen communicator (no collective
+ * MPI call, so a missing process is named after the timeout, not waited for), checked against
+ * the library version; then, only when a process failed, the lowest one's message. *missing is
+ * set when a process never arrived.
+ */
+static spmd_status exchange_records(const process_record *mine, process_record *all,
+                                    failure_record *failure, int *missing)
+{
+    int n = rt.process_count;
+    int *processes = malloc((size_t)n * sizeof *processes);
+    size_t *counts = malloc((size_t)n * sizeof *counts);
+    spmd__comm *view = NULL;
+    spmd_status st = processes && counts ? SPMD_OK
+                                         : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
+                                                      "out of memory for %d processes' records", n);
+    for (int p = 0; st == SPMD_OK && p < n; p++) {
+        processes[p] = p;
+        counts[p] = sizeof *mine;
+    }
+    if (st == SPMD_OK)
+        st = spmd__comm_view(processes, n, &view);
+    char version[64];
+    snprintf(version, sizeof version, "libspmd start-up %s", SPMD_VERSION_STRING);
+    spmd__agreement a = {text_fingerprint(version), describe_start_up, NULL};
+    int64_t timeout = rt.collective_timeout_ns > 0 ? rt.collective_timeout_ns
+                                                   : (int64_t)(DEFAULT_COLLECTIVE_TIMEOUT_S * 1e9);
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout, .what = "spmd_init"};
+    if (st == SPMD_OK) {
+        all[rt.process_index] = *mine;
+        st = spmd__comm_checked_allgatherv(view, &a, NULL, all, counts, &w);
+    }
+    int any_failed = 0;
+    for (int p = 0; st == SPMD_OK && p < n; p++)
+        any_failed |= all[p].status != SPMD_OK;
+    if (any_failed) { /* everyone knows it: everyone takes part */
+        size_t bytes = sizeof *failure;
+        a.fingerprint = ~a.fingerprint;
+        w.deadline_ns = spmd__now_ns() + timeout;
+        st = spmd__comm_reduce_record(view, &a, failure, &bytes, sizeof *failure,
+                                      keep_lowest_failure, NULL, &w);
+    }
+    *missing = w.peer_missing || st == SPMD_ERR_TIMEOUT;
+    if (st == SPMD_OK)
+        spmd__comm_destroy(view);
+    else
+        spmd__comm_abandon(view); /* it may hold unfinished messages */
+    free(processes);
+    free(counts);
+    return st;
 }
 
 static spmd_status build_device_table(const process_record *all)
@@ -236,9 +321,9 @@ static int usable_cores(void)
 }
 
 /* Spin only while every busy thread on this machine can have a core of its own. */
-static void choose_wait_policy(void)
+static void choose_wait_policy(int processes_here)
 {
-    int threads = spmd__proc_node_count() * (rt.num_local + 1);
+    int threads = processes_here * (rt.num_local + 1);
     if (threads <= usable_cores())
         spmd__event_set_policy(20000, 64);
     else
@@ -264,35 +349,51 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
 
     process_record mine;
     memset(&mine, 0, sizeof mine);
+    failure_record failure = {INT32_MAX, ""};
     spmd_status local = resolve_local_devices(o, &mine);
     if (local != SPMD_OK) {
         mine.status = local;
-        snprintf(mine.message, sizeof mine.message, "%s", spmd_last_error());
+        failure.process = rt.process_index;
+        snprintf(failure.message, sizeof failure.message, "%s", spmd_last_error());
     }
+    mine.host = spmd__proc_host_id();
     process_record *all = calloc((size_t)rt.process_count, sizeof *all);
     spmd_status st =
         all ? SPMD_OK
             : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
                          "could not allocate start-up records for %d processes", rt.process_count);
+    int missing = 0;
+    if (st == SPMD_OK && rt.process_count > 1)
+        st = exchange_records(&mine, all, &failure, &missing);
+    else if (st == SPMD_OK)
+        all[0] = mine;
     if (st == SPMD_OK)
-        st = spmd__proc_allgather(&mine, all, sizeof mine);
-    if (st == SPMD_OK)
-        st = agree_on_devices(all, rt.process_count, rt.process_index);
+        st = agree_on_devices(all, rt.process_count, rt.process_index, &failure);
+    int processes_here = 0;
     if (st == SPMD_OK) {
         rt.platform = (spmd_platform)all[0].platform;
         rt.backend = backend_for(rt.platform);
         st = build_device_table(all);
+        for (int p = 0; p < rt.process_count; p++)
+            processes_here += all[p].host == mine.host;
     }
     free(all);
+    if (st == SPMD_OK) {
+        st = spmd__proc_go_private(rt.collective_timeout_ns);
+        missing = st == SPMD_ERR_TIMEOUT;
+    }
     if (st == SPMD_OK)
         st = start_workers();
     if (st != SPMD_OK) {
         free(rt.devices);
-        spmd__proc_finalize();
+        if (missing)
+            spmd__proc_abandon();
+        else
+            spmd__proc_finalize();
         memset(&rt, 0, sizeof rt);
         return st;
     }
-    choose_wait_policy();
+    choose_wait_policy(processes_here);
     rt.session = ++last_session;
     return SPMD_OK;
 }
@@ -320,8 +421,10 @@ static spmd_status spmd_init_checked(const spmd_init_options *opts)
     return spmd__runtime_init(opts, NULL);
 }
 
-spmd_status spmd_finalize(void)
+static spmd_status spmd_finalize_checked(void)
 {
+    /* from fn it would join the worker that calls it, or tear the runtime down mid-call */
+    SPMD_CHECK(spmd__worker_refuse_nested("spmd_finalize"));
     pthread_mutex_lock(&init_lock);
     if (init_count == 0) {
         pthread_mutex_unlock(&init_lock);
@@ -401,3 +504,5 @@ spmd_status spmd_init(const spmd_init_options *opts)
 {
     return spmd__error_in(spmd_init_checked(opts), "spmd_init");
 }
+
+spmd_status spmd_finalize(void) { return spmd__error_in(spmd_finalize_checked(), "spmd_finalize"); }

@@ -28,7 +28,9 @@ typedef struct worker {
     int hw;
     spmd__device_task task;
     void *arg;
+    const char *what;
     batch *_Atomic job;
+    const void *_Atomic context; /* the task's context while it runs (spmd__worker_set_context) */
 } worker;
 
 static worker *workers;
@@ -41,10 +43,59 @@ static _Alignas(SPAN) spmd__event dispatch_wake;
 static _Alignas(SPAN) atomic_int stopping;
 static _Alignas(SPAN) spmd__event batch_done;
 static _Thread_local int current_ordinal = -1;
+static _Thread_local const char *current_what; /* the call whose task this thread runs */
+static _Thread_local const char *entry_name;   /* set by an outer public call on this thread */
+static _Thread_local const void *current_context;
 
 #define NO_FAILURE 0x7fffffff
 
 int spmd__worker_current(void) { return current_ordinal; }
+
+spmd_status spmd__worker_refuse_nested(const char *fn)
+{
+    if (current_ordinal < 0)
+        return SPMD_OK;
+    return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                      "%s: called from inside the fn of %s (on device %d); the devices are busy "
+                      "with that call, so what runs on devices or between processes cannot be "
+                      "nested in it (nested shard_map is not supported): call %s before or after "
+                      "%s, and inside fn use the collectives (spmd_psum, spmd_all_gather ...) and "
+                      "the block ops",
+                      fn, current_what ? current_what : "another call",
+                      first_device_id + current_ordinal, fn, current_what ? current_what : "it");
+}
+
+const char *spmd__worker_entry(const char *name)
+{
+    const char *previous = entry_name;
+    entry_name = name;
+    return previous;
+}
+
+const char *spmd__worker_entry_or(const char *fallback)
+{
+    return entry_name ? entry_name : fallback;
+}
+
+void spmd__worker_set_context(const void *context)
+{
+    current_context = context;
+    if (current_ordinal >= 0 && workers)
+        atomic_store_explicit(&workers[current_ordinal].context, context, memory_order_release);
+}
+
+int spmd__worker_context_is_live(const void *context)
+{
+    if (!context)
+        return 0;
+    if (context == current_context)
+        return 1;
+    /* another thread (one fn started, say): any device's context of the running call */
+    for (int i = 0; i < worker_count; i++)
+        if (atomic_load_explicit(&workers[i].context, memory_order_acquire) == context)
+            return 1;
+    return 0;
+}
 
 /* Keeps the message of the lowest failing ordinal, so the reported error is deterministic. */
 static void record_failure(batch *b, int ordinal, spmd_status st)
@@ -77,6 +128,7 @@ static void *worker_main(void *p)
         if (b) {
             atomic_store_explicit(&w->job, NULL, memory_order_relaxed);
             /* task and arg sit beside the job pointer: one line to fetch, not two */
+            current_what = w->what;
             run_task(b, w->task, w->arg, w->ordinal);
             /* The batch lives on the caller's stack: this decrement is the last touch. */
             if (atomic_fetch_sub(&b->remaining, 1) == 1)
@@ -112,6 +164,7 @@ spmd_status spmd__workers_start(int count, int first_id, const spmd__backend *ba
         w->ordinal = i;
         w->hw = hw[i];
         atomic_init(&w->job, NULL);
+        atomic_init(&w->context, NULL);
         int rc = pthread_create(&w->thread, NULL, worker_main, w);
         if (rc != 0) {
             spmd__workers_stop();
@@ -125,7 +178,7 @@ spmd_status spmd__workers_start(int count, int first_id, const spmd__backend *ba
         name[15] = '\0'; /* the kernel's limit */
         pthread_setname_np(w->thread, name);
     }
-    spmd_status st = spmd__run_on_devices(count, NULL, bind_task, NULL);
+    spmd_status st = spmd__run_on_devices("spmd_init", count, NULL, bind_task, NULL);
     if (st != SPMD_OK)
         spmd__workers_stop();
     return st;
@@ -144,14 +197,21 @@ void spmd__workers_stop(void)
     spmd__event_destroy(&dispatch_wake);
 }
 
-spmd_status spmd__run_on_devices(int count, const int *ordinals, spmd__device_task task, void *arg)
+spmd_status spmd__run_on_devices(const char *what, int count, const int *ordinals,
+                                 spmd__device_task task, void *arg)
 {
-    return spmd__run_on_devices_beside(count, ordinals, task, arg, NULL, NULL);
+    return spmd__run_on_devices_beside(what, count, ordinals, task, arg, NULL, NULL);
 }
 
-spmd_status spmd__run_on_devices_beside(int count, const int *ordinals, spmd__device_task task,
-                                        void *arg, spmd_status (*beside)(void *), void *beside_arg)
+spmd_status spmd__run_on_devices_beside(const char *what, int count, const int *ordinals,
+                                        spmd__device_task task, void *arg,
+                                        spmd_status (*beside)(void *), void *beside_arg)
 {
+    /* From inside a device's task the other workers may be busy with the outer batch: waiting
+     * for them could deadlock, and running here would share the outer call's state. */
+    SPMD_CHECK(spmd__worker_refuse_nested(what));
+    if (count == 0)
+        return beside ? beside(beside_arg) : SPMD_OK;
     spmd_status beside_status = SPMD_OK;
     batch b; /* its message is written before it is read */
     b.status = SPMD_OK;
@@ -159,20 +219,15 @@ spmd_status spmd__run_on_devices_beside(int count, const int *ordinals, spmd__de
     atomic_init(&b.failed_ordinal, NO_FAILURE);
     pthread_mutex_init(&b.error_lock, NULL);
 
-    if (current_ordinal >= 0 || count == 0) {
-        /* Nested use from inside a device task: the other workers may be busy with the outer
-         * batch, so waiting for them could deadlock. */
-        for (int i = 0; i < count; i++)
-            run_task(&b, task, arg, ordinals ? ordinals[i] : i);
-        if (beside)
-            beside_status = beside(beside_arg);
-    } else if (count == 1 && !beside && worker_backend->platform == SPMD_PLATFORM_CPU) {
+    if (count == 1 && !beside && worker_backend->platform == SPMD_PLATFORM_CPU) {
         /* One CPU device: its task runs on this thread, as that device's, without the two
          * hand-offs between threads (a CPU device's worker holds no state of its own). */
         pthread_mutex_lock(&dispatch_lock);
         current_ordinal = ordinals ? ordinals[0] : 0;
+        current_what = what;
         run_task(&b, task, arg, current_ordinal);
         current_ordinal = -1;
+        current_what = NULL;
         pthread_mutex_unlock(&dispatch_lock);
     } else {
         pthread_mutex_lock(&dispatch_lock);
@@ -180,6 +235,7 @@ spmd_status spmd__run_on_devices_beside(int count, const int *ordinals, spmd__de
             worker *w = &workers[ordinals ? ordinals[i] : i];
             w->task = task;
             w->arg = arg;
+            w->what = what;
             atomic_store_explicit(&w->job, &b, memory_order_release);
         }
         spmd__event_signal(&dispatch_wake);

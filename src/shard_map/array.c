@@ -138,8 +138,8 @@ static spmd_status shard_task(int ordinal, void *p)
     return job->fn(job->a, s, job->arg);
 }
 
-spmd_status spmd__array_for_shards(spmd_array *a, const int *which, int count, spmd__shard_fn fn,
-                                   void *arg)
+spmd_status spmd__array_for_shards(const char *what, spmd_array *a, const int *which, int count,
+                                   spmd__shard_fn fn, void *arg)
 {
     if (count == 0)
         return SPMD_OK;
@@ -157,7 +157,7 @@ spmd_status spmd__array_for_shards(spmd_array *a, const int *which, int count, s
         ordinals[k] = a->shards[i].ordinal;
     }
     shard_job job = {a, fn, arg, slot_of_ordinal};
-    spmd_status st = spmd__run_on_devices(count, ordinals, shard_task, &job);
+    spmd_status st = spmd__run_on_devices(what, count, ordinals, shard_task, &job);
     free(slot_of_ordinal);
     free(ordinals);
     return st;
@@ -169,9 +169,9 @@ static spmd_status alloc_shard(spmd_array *a, spmd__shard_slot *s, void *arg)
     return spmd__buffer_create(s->device_id, a->shard_bytes, &s->buffer);
 }
 
-spmd_status spmd__array_alloc_buffers(spmd_array *a)
+spmd_status spmd__array_alloc_buffers(const char *what, spmd_array *a)
 {
-    return spmd__array_for_shards(a, NULL, a->num_shards, alloc_shard, NULL);
+    return spmd__array_for_shards(what, a, NULL, a->num_shards, alloc_shard, NULL);
 }
 
 /* Writes a shard from host memory: packs straight into host-addressable device memory, or
@@ -228,7 +228,8 @@ spmd_status spmd_device_put(const void *host, int ndim, const int64_t *shape, sp
     SPMD_REQUIRE_NOT_NULL(host, "spmd_device_put");
     spmd_array *a = NULL;
     SPMD_CHECK(spmd__array_create_empty(sharding, ndim, shape, dtype, "spmd_device_put", &a));
-    spmd_status st = spmd__array_for_shards(a, NULL, a->num_shards, put_shard, (void *)host);
+    spmd_status st =
+        spmd__array_for_shards("spmd_device_put", a, NULL, a->num_shards, put_shard, (void *)host);
     return destroy_on_error(a, st, out);
 }
 
@@ -244,7 +245,7 @@ spmd_status spmd_array_from_callback(int ndim, const int64_t *shape, spmd_dtype 
     spmd_array *a = NULL;
     SPMD_CHECK(
         spmd__array_create_empty(sharding, ndim, shape, dtype, "spmd_array_from_callback", &a));
-    spmd_status st = spmd__array_alloc_buffers(a);
+    spmd_status st = spmd__array_alloc_buffers("spmd_array_from_callback", a);
     void *staging = NULL;
     /* The callback runs on the calling thread, one shard after another in mesh order, as in
      * JAX: user callbacks need not be thread-safe. */
@@ -412,7 +413,7 @@ spmd_status spmd_array_from_process_local_data(const spmd_sharding *sharding, co
         st = check_local_extents(sharding, ndim, global, &lay);
     }
     if (st == SPMD_OK)
-        st = spmd__array_for_shards(a, NULL, a->num_shards, put_local_shard, &lay);
+        st = spmd__array_for_shards(fn, a, NULL, a->num_shards, put_local_shard, &lay);
     for (int j = 0; j < ndim; j++)
         free(lay.starts[j]);
     if (!a)
@@ -666,7 +667,8 @@ spmd_status spmd_array_shard_to_host(const spmd_array *array, int i, void *dst, 
     SPMD_REQUIRE(dst_bytes >= array->shard_bytes, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_array_shard_to_host: dst holds %zu bytes but the shard needs %zu", dst_bytes,
                  array->shard_bytes);
-    return spmd__array_for_shards((spmd_array *)array, &i, 1, shard_to_host, dst);
+    return spmd__array_for_shards("spmd_array_shard_to_host", (spmd_array *)array, &i, 1,
+                                  shard_to_host, dst);
 }
 
 /* Unpacks one shard into the global host array at its box. */
@@ -732,6 +734,7 @@ static spmd_status report_missing_block(const spmd_array *a, const unsigned char
 
 spmd_status spmd_array_to_host(const spmd_array *array, void *dst, size_t dst_bytes)
 {
+    SPMD_CHECK(spmd__worker_refuse_nested("spmd_array_to_host"));
     SPMD_CHECK(spmd__array_check(array, "spmd_array_to_host", "array"));
     SPMD_REQUIRE_NOT_NULL(dst, "spmd_array_to_host");
     size_t total = (size_t)spmd_array_size(array) * spmd_dtype_size(array->dtype);
@@ -759,7 +762,8 @@ spmd_status spmd_array_to_host(const spmd_array *array, void *dst, size_t dst_by
     }
     spmd_status st = n == keys ? SPMD_OK : report_missing_block(array, covered);
     if (st == SPMD_OK)
-        st = spmd__array_for_shards((spmd_array *)array, chosen, n, fetch_shard, dst);
+        st = spmd__array_for_shards("spmd_array_to_host", (spmd_array *)array, chosen, n,
+                                    fetch_shard, dst);
     free(covered);
     free(chosen);
     return st;

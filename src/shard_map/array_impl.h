@@ -52,11 +52,12 @@ spmd_status spmd__array_create_empty(const spmd_sharding *sharding, int ndim, co
 
 typedef spmd_status (*spmd__shard_fn)(spmd_array *a, spmd__shard_slot *s, void *arg);
 
-/** Runs fn on the listed shards (NULL: all), each on its own device's worker, concurrently. */
-spmd_status spmd__array_for_shards(spmd_array *a, const int *which, int count, spmd__shard_fn fn,
-                                   void *arg);
+/** Runs fn on the listed shards (NULL: all), each on its own device's worker, concurrently;
+ * `what` names the public call. */
+spmd_status spmd__array_for_shards(const char *what, spmd_array *a, const int *which, int count,
+                                   spmd__shard_fn fn, void *arg);
 
 /** Allocates every shard's buffer, each on its device's worker. */
-spmd_status spmd__array_alloc_buffers(spmd_array *a);
+spmd_status spmd__array_alloc_buffers(const char *what, spmd_array *a);
 
 #endif /* SPMD_ARRAY_IMPL_H */

@@ -319,8 +319,11 @@ static spmd_status crossed(coll *c, spmd_status st, const spmd__wait *w)
     atomic_store(&c->call->abandoned, 1);
     if (w->data_pending)
         atomic_store(&c->call->data_abandoned, 1);
-    if (w->peer_missing || st == SPMD_ERR_TIMEOUT) /* a process never came, or stopped */
+    if (w->peer_missing || st == SPMD_ERR_TIMEOUT) { /* a process never came, or stopped */
+        int64_t none = 0;
+        atomic_compare_exchange_strong(&c->call->missed_at, &none, w->deadline_ns);
         atomic_store(&c->call->peer_missing, 1);
+    }
     if (atomic_load(&c->call->aborted))
         return spmd__call_aborted_status(c->call); /* the wait was cancelled by that abort */
     char detail[SPMD__MESSAGE_CAPACITY];
@@ -594,21 +597,21 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
 static spmd_status spmd_psum_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                      const char *axes)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_psum");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_psum"));
     return reduce(ctx, in, out, axes, OP_PSUM, SPMD__OP_SUM);
 }
 
 static spmd_status spmd_pmax_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                      const char *axes)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_pmax");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pmax"));
     return reduce(ctx, in, out, axes, OP_PMAX, SPMD__OP_MAX);
 }
 
 static spmd_status spmd_pmin_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                      const char *axes)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_pmin");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pmin"));
     return reduce(ctx, in, out, axes, OP_PMIN, SPMD__OP_MIN);
 }
 
@@ -620,7 +623,7 @@ static int is_float(spmd_dtype t)
 static spmd_status spmd_pmean_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                       const char *axes)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_pmean");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pmean"));
     spmd_status st = spmd__check_block(in, "in", "pmean");
     if (st == SPMD_OK)
         st = spmd__check_block(out, "out", "pmean");
@@ -740,7 +743,7 @@ static int place_gathered(copier *cp, const spmd_block *out, const void *block, 
 static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                            const char *axes, int axis, int tiled)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_all_gather");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_all_gather"));
     spmd_status st = spmd__check_block(in, "in", "all_gather");
     if (st == SPMD_OK)
         st = spmd__check_block(out, "out", "all_gather");
@@ -907,7 +910,7 @@ static void pack_chunk(size_t acc_elem, void *dst, const void *acc, const chunki
 static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                              const char *axes, int scatter_dimension, int tiled)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_psum_scatter");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_psum_scatter"));
     spmd_status st = spmd__check_block(in, "in", "psum_scatter");
     if (st == SPMD_OK)
         st = spmd__check_block(out, "out", "psum_scatter");
@@ -1111,7 +1114,7 @@ static int pairs_connect_processes(const coll *c, const members *m, const int *s
 static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                          const char *axes, const int *pairs, int npairs)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_ppermute");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_ppermute"));
     spmd_status st = spmd__check_block(in, "in", "ppermute");
     if (st == SPMD_OK)
         st = spmd__check_block(out, "out", "ppermute");
@@ -1265,7 +1268,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
                                            const char *axes, int split_axis, int concat_axis,
                                            int tiled)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_all_to_all");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_all_to_all"));
     spmd_status st = spmd__check_block(in, "in", "all_to_all");
     if (st == SPMD_OK)
         st = spmd__check_block(out, "out", "all_to_all");
@@ -1404,7 +1407,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
 
 static spmd_status spmd_axis_index_checked(const spmd_ctx *ctx, const char *axes, int *index)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_axis_index");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_axis_index"));
     SPMD_REQUIRE_NOT_NULL(index, "spmd_axis_index");
     int a[SPMD_MAX_MESH_AXES], n = 0;
     SPMD_CHECK(parse_axes(ctx->call->mesh, axes, a, &n));
@@ -1414,7 +1417,7 @@ static spmd_status spmd_axis_index_checked(const spmd_ctx *ctx, const char *axes
 
 static spmd_status spmd_axis_size_checked(const spmd_ctx *ctx, const char *axes, int *size)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_axis_size");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_axis_size"));
     SPMD_REQUIRE_NOT_NULL(size, "spmd_axis_size");
     int a[SPMD_MAX_MESH_AXES], n = 0;
     SPMD_CHECK(parse_axes(ctx->call->mesh, axes, a, &n));

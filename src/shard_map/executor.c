@@ -455,6 +455,7 @@ static spmd_status device_task(int ordinal, void *arg)
         int s = spmd__array_shard_of_device(a, ctx.device_id);
         fill_block(&in[i], a->shards[s].buffer->data, a->dtype, a->ndim, p->in_blocks[i]);
     }
+    int failed_output = -1;
     for (int j = 0; j < p->nout && st == SPMD_OK; j++) {
         spmd_array *o = job->outputs[j];
         spmd__shard_slot *slot = &o->shards[k];
@@ -462,12 +463,16 @@ static spmd_status device_task(int ordinal, void *arg)
             st = spmd__buffer_create(ctx.device_id, o->shard_bytes, &slot->buffer);
         if (st == SPMD_OK)
             fill_block(&out[j], slot->buffer->data, o->dtype, o->ndim, p->out_blocks[j]);
+        else
+            failed_output = j;
     }
     if (st == SPMD_OK) {
         spmd_clear_error(); /* a message left by earlier work on this thread is not fn's */
+        spmd__worker_set_context(&ctx);
         st = p->fn(&ctx, p->nin, in, p->nout, out, p->user);
         /* fn's kernels must be done before anyone reads its outputs */
         spmd_status synced = spmd__ctx_sync(&ctx);
+        spmd__worker_set_context(NULL);
         if (st == SPMD_OK)
             st = synced;
     }
@@ -484,8 +489,16 @@ static spmd_status device_task(int ordinal, void *arg)
             SPMD_ERROR(st, "fn returned %s without a message", spmd_status_name(st));
         char detail[SPMD__MESSAGE_CAPACITY];
         snprintf(detail, sizeof detail, "%s", spmd_last_error());
-        spmd__call_abort(job->call, SPMD_ERROR(st, "fn failed on device %d (process %d): %s",
-                                               ctx.device_id, spmd_process_index(), detail));
+        if (failed_output >= 0) /* fn never ran */
+            spmd__call_abort(job->call,
+                             SPMD_ERROR(st,
+                                        "could not allocate output %d's block (%zu bytes) on "
+                                        "device %d (process %d), so fn did not run: %s",
+                                        failed_output, job->outputs[failed_output]->shard_bytes,
+                                        ctx.device_id, spmd_process_index(), detail));
+        else
+            spmd__call_abort(job->call, SPMD_ERROR(st, "fn failed on device %d (process %d): %s",
+                                                   ctx.device_id, spmd_process_index(), detail));
     }
     /* Devices still waiting for this one in a collective can now tell it never will come. */
     atomic_store(&job->call->state->returned[k].value, job->call->seq);
@@ -820,13 +833,20 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
      * answer here either: the others, which time out at about the same moment, only need the
      * grace period. */
     int64_t grace = call->timeout_ns / 10 > GRACE_MIN_NS ? call->timeout_ns / 10 : GRACE_MIN_NS;
-    int64_t wait_ns = atomic_load(&call->peer_missing) ? grace : call->timeout_ns + grace;
+    int64_t now = spmd__now_ns(), deadline = now + call->timeout_ns + grace;
+    if (atomic_load(&call->peer_missing)) {
+        /* counted from the wait that gave up, so that the call ends by its deadline + grace;
+         * yet long enough for the others, which gave up at about the same moment */
+        int64_t missed_at = atomic_load(&call->missed_at);
+        deadline = (missed_at ? missed_at : now) + grace;
+        if (deadline < now + grace / 5)
+            deadline = now + grace / 5;
+    }
     /* One tag for every call's outcome: when this exchange fails the mesh is given up, so
      * nothing of it meets a later call; and processes at different calls meet and see it. */
     spmd__agreement a = {mix64(call->seq), describe_call, &call->seq};
-    spmd__wait w = {.deadline_ns = spmd__now_ns() + wait_ns,
-                    .what = "spmd_shard_map (agreeing on the outcome)",
-                    .key = 1};
+    spmd__wait w = {
+        .deadline_ns = deadline, .what = "spmd_shard_map (agreeing on the outcome)", .key = 1};
     spmd_status st = spmd__comm_reduce_record(s->control, &a, &mine, &bytes, sizeof mine,
                                               merge_outcome, &bytes, &w);
     *everyone_finished = st == SPMD_OK;
@@ -837,7 +857,13 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
             spmd__copy_text(after, sizeof after, spmd_last_error());
             char own[sizeof mine.message];
             spmd__copy_text(own, sizeof own, mine.message);
-            st = SPMD_ERROR(local, "%s; then %s", own, after);
+            /* Every process still running reaches this exchange, so the ones missing here are
+             * gone; the call's own failure may name one that was only stuck in an earlier
+             * collective, or nobody (data that stopped coming): who is gone comes first. */
+            if (w.peer_missing)
+                st = SPMD_ERROR(st, "%s; before that: %s", after, own);
+            else
+                st = SPMD_ERROR(local, "%s; then %s", own, after);
         }
         return st;
     }
@@ -892,7 +918,7 @@ static void apply_donations(spmd_plan *p, spmd_array *const *inputs, spmd_array 
     }
 }
 
-static spmd_status run_call(spmd_plan *p, call_job *job, spmd__call *call,
+static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd__call *call,
                             spmd_array *const *inputs, spmd_array **outputs)
 {
     int *aliased = calloc((size_t)(p->nout ? p->nout : 1), sizeof *aliased);
@@ -904,7 +930,8 @@ static spmd_status run_call(spmd_plan *p, call_job *job, spmd__call *call,
     }
     apply_donations(p, inputs, outputs, aliased);
     *job = (call_job){p, call, inputs, outputs, aliased, allocations};
-    spmd_status st = spmd__run_on_devices(p->num_local, p->local_ordinal, device_task, job);
+    spmd_status st = spmd__run_on_devices(spmd__worker_entry_or(entry), p->num_local,
+                                          p->local_ordinal, device_task, job);
     for (int k = 0; k < p->num_local; k++)
         free_allocations(allocations[k]);
     free(allocations);
@@ -922,7 +949,8 @@ static void keep_buffers(spmd_plan *p, spmd_array *const *inputs, spmd_array **o
         spmd__array_keep_buffers(k < p->nin ? inputs[k] : outputs[k - p->nin]);
 }
 
-static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array **outputs)
+static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *inputs,
+                           spmd_array **outputs)
 {
     const spmd__runtime *rt = spmd__runtime_get_session("spmd_shard_map", p->mesh->session);
     if (!rt)
@@ -952,7 +980,7 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
 
     spmd_status st = create_outputs(p, outputs);
     if (st == SPMD_OK) {
-        st = run_call(p, &frame.job, call, inputs, outputs);
+        st = run_call(entry, p, &frame.job, call, inputs, outputs);
         /* Donated inputs are gone once the call ran, whatever its outcome. */
         for (int i = 0; i < p->nin; i++)
             if (p->donate[i])
@@ -1019,9 +1047,10 @@ static spmd_status execute(spmd_plan *p, spmd_array *const *inputs, spmd_array *
     return st;
 }
 
-static spmd_status spmd_plan_execute_checked(spmd_plan *plan, spmd_array *const *in_arrays,
-                                             spmd_array **out_arrays)
+static spmd_status spmd_plan_execute_checked(const char *entry, spmd_plan *plan,
+                                             spmd_array *const *in_arrays, spmd_array **out_arrays)
 {
+    SPMD_CHECK(spmd__worker_refuse_nested(entry));
     SPMD_REQUIRE(plan != NULL && plan->magic == SPMD__MAGIC_PLAN, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_plan_execute: argument 'plan' is NULL or not a live spmd_plan");
     SPMD_REQUIRE(plan->nout == 0 || out_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
@@ -1040,7 +1069,7 @@ static spmd_status spmd_plan_execute_checked(spmd_plan *plan, spmd_array *const 
                          "output's)",
                          k, i);
     }
-    return execute(plan, in_arrays, out_arrays);
+    return execute(entry, plan, in_arrays, out_arrays);
 }
 
 static spmd_status
@@ -1049,6 +1078,7 @@ spmd_shard_map_checked(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
                        const spmd_out_desc *out_descs, const spmd_spec *const *out_specs,
                        const spmd_shard_map_options *options, spmd_array **out_arrays)
 {
+    SPMD_CHECK(spmd__worker_refuse_nested("spmd_shard_map"));
     SPMD_REQUIRE(nout == 0 || out_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_shard_map: out_arrays is NULL but nout is %d", nout);
     SPMD_REQUIRE(nout >= 0 && nout <= 4096, SPMD_ERR_INVALID_ARGUMENT,
@@ -1080,20 +1110,44 @@ spmd_shard_map_checked(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
     if (descs != stack_descs)
         free(descs);
     if (st == SPMD_OK)
-        st = spmd_plan_execute_checked(plan, in_arrays, out_arrays);
+        st = spmd_plan_execute_checked("spmd_shard_map", plan, in_arrays, out_arrays);
     spmd_plan_destroy(plan);
     return st;
 }
 
 /* ---- context accessors ---- */
 
-int spmd_ctx_device(const spmd_ctx *ctx) { return ctx ? ctx->device_id : -1; }
-const spmd_mesh *spmd_ctx_mesh(const spmd_ctx *ctx) { return ctx ? ctx->call->mesh : NULL; }
+spmd_status spmd__ctx_check(const spmd_ctx *ctx, const char *fn)
+{
+    SPMD_REQUIRE(ctx != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument 'ctx' is NULL", fn);
+    /* compared, never read: a ctx kept after its fn returned points at a dead stack frame */
+    SPMD_REQUIRE(spmd__worker_context_is_live(ctx), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: ctx is not the context of a running fn; a ctx is valid only inside the fn "
+                 "it was passed to, until fn returns: do not keep it, or use it, after that",
+                 fn);
+    return SPMD_OK;
+}
 
-/* The runtime and local ordinal of ctx's device; NULL for a NULL ctx. */
+spmd_status spmd__ctx_check_optional(const spmd_ctx *ctx, const char *fn)
+{
+    return ctx ? spmd__ctx_check(ctx, fn) : SPMD_OK;
+}
+
+int spmd_ctx_device(const spmd_ctx *ctx)
+{
+    return spmd__ctx_check(ctx, "spmd_ctx_device") == SPMD_OK ? ctx->device_id : -1;
+}
+
+const spmd_mesh *spmd_ctx_mesh(const spmd_ctx *ctx)
+{
+    return spmd__ctx_check(ctx, "spmd_ctx_mesh") == SPMD_OK ? ctx->call->mesh : NULL;
+}
+
+/* The runtime and local ordinal of ctx's device; NULL for a NULL ctx or one not running. */
 static const spmd__runtime *ctx_device(const spmd_ctx *ctx, int *local, int *hw)
 {
-    const spmd__runtime *rt = ctx ? spmd__runtime_get("spmd_ctx") : NULL;
+    const spmd__runtime *rt =
+        spmd__worker_context_is_live(ctx) ? spmd__runtime_get("spmd_ctx") : NULL;
     if (rt) {
         *local = ctx->device_id - rt->first_local;
         *hw = rt->devices[ctx->device_id].hardware_ordinal;
@@ -1143,6 +1197,8 @@ void *spmd_ctx_stream(const spmd_ctx *ctx) { return spmd__ctx_queue(ctx); }
 
 void *spmd_ctx_cublas(spmd_ctx *ctx)
 {
+    if (spmd__ctx_check(ctx, "spmd_ctx_cublas") != SPMD_OK)
+        return NULL;
     int local = 0, hw = 0;
     const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
     void *handle = NULL;
@@ -1154,7 +1210,7 @@ void *spmd_ctx_cublas(spmd_ctx *ctx)
 spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, const int64_t *shape, spmd_dtype dtype,
                            spmd_block *block)
 {
-    SPMD_REQUIRE_NOT_NULL(ctx, "spmd_ctx_alloc");
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_ctx_alloc"));
     SPMD_REQUIRE_NOT_NULL(block, "spmd_ctx_alloc");
     SPMD_REQUIRE(ndim >= 0 && ndim <= SPMD_MAX_RANK && (ndim == 0 || shape != NULL), SPMD_ERR_SHAPE,
                  "spmd_ctx_alloc: ndim is %d (use 0..%d) or shape is NULL", ndim, SPMD_MAX_RANK);
@@ -1246,6 +1302,7 @@ spmd_status spmd_plan_create(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
 spmd_status spmd_plan_execute(spmd_plan *plan, spmd_array *const *in_arrays,
                               spmd_array **out_arrays)
 {
-    return spmd__error_in(spmd_plan_execute_checked(plan, in_arrays, out_arrays),
-                          "spmd_plan_execute");
+    return spmd__error_in(
+        spmd_plan_execute_checked("spmd_plan_execute", plan, in_arrays, out_arrays),
+        "spmd_plan_execute");
 }

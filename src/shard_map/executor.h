@@ -26,6 +26,7 @@ typedef struct spmd__call {
     int abort_is_consequence;  /* ... caused by another process's failure, not a root */
     atomic_int abandoned;      /* a cross-process wait was given up: communicators unusable */
     atomic_int peer_missing;   /* ... because another process never arrived (a timeout) */
+    _Atomic int64_t missed_at; /* ... the deadline of that wait (0: none) */
     atomic_int data_abandoned; /* data movement was given up: MPI may still use the buffers */
     char abort_message[SPMD__MESSAGE_CAPACITY]; /* last: written before it is read */
 } spmd__call;
@@ -80,6 +81,13 @@ spmd_status spmd__call_abort_consequence(spmd__call *call, spmd_status st);
 
 /** The status a device returns once the call was aborted elsewhere. */
 spmd_status spmd__call_aborted_status(spmd__call *call);
+
+/**
+ * SPMD_OK when ctx is the context of a fn running now; SPMD_ERR_INVALID_ARGUMENT otherwise
+ * (NULL, or kept after its fn returned), naming `fn`. The _optional form accepts NULL.
+ */
+spmd_status spmd__ctx_check(const spmd_ctx *ctx, const char *fn);
+spmd_status spmd__ctx_check_optional(const spmd_ctx *ctx, const char *fn);
 
 /** Cancellation check for cross-process waits: a local abort, or another process's. */
 spmd_status spmd__call_check_cancel(void *call);

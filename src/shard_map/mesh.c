@@ -17,6 +17,17 @@ spmd_status spmd__mesh_check(const spmd_mesh *mesh, const char *fn, const char *
     return SPMD_OK;
 }
 
+spmd_status spmd__mesh_check_current(const spmd_mesh *mesh, const char *fn, const char *arg)
+{
+    SPMD_CHECK(spmd__mesh_check(mesh, fn, arg));
+    SPMD_REQUIRE(spmd__runtime_get_session(fn, mesh->session) != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: argument '%s' is a mesh made before the last spmd_finalize (or libspmd is "
+                 "not initialized); objects do not outlive the runtime that made them: create "
+                 "the mesh again after spmd_init",
+                 fn, arg);
+    return SPMD_OK;
+}
+
 static int valid(const spmd_mesh *m) { return m && m->magic == SPMD__MAGIC_MESH; }
 
 void spmd__mesh_coords(const spmd_mesh *mesh, int flat, int *coords)

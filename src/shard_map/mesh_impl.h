@@ -30,6 +30,8 @@ struct spmd_mesh {
 };
 
 spmd_status spmd__mesh_check(const spmd_mesh *mesh, const char *fn, const char *arg);
+/** As spmd__mesh_check, and the mesh belongs to the running start-up of libspmd. */
+spmd_status spmd__mesh_check_current(const spmd_mesh *mesh, const char *fn, const char *arg);
 
 /** Coordinates of flat position `flat`. */
 void spmd__mesh_coords(const spmd_mesh *mesh, int flat, int *coords);

@@ -986,7 +986,7 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
         int busy = devices_with_work(&bw, 0, rt->num_local, ordinals);
         copy_cursor cur = {&bw, 0, 0, 0, 0};
         if (busy > 1 || !comm) /* the devices copy while this thread exchanges */
-            st = spmd__run_on_devices_beside(busy, ordinals, device_copies, &bw,
+            st = spmd__run_on_devices_beside(fn, busy, ordinals, device_copies, &bw,
                                              comm ? exchange_beside : NULL, &ex);
         else /* one device's copies: this thread interleaves them with the exchange */
             st = exchange(comm, jobs, n, processes, nproc, copy_step, &cur, stats);
@@ -1007,7 +1007,7 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
             spmd__array_mark_deleted(xs[k], fn); /* its sent data is out; shared buffers live on */
     if (st == SPMD_OK && comm) {
         int busy = devices_with_work(&bw, 1, rt->num_local, ordinals);
-        st = spmd__run_on_devices(busy, ordinals, device_replicas, &bw);
+        st = spmd__run_on_devices(fn, busy, ordinals, device_replicas, &bw);
     }
     for (int k = 0; st == SPMD_OK && k < n; k++)
         for (int j = 0; j < jobs[k].out->num_shards; j++)
@@ -1026,6 +1026,7 @@ static spmd_status reshard_batch(const char *fn, int n, spmd_array *const *xs,
                                  const spmd_sharding *const *to,
                                  const spmd_reshard_options *options, spmd_array **outs)
 {
+    SPMD_CHECK(spmd__worker_refuse_nested(fn));
     spmd_reshard_options o = SPMD_RESHARD_OPTIONS_INIT;
     if (options) {
         SPMD_REQUIRE(options->version == SPMD_RESHARD_OPTIONS_VERSION, SPMD_ERR_INVALID_ARGUMENT,
@@ -1114,7 +1115,7 @@ spmd_status spmd_array_copy(const spmd_array *x, spmd_array **out)
         return SPMD_ERR_INVALID_ARGUMENT;
     spmd_array *a = NULL;
     SPMD_CHECK(spmd__array_create_empty(x->sharding, x->ndim, x->shape, x->dtype, fn, &a));
-    spmd_status st = spmd__array_for_shards(a, NULL, a->num_shards, copy_shard, (void *)x);
+    spmd_status st = spmd__array_for_shards(fn, a, NULL, a->num_shards, copy_shard, (void *)x);
     if (st != SPMD_OK) {
         spmd_array_destroy(a);
         return st;

@@ -91,6 +91,51 @@ static void test_finalize_without_init(void **state)
     assert_status(spmd_finalize(), SPMD_ERR_INVALID_ARGUMENT, "not initialized");
 }
 
+/* SPMD_LOG_LEVEL is checked like every other variable; level names in any case. */
+static void test_log_level(void **state)
+{
+    (void)state;
+    setenv("SPMD_LOG_LEVEL", "verbose", 1);
+    assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, "SPMD_LOG_LEVEL", "\"verbose\"",
+                  "error, warning, info or debug");
+    assert_false(spmd_is_initialized());
+    const char *good[] = {"DEBUG", "Info", "warning", "error", ""};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        setenv("SPMD_LOG_LEVEL", good[i], 1);
+        assert_ok(spmd_init(NULL));
+        finalize_ok();
+    }
+    unsetenv("SPMD_LOG_LEVEL");
+}
+
+/* Objects made before the last spmd_finalize are refused where new ones are made from them. */
+static void test_objects_from_an_earlier_start_up(void **state)
+{
+    (void)state;
+    assert_ok(spmd_init(NULL));
+    int n = spmd_device_count();
+    const char *names[1] = {"i"};
+    spmd_mesh *mesh = NULL;
+    spmd_sharding *sharding = NULL, *again = NULL;
+    assert_ok(spmd_mesh_create(1, &n, names, NULL, 0, &mesh));
+    assert_ok(spmd_sharding_create_parse(mesh, "'i'", &sharding));
+    finalize_ok();
+    assert_ok(spmd_init(NULL));
+    assert_false(spmd_mesh_is_current(mesh));
+    assert_status(spmd_sharding_create_parse(mesh, "'i'", &again), SPMD_ERR_INVALID_ARGUMENT,
+                  "spmd_sharding_create", "'mesh'", "before the last spmd_finalize");
+    assert_null(again);
+    float host[4] = {0};
+    int64_t shape[1] = {n};
+    spmd_array *x = NULL;
+    assert_status(spmd_device_put(host, 1, shape, SPMD_DTYPE_F32, sharding, &x),
+                  SPMD_ERR_INVALID_ARGUMENT, "before the last spmd_finalize");
+    assert_null(x);
+    spmd_sharding_destroy(sharding);
+    spmd_mesh_destroy(mesh);
+    finalize_ok();
+}
+
 /* With MPI built, use_mpi=1 outside mpirun starts a one-process MPI (a singleton); MPI cannot
  * start twice in one process, which the second attempt must say. Runs last for that reason. */
 static void test_forced_mpi(void **state)
@@ -120,6 +165,8 @@ int main(void)
         cmocka_unit_test(test_bad_device_counts),
         cmocka_unit_test(test_options_override_environment),
         cmocka_unit_test(test_finalize_without_init),
+        cmocka_unit_test(test_log_level),
+        cmocka_unit_test(test_objects_from_an_earlier_start_up),
         cmocka_unit_test(test_forced_mpi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
