@@ -258,7 +258,10 @@ static spmd_status name_the_missing(const char *fn, spmd_status st)
         return SPMD_ERROR(st, "%s", first);
     char missing[SPMD__MESSAGE_CAPACITY];
     spmd__copy_text(missing, sizeof missing, spmd_last_error());
-    return SPMD_ERROR(st, "%s: the data stopped coming; %s; before that: %s", fn, missing, first);
+    return SPMD_ERROR(st,
+                      "%s: the data stopped coming; then, in a roll call within the grace period: "
+                      "%s; before that: %s",
+                      fn, missing, first);
 }
 
 /* Shared by the gathers: root < 0 gathers to every process. */

@@ -332,7 +332,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
          * rest). The send then stays with MPI. */
         if (done[0] && !received_at)
             received_at = now;
-        if (done[0] && now - received_at > x->stagger)
+        if (done[0] && to == from && now - received_at > x->stagger)
             break;
         if (cancelled(x, now)) {
             outcome = STOPPED;
@@ -352,8 +352,8 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             spmd__comm_detach_buffer(c, 1); /* MPI may still write rbuf */
         }
     }
-    if (!done[1]) {
-        spmd__comm_abandon_sends(1, &reqs[1], &done[1]);
+    if (!done[1]) { /* MPI keeps reading sbuf (staging buffer 0) until the send ends */
+        spmd__comm_leave_send(c, &reqs[1], 0);
         *send_open = 1;
     }
     return x->broken ? STOPPED : outcome;
@@ -638,6 +638,18 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
                       what_of(w, a, what, sizeof what));
 }
 
+int64_t spmd__comm_stagger_ns(void)
+{
+    /* a hundredth of the timeout per step, within [10 ms, 250 ms] */
+    int64_t s = spmd__comm_timeout_ns() / 100;
+    return s < 10000000 ? 10000000 : s > 250000000 ? 250000000 : s;
+}
+
+int64_t spmd__comm_count_back_ns(int n)
+{
+    return (int64_t)(topology_of(n, 0).levels + 2) * spmd__comm_stagger_ns();
+}
+
 /* Sets up an exchange: topology, tag, timing. */
 static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
                       int64_t deadline)
@@ -647,9 +659,10 @@ static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wa
     x->w = w;
     x->t = topology_of(c->size, c->rank);
     x->tag = tag;
-    /* a hundredth of the timeout per step, within [10 ms, 250 ms] */
-    int64_t s = spmd__comm_timeout_ns() / 100;
-    x->stagger = s < 10000000 ? 10000000 : s > 250000000 ? 250000000 : s;
+    /* at most half of a short window (a grace period) shared out over the steps */
+    int64_t s = spmd__comm_stagger_ns();
+    int64_t share = (deadline - spmd__now_ns()) / (2 * (int64_t)(x->t.levels + 2));
+    x->stagger = share < s ? (share > 1000000 ? share : 1000000) : s;
     /* counted back from the deadline, so that the last step ends a stagger before it: what
      * follows a failed exchange (messages, the outcome) fits in before the deadline too */
     x->deadline = deadline - (int64_t)(x->t.levels + 2) * x->stagger;
@@ -1085,7 +1098,6 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
     }
     unlock();
     int left = n, timed_out = 0, culprit = -1;
-    int64_t received_at = 0;
     while (left > 0 && x.stopped == SPMD_OK) {
         int got = 0;
         lock();
@@ -1125,15 +1137,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             timed_out = 1;
             break;
         }
-        /* every message in: the sends left end soon unless their receiver stopped since (see
-         * step) */
-        int receiving = 0;
-        for (int i = 0; i < nrecv; i++)
-            receiving |= !done[i];
-        if (!receiving && !received_at)
-            received_at = now;
-        if (!receiving && now - received_at > x.stagger)
-            break;
+
         if (left > 0)
             (void)cancelled(&x, now);
     }
@@ -1148,6 +1152,8 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
                 missed(&x, recvs[i].peer);
         } else {
             sends_open = 1;
+            if (timed_out) /* its receiver never took it: stopped since its own message came */
+                missed(&x, sends[i - nrecv].peer);
         }
     }
     if (sends_open) {

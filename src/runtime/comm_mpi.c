@@ -119,6 +119,8 @@ static spmd__comm *new_wrapper(const int *processes, int n)
 
 static void free_wrapper(spmd__comm *c)
 {
+    free(c->open_reqs);
+    free(c->open_bufs);
     for (int i = 0; i < c->num_kept; i++)
         free(c->kept[i]);
     free(c->kept);
@@ -244,23 +246,6 @@ spmd_status spmd__comm_make_whole(spmd__comm *c)
     return spmd__comm_whole(c, &whole);
 }
 
-void spmd__comm_destroy(spmd__comm *c)
-{
-    if (!c)
-        return;
-    lock();
-    if (c->note_req != MPI_REQUEST_NULL) {
-        MPI_Cancel(&c->note_req);
-        MPI_Wait(&c->note_req, MPI_STATUS_IGNORE);
-    }
-    if (c->owns_whole)
-        MPI_Comm_free(&c->whole);
-    if (c->owns_comm)
-        MPI_Comm_free(&c->comm);
-    unlock();
-    free_wrapper(c);
-}
-
 /* Buffers of abandoned communicators and operations: MPI may still use them (their requests
  * are never waited for), so they live until the process ends, reachable from here. */
 static pthread_mutex_t graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -280,6 +265,67 @@ static int bury(void *const *blocks, int n)
     return grown != NULL;
 }
 
+/* Frees the buffers of left sends that ended; with `all`, buries those of the others. */
+static void reap_sends(spmd__comm *c, int all)
+{
+    int kept = 0;
+    for (int i = 0; i < c->num_open; i++) {
+        int ended = 0;
+        lock();
+        MPI_Test(&c->open_reqs[i], &ended, MPI_STATUS_IGNORE);
+        unlock();
+        if (ended) {
+            free(c->open_bufs[i]);
+        } else if (all) {
+            if (!bury(&c->open_bufs[i], 1))
+                c->open_bufs[i] = NULL; /* leaked unreachable: still safe */
+        } else {
+            c->open_reqs[kept] = c->open_reqs[i];
+            c->open_bufs[kept++] = c->open_bufs[i];
+        }
+    }
+    c->num_open = kept;
+}
+
+void spmd__comm_leave_send(spmd__comm *c, MPI_Request *req, int which)
+{
+    reap_sends(c, 0);
+    MPI_Request *reqs = realloc(c->open_reqs, (size_t)(c->num_open + 1) * sizeof *reqs);
+    if (reqs)
+        c->open_reqs = reqs;
+    void **bufs = reqs ? realloc(c->open_bufs, (size_t)(c->num_open + 1) * sizeof *bufs) : NULL;
+    if (bufs)
+        c->open_bufs = bufs;
+    if (!reqs || !bufs) { /* out of memory: the buffer lives as long as the communicator */
+        spmd__comm_abandon_sends(1, req, (int[]){0});
+        spmd__comm_detach_buffer(c, which);
+        return;
+    }
+    c->open_reqs[c->num_open] = *req;
+    c->open_bufs[c->num_open++] = c->buf[which];
+    *req = MPI_REQUEST_NULL;
+    c->buf[which] = NULL;
+    c->buf_bytes[which] = 0;
+}
+
+void spmd__comm_destroy(spmd__comm *c)
+{
+    if (!c)
+        return;
+    reap_sends(c, 1);
+    lock();
+    if (c->note_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&c->note_req);
+        MPI_Wait(&c->note_req, MPI_STATUS_IGNORE);
+    }
+    if (c->owns_whole)
+        MPI_Comm_free(&c->whole);
+    if (c->owns_comm)
+        MPI_Comm_free(&c->comm);
+    unlock();
+    free_wrapper(c);
+}
+
 void spmd__comm_abandon(spmd__comm *c)
 {
     /* The MPI communicator itself is leaked on purpose: freeing it would wait for the
@@ -296,6 +342,9 @@ void spmd__comm_abandon(spmd__comm *c)
         if (c->buf[i])
             spmd__comm_keep_with(c, c->buf[i]);
     c->buf[0] = c->buf[1] = NULL;
+    for (int i = 0; i < c->num_open; i++) /* their sends are never waited for */
+        spmd__comm_keep_with(c, c->open_bufs[i]);
+    c->num_open = 0;
     if (c->num_kept == 0 || bury(c->kept, c->num_kept)) {
         c->num_kept = 0;
         free_wrapper(c);
@@ -452,7 +501,8 @@ int64_t spmd__comm_timeout_ns(void) { return atomic_load(&data_timeout_ns); }
 spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
                                  const char *what)
 {
-    int64_t start = spmd__now_ns(), deadline = start + atomic_load(&data_timeout_ns);
+    int64_t start = spmd__now_ns();
+    int64_t deadline = start + atomic_load(&data_timeout_ns) - spmd__comm_count_back_ns(c->size);
     for (;;) {
         /* one test of them all: each test runs MPI's progress, which may yield the core */
         int all = 0;

@@ -25,6 +25,11 @@ struct spmd__comm {
     void **kept;
     int num_kept;
     pthread_mutex_t kept_lock; /* abort records may be posted and polled from several threads */
+    /* sends an exchange went on without (their receiver slow, or gone), with their buffers:
+     * freed once they end, buried if they never do */
+    MPI_Request *open_reqs;
+    void **open_bufs;
+    int num_open;
     /* staging of the checked exchanges (one exchange at a time per communicator) */
     void *buf[2];
     size_t buf_bytes[2];
@@ -68,6 +73,12 @@ spmd_status spmd__comm_whole(spmd__comm *c, MPI_Comm *out);
 
 /** The collective timeout, which bounds every wait for data. */
 int64_t spmd__comm_timeout_ns(void);
+/** How much later each step of a checked exchange over n ranks may end than the one before. */
+int64_t spmd__comm_stagger_ns(void);
+/** How long before its deadline the first step of an exchange over n ranks ends (the steps
+ * are counted back from the deadline); waits for data end as early, so that processes give up
+ * on a missing one at the same moment whatever they were waiting in. */
+int64_t spmd__comm_count_back_ns(int n);
 
 /**
  * Waits for n requests, polling against the collective timeout; from[i] >= 0 names the rank a
@@ -87,6 +98,12 @@ int spmd__comm_cancel_receive(MPI_Request *req, MPI_Status *status);
 /** spmd__comm_cancel_receive for each unfinished receive; done[i] says which arrived whole.
  * Returns how many are stuck. */
 int spmd__comm_cancel_receives(int n, MPI_Request *reqs, int *done);
+/**
+ * Goes on without a send still open from staging buffer `which`: the request and the buffer
+ * stay with the communicator (a fresh staging buffer comes next time) until the send ends, or
+ * for good when it never does.
+ */
+void spmd__comm_leave_send(spmd__comm *c, MPI_Request *req, int which);
 /** Gives up on unfinished sends (their buffers must outlive them). */
 void spmd__comm_abandon_sends(int n, MPI_Request *reqs, const int *done);
 

@@ -132,6 +132,11 @@ static spmd_status platform_from_env(int *platform)
 /* Decides this process's platform and device count (no communication). */
 static spmd_status resolve_local_devices(const spmd_init_options *o, process_record *rec)
 {
+    /* first: the start-up exchange waits this long even when something below fails */
+    double timeout_s = DEFAULT_COLLECTIVE_TIMEOUT_S;
+    SPMD_CHECK(spmd__env_seconds("SPMD_COLLECTIVE_TIMEOUT", &timeout_s));
+    rt.collective_timeout_ns = (int64_t)(timeout_s * 1e9);
+    spmd__comm_set_timeout(rt.collective_timeout_ns);
     int platform = o->platform;
     if (platform == SPMD_AUTO)
         SPMD_CHECK(platform_from_env(&platform));
@@ -147,10 +152,6 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
         spmd__env_int("SPMD_CUDA_DEVICES_PER_GPU", 1, MAX_DEVICES_PER_GPU, &per_gpu, &from_env));
     int log_level = 0;
     SPMD_CHECK(spmd__log_level_from_env(&log_level));
-    double timeout_s = DEFAULT_COLLECTIVE_TIMEOUT_S;
-    SPMD_CHECK(spmd__env_seconds("SPMD_COLLECTIVE_TIMEOUT", &timeout_s));
-    rt.collective_timeout_ns = (int64_t)(timeout_s * 1e9);
-    spmd__comm_set_timeout(rt.collective_timeout_ns);
     long pool_mb = DEFAULT_BUFFER_POOL_MB;
     SPMD_CHECK(spmd__env_int("SPMD_BUFFER_POOL_MB", 0, 1L << 30, &pool_mb, &from_env));
     rt.buffer_pool_bytes = (size_t)pool_mb << 20;
@@ -362,10 +363,11 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
         all ? SPMD_OK
             : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
                          "could not allocate start-up records for %d processes", rt.process_count);
-    int missing = 0;
-    if (st == SPMD_OK && rt.process_count > 1)
+    int missing = 0; /* a failure between processes: MPI_Finalize could wait for one */
+    if (st == SPMD_OK && rt.process_count > 1) {
         st = exchange_records(&mine, all, &failure, &missing);
-    else if (st == SPMD_OK)
+        missing |= st != SPMD_OK;
+    } else if (st == SPMD_OK)
         all[0] = mine;
     if (st == SPMD_OK)
         st = agree_on_devices(all, rt.process_count, rt.process_index, &failure);
@@ -380,7 +382,7 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
     free(all);
     if (st == SPMD_OK) {
         st = spmd__proc_go_private(rt.collective_timeout_ns);
-        missing = st == SPMD_ERR_TIMEOUT;
+        missing = st != SPMD_OK;
     }
     if (st == SPMD_OK)
         st = start_workers();

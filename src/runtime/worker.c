@@ -55,14 +55,13 @@ spmd_status spmd__worker_refuse_nested(const char *fn)
 {
     if (current_ordinal < 0)
         return SPMD_OK;
+    const char *outer = current_what ? current_what : "another call";
     return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
-                      "%s: called from inside the fn of %s (on device %d); the devices are busy "
-                      "with that call, so what runs on devices or between processes cannot be "
-                      "nested in it (nested shard_map is not supported): call %s before or after "
-                      "%s, and inside fn use the collectives (spmd_psum, spmd_all_gather ...) and "
-                      "the block ops",
-                      fn, current_what ? current_what : "another call",
-                      first_device_id + current_ordinal, fn, current_what ? current_what : "it");
+                      "%s: called from inside the fn of %s (on device %d): the devices are busy "
+                      "with that call, so what runs on them or between processes cannot be nested "
+                      "in it. Call it before or after %s; inside fn use the collectives "
+                      "(spmd_psum, spmd_all_gather ...) and the block ops",
+                      fn, outer, first_device_id + current_ordinal, outer);
 }
 
 const char *spmd__worker_entry(const char *name)

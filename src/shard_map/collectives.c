@@ -320,8 +320,8 @@ static spmd_status crossed(coll *c, spmd_status st, const spmd__wait *w)
     if (w->data_pending)
         atomic_store(&c->call->data_abandoned, 1);
     if (w->peer_missing || st == SPMD_ERR_TIMEOUT) { /* a process never came, or stopped */
-        int64_t none = 0;
-        atomic_compare_exchange_strong(&c->call->missed_at, &none, w->deadline_ns);
+        int64_t none = 0; /* when this wait gave up (a data wait's deadline is not w's) */
+        atomic_compare_exchange_strong(&c->call->missed_at, &none, spmd__now_ns());
         atomic_store(&c->call->peer_missing, 1);
     }
     if (atomic_load(&c->call->aborted))

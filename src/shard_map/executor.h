@@ -26,7 +26,7 @@ typedef struct spmd__call {
     int abort_is_consequence;  /* ... caused by another process's failure, not a root */
     atomic_int abandoned;      /* a cross-process wait was given up: communicators unusable */
     atomic_int peer_missing;   /* ... because another process never arrived (a timeout) */
-    _Atomic int64_t missed_at; /* ... the deadline of that wait (0: none) */
+    _Atomic int64_t missed_at; /* ... when that wait gave up (0: none) */
     atomic_int data_abandoned; /* data movement was given up: MPI may still use the buffers */
     char abort_message[SPMD__MESSAGE_CAPACITY]; /* last: written before it is read */
 } spmd__call;
