@@ -160,10 +160,14 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, cons
  * `out` may be `in` (in place) where the shapes agree.
  */
 
-/** Sum over the group; f32 f64 i32 i64, and f16/bf16 accumulated in f32. out: in's shape. */
+/**
+ * Sum over the group; f32 f64 i32 i64, and f16/bf16 accumulated in f32. out: in's shape and
+ * dtype, except for bool, whose true values are counted into an int32 out (as JAX).
+ */
 SPMD_API SPMD_NODISCARD spmd_status spmd_psum(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                               const char *axes);
-/** psum / group size; out is a float dtype (in's dtype when in is a float). */
+/** psum / group size; out is a float dtype (in's dtype when in is a float; integers and bool
+ * are averaged as floats: bools [true, false] over 2 devices give [0.5, 0.5]). */
 SPMD_API SPMD_NODISCARD spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                                const char *axes);
 SPMD_API SPMD_NODISCARD spmd_status spmd_pmax(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,

@@ -594,10 +594,43 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
     return st;
 }
 
+/* A block converted into out's dtype (bool counts for psum, any number for pmean), in place of
+ * `in`, before the reduction runs over out; in and out must not overlap when their element
+ * sizes differ. */
+static spmd_status convert_into_out(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                    const char *name)
+{
+    spmd_status st = check_out_shape(out, out->dtype, in->ndim, in->shape, name);
+    if (st == SPMD_OK && in->data == out->data &&
+        spmd_dtype_size(in->dtype) != spmd_dtype_size(out->dtype))
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "%s: in (%s) and out (%s) share memory but differ in element size; pass "
+                        "a separate out",
+                        name, spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    spmd__convert(out->dtype, out->data, in->dtype, in->data, (size_t)spmd_block_size(in));
+    return SPMD_OK;
+}
+
 static spmd_status spmd_psum_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                      const char *axes)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_psum"));
+    if (in && out && in->dtype == SPMD_DTYPE_BOOL) { /* counts, as JAX: bool becomes int32 */
+        spmd_status st = spmd__check_block(in, "in", "psum");
+        if (st == SPMD_OK)
+            st = spmd__check_block(out, "out", "psum");
+        if (st == SPMD_OK && out->dtype != SPMD_DTYPE_I32)
+            st = SPMD_ERROR(SPMD_ERR_SHAPE,
+                            "psum: out is %s; the psum of bool counts the true values, in an "
+                            "int32 out (as JAX)",
+                            spmd_dtype_name(out->dtype));
+        if (st != SPMD_OK)
+            return fail_args(ctx, st);
+        SPMD_CHECK(convert_into_out(ctx, in, out, "psum"));
+        return reduce(ctx, out, out, axes, OP_PSUM, SPMD__OP_SUM);
+    }
     return reduce(ctx, in, out, axes, OP_PSUM, SPMD__OP_SUM);
 }
 
@@ -634,20 +667,12 @@ static spmd_status spmd_pmean_checked(spmd_ctx *ctx, const spmd_block *in, spmd_
         st = SPMD_ERROR(SPMD_ERR_SHAPE,
                         "pmean: out is %s; the mean of %s needs a float out (float32 or float64)",
                         spmd_dtype_name(out->dtype), spmd_dtype_name(in->dtype));
-    if (st == SPMD_OK)
-        st = check_out_shape(out, out->dtype, in->ndim, in->shape, "pmean");
-    if (st == SPMD_OK && !is_float(in->dtype) && in->data == out->data &&
-        spmd_dtype_size(in->dtype) != spmd_dtype_size(out->dtype))
-        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
-                        "pmean: in (%s) and out (%s) share memory but differ in element size; pass "
-                        "a separate out",
-                        spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
     if (st != SPMD_OK)
         return fail_args(ctx, st);
     if (is_float(in->dtype))
         return reduce(ctx, in, out, axes, OP_PMEAN, SPMD__OP_SUM);
-    /* integers: average as floats, like JAX */
-    spmd__convert(out->dtype, out->data, in->dtype, in->data, (size_t)spmd_block_size(in));
+    /* integers and bools: averaged as floats, like JAX */
+    SPMD_CHECK(convert_into_out(ctx, in, out, "pmean"));
     return reduce(ctx, out, out, axes, OP_PMEAN, SPMD__OP_SUM);
 }
 
