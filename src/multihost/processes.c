@@ -30,9 +30,10 @@ static uint64_t fingerprint_of(const char *description)
     return spmd__fnv1a(SPMD__FNV1A_SEED, description, strlen(description));
 }
 
-/* Agreement over a view, for the first call (no communicator exists yet, and creating one
- * would wait for every process). */
-static spmd_status agree_on_view(int count, const char *description, spmd__wait *w)
+/* Agreement over a view of every process, when no communicator may be used (creating one would
+ * wait for every process): the first call, which then makes processes_comm (`make_comm`), and
+ * the roll call after a failure. */
+static spmd_status agree_on_view(int count, const char *description, spmd__wait *w, int make_comm)
 {
     int *all = malloc((size_t)count * sizeof *all);
     SPMD_REQUIRE(all != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
@@ -41,7 +42,7 @@ static spmd_status agree_on_view(int count, const char *description, spmd__wait 
     pthread_mutex_lock(&spmd__setup_lock);
     spmd_status st = spmd__agree_on_view(all, count, fingerprint_of(description), description, w);
     pthread_mutex_unlock(&spmd__setup_lock);
-    if (st == SPMD_OK)
+    if (st == SPMD_OK && make_comm)
         st = spmd__comm_create(all, count, PROCESSES_TAG, &processes_comm);
     free(all);
     return st;
@@ -69,7 +70,7 @@ static spmd_status begin(const char *fn, const char *description, spmd__comm **c
     spmd__wait w = {.deadline_ns = spmd__now_ns() + rt->collective_timeout_ns, .what = fn};
     spmd_status st;
     if (!processes_comm) {
-        st = agree_on_view(rt->process_count, description, &w);
+        st = agree_on_view(rt->process_count, description, &w, 1);
         processes_session = rt->session;
     } else {
         st = spmd__comm_agree(processes_comm, fingerprint_of(description), description, &w);
@@ -238,22 +239,10 @@ static spmd_status name_the_missing(const char *fn, spmd_status st)
         return st;
     char first[SPMD__MESSAGE_CAPACITY];
     spmd__copy_text(first, sizeof first, spmd_last_error());
-    int64_t grace = rt->collective_timeout_ns / 10;
-    if (grace < 500000000)
-        grace = 500000000;
     char description[128];
     snprintf(description, sizeof description, "the roll call after a failed %s", fn);
-    spmd__wait w = {.deadline_ns = spmd__now_ns() + grace, .what = description};
-    int *all = malloc((size_t)rt->process_count * sizeof *all);
-    if (!all)
-        return SPMD_ERROR(st, "%s", first);
-    for (int p = 0; p < rt->process_count; p++)
-        all[p] = p;
-    pthread_mutex_lock(&spmd__setup_lock);
-    spmd_status roll =
-        spmd__agree_on_view(all, rt->process_count, fingerprint_of(description), description, &w);
-    pthread_mutex_unlock(&spmd__setup_lock);
-    free(all);
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + spmd__comm_grace_ns(), .what = description};
+    spmd_status roll = agree_on_view(rt->process_count, description, &w, 0);
     if (roll == SPMD_OK || !w.peer_missing)
         return SPMD_ERROR(st, "%s", first);
     char missing[SPMD__MESSAGE_CAPACITY];

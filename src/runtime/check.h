@@ -123,4 +123,14 @@ void spmd__strbuf_shape(spmd__strbuf *sb, const int64_t *shape, int ndim);
 }
 #endif
 
+/** FNV-1a of `n` bytes, continuing from `h` (start from SPMD__FNV1A_SEED): fingerprints. */
+#define SPMD__FNV1A_SEED 0xcbf29ce484222325ull
+static inline uint64_t spmd__fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)data; /* C++ too: the .cu files include this */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
 #endif /* SPMD_RUNTIME_CHECK_H */

@@ -550,7 +550,7 @@ static void fetch_texts(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, 
         if (c->rank == (i ? v->rank_max : v->rank_min))
             a->describe(a->arg, out->text[i], TEXT);
     int64_t timeout = spmd__comm_timeout_ns();
-    int64_t grace = timeout / 10 > 500000000 ? timeout / 10 : 500000000;
+    int64_t grace = spmd__comm_grace_ns();
     spmd__agreement same = {0, NULL, NULL};
     spmd__wait quick = {.deadline_ns = spmd__now_ns() + (grace < timeout ? grace : timeout),
                         .cancelled = w->cancelled,
@@ -1039,9 +1039,10 @@ static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__w
         if (done) {
             for (int i = 0; i < n; i++)
                 done[i] = reqs[i] == MPI_REQUEST_NULL;
+            MPI_Status status;
             for (int i = 0; i < n; i++)
                 if (from[i] >= 0 && !done[i])
-                    spmd__comm_cancel_receives(1, &reqs[i], &done[i]);
+                    done[i] = spmd__comm_cancel_receive(&reqs[i], &status) == SPMD__ARRIVED;
             spmd__comm_abandon_sends(n, reqs, done);
         }
         free(done);
@@ -1146,7 +1147,10 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         if (done[i])
             continue;
         if (i < nrecv) {
-            if (spmd__comm_cancel_receives(1, &reqs[i], &done[i]))
+            MPI_Status status;
+            int settled = spmd__comm_cancel_receive(&reqs[i], &status);
+            done[i] = settled == SPMD__ARRIVED;
+            if (settled == SPMD__STUCK)
                 spmd__comm_detach_buffer(c, 1); /* MPI may still write into R */
             if (timed_out && !done[i])
                 missed(&x, recvs[i].peer);

@@ -12,6 +12,7 @@
 #include <spmd/sharding.h>
 #include <spmd/status.h>
 
+#include "runtime/event.h" /* spmd__now_ns */
 #include "runtime/reduce_op.h"
 
 typedef struct spmd__comm spmd__comm;
@@ -44,9 +45,6 @@ typedef struct spmd__agreement {
     void (*describe)(const void *arg, char *text, size_t size);
     const void *arg;
 } spmd__agreement;
-
-/** Monotonic clock in nanoseconds. */
-int64_t spmd__now_ns(void);
 
 /**
  * A communicator over `processes` (ascending runtime process indices, this one included);
@@ -176,6 +174,9 @@ spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a,
  * the buffers). */
 /** The timeout of every wait between processes (the runtime's collective timeout). */
 void spmd__comm_set_timeout(int64_t timeout_ns);
+/** The grace period after a timeout in which the processes still running meet once more: a
+ * tenth of the timeout, at least 0.5 s. */
+int64_t spmd__comm_grace_ns(void);
 /** recv receives counts[r] bytes from each rank r, packed in rank order; send NULL: this
  * rank's part already sits in place in recv. */
 spmd_status spmd__comm_allgatherv(spmd__comm *c, const void *send, void *recv,

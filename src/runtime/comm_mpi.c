@@ -35,13 +35,6 @@ void spmd__mpi_unlock(void)
 #define lock spmd__mpi_lock
 #define unlock spmd__mpi_unlock
 
-int64_t spmd__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 spmd_status spmd__mpi_failure(int rc, const char *what)
 {
     char text[MPI_MAX_ERROR_STRING];
@@ -448,20 +441,6 @@ int spmd__comm_cancel_receive(MPI_Request *req, MPI_Status *status)
     return SPMD__STUCK;
 }
 
-int spmd__comm_cancel_receives(int n, MPI_Request *reqs, int *done)
-{
-    int stuck = 0;
-    for (int i = 0; i < n; i++) {
-        if (done[i] || reqs[i] == MPI_REQUEST_NULL)
-            continue;
-        MPI_Status status;
-        int outcome = spmd__comm_cancel_receive(&reqs[i], &status);
-        done[i] = outcome == SPMD__ARRIVED;
-        stuck += outcome == SPMD__STUCK;
-    }
-    return stuck;
-}
-
 MPI_Datatype spmd__mpi_type(spmd_dtype dtype)
 {
     switch (dtype) {
@@ -491,6 +470,12 @@ static _Atomic int64_t data_timeout_ns = (int64_t)300 * 1000000000;
 
 void spmd__comm_set_timeout(int64_t timeout_ns) { atomic_store(&data_timeout_ns, timeout_ns); }
 int64_t spmd__comm_timeout_ns(void) { return atomic_load(&data_timeout_ns); }
+
+int64_t spmd__comm_grace_ns(void)
+{
+    int64_t tenth = atomic_load(&data_timeout_ns) / 10;
+    return tenth > 500000000 ? tenth : 500000000;
+}
 
 /*
  * Polls against the timeout, so that a process that stops in the middle (killed, stuck) ends

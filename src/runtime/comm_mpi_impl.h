@@ -95,9 +95,6 @@ spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const 
  */
 enum { SPMD__CANCELLED, SPMD__ARRIVED, SPMD__STUCK };
 int spmd__comm_cancel_receive(MPI_Request *req, MPI_Status *status);
-/** spmd__comm_cancel_receive for each unfinished receive; done[i] says which arrived whole.
- * Returns how many are stuck. */
-int spmd__comm_cancel_receives(int n, MPI_Request *reqs, int *done);
 /**
  * Goes on without a send still open from staging buffer `which`: the request and the buffer
  * stay with the communicator (a fresh staging buffer comes next time) until the send ends, or

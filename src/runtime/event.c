@@ -67,7 +67,7 @@ void spmd__event_wait(spmd__event *e, unsigned seen)
     pthread_mutex_unlock(&e->mutex);
 }
 
-static int64_t now_ns(void)
+int64_t spmd__now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -88,7 +88,7 @@ int spmd__event_wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, i
             return 0;
         sched_yield();
     }
-    int64_t now = now_ns();
+    int64_t now = spmd__now_ns();
     if (now >= deadline_ns)
         return atomic_load(&e->seq) == seen;
     int64_t until = now + poll_ns < deadline_ns ? now + poll_ns : deadline_ns;

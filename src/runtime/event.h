@@ -13,6 +13,9 @@ typedef struct spmd__event {
     pthread_cond_t cond;
 } spmd__event;
 
+/** Monotonic clock in nanoseconds: every deadline is on it. */
+int64_t spmd__now_ns(void);
+
 void spmd__event_init(spmd__event *e);
 void spmd__event_destroy(spmd__event *e);
 /** The current sequence number: read it, test the condition, then wait on what was read. */

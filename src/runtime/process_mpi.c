@@ -12,6 +12,7 @@
 #include <spmd/mpi.h>
 
 #include "runtime/check.h"
+#include "runtime/event.h"
 #include "runtime/process.h"
 #include "runtime/runtime_impl.h"
 
@@ -19,13 +20,6 @@ static MPI_Comm comm = MPI_COMM_NULL; /* the chosen communicator during start-up
 static int owns_comm;                 /* comm is the private duplicate */
 static MPI_Comm base = MPI_COMM_NULL; /* the chosen communicator */
 static MPI_Errhandler base_handler = MPI_ERRHANDLER_NULL; /* its own, restored after start-up */
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 static int initialized_mpi; /* spmd_init called MPI_Init_thread, so it finalizes MPI too */
 static int thread_multiple;
 
@@ -135,14 +129,14 @@ spmd_status spmd__proc_go_private(int64_t timeout_ns)
     MPI_Comm dup = MPI_COMM_NULL;
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_REQUIRE(MPI_Comm_idup(base, &dup, &request), "MPI_Comm_idup");
-    int64_t deadline = now_ns() + timeout_ns;
+    int64_t deadline = spmd__now_ns() + timeout_ns;
     for (;;) {
         int done = 0;
         MPI_REQUIRE(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Comm_idup");
         if (done)
             break;
         /* every process was there a moment ago: only one that stopped since keeps this going */
-        SPMD_REQUIRE(now_ns() < deadline, SPMD_ERR_TIMEOUT,
+        SPMD_REQUIRE(spmd__now_ns() < deadline, SPMD_ERR_TIMEOUT,
                      "duplicating the communicator did not complete within the collective "
                      "timeout, although every process had arrived: a process stopped during "
                      "start-up");
@@ -161,11 +155,8 @@ uint64_t spmd__proc_host_id(void)
     char name[MPI_MAX_PROCESSOR_NAME + 1];
     int len = 0;
     if (comm == MPI_COMM_NULL || MPI_Get_processor_name(name, &len) != MPI_SUCCESS)
-        return 0;                         /* a single process, MPI not started */
-    uint64_t h = 14695981039346656037ULL; /* FNV-1a */
-    for (int i = 0; i < len; i++)
-        h = (h ^ (unsigned char)name[i]) * 1099511628211ULL;
-    return h;
+        return 0; /* a single process, MPI not started */
+    return spmd__fnv1a(SPMD__FNV1A_SEED, name, (size_t)len);
 }
 
 spmd_status spmd__proc_finalize(void)

@@ -214,14 +214,6 @@ static void describe_start_up(const void *arg, char *text, size_t size)
     snprintf(text, size, "spmd_init of libspmd %s", SPMD_VERSION_STRING);
 }
 
-static uint64_t text_fingerprint(const char *text)
-{
-    uint64_t h = 14695981039346656037ULL; /* FNV-1a */
-    for (; *text; text++)
-        h = (h ^ (unsigned char)*text) * 1099511628211ULL;
-    return h;
-}
-
 static void keep_lowest_failure(void *mine, const void *theirs, size_t bytes, void *arg)
 {
     (void)arg;
@@ -234,11 +226,10 @@ static void keep_lowest_failure(void *mine, const void *theirs, size_t bytes, vo
 /*
  * The start-up records of every process, over a view of the chosen communicator (no collective
  * MPI call, so a missing process is named after the timeout, not waited for), checked against
- * the library version; then, only when a process failed, the lowest one's message. *missing is
- * set when a process never arrived.
+ * the library version; then, only when a process failed, the lowest one's message.
  */
 static spmd_status exchange_records(const process_record *mine, process_record *all,
-                                    failure_record *failure, int *missing)
+                                    failure_record *failure)
 {
     int n = rt.process_count;
     int *processes = malloc((size_t)n * sizeof *processes);
@@ -255,7 +246,8 @@ static spmd_status exchange_records(const process_record *mine, process_record *
         st = spmd__comm_view(processes, n, &view);
     char version[64];
     snprintf(version, sizeof version, "libspmd start-up %s", SPMD_VERSION_STRING);
-    spmd__agreement a = {text_fingerprint(version), describe_start_up, NULL};
+    spmd__agreement a = {spmd__fnv1a(SPMD__FNV1A_SEED, version, strlen(version)), describe_start_up,
+                         NULL};
     int64_t timeout = rt.collective_timeout_ns > 0 ? rt.collective_timeout_ns
                                                    : (int64_t)(DEFAULT_COLLECTIVE_TIMEOUT_S * 1e9);
     spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout, .what = "spmd_init"};
@@ -273,7 +265,6 @@ static spmd_status exchange_records(const process_record *mine, process_record *
         st = spmd__comm_reduce_record(view, &a, failure, &bytes, sizeof *failure,
                                       keep_lowest_failure, NULL, &w);
     }
-    *missing = w.peer_missing || st == SPMD_ERR_TIMEOUT;
     if (st == SPMD_OK)
         spmd__comm_destroy(view);
     else
@@ -365,8 +356,8 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
                          "could not allocate start-up records for %d processes", rt.process_count);
     int missing = 0; /* a failure between processes: MPI_Finalize could wait for one */
     if (st == SPMD_OK && rt.process_count > 1) {
-        st = exchange_records(&mine, all, &failure, &missing);
-        missing |= st != SPMD_OK;
+        st = exchange_records(&mine, all, &failure);
+        missing = st != SPMD_OK;
     } else if (st == SPMD_OK)
         all[0] = mine;
     if (st == SPMD_OK)

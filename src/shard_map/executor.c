@@ -758,9 +758,6 @@ static spmd_status find_differing_replicas(const spmd_plan *p, spmd__call *call,
 
 /* ---- agreement between processes at the end of a call ---- */
 
-/* The least wait for the other processes' outcomes after one of them never came. */
-#define GRACE_MIN_NS 500000000
-
 /* What every process learns at the end of a call: reduced over the processes, never gathered. */
 typedef struct outcome {
     uint64_t replication; /* the sum of the replication check (0: the claims hold) */
@@ -832,7 +829,7 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
      * grace period. After a full timeout spent on a process that never came, that one will not
      * answer here either: the others, which time out at about the same moment, only need the
      * grace period. */
-    int64_t grace = call->timeout_ns / 10 > GRACE_MIN_NS ? call->timeout_ns / 10 : GRACE_MIN_NS;
+    int64_t grace = spmd__comm_grace_ns();
     int64_t now = spmd__now_ns(), deadline = now + call->timeout_ns + grace;
     if (atomic_load(&call->peer_missing)) {
         /* counted from the wait that gave up, so that the call ends by its deadline + grace;

@@ -83,16 +83,6 @@ typedef struct spmd__mesh_state {
     _Alignas(128) atomic_int waiting;
 } spmd__mesh_state;
 
-/** FNV-1a of `n` bytes, continuing from `h` (start from SPMD__FNV1A_SEED): fingerprints. */
-#define SPMD__FNV1A_SEED 0xcbf29ce484222325ull
-static inline uint64_t spmd__fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /** Serializes agreements over process views: their messages share the views' tags. */
 extern pthread_mutex_t spmd__setup_lock;
 
