@@ -1,6 +1,7 @@
 #!/bin/sh
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, then the runtime,
-# shard_map, collective, reshard, pmap, compat and multihost tests under ThreadSanitizer
+# shard_map, collective (axis_index_groups too), donation, reshard, pmap, compat and multihost
+# tests under ThreadSanitizer
 # (suppressions, each justified, only for Open MPI's internals: tests/sanitizers/*.supp).
 # Build directories: build-asan, build-tsan.
 set -eu
@@ -15,4 +16,4 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPMD_WERROR=ON \
       -DSPMD_SANITIZE=thread -DSPMD_BUILD_BENCH=OFF -DSPMD_BUILD_EXAMPLES=OFF
 cmake --build build-tsan -j"$jobs"
 ctest --test-dir build-tsan --output-on-failure \
-      -R '^test_(runtime|platform|status|dtype|adopt_mpi|thread_level|mesh|array|collectives|shard_map|nested_calls|bool_reductions|failures|reshard|ops|spec|sharding_reference|bad_input|pmap|compat|multihost)'
+      -R '^test_(runtime|platform|status|dtype|adopt_mpi|thread_level|mesh|array|collectives|shard_map|nested_calls|bool_reductions|axis_groups|donation|failures|reshard|ops|spec|sharding_reference|bad_input|pmap|compat|multihost)'

@@ -16,8 +16,9 @@ SPMD_BEGIN_DECLS
  * Host data is always dense and row-major (C order). Every device of the sharding that this
  * process owns holds its own buffer of the shard shape; replicas are separate buffers, as in
  * JAX. Buffers are reference-counted, so arrays built from other arrays may share them.
- * None of the constructors communicate: in a multi-process run each process fills the shards
- * of its own devices.
+ * None of the constructors move data between processes: in a multi-process run each process
+ * fills the shards of its own devices (spmd_device_put only checks, collectively, that every
+ * process passed the same data).
  */
 typedef struct spmd_array spmd_array;
 
@@ -31,11 +32,23 @@ typedef struct spmd_shard {
 } spmd_shard;
 
 /**
- * jax.device_put(host, sharding): `host` holds the whole global array (identical on every
- * process); each addressable device receives a copy of its box.
+ * jax.device_put(host, sharding): `host` holds the whole global array, the same on every
+ * process; each addressable device receives a copy of its box.
+ *
+ * When the sharding's mesh holds devices of several processes, it checks, as JAX does, that
+ * they all passed the same bytes: a collective over the processes that own devices of the
+ * mesh (each must call it, in the same order as its other collectives; the others need not).
+ * It costs one agreement on a digest of the data, O(log P) messages of constant size, and
+ * nothing on a mesh of one process's devices. Differing data fails on every process of the
+ * mesh with SPMD_ERR_INVALID_ARGUMENT ("... passed to device_put is not the same on each
+ * process"), naming the processes whose data differs from the most common. Where processes
+ * pass different data on purpose (each device takes its box of its own process's data), set
+ * SPMD_CHECK_DEVICE_PUT=0 on every process, or use spmd_array_from_process_local_data.
  * @return SPMD_OK, SPMD_ERR_SHAPE (rank, extent or divisibility; see
- *         spmd_sharding_check_shape), SPMD_ERR_INVALID_ARGUMENT, SPMD_ERR_OUT_OF_MEMORY,
- *         SPMD_ERR_BACKEND.
+ *         spmd_sharding_check_shape), SPMD_ERR_INVALID_ARGUMENT (also for data that differs
+ *         between processes, or a bad SPMD_CHECK_DEVICE_PUT), SPMD_ERR_COLLECTIVE_MISMATCH /
+ *         SPMD_ERR_TIMEOUT (processes of the mesh made another call, or none within
+ *         SPMD_COLLECTIVE_TIMEOUT), SPMD_ERR_OUT_OF_MEMORY, SPMD_ERR_BACKEND.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_device_put(const void *host, int ndim,
                                                     const int64_t *shape, spmd_dtype dtype,

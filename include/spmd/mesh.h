@@ -35,6 +35,33 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_create(int ndim, const int *shape,
                                                      const int *device_ids, int num_device_ids,
                                                      spmd_mesh **out);
 
+/**
+ * jax.experimental.mesh_utils.create_hybrid_device_mesh(per_process_shape,
+ * across_process_shape) with process_is_granule=True: a mesh of shape per_process_shape[a] *
+ * across_process_shape[a] on each axis over every device of the run, in which the process is
+ * the major part of each coordinate. Each process's devices, in ascending id order, fill a
+ * block of shape per_process_shape row-major; process k's block sits at row-major position k
+ * of a grid of shape across_process_shape. So axes with across_process_shape[a] == 1 stay
+ * within a process, each process owns a contiguous block (spmd_mesh_check_contiguous passes),
+ * and its local shape is per_process_shape. Example, 4 processes x 2 devices:
+ * per_process_shape (1, 2), across_process_shape (4, 1) gives a (4, 2) mesh whose row p holds
+ * process p's devices. In one process, across_process_shape is all ones and this is
+ * create_device_mesh on CPU: the devices in id order, reshaped.
+ *
+ * Not collective; every process computes the same mesh.
+ * @param ndim  1..SPMD_MAX_MESH_AXES, the length of both shapes and of axis_names.
+ * @return SPMD_OK; SPMD_ERR_INVALID_ARGUMENT for NULL arguments, ndim out of range, a size
+ *         below 1, processes with different device counts, a per_process_shape whose product
+ *         is not the device count of a process ("Number of devices ... must equal the product
+ *         of mesh_shape"), an across_process_shape whose product is not the process count
+ *         ("Number of slices ... must equal the product of dcn_mesh_shape"), bad axis names
+ *         (as spmd_mesh_create).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_create_hybrid(int ndim, const int *per_process_shape,
+                                                            const int *across_process_shape,
+                                                            const char *const *axis_names,
+                                                            spmd_mesh **out);
+
 /** Adds a reference; each retain needs one more spmd_mesh_destroy. Returns `mesh`. */
 SPMD_API spmd_mesh *spmd_mesh_retain(spmd_mesh *mesh);
 /** Drops the caller's reference. Shardings and arrays keep their own. NULL-safe. */

@@ -1,4 +1,5 @@
-/* Multi-process utilities: the shapes of host-local and global arrays (DESIGN.md §6). */
+/* Multi-process utilities: the shapes of host-local and global arrays, conversions between them
+ * and the collectives over processes (DESIGN.md §6). */
 #ifndef SPMD_MULTIHOST_H
 #define SPMD_MULTIHOST_H
 
@@ -42,8 +43,14 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_global_to_local_shape(const spmd_mesh *
  * otherwise its value is copied once. With SPMD_CHECK_REPLICATED_INPUTS=1 (collective then)
  * processes whose parts coincide (the spec leaves out an axis that spans processes) must pass
  * equal data: else SPMD_ERR_INVALID_ARGUMENT naming both processes.
- * @return as spmd_local_to_global_shape, and SPMD_ERR_INVALID_ARGUMENT for a `local` that
- *         spans processes.
+ *
+ * An array that spans processes (not fully addressable) is already global: as in JAX, it is
+ * returned unchanged — a new handle over the same buffers, with its own sharding and shape,
+ * whatever its layout (spmd_reshard it if another is needed). So feeding a conversion's
+ * result back in is harmless. In one process every array is fully addressable, and one laid
+ * out as NamedSharding(mesh, spec) comes back over the same buffers by the rule above.
+ * @return as spmd_local_to_global_shape; for an array that spans processes, SPMD_ERR_SPEC or
+ *         SPMD_ERR_INVALID_ARGUMENT when `spec` does not fit `mesh` or is longer than the rank.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_host_local_to_global(const spmd_array *local,
                                                               spmd_mesh *mesh,
@@ -51,9 +58,18 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_host_local_to_global(const spmd_array *
                                                               spmd_array **global);
 /**
  * global_array_to_host_local_array: this process's part of `global`, laid out as
- * NamedSharding(local mesh, spec) over the same buffers (no copy, no communication).
- * @return SPMD_ERR_INCOMPATIBLE_DEVICES when `global` is not laid out as
- *         NamedSharding(mesh, spec) (reshard it first).
+ * NamedSharding(local mesh, spec), of shape spmd_global_to_local_shape.
+ *
+ * - `global` laid out as NamedSharding(mesh, spec): the result shares its buffers (no copy, no
+ *   communication).
+ * - `global` spanning processes in another layout: it is first resharded to
+ *   NamedSharding(mesh, spec) (spmd_reshard into a new array; `global` itself is left as it
+ *   is), as JAX's device_put does. Collective when the layout differs: every process of the
+ *   mesh (and of `global`'s mesh) must call it, in the same order as its other collectives.
+ * - `global` fully addressable (on this process's devices only, e.g. every array in one
+ *   process): returned unchanged, as in JAX — a new handle over the same buffers, with its own
+ *   sharding and shape.
+ * @return as spmd_global_to_local_shape, and spmd_reshard's statuses when it reshards.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_global_to_host_local(const spmd_array *global,
                                                               spmd_mesh *mesh,

@@ -56,10 +56,19 @@ typedef struct spmd_pmap_options {
  * already sit on this process's devices as the pmap lays them out). To skip that work, keep
  * arrays global and call spmd_shard_map.
  *
- * Repeated calls with the same signature reuse a cached plan. Collective as spmd_shard_map.
+ * A local pmap (JAX's pmap(f, devices=jax.local_devices())): when every device in `devices`
+ * belongs to this process, the pmap runs on this process alone, as in one process: the mapped
+ * size is the number of devices given, inputs and outputs are plain arrays of these devices,
+ * collectives and axis_index span only them, and no other process takes part (each may run
+ * its own local pmaps, different ones, as many as it likes). An input spanning other processes
+ * is refused (SPMD_ERR_INCOMPATIBLE_DEVICES).
+ *
+ * Repeated calls with the same signature reuse a cached plan. Collective as spmd_shard_map:
+ * over every process that owns one of the devices.
  * @return SPMD_ERR_INVALID_ARGUMENT (nothing mapped, axes out of range, mapped sizes that
  *         differ or do not match the devices), SPMD_ERR_INCOMPATIBLE_DEVICES (strict, an input
- *         in another layout), and whatever spmd_shard_map returns.
+ *         in another layout; a local pmap's input spanning processes), and whatever
+ *         spmd_shard_map returns.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_pmap(
     spmd_fn fn, void *user, int nin, spmd_array *const *inputs, const int *in_axes, int nout,

@@ -58,14 +58,28 @@ typedef struct spmd_shard_map_options {
      */
     int check_replication;
     /**
-     * Inputs handed to the call (may be NULL): donate[i] != 0 gives input i's buffers to the
-     * first output with the same block shape and dtype, with no copy: fn then sees
-     * in[i].data == out[j].data and must tolerate the aliasing. The donated array is deleted
-     * (later use fails); one that matches no output, or shares its buffers, is only deleted,
-     * with a logged warning.
+     * Inputs handed to the call (may be NULL), as jax's donate_argnums; donate[i] is one of:
+     * - 0: not donated.
+     * - SPMD_DONATE: input i is deleted when the call ends (later use fails) and its memory
+     *   goes to the buffer pool, where the next outputs of that size take it: a loop that
+     *   donates its parameters every step runs in flat memory (two blocks per device: the
+     *   step's input and output). fn sees distinct input and output blocks, so donation never
+     *   changes what fn computes, as in JAX.
+     * - SPMD_DONATE_IN_PLACE: as SPMD_DONATE, but input i's buffers become those of the first
+     *   output with the same block shape and dtype, with no second block: fn then sees
+     *   in[i].data == out[j].data. Only for a fn that tolerates it: one that reads each element
+     *   of in[i] before, or only where, it writes the same element of out[j] (an elementwise
+     *   update does; a stencil, a transpose or a matmul does not, and would return wrong
+     *   values). An input that matches no output, or shares its buffers with another array, is
+     *   only deleted, with a logged warning.
+     * Any other value is refused (SPMD_ERR_INVALID_ARGUMENT).
      */
     const int *donate;
 } spmd_shard_map_options;
+
+/** spmd_shard_map_options.donate values (0: not donated). */
+#define SPMD_DONATE 1
+#define SPMD_DONATE_IN_PLACE 2
 
 #define SPMD_SHARD_MAP_OPTIONS_VERSION 1
 #define SPMD_SHARD_MAP_OPTIONS_INIT                                                                \
@@ -205,6 +219,79 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_bloc
 SPMD_API SPMD_NODISCARD spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in,
                                                     spmd_block *out, const char *axes,
                                                     int split_axis, int concat_axis, int tiled);
+/**
+ * axis_index_groups (JAX): subgroups of the positions 0..n-1 of a group over `axes` (n = the
+ * product of their sizes, positions as spmd_axis_index gives them). A grouped collective runs
+ * within each subgroup alone; member k of a subgroup is its k-th listed position, which orders
+ * all_gather's stack, psum_scatter's and all_to_all's chunks. The subgroups must cover every
+ * position exactly once. psum, pmax and pmin accept subgroups of different sizes; pmean,
+ * all_gather, psum_scatter and all_to_all need equal ones (n is then the subgroup size).
+ *
+ * Example, axis "i" of size 4, JAX's [[0, 2], [3, 1]]:
+ *     static const int positions[] = {0, 2, 3, 1};
+ *     const spmd_axis_groups g = {2, NULL, positions};
+ * The positions array is read during the call only. A mesh keeps the groups (and their
+ * communicators, made once) of up to 32 distinct groupings.
+ */
+typedef struct spmd_axis_groups {
+    int num_groups;
+    /** [num_groups] positions in each subgroup; NULL: all subgroups have n / num_groups. */
+    const int *sizes;
+    /** Every subgroup's positions, one subgroup after another, in member order. */
+    const int *positions;
+} spmd_axis_groups;
+
+/* The collectives above within subgroups; `groups` NULL is the whole group. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_psum_groups(spmd_ctx *ctx, const spmd_block *in,
+                                                     spmd_block *out, const char *axes,
+                                                     const spmd_axis_groups *groups);
+SPMD_API SPMD_NODISCARD spmd_status spmd_pmean_groups(spmd_ctx *ctx, const spmd_block *in,
+                                                      spmd_block *out, const char *axes,
+                                                      const spmd_axis_groups *groups);
+SPMD_API SPMD_NODISCARD spmd_status spmd_pmax_groups(spmd_ctx *ctx, const spmd_block *in,
+                                                     spmd_block *out, const char *axes,
+                                                     const spmd_axis_groups *groups);
+SPMD_API SPMD_NODISCARD spmd_status spmd_pmin_groups(spmd_ctx *ctx, const spmd_block *in,
+                                                     spmd_block *out, const char *axes,
+                                                     const spmd_axis_groups *groups);
+SPMD_API SPMD_NODISCARD spmd_status spmd_all_gather_groups(spmd_ctx *ctx, const spmd_block *in,
+                                                           spmd_block *out, const char *axes,
+                                                           int axis, int tiled,
+                                                           const spmd_axis_groups *groups);
+SPMD_API SPMD_NODISCARD spmd_status spmd_psum_scatter_groups(spmd_ctx *ctx, const spmd_block *in,
+                                                             spmd_block *out, const char *axes,
+                                                             int scatter_dimension, int tiled,
+                                                             const spmd_axis_groups *groups);
+SPMD_API SPMD_NODISCARD spmd_status spmd_all_to_all_groups(spmd_ctx *ctx, const spmd_block *in,
+                                                           spmd_block *out, const char *axes,
+                                                           int split_axis, int concat_axis,
+                                                           int tiled,
+                                                           const spmd_axis_groups *groups);
+
+/* The other legacy pmap collectives, built on those above. */
+
+/** pswapaxes: all_to_all(in, axes, axis, axis, untiled): in.shape[axis] must be the group (or
+ * subgroup) size; out has in's shape. */
+SPMD_API SPMD_NODISCARD spmd_status spmd_pswapaxes(spmd_ctx *ctx, const spmd_block *in,
+                                                   spmd_block *out, const char *axes, int axis,
+                                                   const spmd_axis_groups *groups);
+/**
+ * pshuffle: position i receives the block of position perm[i] (perm has the group size n and
+ * must be a permutation of 0..n-1): ppermute with pairs (perm[i], i).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_pshuffle(spmd_ctx *ctx, const spmd_block *in,
+                                                  spmd_block *out, const char *axis,
+                                                  const int *perm, int n);
+/**
+ * pargmax / pargmin over one mesh axis: per element, the smallest position along `axis` whose
+ * block holds the maximum (minimum) of the group; out is int32 with in's shape. Where no
+ * position equals the extreme (a NaN), INT32_MAX, as JAX.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_pargmax(spmd_ctx *ctx, const spmd_block *in,
+                                                 spmd_block *out, const char *axis);
+SPMD_API SPMD_NODISCARD spmd_status spmd_pargmin(spmd_ctx *ctx, const spmd_block *in,
+                                                 spmd_block *out, const char *axis);
+
 /** Position of the calling device in its group (mixed radix, first axis major). */
 SPMD_API SPMD_NODISCARD spmd_status spmd_axis_index(const spmd_ctx *ctx, const char *axes,
                                                     int *index);

@@ -1,8 +1,9 @@
 /*
  * Migration guide, page 2: donation. pmap(f, donate_argnums=0) becomes shard_map with
- * options.donate: the input's buffers become the output's (fn sees in[0].data == out[0].data),
- * and the input is deleted, so a later use fails with a message naming the call it went to.
- * Both spellings must give the same bits. Any number of devices.
+ * options.donate: the input is deleted, so a later use fails with a message naming the call it
+ * went to, and its memory serves later outputs (SPMD_DONATE), or is the output's own when fn
+ * tolerates in[0].data == out[0].data (SPMD_DONATE_IN_PLACE). Both spellings must give the
+ * same bits. Any number of devices.
  *
  *   SPMD_NUM_CPU_DEVICES=8 ./guide_donation
  *   mpirun -np 4 -x SPMD_NUM_CPU_DEVICES=2 ./guide_donation
@@ -25,7 +26,7 @@
 enum { COLS = 4, MAX_LOCAL = 64 };
 
 /* [snippet:fn] */
-/* y = x / 2 + 1, written so that out may be in (a donated input is the output's memory). */
+/* y = x / 2 + 1, elementwise: correct even when out is in (SPMD_DONATE_IN_PLACE). */
 static spmd_status step(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
                         void *user)
 {
@@ -69,7 +70,7 @@ int main(void)
     const int64_t row_shape[1] = {COLS};
     spmd_array *x_stacked = NULL, *y_local = NULL;
     CHECK(spmd_device_put_sharded(L, rows, 1, row_shape, SPMD_DTYPE_F32, local_ids, &x_stacked));
-    const int give[1] = {1};
+    const int give[1] = {SPMD_DONATE};
     spmd_pmap_options pmap_options = SPMD_PMAP_OPTIONS_INIT;
     pmap_options.donate = give;
     const spmd_out_desc row = {1, {COLS}, SPMD_DTYPE_F32};
@@ -88,19 +89,41 @@ int main(void)
     const int64_t local_shape[2] = {L, COLS};
     CHECK(spmd_array_from_process_local_data(by_rows, x_local, 2, local_shape, NULL, SPMD_DTYPE_F32,
                                              &x));
-    void *x_memory = first_buffer(x);
     const spmd_spec *spec[1] = {spmd_sharding_spec(by_rows)};
     const spmd_out_desc whole = {2, {N, COLS}, SPMD_DTYPE_F32};
     spmd_shard_map_options options = SPMD_SHARD_MAP_OPTIONS_INIT;
-    options.donate = give; /* input 0 goes to the first output of its block shape and dtype */
+    options.donate = give; /* x's memory goes back to the pool when the call ends */
     CHECK(spmd_shard_map(mesh, step, NULL, 1, &x, spec, 1, &whole, spec, &options, &y));
-    printf("process %d: y is in x's memory: %s\n", me, first_buffer(y) == x_memory ? "yes" : "no");
     float again[MAX_LOCAL * COLS];
     spmd_status st = spmd_array_to_host(x, again, sizeof again); /* x was given away */
     if (me == 0)
         printf("%s: %s\n", spmd_status_name(st), spmd_last_error());
     spmd_array_destroy(x); /* the handle itself is still the caller's to destroy */
     /* [end] */
+
+    /* [snippet:in_place] */
+    /* step reads each element before it writes it: it tolerates working in place */
+    const int in_place[1] = {SPMD_DONATE_IN_PLACE};
+    spmd_shard_map_options aliasing = SPMD_SHARD_MAP_OPTIONS_INIT;
+    aliasing.donate = in_place;
+    spmd_array *x2 = NULL, *y_in_place = NULL;
+    CHECK(spmd_array_from_process_local_data(by_rows, x_local, 2, local_shape, NULL, SPMD_DTYPE_F32,
+                                             &x2));
+    void *x2_memory = first_buffer(x2);
+    CHECK(spmd_shard_map(mesh, step, NULL, 1, &x2, spec, 1, &whole, spec, &aliasing, &y_in_place));
+    if (me == 0)
+        printf("in place: the output is in x2's memory: %s\n",
+               first_buffer(y_in_place) == x2_memory ? "yes" : "no");
+    spmd_array_destroy(x2);
+    /* [end] */
+    float y3[MAX_LOCAL * COLS];
+    for (int s = 0; s < spmd_array_num_shards(y_in_place); s++)
+        CHECK(spmd_array_shard_to_host(y_in_place, s, &y3[s * COLS], COLS * sizeof(float)));
+    if (memcmp(y3, y1, (size_t)L * COLS * sizeof(float)) != 0) {
+        fprintf(stderr, "in-place donation changed the result\n");
+        return 1;
+    }
+    spmd_array_destroy(y_in_place);
 
     for (int s = 0; s < spmd_array_num_shards(y); s++)
         CHECK(spmd_array_shard_to_host(y, s, &y2[s * COLS], COLS * sizeof(float)));

@@ -3,7 +3,9 @@
  * same collectives (shard_map calls, broadcasts, gathers, barriers) in the same order. Then what
  * libspmd reports when they do not, within SPMD_COLLECTIVE_TIMEOUT seconds: devices of one
  * shard_map calling different collectives, a device that does not arrive, and under mpirun
- * processes at differently named barriers and a process that does not arrive. Needs 8 devices,
+ * processes at differently named barriers, a device_put of data that differs between
+ * processes and a process that does not arrive. In between, a local pmap: each process maps
+ * its own devices, as many times as it likes, without the others. Needs 8 devices,
  * an even number per process, and SPMD_COLLECTIVE_TIMEOUT of at most 5 seconds.
  *
  *   SPMD_COLLECTIVE_TIMEOUT=1 SPMD_NUM_CPU_DEVICES=8 ./guide_multiprocess
@@ -50,6 +52,14 @@ static spmd_status count(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
     if (st == SPMD_OK)
         st = spmd_psum(ctx, &mine, &out[0], "i,j");
     return st;
+}
+
+/* The body of the local pmap: this device's value summed over the pmap's devices. */
+static spmd_status local_sum(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                             spmd_block *out, void *user)
+{
+    (void)nin, (void)nout, (void)user;
+    return spmd_psum(ctx, &in[0], &out[0], "i");
 }
 
 /* What the last device, 7, does in `disagree`. Under several processes it belongs to the last
@@ -176,6 +186,42 @@ int main(void)
     printf("\n");
     fflush(stdout);
 
+    /* [snippet:local_pmap] */
+    /* pmap(f, devices=jax.local_devices()): each process maps its own devices, on its own. */
+    int L = spmd_local_device_count(), local[64];
+    for (int i = 0; i < L; i++)
+        local[i] = spmd_local_device_id(i);
+    const char *axis = "i";
+    spmd_mesh *mine_only = NULL;
+    spmd_sharding *by_device = NULL;
+    spmd_array *x = NULL, *sums = NULL;
+    CHECK(spmd_mesh_create(1, &L, &axis, local, L, &mine_only));
+    CHECK(spmd_sharding_create_parse(mine_only, "'i'", &by_device));
+    float xs[64];
+    for (int i = 0; i < L; i++)
+        xs[i] = (float)(10 * me + i); /* this process's own data */
+    const int64_t length[1] = {L};
+    CHECK(spmd_device_put(xs, 1, length, SPMD_DTYPE_F32, by_device, &x));
+    const spmd_out_desc one_value = {0, {0}, SPMD_DTYPE_F32};
+    for (int call = 0; call <= me; call++) { /* as many calls as it likes: no one waits */
+        spmd_array_destroy(sums);
+        CHECK(spmd_pmap(local_sum, NULL, 1, &x, NULL, 1, &one_value, NULL, "i", local, L, NULL,
+                        &sums));
+    }
+    /* [end] */
+
+    float got[64];
+    CHECK(spmd_array_to_host(sums, got, sizeof got));
+    printf("process %d: local pmap over %d devices, %d call(s): sums", me, L, me + 1);
+    for (int i = 0; i < L; i++)
+        printf(" %g", got[i]);
+    printf("\n");
+    fflush(stdout);
+    spmd_array_destroy(sums);
+    spmd_array_destroy(x);
+    spmd_sharding_destroy(by_device);
+    spmd_mesh_destroy(mine_only);
+
     /* [snippet:demos] */
     spmd_device_info device7;
     CHECK(spmd_device_get_info(7, &device7));
@@ -184,6 +230,17 @@ int main(void)
     if (P > 1) {
         /* Process 1 names its barrier differently: every process is told, with both names. */
         report("barrier names differ", spmd_sync_global_devices(me == 1 ? "epoch 2" : "epoch 1"));
+        /* The last process puts other host data onto the whole mesh: device_put checks, as
+         * JAX does, that every process passed the same, and tells every process who did not. */
+        float weights[8] = {0};
+        weights[0] = me == P - 1 ? 1.0f : 0.0f;
+        const int64_t eight[1] = {8};
+        spmd_sharding *everywhere = NULL;
+        spmd_array *w = NULL;
+        CHECK(spmd_sharding_create(mesh, replicated, &everywhere));
+        report("device_put data differs",
+               spmd_device_put(weights, 1, eight, SPMD_DTYPE_F32, everywhere, &w));
+        spmd_sharding_destroy(everywhere);
         /* The last process arrives after the timeout: the others are told which one is late. */
         if (me == P - 1)
             wait_timeouts(2);

@@ -1,6 +1,8 @@
-/* Host-local ⇄ global arrays without communication: process p's host-local array is its
- * subcube's part of the global array, so the same device buffers serve both views. */
+/* Host-local ⇄ global arrays: process p's host-local array is its subcube's part of the global
+ * array, so the same device buffers serve both views. Only a global array in another layout
+ * than the one asked for needs communication (a reshard). */
 #include <spmd/multihost.h>
+#include <spmd/reshard.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,27 @@ static spmd_status share_buffers(const spmd_array *src, const spmd_sharding *sha
         a->shards[k].buffer = spmd__buffer_retain(src->shards[s].buffer);
     }
     *out = a;
+    return SPMD_OK;
+}
+
+/*
+ * JAX's multihost_utils returns an array that is already what the conversion makes (global for
+ * host_local_array_to_global_array, fully addressable for the way back) unchanged: here, a new
+ * handle over the same buffers. `mesh` and `spec` must still be valid together.
+ */
+static spmd_status pass_through(const spmd_array *x, spmd_mesh *mesh, const spmd_spec *spec,
+                                const char *fn, spmd_array **out)
+{
+    spmd_sharding *asked = NULL;
+    SPMD_CHECK(spmd_sharding_create(mesh, spec, &asked)); /* live handles, axes of the mesh */
+    int entries = spmd_spec_length(spec);
+    spmd_sharding_destroy(asked);
+    SPMD_REQUIRE(entries <= x->ndim, SPMD_ERR_SPEC,
+                 "%s: the spec has %d entries but the array has rank %d; a spec may not be "
+                 "longer than the rank",
+                 fn, entries, x->ndim);
+    SPMD_CHECK(share_buffers(x, x->sharding, x->ndim, x->shape, fn, out));
+    (*out)->stacked_replicas = x->stacked_replicas;
     return SPMD_OK;
 }
 
@@ -106,10 +129,10 @@ static spmd_status spmd_host_local_to_global_checked(const spmd_array *local, sp
     *global = NULL;
     SPMD_CHECK(spmd__worker_refuse_nested(fn));
     SPMD_CHECK(spmd__array_check(local, fn, "local"));
+    if (!spmd_array_is_fully_addressable(local)) /* already global */
+        return pass_through(local, mesh, spec, fn, global);
     int64_t global_shape[SPMD_MAX_RANK];
     SPMD_CHECK(spmd_local_to_global_shape(mesh, spec, local->ndim, local->shape, global_shape));
-    SPMD_REQUIRE(spmd_array_is_fully_addressable(local), SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: 'local' spans processes, so it is already global; pass it on as it is", fn);
     spmd_sharding *global_sharding = NULL, *local_sharding = NULL;
     spmd_mesh *local_mesh = NULL;
     spmd_status st = spmd_sharding_create(mesh, spec, &global_sharding);
@@ -156,28 +179,27 @@ static spmd_status spmd_global_to_host_local_checked(const spmd_array *global, s
     *local = NULL;
     SPMD_CHECK(spmd__worker_refuse_nested(fn));
     SPMD_CHECK(spmd__array_check(global, fn, "global"));
+    if (spmd_array_is_fully_addressable(global)) /* already host-local */
+        return pass_through(global, mesh, spec, fn, local);
     int64_t local_shape[SPMD_MAX_RANK];
     SPMD_CHECK(spmd_global_to_local_shape(mesh, spec, global->ndim, global->shape, local_shape));
     spmd_sharding *global_sharding = NULL, *local_sharding = NULL;
     spmd_mesh *local_mesh = NULL;
-    spmd_status st = spmd_sharding_create(mesh, spec, &global_sharding);
-    if (st == SPMD_OK &&
-        !spmd_sharding_is_equivalent(global->sharding, global_sharding, global->ndim)) {
-        char have[256], want[256];
-        spmd__ignore(spmd_sharding_format(global->sharding, have, sizeof have));
-        spmd__ignore(spmd_sharding_format(global_sharding, want, sizeof want));
-        st = SPMD_ERROR(SPMD_ERR_INCOMPATIBLE_DEVICES,
-                        "%s: 'global' is laid out as %s, not as %s; reshard it to that layout "
-                        "first (its host-local part would otherwise need data from other "
-                        "processes)",
-                        fn, have, want);
-    }
-    if (st == SPMD_OK)
-        st = local_mesh_of(mesh, &local_mesh);
+    spmd_array *moved = NULL; /* `global` in the layout asked for, when it had another */
+    spmd_status st = local_mesh_of(mesh, &local_mesh);
     if (st == SPMD_OK)
         st = spmd_sharding_create(local_mesh, spec, &local_sharding);
     if (st == SPMD_OK)
-        st = share_buffers(global, local_sharding, global->ndim, local_shape, fn, local);
+        st = spmd_sharding_create(mesh, spec, &global_sharding);
+    /* As JAX: device_put to NamedSharding(mesh, spec) first, a collective; the caller's array
+     * is left as it is (no donation). */
+    if (st == SPMD_OK &&
+        !spmd_sharding_is_equivalent(global->sharding, global_sharding, global->ndim))
+        st = spmd_reshard((spmd_array *)global, global_sharding, NULL, &moved);
+    if (st == SPMD_OK)
+        st = share_buffers(moved ? moved : global, local_sharding, global->ndim, local_shape, fn,
+                           local);
+    spmd_array_destroy(moved);
     spmd_sharding_destroy(local_sharding);
     spmd_sharding_destroy(global_sharding);
     spmd_mesh_destroy(local_mesh);

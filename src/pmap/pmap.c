@@ -240,8 +240,11 @@ static spmd_status describe_call(call *c, spmd_array *const *inputs, const int *
     if (devices) {
         SPMD_REQUIRE(num_devices == n, SPMD_ERR_INVALID_ARGUMENT,
                      "%s: %d devices were given but the mapped size is %d; pass exactly one "
-                     "device per mapped index",
-                     fn, num_devices, n);
+                     "device per mapped index%s",
+                     fn, num_devices, n,
+                     c->host_local ? " (the mapped size counts every process's devices; to run "
+                                     "the pmap on this process alone, pass only its devices)"
+                                   : "");
         memcpy(c->devices, devices, (size_t)n * sizeof(int));
     } else {
         SPMD_REQUIRE(n <= spmd_device_count(), SPMD_ERR_INVALID_ARGUMENT,
@@ -308,7 +311,7 @@ static size_t call_key(spmd_fn fn, int nin, spmd_array *const *inputs, const int
         if (ndim < 0 || ndim > SPMD_MAX_RANK)
             return 0;
         spmd_dtype t = spmd_array_dtype(inputs[i]);
-        int axis = in_axes ? in_axes[i] : 0, donate = o->donate ? o->donate[i] != 0 : 0;
+        int axis = in_axes ? in_axes[i] : 0, donate = o->donate ? o->donate[i] : 0;
         PUT(&ndim, sizeof ndim);
         PUT(&t, sizeof t);
         PUT(spmd_array_shape(inputs[i]), (size_t)ndim * sizeof(int64_t));
@@ -449,6 +452,12 @@ static spmd_status place_input(const call *c, entry *e, int i, spmd_array *x,
     int ndim = spmd_array_ndim(x);
     if (spmd_sharding_is_equivalent(spmd_array_sharding(x), e->in_shardings[i], ndim))
         return SPMD_OK;
+    /* moving it here would be a reshard with the other processes, which run their own pmaps */
+    SPMD_REQUIRE(c->host_local || spmd_array_is_fully_addressable(x), SPMD_ERR_INCOMPATIBLE_DEVICES,
+                 "%s: inputs[%d] spans other processes, but this pmap runs on this process's "
+                 "devices alone (a local pmap); pass an array of this process's devices (e.g. "
+                 "its part, spmd_global_to_host_local)",
+                 fn, i);
     char have[256], want[256];
     spmd__ignore(spmd_sharding_format(spmd_array_sharding(x), have, sizeof have));
     spmd__ignore(spmd_sharding_format(e->in_shardings[i], want, sizeof want));
@@ -462,6 +471,20 @@ static spmd_status place_input(const call *c, entry *e, int i, spmd_array *x,
     spmd_status st = spmd_reshard(x, e->in_shardings[i], NULL, placed);
     *made = st == SPMD_OK;
     return st;
+}
+
+/* 1 when `devices` lists devices of this process only (a local pmap). */
+static int only_local_devices(const int *devices, int num_devices)
+{
+    if (!devices || num_devices < 1 || num_devices > MAX_DEVICES)
+        return 0;
+    int me = spmd_process_index();
+    for (int d = 0; d < num_devices; d++) {
+        spmd_device_info info;
+        if (spmd_device_get_info(devices[d], &info) != SPMD_OK || info.process_index != me)
+            return 0;
+    }
+    return 1;
 }
 
 static spmd_status pmap_call(spmd_fn fn, void *user, int nin, spmd_array *const *inputs,
@@ -497,7 +520,9 @@ static spmd_status pmap_call(spmd_fn fn, void *user, int nin, spmd_array *const 
     c.nin = nin;
     c.nout = nout;
     c.processes = spmd_process_count();
-    c.host_local = c.processes > 1;
+    /* JAX's pmap(devices=jax.local_devices()): a pmap over this process's devices only runs
+     * here alone, on plain arrays; any other under several processes spans them all. */
+    c.host_local = c.processes > 1 && !only_local_devices(devices, num_devices);
     unsigned char stack_key[1024], *key = stack_key;
     size_t key_bytes = call_key(fn, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name,
                                 devices, num_devices, &o, stack_key, sizeof stack_key);

@@ -1,13 +1,16 @@
 /* Global arrays: construction from host data, shard access, fetching to host. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/env.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
 #include "shard_map/array_impl.h"
 #include "shard_map/copy.h"
+#include "shard_map/groups.h" /* spmd__agree_on_view */
 #include "shard_map/mesh_impl.h"
 #include "shard_map/sharding_impl.h"
 
@@ -18,8 +21,8 @@ spmd_status spmd__array_check(const spmd_array *a, const char *fn, const char *a
                  "%s: argument '%s' is not a live spmd_array (destroyed, or another type)", fn,
                  arg);
     SPMD_REQUIRE(!a->deleted, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: argument '%s' has been deleted: it was donated to %s and its buffers now "
-                 "belong to that call's output; use the output instead",
+                 "%s: argument '%s' has been deleted: it was donated to %s, which reused its "
+                 "memory; use that call's output instead",
                  fn, arg, a->deleted_by ? a->deleted_by : "an earlier call");
     if (!spmd__runtime_get_session(fn, a->sharding->mesh->session))
         return SPMD_ERR_INVALID_ARGUMENT;
@@ -220,16 +223,197 @@ static spmd_status put_shard(spmd_array *a, spmd__shard_slot *s, void *host)
     return write_shard(a, s, pack_from_global, host);
 }
 
+/*
+ * The check that every process of the mesh passed the same host data (JAX runs assert_equal,
+ * a gather of the whole value): one agreement over the mesh's processes that carries the least
+ * and the greatest digest of the data, O(log P) messages of constant size; they are equal
+ * exactly when every process's digest is. Only when they differ are the digests gathered, to
+ * name the processes. The communicator of each set of processes is made by its first check.
+ */
+
+/* Communicator tag of these checks (meshes use 1..30001, processes 30002, reshard 30003). */
+enum { DEVICE_PUT_TAG = 30004 };
+
+/* Checks are collective over their processes and issued in the same order everywhere: one at a
+ * time in a process. */
+static pthread_mutex_t put_lock = PTHREAD_MUTEX_INITIALIZER;
+static spmd__set_comm *put_comms; /* under put_lock */
+
+typedef struct digest_range {
+    uint64_t lo, hi;
+} digest_range;
+
+static void merge_range(void *mine, const void *theirs, size_t theirs_bytes, void *arg)
+{
+    (void)theirs_bytes, (void)arg;
+    digest_range *m = mine, t;
+    memcpy(&t, theirs, sizeof t);
+    m->lo = t.lo < m->lo ? t.lo : m->lo;
+    m->hi = t.hi > m->hi ? t.hi : m->hi;
+}
+
+/* "spmd_device_put of float32(8, 2) onto NamedSharding(...)", for the messages. */
+static void describe_put(const void *arg, char *text, size_t size)
+{
+    const spmd_array *a = arg;
+    char sharding[SPMD__SHARDING_TEXT];
+    spmd__ignore(spmd_sharding_format(a->sharding, sharding, sizeof sharding));
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, text, size);
+    spmd__strbuf_printf(&sb, "spmd_device_put of %s", spmd_dtype_name(a->dtype));
+    spmd__strbuf_shape(&sb, a->shape, a->ndim);
+    spmd__strbuf_printf(&sb, " onto %s", sharding);
+}
+
+/* What the processes must agree on besides the data: the call, its shape, dtype and layout. */
+static uint64_t put_fingerprint(const spmd_array *a)
+{
+    const spmd_mesh *m = a->sharding->mesh;
+    char spec[SPMD__SPEC_TEXT];
+    spmd__ignore(spmd_spec_format(a->sharding->spec, spec, sizeof spec));
+    uint64_t h = spmd__fnv1a(SPMD__FNV1A_SEED, "spmd_device_put", 15);
+    h = spmd__fnv1a(h, &a->dtype, sizeof a->dtype);
+    h = spmd__fnv1a(h, &a->ndim, sizeof a->ndim);
+    h = spmd__fnv1a(h, a->shape, (size_t)a->ndim * sizeof *a->shape);
+    h = spmd__fnv1a(h, spec, strlen(spec));
+    h = spmd__fnv1a(h, m->shape, (size_t)m->ndim * sizeof *m->shape);
+    h = spmd__fnv1a(h, m->names, sizeof m->names);
+    return spmd__fnv1a(h, m->device_ids, (size_t)m->size * sizeof *m->device_ids);
+}
+
+/* The failure path: every process's digest, to name those that differ from the most common.
+ * *comm_failed is set when the gather itself failed (the communicator must then go). */
+static spmd_status report_differing(spmd__comm *comm, const spmd_array *a, const int *processes,
+                                    int n, uint64_t mine, int *comm_failed)
+{
+    const char *fn = "spmd_device_put";
+    uint64_t *all = malloc((size_t)n * sizeof *all);
+    size_t *counts = malloc((size_t)n * sizeof *counts);
+    int *odd = malloc((size_t)n * sizeof *odd), *same = malloc((size_t)n * sizeof *same);
+    spmd_status st = all && counts && odd && same
+                         ? SPMD_OK
+                         : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if (st == SPMD_OK) {
+        for (int r = 0; r < n; r++)
+            counts[r] = sizeof *all;
+        all[spmd__comm_rank(comm)] = mine;
+        st = spmd__comm_allgatherv(comm, NULL, all, counts);
+        *comm_failed = st != SPMD_OK;
+    }
+    if (st == SPMD_OK) {
+        int best = 0, best_votes = 0; /* the most common digest; the lowest process breaks ties */
+        for (int r = 0; r < n; r++) {
+            int votes = 0;
+            for (int q = 0; q < n; q++)
+                votes += all[q] == all[r];
+            if (votes > best_votes) {
+                best = r;
+                best_votes = votes;
+            }
+        }
+        int nodd = 0, nsame = 0;
+        for (int r = 0; r < n; r++) {
+            if (all[r] == all[best])
+                same[nsame++] = processes[r];
+            else
+                odd[nodd++] = processes[r];
+        }
+        char call[SPMD__SHARDING_TEXT + 128], text[SPMD__MESSAGE_CAPACITY];
+        describe_put(a, call, sizeof call);
+        spmd__strbuf sb;
+        spmd__strbuf_init(&sb, text, sizeof text);
+        spmd__strbuf_printf(&sb, "process(es) ");
+        spmd__strbuf_int_list(&sb, odd, nodd);
+        spmd__strbuf_printf(&sb, " passed other values than process(es) ");
+        spmd__strbuf_int_list(&sb, same, nsame);
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "%s: the host data passed to device_put is not the same on each process: "
+                        "%s (%s); make sure you are passing the same value on each process, or "
+                        "give each process's own part to spmd_array_from_process_local_data "
+                        "(SPMD_CHECK_DEVICE_PUT=0 skips this check)",
+                        fn, text, call);
+    }
+    free(all);
+    free(counts);
+    free(odd);
+    free(same);
+    return st;
+}
+
+/*
+ * Collective over the processes that own devices of a's mesh, when there are several and
+ * SPMD_CHECK_DEVICE_PUT is not 0: all of them must pass the same `host` bytes.
+ */
+static spmd_status check_same_data(const spmd_array *a, const void *host)
+{
+    const char *fn = "spmd_device_put";
+    long check = 1;
+    int is_set = 0;
+    SPMD_CHECK(spmd__env_int("SPMD_CHECK_DEVICE_PUT", 0, 1, &check, &is_set));
+    const spmd_mesh *m = a->sharding->mesh;
+    if (!check || a->num_shards == 0 || spmd_sharding_is_fully_addressable(a->sharding))
+        return SPMD_OK;
+    const spmd__runtime *rt = spmd__runtime_get(fn);
+    if (!rt)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    char *member = calloc((size_t)rt->process_count, 1);
+    int *processes = malloc((size_t)rt->process_count * sizeof *processes), n = 0;
+    if (!member || !processes) {
+        free(member);
+        free(processes);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    for (int f = 0; f < m->size; f++)
+        member[m->process_of[f]] = 1;
+    for (int p = 0; p < rt->process_count; p++)
+        if (member[p])
+            processes[n++] = p;
+    free(member);
+    size_t bytes = (size_t)spmd__shape_elements(a->ndim, a->shape) * spmd_dtype_size(a->dtype);
+    uint64_t mine = spmd__digest(host, bytes);
+    digest_range range = {mine, mine};
+    size_t range_bytes = sizeof range;
+    spmd__agreement agreement = {put_fingerprint(a), describe_put, a};
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + rt->collective_timeout_ns, .what = fn};
+
+    pthread_mutex_lock(&put_lock);
+    spmd_status st = SPMD_OK;
+    spmd__set_comm *e = spmd__set_comm_find(&put_comms, processes, n, rt->session);
+    if (!e) { /* the first check over these processes: agree over a view, then make theirs */
+        char text[SPMD__SHARDING_TEXT + 128];
+        describe_put(a, text, sizeof text);
+        st = spmd__set_comm_create(&put_comms, processes, n, rt->session, DEVICE_PUT_TAG,
+                                   agreement.fingerprint, text, &w, &e);
+    }
+    int comm_failed = 0;
+    if (st == SPMD_OK) {
+        st = spmd__comm_reduce_record(e->comm, &agreement, &range, &range_bytes, sizeof range,
+                                      merge_range, NULL, &w);
+        comm_failed = st != SPMD_OK;
+    }
+    if (st == SPMD_OK && range.lo != range.hi)
+        st = report_differing(e->comm, a, processes, n, mine, &comm_failed);
+    if (comm_failed)
+        spmd__set_comm_forget(
+            &put_comms, e); /* it may hold unfinished messages: the next check starts afresh */
+    pthread_mutex_unlock(&put_lock);
+    free(processes);
+    return st;
+}
+
 spmd_status spmd_device_put(const void *host, int ndim, const int64_t *shape, spmd_dtype dtype,
                             const spmd_sharding *sharding, spmd_array **out)
 {
     SPMD_REQUIRE_NOT_NULL(out, "spmd_device_put");
     *out = NULL;
+    SPMD_CHECK(spmd__worker_refuse_nested("spmd_device_put")); /* before any communication */
     SPMD_REQUIRE_NOT_NULL(host, "spmd_device_put");
     spmd_array *a = NULL;
     SPMD_CHECK(spmd__array_create_empty(sharding, ndim, shape, dtype, "spmd_device_put", &a));
-    spmd_status st =
-        spmd__array_for_shards("spmd_device_put", a, NULL, a->num_shards, put_shard, (void *)host);
+    spmd_status st = check_same_data(a, host);
+    if (st == SPMD_OK)
+        st = spmd__array_for_shards("spmd_device_put", a, NULL, a->num_shards, put_shard,
+                                    (void *)host);
     return destroy_on_error(a, st, out);
 }
 

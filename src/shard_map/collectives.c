@@ -50,10 +50,11 @@ typedef struct coll {
     spmd__call *call;
     const spmd_mesh *mesh;
     spmd__group *g;
-    int n;   /* group size */
-    int li;  /* this device's index among the group's local members */
-    int nl;  /* local members */
-    int pos; /* this device's position in the group (axis order of the call) */
+    int n;                       /* group size */
+    int li;                      /* this device's index among the group's local members */
+    int nl;                      /* local members */
+    int pos;                     /* this device's position in the group (axis order of the call) */
+    const int *rank_in_subgroup; /* axis_index_groups: a position's member index; else NULL */
     int naxes;
     int axes[SPMD_MAX_MESH_AXES];
     uint64_t fingerprint;
@@ -133,6 +134,13 @@ static int position_of(const spmd_mesh *m, const int *axes, int naxes, int flat)
     return pos;
 }
 
+/* The member index in the (sub)group of the device at `flat`. */
+static int member_position(const coll *c, int flat)
+{
+    int pos = position_of(c->mesh, c->axes, c->naxes, flat);
+    return c->rank_in_subgroup ? c->rank_in_subgroup[pos] : pos;
+}
+
 static unsigned axes_mask(const int *axes, int naxes)
 {
     unsigned mask = 0;
@@ -170,7 +178,7 @@ static void describe_into(const void *arg, char *text, size_t size)
     spmd__strbuf_printf(&sb, "] over (");
     for (int k = 0; k < c->naxes; k++)
         spmd__strbuf_printf(&sb, "%s'%s'", k ? ", " : "", c->mesh->names[c->axes[k]]);
-    spmd__strbuf_printf(&sb, ") #%u", c->seq);
+    spmd__strbuf_printf(&sb, ")%s #%u", c->rank_in_subgroup ? " in axis_index_groups" : "", c->seq);
 }
 
 static const char *describe(coll *c)
@@ -361,7 +369,95 @@ static spmd__wait cross_wait(coll *c)
     return w;
 }
 
-static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd_block *in, coll *c)
+/* ---- axis_index_groups ---- */
+
+/* Checks `groups` against the n positions over the named axes (JAX's messages), into *gr. */
+static spmd_status check_groups(const spmd_mesh *m, const int *axes, int naxes,
+                                const spmd_axis_groups *groups, op_kind op, spmd__grouping *gr)
+{
+    const char *name = op_names[op];
+    memset(gr, 0, sizeof *gr);
+    gr->naxes = naxes;
+    memcpy(gr->axes, axes, (size_t)naxes * sizeof axes[0]);
+    gr->total = 1;
+    for (int k = 0; k < naxes; k++)
+        gr->total *= m->shape[axes[k]];
+    int n = gr->total;
+    SPMD_REQUIRE(groups->num_groups >= 1 && groups->num_groups <= n && groups->positions,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: axis_index_groups needs 1..%d groups (the positions over the named axes) "
+                 "and their positions; got num_groups %d, positions %s",
+                 name, n, groups->num_groups, groups->positions ? "given" : "NULL");
+    gr->num_groups = groups->num_groups;
+    gr->sizes = groups->sizes;
+    gr->positions = groups->positions;
+    int listed = 0, even = 1;
+    if (groups->sizes) {
+        for (int k = 0; k < groups->num_groups; k++) {
+            SPMD_REQUIRE(groups->sizes[k] >= 1 && groups->sizes[k] <= n, SPMD_ERR_INVALID_ARGUMENT,
+                         "%s: axis_index_groups group %d has size %d; each group needs 1..%d "
+                         "positions",
+                         name, k, groups->sizes[k], n);
+            listed += groups->sizes[k];
+            even &= groups->sizes[k] == groups->sizes[0];
+        }
+    } else {
+        SPMD_REQUIRE(n % groups->num_groups == 0, SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: %d equal axis_index_groups cannot split the %d positions over the named "
+                     "axes; pass sizes for uneven groups",
+                     name, groups->num_groups, n);
+        listed = n;
+    }
+    SPMD_REQUIRE(listed == n, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: axis_index_groups must cover all indices exactly once: the groups list %d "
+                 "positions, but the named axes have %d",
+                 name, listed, n);
+    if (!even && op != OP_PSUM && op != OP_PMAX && op != OP_PMIN) {
+        if (op == OP_ALL_TO_ALL)
+            return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                              "all_to_all: Replica groups must be equally sized (group 0 has %d "
+                              "positions); uneven groups serve psum, pmax and pmin only",
+                              groups->sizes[0]);
+        return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                          "%s: axis_index_groups must all be the same size (group 0 has %d "
+                          "positions); uneven groups serve psum, pmax and pmin only%s",
+                          name, groups->sizes[0],
+                          op == OP_PMEAN ? " (for a mean per uneven group, psum and divide by "
+                                           "your group's size)"
+                                         : "");
+    }
+    enum { STACK = 512 };
+    unsigned char stack_seen[STACK];
+    unsigned char *seen = n <= STACK ? stack_seen : calloc((size_t)n, 1);
+    SPMD_REQUIRE(seen != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (seen == stack_seen)
+        memset(seen, 0, (size_t)n);
+    uint64_t h = mix(mix(0, (uint64_t)n), (uint64_t)groups->num_groups);
+    spmd_status st = SPMD_OK;
+    for (int i = 0, k = 0, in_group = 0; i < n && st == SPMD_OK; i++, in_group++) {
+        int size = groups->sizes ? groups->sizes[k] : n / groups->num_groups;
+        if (in_group == size)
+            k++, in_group = 0;
+        int p = groups->positions[i];
+        if (p < 0 || p >= n || seen[p])
+            st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                            "%s: axis_index_groups must cover all indices exactly once: position "
+                            "%d (group %d) %s",
+                            name, p, k,
+                            p < 0 || p >= n ? "is out of range for the named axes"
+                                            : "is listed twice");
+        else
+            seen[p] = 1;
+        h = mix(h, ((uint64_t)(unsigned)k << 32) | (unsigned)p);
+    }
+    if (seen != stack_seen)
+        free(seen);
+    gr->hash = h;
+    return st;
+}
+
+static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd_block *in,
+                         const spmd_axis_groups *groups, coll *c)
 {
     /* Kernels fn queued may still be writing `in`: peers read it once this device arrives. */
     spmd_status synced = spmd__ctx_sync(ctx);
@@ -372,6 +468,9 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
     c->call = ctx->call;
     c->mesh = ctx->call->mesh;
     spmd_status st = ctx_axes(ctx, axes, c->axes, &c->naxes);
+    spmd__grouping grouping;
+    if (st == SPMD_OK && groups)
+        st = check_groups(c->mesh, c->axes, c->naxes, groups, op, &grouping);
     if (st != SPMD_OK)
         return fail_args(ctx, st);
     ctx->seq++;
@@ -381,19 +480,26 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
     memcpy(c->shape, in->shape, (size_t)in->ndim * sizeof c->shape[0]);
     c->seq = ctx->seq;
     spmd__group_table *t = NULL;
-    st = spmd__mesh_state_table(c->call->mesh, c->call->state, axes_mask(c->axes, c->naxes),
-                                c->call->seq, &t);
+    if (groups)
+        st = spmd__mesh_state_grouped_table(c->call->mesh, c->call->state, &grouping, c->call->seq,
+                                            &t);
+    else
+        st = spmd__mesh_state_table(c->call->mesh, c->call->state, axes_mask(c->axes, c->naxes),
+                                    c->call->seq, &t);
     if (st != SPMD_OK)
         return fail(c, st);
     c->g = t->groups[t->group_of_flat[ctx->flat]];
-    c->n = t->group_size;
+    c->n = c->g->size;
     c->nl = c->g->num_local;
     c->li = spmd__group_local_index(c->g, ctx->flat);
-    c->pos = position_of(c->mesh, c->axes, c->naxes, ctx->flat);
+    c->rank_in_subgroup = t->rank_in_subgroup;
+    c->pos = member_position(c, ctx->flat);
     /* the call's number too: collectives of different calls never look alike */
     uint64_t h = mix(mix(mix(0, ctx->call->seq), ctx->seq), (uint64_t)op);
     for (int k = 0; k < c->naxes; k++)
         h = mix(h, (uint64_t)c->axes[k]);
+    if (groups)
+        h = mix(h, grouping.hash);
     c->fingerprint = mix_block(h, in);
     return SPMD_OK;
 }
@@ -508,7 +614,7 @@ static spmd_status scale(spmd_ctx *ctx, spmd_block *out, double s, size_t count)
 }
 
 static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
-                          op_kind op, spmd__reduce_op rop)
+                          op_kind op, spmd__reduce_op rop, const spmd_axis_groups *groups)
 {
     const char *name = op_names[op];
     spmd_status st = spmd__check_block(in, "in", name);
@@ -524,7 +630,7 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
     if (st != SPMD_OK)
         return fail_args(ctx, st);
     coll c;
-    SPMD_CHECK(begin(ctx, axes, op, in, &c));
+    SPMD_CHECK(begin(ctx, axes, op, in, groups, &c));
     size_t count = (size_t)spmd_block_size(in), elem = spmd_dtype_size(in->dtype);
     spmd_dtype acc_dtype = spmd__accumulator_dtype(in->dtype);
     int half = spmd__is_half(in->dtype);
@@ -614,7 +720,7 @@ static spmd_status convert_into_out(spmd_ctx *ctx, const spmd_block *in, spmd_bl
 }
 
 static spmd_status spmd_psum_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
-                                     const char *axes)
+                                     const char *axes, const spmd_axis_groups *groups)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_psum"));
     if (in && out && in->dtype == SPMD_DTYPE_BOOL) { /* counts, as JAX: bool becomes int32 */
@@ -629,23 +735,23 @@ static spmd_status spmd_psum_checked(spmd_ctx *ctx, const spmd_block *in, spmd_b
         if (st != SPMD_OK)
             return fail_args(ctx, st);
         SPMD_CHECK(convert_into_out(ctx, in, out, "psum"));
-        return reduce(ctx, out, out, axes, OP_PSUM, SPMD__OP_SUM);
+        return reduce(ctx, out, out, axes, OP_PSUM, SPMD__OP_SUM, groups);
     }
-    return reduce(ctx, in, out, axes, OP_PSUM, SPMD__OP_SUM);
+    return reduce(ctx, in, out, axes, OP_PSUM, SPMD__OP_SUM, groups);
 }
 
 static spmd_status spmd_pmax_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
-                                     const char *axes)
+                                     const char *axes, const spmd_axis_groups *groups)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pmax"));
-    return reduce(ctx, in, out, axes, OP_PMAX, SPMD__OP_MAX);
+    return reduce(ctx, in, out, axes, OP_PMAX, SPMD__OP_MAX, groups);
 }
 
 static spmd_status spmd_pmin_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
-                                     const char *axes)
+                                     const char *axes, const spmd_axis_groups *groups)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pmin"));
-    return reduce(ctx, in, out, axes, OP_PMIN, SPMD__OP_MIN);
+    return reduce(ctx, in, out, axes, OP_PMIN, SPMD__OP_MIN, groups);
 }
 
 static int is_float(spmd_dtype t)
@@ -654,7 +760,7 @@ static int is_float(spmd_dtype t)
 }
 
 static spmd_status spmd_pmean_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
-                                      const char *axes)
+                                      const char *axes, const spmd_axis_groups *groups)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pmean"));
     spmd_status st = spmd__check_block(in, "in", "pmean");
@@ -670,10 +776,10 @@ static spmd_status spmd_pmean_checked(spmd_ctx *ctx, const spmd_block *in, spmd_
     if (st != SPMD_OK)
         return fail_args(ctx, st);
     if (is_float(in->dtype))
-        return reduce(ctx, in, out, axes, OP_PMEAN, SPMD__OP_SUM);
+        return reduce(ctx, in, out, axes, OP_PMEAN, SPMD__OP_SUM, groups);
     /* integers and bools: averaged as floats, like JAX */
     SPMD_CHECK(convert_into_out(ctx, in, out, "pmean"));
-    return reduce(ctx, out, out, axes, OP_PMEAN, SPMD__OP_SUM);
+    return reduce(ctx, out, out, axes, OP_PMEAN, SPMD__OP_SUM, groups);
 }
 
 /* ---- helpers for the data-movement collectives ---- */
@@ -691,7 +797,7 @@ static spmd_status members_init(const coll *c, members *m)
     m->member_at = m->pos + c->n;
     m->local_of = m->member_at + c->n;
     for (int k = 0; k < c->n; k++) {
-        m->pos[k] = position_of(c->mesh, c->axes, c->naxes, c->g->member_flat[k]);
+        m->pos[k] = member_position(c, c->g->member_flat[k]);
         m->member_at[m->pos[k]] = k;
         m->local_of[k] = spmd__group_local_index(c->g, c->g->member_flat[k]);
     }
@@ -766,7 +872,8 @@ static int place_gathered(copier *cp, const spmd_block *out, const void *block, 
 }
 
 static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
-                                           const char *axes, int axis, int tiled)
+                                           const char *axes, int axis, int tiled,
+                                           const spmd_axis_groups *groups)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_all_gather"));
     spmd_status st = spmd__check_block(in, "in", "all_gather");
@@ -781,7 +888,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
     if (st != SPMD_OK)
         return fail_args(ctx, st);
     coll c;
-    SPMD_CHECK(begin(ctx, axes, OP_ALL_GATHER, in, &c));
+    SPMD_CHECK(begin(ctx, axes, OP_ALL_GATHER, in, groups, &c));
     c.fingerprint = mix(mix(c.fingerprint, (uint64_t)a), (uint64_t)tiled);
     int64_t want[SPMD_MAX_RANK + 1];
     for (int j = 0, k = 0; j < rank_out; j++)
@@ -933,7 +1040,8 @@ static void pack_chunk(size_t acc_elem, void *dst, const void *acc, const chunki
 }
 
 static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
-                                             const char *axes, int scatter_dimension, int tiled)
+                                             const char *axes, int scatter_dimension, int tiled,
+                                             const spmd_axis_groups *groups)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_psum_scatter"));
     spmd_status st = spmd__check_block(in, "in", "psum_scatter");
@@ -952,7 +1060,7 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
     if (st != SPMD_OK)
         return fail_args(ctx, st);
     coll c;
-    SPMD_CHECK(begin(ctx, axes, OP_PSUM_SCATTER, in, &c));
+    SPMD_CHECK(begin(ctx, axes, OP_PSUM_SCATTER, in, groups, &c));
     c.fingerprint = mix(mix(c.fingerprint, (uint64_t)d), (uint64_t)tiled);
     int64_t extent = in->shape[d];
     if (!tiled && extent != c.n)
@@ -1148,7 +1256,7 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
     if (st != SPMD_OK)
         return fail_args(ctx, st);
     coll c;
-    SPMD_CHECK(begin(ctx, axes, OP_PPERMUTE, in, &c));
+    SPMD_CHECK(begin(ctx, axes, OP_PPERMUTE, in, NULL, &c));
     int *src_of = malloc((size_t)c.n * sizeof *src_of);
     uint64_t pairs_hash = 0;
     st = src_of ? check_mesh_order(&c) : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
@@ -1291,7 +1399,7 @@ static void a2a_layout(const spmd_block *in, const spmd_block *out, int s, int c
 
 static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                            const char *axes, int split_axis, int concat_axis,
-                                           int tiled)
+                                           int tiled, const spmd_axis_groups *groups)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_all_to_all"));
     spmd_status st = spmd__check_block(in, "in", "all_to_all");
@@ -1307,7 +1415,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     if (st != SPMD_OK)
         return fail_args(ctx, st);
     coll c;
-    SPMD_CHECK(begin(ctx, axes, OP_ALL_TO_ALL, in, &c));
+    SPMD_CHECK(begin(ctx, axes, OP_ALL_TO_ALL, in, groups, &c));
     c.fingerprint = mix(mix(mix(c.fingerprint, (uint64_t)s), (uint64_t)cc), (uint64_t)tiled);
     int64_t want[SPMD_MAX_RANK];
     if (!tiled && in->shape[s] != c.n)
@@ -1456,36 +1564,37 @@ static spmd_status spmd_axis_size_checked(const spmd_ctx *ctx, const char *axes,
 
 spmd_status spmd_psum(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(spmd_psum_checked(ctx, in, out, axes), "spmd_psum");
+    return spmd__error_in(spmd_psum_checked(ctx, in, out, axes, NULL), "spmd_psum");
 }
 
 spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(spmd_pmean_checked(ctx, in, out, axes), "spmd_pmean");
+    return spmd__error_in(spmd_pmean_checked(ctx, in, out, axes, NULL), "spmd_pmean");
 }
 
 spmd_status spmd_pmax(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(spmd_pmax_checked(ctx, in, out, axes), "spmd_pmax");
+    return spmd__error_in(spmd_pmax_checked(ctx, in, out, axes, NULL), "spmd_pmax");
 }
 
 spmd_status spmd_pmin(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(spmd_pmin_checked(ctx, in, out, axes), "spmd_pmin");
+    return spmd__error_in(spmd_pmin_checked(ctx, in, out, axes, NULL), "spmd_pmin");
 }
 
 spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                             int axis, int tiled)
 {
-    return spmd__error_in(spmd_all_gather_checked(ctx, in, out, axes, axis, tiled),
+    return spmd__error_in(spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, NULL),
                           "spmd_all_gather");
 }
 
 spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                               const char *axes, int scatter_dimension, int tiled)
 {
-    return spmd__error_in(spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled),
-                          "spmd_psum_scatter");
+    return spmd__error_in(
+        spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled, NULL),
+        "spmd_psum_scatter");
 }
 
 spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
@@ -1499,7 +1608,7 @@ spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
                             int split_axis, int concat_axis, int tiled)
 {
     return spmd__error_in(
-        spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled),
+        spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, NULL),
         "spmd_all_to_all");
 }
 
@@ -1511,4 +1620,54 @@ spmd_status spmd_axis_index(const spmd_ctx *ctx, const char *axes, int *index)
 spmd_status spmd_axis_size(const spmd_ctx *ctx, const char *axes, int *size)
 {
     return spmd__error_in(spmd_axis_size_checked(ctx, axes, size), "spmd_axis_size");
+}
+
+spmd_status spmd_psum_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                             const spmd_axis_groups *groups)
+{
+    return spmd__error_in(spmd_psum_checked(ctx, in, out, axes, groups), "spmd_psum_groups");
+}
+
+spmd_status spmd_pmean_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                              const char *axes, const spmd_axis_groups *groups)
+{
+    return spmd__error_in(spmd_pmean_checked(ctx, in, out, axes, groups), "spmd_pmean_groups");
+}
+
+spmd_status spmd_pmax_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                             const spmd_axis_groups *groups)
+{
+    return spmd__error_in(spmd_pmax_checked(ctx, in, out, axes, groups), "spmd_pmax_groups");
+}
+
+spmd_status spmd_pmin_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                             const spmd_axis_groups *groups)
+{
+    return spmd__error_in(spmd_pmin_checked(ctx, in, out, axes, groups), "spmd_pmin_groups");
+}
+
+spmd_status spmd_all_gather_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                   const char *axes, int axis, int tiled,
+                                   const spmd_axis_groups *groups)
+{
+    return spmd__error_in(spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, groups),
+                          "spmd_all_gather_groups");
+}
+
+spmd_status spmd_psum_scatter_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                     const char *axes, int scatter_dimension, int tiled,
+                                     const spmd_axis_groups *groups)
+{
+    return spmd__error_in(
+        spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled, groups),
+        "spmd_psum_scatter_groups");
+}
+
+spmd_status spmd_all_to_all_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                   const char *axes, int split_axis, int concat_axis, int tiled,
+                                   const spmd_axis_groups *groups)
+{
+    return spmd__error_in(
+        spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, groups),
+        "spmd_all_to_all_groups");
 }

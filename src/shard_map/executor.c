@@ -37,8 +37,8 @@ struct spmd_plan {
     int64_t (*in_blocks)[SPMD_MAX_RANK];
     int *check_output; /* out_spec leaves out a mesh axis of size > 1 */
     int check_replication;
-    int *donate;    /* per input */
-    int *donate_to; /* per input: the output it can alias, or -1 */
+    int *donate;    /* per input: 0, SPMD_DONATE or SPMD_DONATE_IN_PLACE */
+    int *donate_to; /* per input donated in place: the output it can alias, or -1 */
     int num_local;  /* this process's mesh devices, flat order */
     int *local_flat;
     int *local_ordinal;
@@ -141,7 +141,7 @@ static void match_donations(spmd_plan *p)
     int *taken = calloc((size_t)(p->nout ? p->nout : 1), sizeof *taken);
     for (int i = 0; i < p->nin; i++) {
         p->donate_to[i] = -1;
-        if (!p->donate[i] || !taken)
+        if (p->donate[i] != SPMD_DONATE_IN_PLACE || !taken)
             continue;
         for (int j = 0; j < p->nout; j++) {
             if (taken[j] || p->out_descs[j].dtype != p->in_descs[i].dtype ||
@@ -254,9 +254,15 @@ static spmd_status spmd_plan_create_checked(spmd_mesh *mesh, spmd_fn fn, void *u
     p->nout = nout;
     p->check_replication = opts.check_replication != 0;
     spmd_status st = plan_fill(p, in_descs, in_specs, out_descs, out_specs);
+    for (int i = 0; st == SPMD_OK && opts.donate && i < nin; i++)
+        if (opts.donate[i] < 0 || opts.donate[i] > SPMD_DONATE_IN_PLACE)
+            st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                            "%s: options.donate[%d] is %d; use 0, SPMD_DONATE (1) or "
+                            "SPMD_DONATE_IN_PLACE (2)",
+                            f, i, opts.donate[i]);
     if (st == SPMD_OK && opts.donate) {
         for (int i = 0; i < nin; i++)
-            p->donate[i] = opts.donate[i] != 0;
+            p->donate[i] = opts.donate[i];
         match_donations(p);
     } else if (st == SPMD_OK) {
         for (int i = 0; i < nin; i++)
@@ -511,18 +517,7 @@ static spmd_status device_task(int ordinal, void *arg)
 
 static uint64_t digest(const void *data, size_t n)
 {
-    const unsigned char *p = data;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    for (; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h | 1; /* never 0: 0 marks "not held here" */
+    return spmd__digest(data, n) | 1; /* never 0: 0 marks "not held here" */
 }
 
 static int64_t block_key(const spmd_sharding *sh, int ndim, int flat)
@@ -889,12 +884,13 @@ static spmd_status create_outputs(spmd_plan *p, spmd_array **outputs)
     return SPMD_OK;
 }
 
-/* Hands donated buffers to their outputs when no other array shares them. */
+/* Hands the buffers of inputs donated in place to their outputs when no other array shares
+ * them. (Other donated inputs give their memory back when the call ends.) */
 static void apply_donations(spmd_plan *p, spmd_array *const *inputs, spmd_array **outputs,
                             int *aliased)
 {
     for (int i = 0; i < p->nin; i++) {
-        if (!p->donate[i])
+        if (p->donate[i] != SPMD_DONATE_IN_PLACE)
             continue;
         spmd_array *a = inputs[i];
         int j = p->donate_to[i], exclusive = 1;

@@ -45,6 +45,7 @@ static void table_free(spmd__group_table *t, int abandon, int keep_scratch)
         group_free(t->groups[i], abandon, keep_scratch);
     free(t->groups);
     free(t->group_of_flat);
+    free(t->grouping_store);
     free(t);
 }
 
@@ -60,7 +61,7 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state)
         return;
     /* After spmd_finalize MPI is gone: drop the communicators without calling it. */
     int abandon = !spmd_is_initialized();
-    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++)
+    for (unsigned m = 0; m < SPMD__NUM_TABLES; m++)
         table_free(table_at(state, m), abandon, state->broken);
     if (abandon)
         spmd__comm_abandon(state->control);
@@ -90,6 +91,9 @@ static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, i
     spmd__group *g = calloc(1, sizeof *g);
     SPMD_REQUIRE(g != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
     int n = t->group_size;
+    if (n == 0) /* subgroups of different sizes */
+        for (int f = 0; f < m->size; f++)
+            n += t->group_of_flat[f] == id;
     /* one allocation for the per-member and per-rank arrays (at most n ranks) */
     g->member_flat = malloc((size_t)n * 7 * sizeof(int));
     if (!g->member_flat) {
@@ -143,10 +147,35 @@ static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, i
     return SPMD_OK;
 }
 
-/* Builds the groups of `mask` that have local members; *spans: some group of the mesh (this
- * process's or not) has members in several processes. */
-static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__group_table **out,
-                               int *spans)
+/* Copies the grouping's key into t, with each position's subgroup (into *sub_of) and its member
+ * index there. */
+static spmd_status keep_grouping(spmd__group_table *t, const spmd__grouping *gr, int **sub_of)
+{
+    size_t words = (size_t)gr->num_groups + 3 * (size_t)gr->total;
+    t->grouping_store = malloc(words * sizeof(int));
+    SPMD_REQUIRE(t->grouping_store != NULL, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory building collective groups");
+    int *sizes = t->grouping_store, *positions = sizes + gr->num_groups;
+    t->rank_in_subgroup = positions + gr->total;
+    *sub_of = t->rank_in_subgroup + gr->total;
+    memcpy(positions, gr->positions, (size_t)gr->total * sizeof(int));
+    for (int k = 0, i = 0; k < gr->num_groups; k++) {
+        sizes[k] = gr->sizes ? gr->sizes[k] : gr->total / gr->num_groups;
+        for (int j = 0; j < sizes[k]; j++, i++) {
+            t->rank_in_subgroup[positions[i]] = j;
+            (*sub_of)[positions[i]] = k;
+        }
+    }
+    t->grouping = *gr;
+    t->grouping.sizes = sizes;
+    t->grouping.positions = positions;
+    return SPMD_OK;
+}
+
+/* Builds the groups of `mask`, or of `grouping` (its subgroups), that have local members;
+ * *spans: some group of the mesh (this process's or not) has members in several processes. */
+static spmd_status build_table(const spmd_mesh *m, unsigned mask, const spmd__grouping *grouping,
+                               int me, spmd__group_table **out, int *spans)
 {
     spmd__group_table *t = calloc(1, sizeof *t);
     SPMD_REQUIRE(t != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
@@ -156,6 +185,19 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__
         if (mask & (1u << a))
             t->group_size *= m->shape[a];
     t->num_groups = m->size / t->group_size;
+    int *sub_of = NULL;
+    if (grouping) {
+        spmd_status st = keep_grouping(t, grouping, &sub_of);
+        if (st != SPMD_OK) {
+            table_free(t, 0, 0);
+            return st;
+        }
+        int even = 1;
+        for (int k = 1; k < grouping->num_groups; k++)
+            even &= t->grouping.sizes[k] == t->grouping.sizes[0];
+        t->num_groups *= grouping->num_groups;
+        t->group_size = even ? t->grouping.sizes[0] : 0;
+    }
     t->group_of_flat = malloc((size_t)m->size * sizeof(int));
     t->groups = calloc((size_t)t->num_groups, sizeof *t->groups);
     if (!t->group_of_flat || !t->groups) {
@@ -177,6 +219,12 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, int me, spmd__
         for (int a = 0; a < m->ndim; a++)
             if (!(mask & (1u << a)))
                 id = id * m->shape[a] + c[a];
+        if (grouping) { /* the subgroup of the position, over the axes in the order named */
+            int pos = 0;
+            for (int k = 0; k < grouping->naxes; k++)
+                pos = pos * m->shape[grouping->axes[k]] + c[grouping->axes[k]];
+            id = id * grouping->num_groups + sub_of[pos];
+        }
         t->group_of_flat[f] = id;
         if (first_process[id] < 0)
             first_process[id] = m->process_of[f];
@@ -223,7 +271,7 @@ static spmd_status create_group_comms(spmd__mesh_state *s, const spmd_mesh *m, s
         /* Counted from the call that builds the table: tables built anew after a failed call
          * (the same call on every process) start elsewhere in their lane than the messages an
          * abandoned exchange left behind (which the fingerprints would also tell apart). */
-        int lane = (int)t->mask * m->size + id, lanes = (1 << m->ndim) * m->size;
+        int lane = t->lane_base + id, lanes = ((1 << m->ndim) + SPMD__MAX_GROUPINGS) * m->size;
         st = spmd__comm_subset(s->control, ranks, g->num_ranks, lane, lanes, call * 4099ul,
                                &g->comm);
         if (st == SPMD_OK && !spmd__mpi_thread_multiple())
@@ -244,6 +292,72 @@ spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprin
     else
         spmd__comm_abandon(view); /* it may hold unfinished messages */
     return st;
+}
+
+static void set_comm_free(spmd__set_comm *e)
+{
+    spmd__comm_abandon(e->comm); /* it may hold unfinished messages */
+    free(e->processes);
+    free(e);
+}
+
+spmd__set_comm *spmd__set_comm_find(spmd__set_comm **list, const int *processes, int n,
+                                    unsigned session)
+{
+    for (spmd__set_comm **at = list; *at;) {
+        spmd__set_comm *e = *at;
+        if (e->session != session) { /* made before the last spmd_finalize */
+            *at = e->next;
+            set_comm_free(e);
+            continue;
+        }
+        if (e->n == n && memcmp(e->processes, processes, (size_t)n * sizeof(int)) == 0)
+            return e;
+        at = &e->next;
+    }
+    return NULL;
+}
+
+void spmd__set_comm_forget(spmd__set_comm **list, spmd__set_comm *gone)
+{
+    for (spmd__set_comm **at = list; *at; at = &(*at)->next)
+        if (*at == gone) {
+            *at = gone->next;
+            set_comm_free(gone);
+            return;
+        }
+}
+
+spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, int n,
+                                  unsigned session, int tag, uint64_t fingerprint,
+                                  const char *description, spmd__wait *w, spmd__set_comm **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&spmd__setup_lock);
+    spmd_status st = spmd__agree_on_view(processes, n, fingerprint, description, w);
+    pthread_mutex_unlock(&spmd__setup_lock);
+    if (st != SPMD_OK)
+        return st;
+    spmd__set_comm *e = calloc(1, sizeof *e);
+    if (e)
+        e->processes = malloc((size_t)n * sizeof(int));
+    if (!e || !e->processes) {
+        free(e);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator's record");
+    }
+    memcpy(e->processes, processes, (size_t)n * sizeof(int));
+    e->n = n;
+    e->session = session;
+    st = spmd__comm_create(processes, n, tag, &e->comm);
+    if (st != SPMD_OK) {
+        free(e->processes);
+        free(e);
+        return st;
+    }
+    e->next = *list;
+    *list = e;
+    *out = e;
+    return SPMD_OK;
 }
 
 static spmd_status agree_on_mesh(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
@@ -309,6 +423,27 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
     return st;
 }
 
+/* Builds the table of `mask` or of `grouping`, with the communicators of its groups (their tags
+ * from lane_base on), and publishes it in slot `slot`. The caller holds tables_lock. */
+static spmd_status build_and_publish(spmd_mesh *mesh, spmd__mesh_state *s, unsigned mask,
+                                     const spmd__grouping *grouping, int lane_base, unsigned slot,
+                                     unsigned long call, int me, spmd__group_table **out)
+{
+    int spans = 0;
+    spmd__group_table *t = NULL;
+    spmd_status st = build_table(mesh, mask, grouping, me, &t, &spans);
+    if (st == SPMD_OK)
+        t->lane_base = lane_base;
+    if (st == SPMD_OK && spans && s->control)
+        st = create_group_comms(s, mesh, t, call);
+    if (st == SPMD_OK)
+        atomic_store_explicit(&s->tables[slot], t, memory_order_release);
+    else
+        table_free(t, 1, 0);
+    *out = st == SPMD_OK ? t : NULL;
+    return st;
+}
+
 spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *s, unsigned mask,
                                    unsigned long call, spmd__group_table **out)
 {
@@ -321,15 +456,70 @@ spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *s, unsigne
     pthread_mutex_lock(&s->tables_lock);
     spmd_status st = SPMD_OK;
     spmd__group_table *t = table_at(s, mask);
-    if (!t) {
-        int spans = 0;
-        st = build_table(mesh, mask, rt->process_index, &t, &spans);
-        if (st == SPMD_OK && spans && s->control)
-            st = create_group_comms(s, mesh, t, call);
+    if (!t)
+        st = build_and_publish(mesh, s, mask, NULL, (int)mask * mesh->size, mask, call,
+                               rt->process_index, &t);
+    pthread_mutex_unlock(&s->tables_lock);
+    *out = st == SPMD_OK ? t : NULL;
+    return st;
+}
+
+static int same_grouping(const spmd__grouping *a, const spmd__grouping *b)
+{
+    if (a->hash != b->hash || a->naxes != b->naxes || a->num_groups != b->num_groups ||
+        a->total != b->total ||
+        memcmp(a->axes, b->axes, (size_t)a->naxes * sizeof a->axes[0]) != 0 ||
+        memcmp(a->positions, b->positions, (size_t)a->total * sizeof(int)) != 0)
+        return 0;
+    for (int k = 0; k < a->num_groups; k++)
+        if ((a->sizes ? a->sizes[k] : a->total / a->num_groups) !=
+            (b->sizes ? b->sizes[k] : b->total / b->num_groups))
+            return 0;
+    return 1;
+}
+
+/* The table of a grouping already built, or NULL. */
+static spmd__group_table *find_grouped(spmd__mesh_state *s, const spmd__grouping *gr, int *count)
+{
+    *count = atomic_load(&s->num_groupings);
+    for (int k = 0; k < *count; k++) {
+        spmd__group_table *t = table_at(s, (1u << SPMD_MAX_MESH_AXES) + (unsigned)k);
+        if (t && same_grouping(&t->grouping, gr))
+            return t;
+    }
+    return NULL;
+}
+
+spmd_status spmd__mesh_state_grouped_table(spmd_mesh *mesh, spmd__mesh_state *s,
+                                           const spmd__grouping *gr, unsigned long call,
+                                           spmd__group_table **out)
+{
+    int count = 0;
+    *out = find_grouped(s, gr, &count);
+    if (*out)
+        return SPMD_OK;
+    const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
+    if (!rt)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&s->tables_lock);
+    spmd_status st = SPMD_OK;
+    spmd__group_table *t = find_grouped(s, gr, &count);
+    if (!t && count >= SPMD__MAX_GROUPINGS) {
+        st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
+                        "this mesh has already served %d different axis_index_groups, the most it "
+                        "keeps; reuse groupings, or create a new mesh for others",
+                        SPMD__MAX_GROUPINGS);
+    } else if (!t) {
+        /* Every process numbers its groupings in the order the collectives first use them, the
+         * same everywhere: the number gives the grouping's lanes of tags. */
+        unsigned mask = 0;
+        for (int k = 0; k < gr->naxes; k++)
+            mask |= 1u << gr->axes[k];
+        st = build_and_publish(mesh, s, mask, gr, ((1 << mesh->ndim) + count) * mesh->size,
+                               (1u << SPMD_MAX_MESH_AXES) + (unsigned)count, call,
+                               rt->process_index, &t);
         if (st == SPMD_OK)
-            atomic_store_explicit(&s->tables[mask], t, memory_order_release);
-        else
-            table_free(t, 1, 0);
+            atomic_store(&s->num_groupings, count + 1);
     }
     pthread_mutex_unlock(&s->tables_lock);
     *out = st == SPMD_OK ? t : NULL;
@@ -338,10 +528,11 @@ spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *s, unsigne
 
 void spmd__mesh_state_discard_comms(spmd__mesh_state *s, int keep_scratch)
 {
-    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
+    for (unsigned m = 0; m < SPMD__NUM_TABLES; m++) {
         spmd__group_table *t = atomic_exchange(&s->tables[m], NULL);
         table_free(t, 1, keep_scratch);
     }
+    atomic_store(&s->num_groupings, 0); /* renumbered from 0 by every process alike */
 }
 
 void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
@@ -349,7 +540,7 @@ void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
     if (!s->broken)
         snprintf(s->broken_reason, sizeof s->broken_reason, "%s", reason);
     s->broken = 1;
-    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
+    for (unsigned m = 0; m < SPMD__NUM_TABLES; m++) {
         spmd__group_table *t = table_at(s, m);
         for (int id = 0; t && id < t->num_groups; id++)
             if (t->groups[id]) {
@@ -363,7 +554,7 @@ void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
 
 void spmd__mesh_state_wake_all(spmd__mesh_state *s)
 {
-    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
+    for (unsigned m = 0; m < SPMD__NUM_TABLES; m++) {
         spmd__group_table *t = table_at(s, m);
         for (int id = 0; t && id < t->num_groups; id++)
             if (t->groups[id])
@@ -379,7 +570,7 @@ void spmd__mesh_state_drain(spmd__mesh_state *s, unsigned long epoch)
 
 void spmd__mesh_state_reset_rendezvous(spmd__mesh_state *s)
 {
-    for (unsigned m = 0; m < (1u << SPMD_MAX_MESH_AXES); m++) {
+    for (unsigned m = 0; m < SPMD__NUM_TABLES; m++) {
         spmd__group_table *t = table_at(s, m);
         for (int id = 0; t && id < t->num_groups; id++)
             if (t->groups[id])

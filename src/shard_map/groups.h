@@ -48,13 +48,36 @@ typedef struct spmd__group {
     size_t scratch_bytes[3];
 } spmd__group;
 
-/* All groups of one set of mesh axes (the set, not the order: positions are computed per call). */
+/* Most distinct axis_index_groups one mesh keeps tables for (each has tags of its own). */
+#define SPMD__MAX_GROUPINGS 32
+/* Table slots of a mesh: one per set of mesh axes, then one per grouping, in creation order. */
+#define SPMD__NUM_TABLES ((1u << SPMD_MAX_MESH_AXES) + SPMD__MAX_GROUPINGS)
+
+/* axis_index_groups, checked: subgroups of the positions 0..total-1 over the named axes (in the
+ * order named), member k of a subgroup being its k-th listed position. */
+typedef struct spmd__grouping {
+    int naxes;
+    int axes[SPMD_MAX_MESH_AXES];
+    int num_groups;
+    int total;            /* positions: the product of the named axes' sizes */
+    const int *sizes;     /* [num_groups]; NULL: each total / num_groups */
+    const int *positions; /* [total] group after group */
+    uint64_t hash;
+} spmd__grouping;
+
+/* All groups of one set of mesh axes (the set, not the order: positions are computed per call),
+ * or of one grouping of them. */
 typedef struct spmd__group_table {
     unsigned mask;
-    int group_size;
+    int group_size; /* members of each group; 0 when a grouping's subgroups differ in size */
     int num_groups;
     int *group_of_flat;   /* [mesh size] */
     spmd__group **groups; /* [num_groups], NULL for groups without local members */
+    /* a grouping's table: its key, and each position's member index in its subgroup */
+    spmd__grouping grouping;
+    int *grouping_store;   /* sizes and positions of the key, and rank_in_subgroup */
+    int *rank_in_subgroup; /* [grouping.total]; NULL for the table of an axis set */
+    int lane_base;         /* its groups' lanes of tags on the mesh's communicator */
 } spmd__group_table;
 
 /* A word that one device thread writes and others rarely read, on a line pair of its own so
@@ -74,8 +97,10 @@ typedef struct spmd__mesh_state {
     int *processes;      /* mesh processes, ascending */
     spmd__comm *control; /* all mesh processes; NULL in one process */
     unsigned long call_seq;
-    /* [axes mask]: published once built with its communicators (read without the lock) */
-    _Atomic(spmd__group_table *) tables[1u << SPMD_MAX_MESH_AXES];
+    /* [axes mask], then [1 << SPMD_MAX_MESH_AXES + k] for the k-th grouping used: published
+     * once built with its communicators (read without the lock) */
+    _Atomic(spmd__group_table *) tables[SPMD__NUM_TABLES];
+    atomic_int num_groupings;
     pthread_mutex_t tables_lock; /* one table built at a time in this process */
     /* [local slot]: the number of the last call whose fn the device returned from */
     spmd__private_word *returned;
@@ -93,6 +118,32 @@ extern pthread_mutex_t spmd__setup_lock;
  */
 spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprint,
                                 const char *description, spmd__wait *w);
+
+/*
+ * Communicators over sets of processes for the collectives outside shard_map (reshard,
+ * device_put's check): made by the first call over a set, kept until an exchange on one fails
+ * or the next spmd_init. Each user keeps its own list, under a lock of its own.
+ */
+typedef struct spmd__set_comm {
+    struct spmd__set_comm *next;
+    unsigned session;
+    int n;
+    int *processes;
+    spmd__comm *comm;
+} spmd__set_comm;
+
+/** The entry of `processes` in *list, or NULL; entries of an earlier session are dropped. */
+spmd__set_comm *spmd__set_comm_find(spmd__set_comm **list, const int *processes, int n,
+                                    unsigned session);
+/** Drops an entry whose communicator a failed exchange may have left messages in. */
+void spmd__set_comm_forget(spmd__set_comm **list, spmd__set_comm *gone);
+/**
+ * The first call over a set: agrees over a view of `processes` (fingerprint, description,
+ * within w), then creates their communicator with `tag` and adds it to *list.
+ */
+spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, int n,
+                                  unsigned session, int tag, uint64_t fingerprint,
+                                  const char *description, spmd__wait *w, spmd__set_comm **out);
 
 /** The mesh's state, created empty on first use (not collective). */
 spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh);
@@ -113,6 +164,15 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *state, int
  */
 spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *state, unsigned mask,
                                    unsigned long call, spmd__group_table **out);
+
+/**
+ * The groups of `grouping` (subgroups of the groups of its axes), built by the first collective
+ * that uses it, as spmd__mesh_state_table; positions within a subgroup come from the table's
+ * rank_in_subgroup. SPMD_ERR_UNSUPPORTED past SPMD__MAX_GROUPINGS distinct groupings.
+ */
+spmd_status spmd__mesh_state_grouped_table(spmd_mesh *mesh, spmd__mesh_state *state,
+                                           const spmd__grouping *grouping, unsigned long call,
+                                           spmd__group_table **out);
 
 /**
  * After a failed call that every process finished: drops the group tables and communicators

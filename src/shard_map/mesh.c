@@ -219,6 +219,120 @@ spmd_status spmd_mesh_create(int ndim, const int *shape, const char *const *axis
     return SPMD_OK;
 }
 
+/* ---- mesh_utils.create_hybrid_device_mesh ---- */
+
+/* "(1, 2)" for a shape given as ints. */
+static void format_shape(char *buf, size_t size, const int *shape, int ndim)
+{
+    int64_t wide[SPMD_MAX_MESH_AXES];
+    for (int a = 0; a < ndim; a++)
+        wide[a] = shape[a];
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, buf, size);
+    spmd__strbuf_shape(&sb, wide, ndim);
+}
+
+/* Checks one of the two shapes; *product gets the product of its sizes. */
+static spmd_status check_hybrid_shape(const int *shape, int ndim, const char *arg,
+                                      long long *product)
+{
+    const char *fn = "spmd_mesh_create_hybrid";
+    SPMD_REQUIRE(shape != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, arg);
+    *product = 1;
+    for (int a = 0; a < ndim; a++) {
+        SPMD_REQUIRE(shape[a] >= 1, SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: %s[%d] is %d; every size must be >= 1", fn, arg, a, shape[a]);
+        *product *= shape[a];
+        SPMD_REQUIRE(*product <= (1 << 24), SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: %s multiplies to more than %d devices", fn, arg, 1 << 24);
+    }
+    return SPMD_OK;
+}
+
+spmd_status spmd_mesh_create_hybrid(int ndim, const int *per_process_shape,
+                                    const int *across_process_shape, const char *const *axis_names,
+                                    spmd_mesh **out)
+{
+    const char *fn = "spmd_mesh_create_hybrid";
+    SPMD_REQUIRE_NOT_NULL(out, fn);
+    *out = NULL;
+    const spmd__runtime *rt = spmd__runtime_get(fn);
+    if (!rt)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    SPMD_REQUIRE(ndim >= 1 && ndim <= SPMD_MAX_MESH_AXES, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: ndim is %d; a hybrid mesh has 1 to %d axes (SPMD_MAX_MESH_AXES)", fn, ndim,
+                 SPMD_MAX_MESH_AXES);
+    SPMD_REQUIRE(axis_names != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument 'axis_names' is NULL",
+                 fn);
+    long long per = 0, across = 0;
+    SPMD_CHECK(check_hybrid_shape(per_process_shape, ndim, "per_process_shape", &per));
+    SPMD_CHECK(check_hybrid_shape(across_process_shape, ndim, "across_process_shape", &across));
+    char per_text[128], across_text[128];
+    format_shape(per_text, sizeof per_text, per_process_shape, ndim);
+    format_shape(across_text, sizeof across_text, across_process_shape, ndim);
+    /* Every process must have as many devices as one block holds (the runtime knows them all). */
+    int *count = calloc((size_t)rt->process_count, sizeof *count);
+    SPMD_REQUIRE(count != NULL, SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (int id = 0; id < rt->num_devices; id++)
+        count[rt->devices[id].process_index]++;
+    spmd_status st = SPMD_OK;
+    for (int p = 1; p < rt->process_count && st == SPMD_OK; p++)
+        if (count[p] != count[0])
+            st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                            "%s: process %d has %d devices but process 0 has %d; a hybrid mesh "
+                            "needs the same number of devices on every process (build the mesh "
+                            "with spmd_mesh_create and explicit device_ids instead)",
+                            fn, p, count[p], count[0]);
+    if (st == SPMD_OK && count[0] != per)
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "%s: Number of devices %d (on each process) must equal the product of "
+                        "mesh_shape: per_process_shape %s holds %lld; it lays out each process's "
+                        "devices, and across_process_shape %s the %d processes",
+                        fn, count[0], per_text, per, across_text, rt->process_count);
+    free(count);
+    SPMD_CHECK(st);
+    SPMD_REQUIRE(across == rt->process_count, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: Number of slices %d (processes) must equal the product of dcn_mesh_shape: "
+                 "across_process_shape %s holds %lld; it lays out the processes, and "
+                 "per_process_shape %s each process's %lld devices",
+                 fn, rt->process_count, across_text, across, per_text, per);
+
+    /* Global coordinate c = q * per + r: q (row-major in across_process_shape) picks the
+     * process, r (row-major in per_process_shape) its local device, in ascending id order. */
+    int shape[SPMD_MAX_MESH_AXES], n = (int)(per * across);
+    int *by_process = malloc((size_t)n * sizeof *by_process),
+        *ids = malloc((size_t)n * sizeof *ids);
+    int *filled = calloc((size_t)rt->process_count, sizeof *filled);
+    if (!by_process || !ids || !filled) {
+        free(by_process);
+        free(ids);
+        free(filled);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    for (int id = 0; id < rt->num_devices; id++) {
+        int p = rt->devices[id].process_index;
+        by_process[p * per + filled[p]++] = id;
+    }
+    for (int a = 0; a < ndim; a++)
+        shape[a] = per_process_shape[a] * across_process_shape[a];
+    for (int f = 0; f < n; f++) {
+        int process = 0, local = 0;
+        for (int a = 0, rest = f, stride = n; a < ndim; a++) {
+            stride /= shape[a];
+            int c = rest / stride;
+            rest %= stride;
+            process = process * across_process_shape[a] + c / per_process_shape[a];
+            local = local * per_process_shape[a] + c % per_process_shape[a];
+        }
+        ids[f] = by_process[process * per + local];
+    }
+    st = spmd__error_in(spmd_mesh_create(ndim, shape, axis_names, ids, n, out), fn);
+    free(by_process);
+    free(ids);
+    free(filled);
+    return st;
+}
+
 spmd_mesh *spmd_mesh_retain(spmd_mesh *mesh)
 {
     if (valid(mesh))

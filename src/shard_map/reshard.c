@@ -547,45 +547,7 @@ static spmd_status plan_get(spmd_sharding *from, const spmd_sharding *to, int nd
 
 /* ---- communicators: one per set of processes, created by its first reshard ---- */
 
-typedef struct comm_entry {
-    struct comm_entry *next;
-    unsigned session;
-    int n;
-    int *processes;
-    spmd__comm *comm;
-} comm_entry;
-
-static comm_entry *comms; /* under reshard_lock */
-
-static comm_entry *comm_find(const int *processes, int n, unsigned session)
-{
-    for (comm_entry **at = &comms; *at;) {
-        comm_entry *e = *at;
-        if (e->session != session) { /* made before the last spmd_finalize */
-            *at = e->next;
-            spmd__comm_abandon(e->comm);
-            free(e->processes);
-            free(e);
-            continue;
-        }
-        if (e->n == n && memcmp(e->processes, processes, (size_t)n * sizeof(int)) == 0)
-            return e;
-        at = &e->next;
-    }
-    return NULL;
-}
-
-static void comm_forget(comm_entry *gone)
-{
-    for (comm_entry **at = &comms; *at; at = &(*at)->next)
-        if (*at == gone) {
-            *at = gone->next;
-            spmd__comm_abandon(gone->comm); /* it may hold unfinished messages */
-            free(gone->processes);
-            free(gone);
-            return;
-        }
-}
+static spmd__set_comm *comms; /* under reshard_lock */
 
 /*
  * Agrees with every process of `processes` on the call (fingerprint, description), within the
@@ -597,39 +559,18 @@ static spmd_status comm_agree(const spmd__runtime *rt, const int *processes, int
 {
     spmd__wait w = {.deadline_ns = spmd__now_ns() + rt->collective_timeout_ns,
                     .what = "spmd_reshard"};
-    comm_entry *e = comm_find(processes, n, rt->session);
+    spmd__set_comm *e = spmd__set_comm_find(&comms, processes, n, rt->session);
     if (e) {
         spmd_status st = spmd__comm_agree(e->comm, fingerprint, description, &w);
         if (st != SPMD_OK)
-            comm_forget(e);
+            spmd__set_comm_forget(&comms, e);
         *out = st == SPMD_OK ? e->comm : NULL;
         return st;
     }
-    pthread_mutex_lock(&spmd__setup_lock);
-    spmd_status st = spmd__agree_on_view(processes, n, fingerprint, description, &w);
-    pthread_mutex_unlock(&spmd__setup_lock);
-    if (st != SPMD_OK)
-        return st;
-    e = calloc(1, sizeof *e);
-    if (e)
-        e->processes = malloc((size_t)n * sizeof(int));
-    if (!e || !e->processes) {
-        free(e);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-    }
-    memcpy(e->processes, processes, (size_t)n * sizeof(int));
-    e->n = n;
-    e->session = rt->session;
-    st = spmd__comm_create(processes, n, RESHARD_TAG, &e->comm);
-    if (st != SPMD_OK) {
-        free(e->processes);
-        free(e);
-        return st;
-    }
-    e->next = comms;
-    comms = e;
-    *out = e->comm;
-    return SPMD_OK;
+    spmd_status st = spmd__set_comm_create(&comms, processes, n, rt->session, RESHARD_TAG,
+                                           fingerprint, description, &w, &e);
+    *out = st == SPMD_OK ? e->comm : NULL;
+    return st;
 }
 
 /* ---- execution ---- */
@@ -992,9 +933,9 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
             st = exchange(comm, jobs, n, processes, nproc, copy_step, &cur, stats);
     }
     if (st != SPMD_OK && comm) { /* MPI failed after the agreement: start afresh next time */
-        comm_entry *e = comm_find(processes, nproc, rt->session);
+        spmd__set_comm *e = spmd__set_comm_find(&comms, processes, nproc, rt->session);
         if (e)
-            comm_forget(e);
+            spmd__set_comm_forget(&comms, e);
         /* MPI may still read the sources and write the destinations: they outlive the process */
         for (int k = 0; k < n; k++) {
             spmd__array_keep_buffers(jobs[k].x);

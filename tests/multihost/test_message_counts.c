@@ -3,11 +3,12 @@
  * libspmd makes are counted here through MPI's profiling interface (PMPI), per process, over
  * a run of calls, for the calls whose control plane must scale (an empty shard_map, one with a
  * 4-byte psum, one with a replicated output whose claim is checked, a barrier, a small
- * reshard). The test fails when the busiest process sends and receives more than
- * MESSAGES_PER_LEVEL * ceil(log2 P) + MESSAGES_FLAT messages per call, sends more than
- * BYTES_PER_MESSAGE bytes per message it counts, or makes an MPI collective call per call (those
- * hide their own traffic; the calls measured here need none). It prints the table: messages
- * (sent and received) and bytes sent (what arrives is what the others sent).
+ * reshard, a device_put whose host data is checked to be the same on every process). The test
+ * fails when the busiest process sends and receives more than MESSAGES_PER_LEVEL *
+ * ceil(log2 P) + MESSAGES_FLAT messages per call, sends more than BYTES_PER_MESSAGE bytes per
+ * message it counts, or makes an MPI collective call per call (those hide their own traffic; the
+ * calls measured here need none). It prints the table: messages (sent and received) and bytes
+ * sent (what arrives is what the others sent).
  *
  * With 8 devices per process it also counts the communicators the first call on a 4-axis mesh
  * creates: only those of the axes its collectives use.
@@ -272,6 +273,9 @@ typedef struct scenario {
     spmd_plan *plan;
     spmd_array *x;
     spmd_sharding *to;
+    spmd_sharding *from; /* device_put: the same host data onto it, checked */
+    const float *data;
+    int64_t elements;
 } scenario;
 
 static spmd_status empty_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
@@ -290,6 +294,22 @@ static spmd_status psum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int n
     spmd_status st = spmd_psum(ctx, &b, &out[0], "x");
     if (st == SPMD_OK && *(float *)out[0].data != (float)spmd_device_count())
         st = SPMD_ERR_INTERNAL; /* the psum of ones is the device count */
+    return st;
+}
+
+/* axis_index_groups: the mesh's two halves, each listed in reverse (member order matters) */
+static int halves[4096];
+static spmd_axis_groups halves_groups;
+
+static spmd_status grouped_psum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                     spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)user;
+    float one = 1.0f;
+    spmd_block b = {&one, SPMD_DTYPE_F32, 1, {1}};
+    spmd_status st = spmd_psum_groups(ctx, &b, &out[0], "x", &halves_groups);
+    if (st == SPMD_OK && *(float *)out[0].data != (float)(spmd_device_count() / 2))
+        st = SPMD_ERR_INTERNAL; /* the psum of ones is the half's size */
     return st;
 }
 
@@ -323,6 +343,14 @@ static void reshard(void *arg)
     spmd_array_destroy(y);
 }
 
+static void device_put(void *arg)
+{
+    scenario *s = arg;
+    spmd_array *y = NULL;
+    CHECK(spmd_device_put(s->data, 1, &s->elements, SPMD_DTYPE_F32, s->from, &y));
+    spmd_array_destroy(y);
+}
+
 static void plan_scenario(scenario *s, spmd_fn fn, int nout, const char *out_spec)
 {
     spmd_spec *spec = NULL;
@@ -350,6 +378,15 @@ static void count_calls(void)
     measure("shard_map with one 4-byte psum", execute, &s);
     spmd_plan_destroy(s.plan);
 
+    if (n % 2 == 0 && n <= 4096) {
+        for (int p = 0; p < n; p++)
+            halves[p] = p < n / 2 ? n / 2 - 1 - p : n - 1 - (p - n / 2);
+        halves_groups = (spmd_axis_groups){2, NULL, halves};
+        plan_scenario(&s, grouped_psum_body, 1, "'x'");
+        measure("psum in 2 axis_index_groups", execute, &s);
+        spmd_plan_destroy(s.plan);
+    }
+
     plan_scenario(&s, constant_body, 1, "");
     measure("shard_map, replicated output checked", execute, &s);
     spmd_plan_destroy(s.plan);
@@ -371,6 +408,11 @@ static void count_calls(void)
     int64_t shape[1] = {4 * n};
     CHECK(spmd_device_put(data, 1, shape, SPMD_DTYPE_F32, from, &s.x));
     measure("spmd_reshard of 16 bytes per device", reshard, &s);
+    /* the check that every process passed the same data: one agreement on a digest range */
+    s.from = from;
+    s.data = data;
+    s.elements = shape[0];
+    measure("spmd_device_put, 16 B per device", device_put, &s);
     /* the values moved: read back through the new layout */
     spmd_array *y = NULL;
     float *back = malloc((size_t)n * 4 * sizeof *back);

@@ -371,7 +371,7 @@ static void test_devices_strict_donation(void **state)
     spmd_array *x = local_input(xs, 2, shape, 0, "i");
     spmd_shard in0;
     assert_ok(spmd_array_shard(x, 0, &in0));
-    int donate[1] = {1};
+    int donate[1] = {SPMD_DONATE_IN_PLACE};
     spmd_pmap_options give = SPMD_PMAP_OPTIONS_INIT;
     give.donate = donate;
     assert_ok(spmd_pmap(affine, "i", 1, &x, NULL, 1, &desc, NULL, "i", NULL, 0, &give, &r));

@@ -230,7 +230,7 @@ static void test_donation(void **state)
         xs[i] = (float)(me * L * 4 + i) * 0.5f;
     int64_t shape[2] = {L, 4};
     const char *name = "i";
-    int donate[1] = {1};
+    int donate[1] = {SPMD_DONATE_IN_PLACE};
     spmd_out_desc desc = {1, {4}, SPMD_DTYPE_F32};
     spmd_array *x = local_array(xs, 2, shape, 1, 1, &L, &name), *y = NULL;
     spmd_array *gx = NULL, *gy = NULL;

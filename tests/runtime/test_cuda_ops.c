@@ -1,8 +1,8 @@
 /* Block operations and in-process collectives on CUDA devices (kernels, cuBLAS, device
- * copies), checked element by element against plain host loops over the same inputs. Runs on
- * CUDA devices unless SPMD_PLATFORM says cpu (then the same checks hold the host code to the
- * same numbers); skips (77) where no GPU is usable. Each device's fn records its mismatches;
- * the main thread asserts on them. */
+ * copies; within axis_index_groups too), checked element by element against plain host loops over
+ * the same inputs. Runs on CUDA devices unless SPMD_PLATFORM says cpu (then the same checks hold
+ * the host code to the same numbers); skips (77) where no GPU is usable. Each device's fn records
+ * its mismatches; the main thread asserts on them. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
@@ -278,6 +278,67 @@ static spmd_status fn_moves(spmd_ctx *ctx, int nin, const spmd_block *in, int no
     return st;
 }
 
+/* The same moves within axis_index_groups: one group listing the devices in reverse (member m
+ * is device n-1-m), and a psum over pairs; x[i] = d + i on device d. */
+static spmd_status fn_grouped(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                              spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)out;
+    int n = *(const int *)user;
+    int d = spmd_ctx_device(ctx) - spmd_local_device_id(0), m = n - 1 - d;
+    result *r = &results[d];
+    int positions[MAX_DEV], pairs[MAX_DEV];
+    for (int k = 0; k < n; k++) {
+        positions[k] = n - 1 - k;
+        pairs[k] = k;
+    }
+    const spmd_axis_groups reversed = {1, NULL, positions}, by_pairs = {n / 2, NULL, pairs};
+    const int64_t L = (1 << 17) / n * n, c = L / n;
+    int64_t len[1] = {L}, all[1] = {L * n}, part[1] = {c};
+    static const spmd_dtype types[] = {SPMD_DTYPE_F32, SPMD_DTYPE_BF16};
+    for (int t = 0; t < 2; t++) {
+        spmd_dtype dt = types[t];
+        spmd_block x, g, s, a, y;
+        TRY(spmd_ctx_alloc(ctx, 1, len, dt, &x));
+        TRY(spmd_ctx_alloc(ctx, 1, all, dt, &g));
+        TRY(spmd_ctx_alloc(ctx, 1, part, dt, &s));
+        TRY(spmd_ctx_alloc(ctx, 1, len, dt, &a));
+        TRY(spmd_ctx_alloc(ctx, 1, len, dt, &y));
+        TRY(spmd_op_iota(ctx, &x, d, 1));
+        TRY(spmd_all_gather_groups(ctx, &x, &g, "x", 0, 1, &reversed));
+        TRY(spmd_psum_scatter_groups(ctx, &x, &s, "x", 0, 1, &reversed));
+        TRY(spmd_all_to_all_groups(ctx, &x, &a, "x", 0, 0, 1, &reversed));
+        if (n % 2 == 0)
+            TRY(spmd_psum_groups(ctx, &x, &y, "x", &by_pairs));
+        for (int64_t i = 0; i < L * n; i += 7) { /* chunk k: member k's block */
+            double want = rounded(dt, (double)(n - 1 - i / L + i % L));
+            note(r, spmd_test_load(dt, g.data, i) == want, "grouped all_gather", i,
+                 spmd_test_load(dt, g.data, i), want);
+        }
+        for (int64_t i = 0; i < c; i += 3) { /* chunk m of the sum */
+            double want = 0;
+            for (int k = 0; k < n; k++)
+                want += rounded(dt, (double)(k + m * c + i));
+            want = rounded(dt, want);
+            note(r, spmd_test_load(dt, s.data, i) == want, "grouped psum_scatter", i,
+                 spmd_test_load(dt, s.data, i), want);
+        }
+        for (int64_t i = 0; i < L; i += 5) {
+            int64_t h = i / c; /* slot h: chunk m of member h's block */
+            double want = rounded(dt, (double)(n - 1 - h + m * c + i % c));
+            note(r, spmd_test_load(dt, a.data, i) == want, "grouped all_to_all", i,
+                 spmd_test_load(dt, a.data, i), want);
+            if (n % 2 == 0) {
+                want =
+                    rounded(dt, rounded(dt, (double)(d + i)) + rounded(dt, (double)((d ^ 1) + i)));
+                note(r, spmd_test_load(dt, y.data, i) == want, "grouped psum", i,
+                     spmd_test_load(dt, y.data, i), want);
+            }
+        }
+    }
+    return SPMD_OK;
+}
+
 static void run_on_all(spmd_fn fn, void *user)
 {
     int n = spmd_local_device_count();
@@ -319,6 +380,13 @@ static void test_moves(void **state)
     run_on_all(fn_moves, &n);
 }
 
+static void test_grouped(void **state)
+{
+    (void)state;
+    int n = spmd_local_device_count();
+    run_on_all(fn_grouped, &n);
+}
+
 int main(void)
 {
     if (!getenv("SPMD_PLATFORM"))
@@ -330,9 +398,9 @@ int main(void)
         printf("skipped: %s\n", spmd_last_error());
         return SPMD_TEST_SKIP;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_ops),
-                                       cmocka_unit_test(test_collectives),
-                                       cmocka_unit_test(test_moves)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ops), cmocka_unit_test(test_collectives),
+        cmocka_unit_test(test_moves), cmocka_unit_test(test_grouped)};
     int failures = cmocka_run_group_tests(tests, NULL, NULL);
     return spmd_test_finish(failures);
 }

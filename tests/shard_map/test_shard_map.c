@@ -1535,7 +1535,7 @@ static void test_donation(void **state)
     int64_t shape[2] = {2 * ndev, 3};
     spmd_spec *px = spec_parse("'x'");
     const spmd_spec *is[2] = {px, px};
-    int donate_first[2] = {1, 0};
+    int donate_first[2] = {SPMD_DONATE_IN_PLACE, 0};
     spmd_shard_map_options opts = SPMD_SHARD_MAP_OPTIONS_INIT;
     opts.donate = donate_first;
 
