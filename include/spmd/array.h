@@ -36,7 +36,8 @@ typedef struct spmd_shard {
  * process; each addressable device receives a copy of its box.
  *
  * When the sharding's mesh holds devices of several processes, it checks, as JAX does, that
- * they all passed the same bytes: a collective over the processes that own devices of the
+ * they all passed the same bytes (bytes, where JAX compares values: -0.0 and 0.0 differ here,
+ * and equal NaNs agree): a collective over the processes that own devices of the
  * mesh (each must call it, in the same order as its other collectives; the others need not).
  * It costs one agreement on a digest of the data, O(log P) messages of constant size, and
  * nothing on a mesh of one process's devices. Differing data fails on every process of the

@@ -285,7 +285,8 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_pshuffle(spmd_ctx *ctx, const spmd_bloc
 /**
  * pargmax / pargmin over one mesh axis: per element, the smallest position along `axis` whose
  * block holds the maximum (minimum) of the group; out is int32 with in's shape. Where no
- * position equals the extreme (a NaN), INT32_MAX, as JAX.
+ * position equals the extreme (a NaN), INT32_MAX, as JAX. Each call holds a temporary block of
+ * in's size until fn returns (spmd_ctx_alloc).
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_pargmax(spmd_ctx *ctx, const spmd_block *in,
                                                  spmd_block *out, const char *axis);

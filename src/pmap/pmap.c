@@ -14,7 +14,7 @@
 #include "runtime/log.h"
 #include "runtime/worker.h" /* refusing nested calls */
 
-enum { MAX_ARGS = 64, MAX_DEVICES = 4096, CACHE_SLOTS = 16 };
+enum { MAX_ARGS = 64, MAX_DEVICES = 4096, HALF_SLOTS = 16, CACHE_SLOTS = 2 * HALF_SLOTS };
 
 /* One cached signature: its plan and what the body needs to reduce the blocks. */
 typedef struct entry {
@@ -33,6 +33,9 @@ typedef struct entry {
 } entry;
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Slots 0..HALF_SLOTS-1 hold pmaps that span processes, the others pmaps of this process alone:
+ * every process makes the same spanning calls, so their entries come and go alike everywhere
+ * (an entry made again makes its mesh again, collectively), whatever local pmaps each runs. */
 static entry *cache[CACHE_SLOTS];
 /* Kept apart from the entries: the device threads read an entry on every call, and a write
  * to its cache line would make each of them fetch it again. */
@@ -405,8 +408,8 @@ static spmd_status add_entry(const call *c, const unsigned char *key, size_t byt
                              spmd_array *const *inputs, const spmd_out_desc *per_device,
                              const spmd_pmap_options *o, entry **out)
 {
-    int victim = 0;
-    for (int s = 0; s < CACHE_SLOTS; s++)
+    int first = c->host_local ? 0 : HALF_SLOTS, victim = first;
+    for (int s = first; s < first + HALF_SLOTS; s++)
         if (!cache[s] || (cache[victim] && last_use[s] < last_use[victim]))
             victim = s;
     /* on line pairs of its own, away from the per-call allocations of the executor */

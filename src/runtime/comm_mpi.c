@@ -186,8 +186,9 @@ spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int l
         free_wrapper(c);
         return SPMD_ERROR(SPMD_ERR_INTERNAL, "a communicator subset without this process");
     }
-    if (n == parent->size)
-        c->whole = parent->whole;
+    /* Never the parent's MPI communicator, even over all its processes: several subsets may
+     * start MPI collectives at once from different threads, and MPI would pair them in
+     * whatever order each process started them. Each makes its own (spmd__comm_whole). */
     c->lane = lane;
     c->lanes = lanes;
     c->exchanges = first_exchange;

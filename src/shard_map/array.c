@@ -333,7 +333,10 @@ static spmd_status report_differing(spmd__comm *comm, const spmd_array *a, const
                         "(SPMD_CHECK_DEVICE_PUT=0 skips this check)",
                         fn, text, call);
     }
-    free(all);
+    if (*comm_failed) /* MPI may still write into it */
+        spmd__comm_keep(all);
+    else
+        free(all);
     free(counts);
     free(odd);
     free(same);
@@ -374,9 +377,10 @@ static spmd_status check_same_data(const spmd_array *a, const void *host)
     digest_range range = {mine, mine};
     size_t range_bytes = sizeof range;
     spmd__agreement agreement = {put_fingerprint(a), describe_put, a};
-    spmd__wait w = {.deadline_ns = spmd__now_ns() + rt->collective_timeout_ns, .what = fn};
 
     pthread_mutex_lock(&put_lock);
+    /* counted from here: waiting for another thread's device_put is not the others' delay */
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + rt->collective_timeout_ns, .what = fn};
     spmd_status st = SPMD_OK;
     spmd__set_comm *e = spmd__set_comm_find(&put_comms, processes, n, rt->session);
     if (!e) { /* the first check over these processes: agree over a view, then make theirs */

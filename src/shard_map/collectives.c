@@ -55,6 +55,7 @@ typedef struct coll {
     int nl;                      /* local members */
     int pos;                     /* this device's position in the group (axis order of the call) */
     const int *rank_in_subgroup; /* axis_index_groups: a position's member index; else NULL */
+    uint64_t grouping_hash;      /* tells groupings apart in messages */
     int naxes;
     int axes[SPMD_MAX_MESH_AXES];
     uint64_t fingerprint;
@@ -178,7 +179,11 @@ static void describe_into(const void *arg, char *text, size_t size)
     spmd__strbuf_printf(&sb, "] over (");
     for (int k = 0; k < c->naxes; k++)
         spmd__strbuf_printf(&sb, "%s'%s'", k ? ", " : "", c->mesh->names[c->axes[k]]);
-    spmd__strbuf_printf(&sb, ")%s #%u", c->rank_in_subgroup ? " in axis_index_groups" : "", c->seq);
+    if (c->rank_in_subgroup)
+        spmd__strbuf_printf(&sb, ") in axis_index_groups %04x #%u",
+                            (unsigned)(c->grouping_hash >> 48), c->seq);
+    else
+        spmd__strbuf_printf(&sb, ") #%u", c->seq);
 }
 
 static const char *describe(coll *c)
@@ -391,7 +396,8 @@ static spmd_status check_groups(const spmd_mesh *m, const int *axes, int naxes,
     gr->num_groups = groups->num_groups;
     gr->sizes = groups->sizes;
     gr->positions = groups->positions;
-    int listed = 0, even = 1;
+    int64_t listed = 0; /* summed as int64: sizes up to n each */
+    int even = 1;
     if (groups->sizes) {
         for (int k = 0; k < groups->num_groups; k++) {
             SPMD_REQUIRE(groups->sizes[k] >= 1 && groups->sizes[k] <= n, SPMD_ERR_INVALID_ARGUMENT,
@@ -409,9 +415,9 @@ static spmd_status check_groups(const spmd_mesh *m, const int *axes, int naxes,
         listed = n;
     }
     SPMD_REQUIRE(listed == n, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: axis_index_groups must cover all indices exactly once: the groups list %d "
+                 "%s: axis_index_groups must cover all indices exactly once: the groups list %lld "
                  "positions, but the named axes have %d",
-                 name, listed, n);
+                 name, (long long)listed, n);
     if (!even && op != OP_PSUM && op != OP_PMAX && op != OP_PMIN) {
         if (op == OP_ALL_TO_ALL)
             return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
@@ -498,8 +504,10 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
     uint64_t h = mix(mix(mix(0, ctx->call->seq), ctx->seq), (uint64_t)op);
     for (int k = 0; k < c->naxes; k++)
         h = mix(h, (uint64_t)c->axes[k]);
-    if (groups)
+    if (groups) {
         h = mix(h, grouping.hash);
+        c->grouping_hash = grouping.hash;
+    }
     c->fingerprint = mix_block(h, in);
     return SPMD_OK;
 }

@@ -972,13 +972,9 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     call->slot_of_flat = p->slot_of_flat;
 
     spmd_status st = create_outputs(p, outputs);
-    if (st == SPMD_OK) {
+    int ran = st == SPMD_OK;
+    if (ran)
         st = run_call(entry, p, &frame.job, call, inputs, outputs);
-        /* Donated inputs are gone once the call ran, whatever its outcome. */
-        for (int i = 0; i < p->nin; i++)
-            if (p->donate[i])
-                spmd__array_mark_deleted(inputs[i], "spmd_shard_map");
-    }
 
     int checked = 0, checked_shards = 0;
     for (int j = 0; j < p->nout; j++)
@@ -1023,12 +1019,19 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     /* Waits given up across processes may have left exchanges half done in the group
      * communicators: replace them when every process made it to the end, else give up on the
      * mesh (a process is stuck or gone, and creating communicators would wait for it). */
-    if (abandoned && everyone_finished)
+    /* After any failure between processes the tables go too: some processes may have built
+     * tables (and numbered groupings) in the failed call that others never reached. */
+    if ((abandoned || (st != SPMD_OK && state->control)) && everyone_finished)
         spmd__mesh_state_discard_comms(state, atomic_load(&call->data_abandoned));
     else if (abandoned)
         spmd__mesh_state_break(state, spmd_last_error());
     if (atomic_load(&call->data_abandoned))
         keep_buffers(p, inputs, outputs);
+    /* Donated inputs are gone once the call ran, whatever its outcome; only now, once MPI
+     * can no longer read them or they are kept for it. */
+    for (int i = 0; ran && i < p->nin; i++)
+        if (p->donate[i])
+            spmd__array_mark_deleted(inputs[i], "spmd_shard_map");
     if (atomic_load(&call->aborted))
         spmd__mesh_state_reset_rendezvous(state);
     pthread_mutex_destroy(&call->abort_lock);

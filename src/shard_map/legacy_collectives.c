@@ -1,7 +1,8 @@
 /*
  * The legacy pmap collectives that JAX itself builds from others (jax/_src/lax/parallel.py):
  * pswapaxes is an all_to_all, pshuffle a ppermute, pargmax/pargmin a pmax/pmin followed by a
- * pmin of positions. Each costs what its parts cost; no data path of its own.
+ * pmin of positions. Each costs what its parts cost; no data path of its own. (pargmax and
+ * pargmin hold one temporary of in's size until fn returns.)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -75,6 +76,18 @@ spmd_status spmd_pshuffle(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
     return spmd__error_in(st, "spmd_pshuffle");
 }
 
+/* The names in an axes text ("i", "i,j", "('i', 'j')"), split as the collectives split them. */
+static int count_names(const char *text)
+{
+    int names = 0, in_name = 0;
+    for (const char *p = text; *p; p++) {
+        int separator = strchr(" ,()'\"\t", *p) != NULL;
+        names += !separator && !in_name;
+        in_name = !separator;
+    }
+    return names;
+}
+
 /* out[i] = position where extreme[i] == in[i] (as the dtype compares: -0 == 0, NaN never),
  * else INT32_MAX. */
 static void mark_extremes(const spmd_block *in, const void *extreme, int32_t *out, int position)
@@ -96,7 +109,7 @@ static spmd_status parg(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, co
     spmd_status st = spmd__check_block(in, "in", name);
     if (st == SPMD_OK)
         st = spmd__check_block(out, "out", name);
-    if (st == SPMD_OK && axis && strchr(axis, ','))
+    if (st == SPMD_OK && axis && count_names(axis) > 1)
         st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT, "%s only accepts a single axis, got \"%s\"",
                         name, axis);
     if (st == SPMD_OK) {

@@ -171,6 +171,52 @@ static void test_local_shard_map(void **state)
     assert_ok(spmd_sync_global_devices("after the local shard_maps"));
 }
 
+/* out[0] = psum of the row over the axis named by user. */
+static spmd_status named_psum(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                              spmd_block *out, void *user)
+{
+    (void)nin, (void)nout;
+    return spmd_psum(ctx, &in[0], &out[0], user);
+}
+
+/* Local pmaps, as many as each process likes, must not evict a pmap over every process on one
+ * process only: remade there, it would set up its mesh again while the others run the old. */
+static void test_local_pmaps_keep_global_ones(void **state)
+{
+    (void)state;
+    float host[64 * C], sums[64 * C];
+    for (int i = 0; i < L; i++)
+        for (int c = 0; c < C; c++)
+            host[i * C + c] = (float)((me * L + i) * 10 + c);
+    const spmd_out_desc desc = {1, {C}, SPMD_DTYPE_F32};
+    int N = spmd_device_count();
+    for (int round = 0; round < 2; round++) {
+        spmd_array *x = local_rows(host), *y = NULL;
+        assert_ok(spmd_pmap(named_psum, "g", 1, &x, NULL, 1, &desc, NULL, "g", NULL, 0, NULL, &y));
+        assert_ok(spmd_array_to_host(y, sums, (size_t)L * C * sizeof(float)));
+        for (int i = 0; i < L; i++)
+            for (int c = 0; c < C; c++) {
+                float want = 0;
+                for (int d = 0; d < N; d++)
+                    want += (float)(d * 10 + c);
+                assert_true(sums[i * C + c] == want);
+            }
+        spmd_array_destroy(x);
+        spmd_array_destroy(y);
+        /* process 0 runs more distinct local pmaps than the cache holds, the others two */
+        int many = me == 0 ? 40 : 2;
+        for (int k = 0; k < many; k++) {
+            char name[16];
+            snprintf(name, sizeof name, "l%d", k);
+            spmd_array *lx = local_rows(host), *ly = NULL;
+            assert_ok(spmd_pmap(named_psum, name, 1, &lx, NULL, 1, &desc, NULL, name, local_ids, L,
+                                NULL, &ly));
+            spmd_array_destroy(lx);
+            spmd_array_destroy(ly);
+        }
+    }
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -234,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_independent_pmaps),
         cmocka_unit_test(test_reversed_local_devices),
         cmocka_unit_test(test_local_shard_map),
+        cmocka_unit_test(test_local_pmaps_keep_global_ones),
         cmocka_unit_test(test_errors),
     };
     return spmd_test_finish(cmocka_run_group_tests(tests, NULL, NULL));

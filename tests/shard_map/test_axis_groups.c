@@ -106,8 +106,8 @@ typedef struct job {
     op op;
     const char *axes;
     const spmd_axis_groups *groups;
-    int sub;          /* subgroup size */
-    int rank_reduced; /* pmap: the block arrives without the mapped axis */
+    int sub;  /* subgroup size */
+    int e, c; /* elements of a reduced or gathered block; of a scattered chunk */
 } job;
 
 /* Per-device output elements of an op (its block is flat; the collective sees its own shape). */
@@ -116,15 +116,15 @@ static int out_elems(const job *j)
     switch (j->op) {
     case GATHER:
     case GATHER_TILED:
-        return j->sub * ELEMS;
+        return j->sub * j->e;
     case SCATTER:
     case SCATTER_TILED:
-        return 2;
+        return j->c;
     case A2A:
     case A2A_TILED:
-        return j->sub * 2;
+        return j->sub * j->c;
     default:
-        return ELEMS;
+        return j->e;
     }
 }
 
@@ -135,11 +135,11 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
     const job *j = user;
     int d = spmd_mesh_device_position(spmd_ctx_mesh(ctx), spmd_ctx_device(ctx));
     int n = j->sub;
-    /* in: ELEMS values for the reductions and gathers; n x 2 for scatter and all_to_all */
+    /* in: e values for the reductions and gathers; n x c for scatter and all_to_all */
     int64_t count =
         (j->op == SCATTER || j->op == SCATTER_TILED || j->op == A2A || j->op == A2A_TILED)
-            ? (int64_t)n * 2
-            : ELEMS;
+            ? (int64_t)n * j->c
+            : j->e;
     spmd_block x;
     spmd_status st = spmd_ctx_alloc(ctx, 1, &count, SPMD_DTYPE_F32, &x);
     if (st != SPMD_OK)
@@ -156,21 +156,21 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
         return spmd_pmax_groups(ctx, &x, &o, j->axes, j->groups);
     case PMIN:
         return spmd_pmin_groups(ctx, &x, &o, j->axes, j->groups);
-    case GATHER: /* (n, ELEMS) */
-        o.ndim = 2, o.shape[0] = n, o.shape[1] = ELEMS;
+    case GATHER: /* (n, e) */
+        o.ndim = 2, o.shape[0] = n, o.shape[1] = j->e;
         return spmd_all_gather_groups(ctx, &x, &o, j->axes, 0, 0, j->groups);
     case GATHER_TILED:
         return spmd_all_gather_groups(ctx, &x, &o, j->axes, 0, 1, j->groups);
-    case SCATTER: /* (n, 2) -> (2) */
-        x.ndim = 2, x.shape[0] = n, x.shape[1] = 2;
+    case SCATTER: /* (n, c) -> (c) */
+        x.ndim = 2, x.shape[0] = n, x.shape[1] = j->c;
         return spmd_psum_scatter_groups(ctx, &x, &o, j->axes, 0, 0, j->groups);
-    case SCATTER_TILED: /* (2n) -> (2) */
+    case SCATTER_TILED: /* (c n) -> (c) */
         return spmd_psum_scatter_groups(ctx, &x, &o, j->axes, 0, 1, j->groups);
-    case A2A: /* (n, 2) -> (n, 2): row h from member h */
-        x.ndim = 2, x.shape[0] = n, x.shape[1] = 2;
-        o.ndim = 2, o.shape[0] = n, o.shape[1] = 2;
+    case A2A: /* (n, c) -> (n, c): row h from member h */
+        x.ndim = 2, x.shape[0] = n, x.shape[1] = j->c;
+        o.ndim = 2, o.shape[0] = n, o.shape[1] = j->c;
         return spmd_all_to_all_groups(ctx, &x, &o, j->axes, 0, 0, 0, j->groups);
-    case A2A_TILED: /* (2n) -> (2n): chunk h from member h */
+    case A2A_TILED: /* (c n) -> (c n): chunk h from member h */
         return spmd_all_to_all_groups(ctx, &x, &o, j->axes, 0, 0, 1, j->groups);
     default:
         return SPMD_ERR_INTERNAL;
@@ -189,7 +189,7 @@ static void reference(const layout *l, const job *j, int d, float *want)
     case PMEAN:
     case PMAX:
     case PMIN:
-        for (int k = 0; k < ELEMS; k++) {
+        for (int k = 0; k < j->e; k++) {
             float acc = value(members[0], k);
             for (int h = 1; h < n; h++) {
                 float v = value(members[h], k);
@@ -201,23 +201,23 @@ static void reference(const layout *l, const job *j, int d, float *want)
     case GATHER:
     case GATHER_TILED: /* both give member h's block at h */
         for (int h = 0; h < n; h++)
-            for (int k = 0; k < ELEMS; k++)
-                want[h * ELEMS + k] = value(members[h], k);
+            for (int k = 0; k < j->e; k++)
+                want[h * j->e + k] = value(members[h], k);
         break;
     case SCATTER:
     case SCATTER_TILED: /* row (chunk) `me` of the subgroup's sum */
-        for (int c = 0; c < 2; c++) {
+        for (int c = 0; c < j->c; c++) {
             float acc = 0;
             for (int h = 0; h < n; h++)
-                acc += value(members[h], me * 2 + c);
+                acc += value(members[h], me * j->c + c);
             want[c] = acc;
         }
         break;
     case A2A:
     case A2A_TILED: /* slot h: member h's chunk `me` */
         for (int h = 0; h < n; h++)
-            for (int c = 0; c < 2; c++)
-                want[h * 2 + c] = value(members[h], me * 2 + c);
+            for (int c = 0; c < j->c; c++)
+                want[h * j->c + c] = value(members[h], me * j->c + c);
         break;
     default:
         break;
@@ -247,8 +247,10 @@ static void run_and_check(spmd_mesh *mesh, const layout *l, job *j)
     spmd_status st = spmd_shard_map(mesh, body, j, 0, NULL, NULL, 1, &desc, specs, NULL, &o);
     if (st != SPMD_OK)
         fail_msg("%s over %s: %s", op_names[j->op], j->axes, spmd_last_error());
-    float *got = malloc((size_t)N * (size_t)per * sizeof *got), want[MAX_DEV * ELEMS];
+    float *got = malloc((size_t)N * (size_t)per * sizeof *got),
+          *want = malloc((size_t)per * sizeof *want);
     assert_non_null(got);
+    assert_non_null(want);
     assert_ok(spmd_process_allgather(o, 1, got, (size_t)N * (size_t)per * sizeof *got));
     for (int d = 0; d < N; d++) {
         reference(l, j, d, want);
@@ -258,6 +260,7 @@ static void run_and_check(spmd_mesh *mesh, const layout *l, job *j)
                          j->axes, d, k, (double)got[d * per + k], (double)want[k]);
     }
     free(got);
+    free(want);
     spmd_array_destroy(o);
     spmd_spec_destroy(spec);
 }
@@ -277,13 +280,14 @@ static void make_groupings(int n, groupings *gs)
         gs->reversed[p] = n - 1 - p;
         gs->uneven[p] = (p + n - 1) % n; /* n-1, 0, 1, ... */
     }
-    for (int b = 0; b + 3 < n; b += 4) {
+    int b = 0;
+    for (; b + 3 < n; b += 4) {
         const int block[4] = {0, 2, 3, 1};
         for (int i = 0; i < 4; i++)
             gs->permuted[b + i] = b + block[i];
     }
-    if (n % 4) /* n == 2: one pair, swapped */
-        gs->permuted[0] = 1, gs->permuted[1] = 0;
+    if (b < n) /* two left: a pair, swapped */
+        gs->permuted[b] = b + 1, gs->permuted[b + 1] = b;
     gs->uneven_sizes[0] = 1;
     gs->uneven_sizes[1] = n - 1;
     gs->g_pairs = (spmd_axis_groups){n / 2, NULL, gs->pairs};
@@ -302,14 +306,14 @@ static void check_all_ops(spmd_mesh *mesh, const layout *l, const char *axes)
     const spmd_axis_groups *even[3] = {&gs.g_pairs, &gs.g_permuted, &gs.g_reversed};
     for (int g = 0; g < 3; g++)
         for (int o = 0; o < NUM_OPS; o++) {
-            job j = {(op)o, axes, even[g], even[g]->num_groups == 1 ? n : 2, 0};
+            job j = {(op)o, axes, even[g], even[g]->num_groups == 1 ? n : 2, ELEMS, 2};
             run_and_check(mesh, l, &j);
         }
     if (n > 2)
         for (int o = PSUM; o <= PMIN; o++) {
             if (o == PMEAN)
                 continue;
-            job j = {(op)o, axes, &gs.g_uneven, 0, 0};
+            job j = {(op)o, axes, &gs.g_uneven, 0, ELEMS, 2};
             run_and_check(mesh, l, &j);
         }
 }
@@ -322,6 +326,28 @@ static void test_groups_on_a_line(void **state)
     assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
     layout l = {1, {1, N}, 1, {1, 0}}; /* a line is a 1 x N grid's second axis */
     check_all_ops(line, &l, "i");
+    spmd_mesh_destroy(line);
+}
+
+/* Blocks past 64 KiB take MPI's own collectives between processes: each subgroup must get its
+ * own communicator, or two subgroups spanning the same processes could be paired wrongly. */
+static void test_large_groups(void **state)
+{
+    (void)state;
+    if (N < 2 || N % 2)
+        skip();
+    const char *name[1] = {"i"};
+    spmd_mesh *line = NULL;
+    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    layout l = {1, {1, N}, 1, {1, 0}};
+    groupings gs;
+    make_groupings(N, &gs);
+    enum { BIG = 20000 }; /* 80 KB per block; 40 KB chunks, 80 KB and more exchanged */
+    const op ops[4] = {PSUM, GATHER_TILED, SCATTER_TILED, A2A_TILED};
+    for (int k = 0; k < 4; k++) {
+        job j = {ops[k], "i", &gs.g_permuted, 2, BIG, BIG / 2};
+        run_and_check(line, &l, &j);
+    }
     spmd_mesh_destroy(line);
 }
 
@@ -341,6 +367,40 @@ static void test_groups_on_a_grid(void **state)
     check_all_ops(grid, &lab, "a,b");
     check_all_ops(grid, &lba, "b,a"); /* positions follow the order named */
     spmd_mesh_destroy(grid);
+}
+
+/* A grouping used only by some processes in a failed call must not shift how the processes
+ * number the groupings after it (their tags): process 0 runs a psum within pairs of its own
+ * devices while the others fail at once; the next call's grouping spans processes. */
+static spmd_status fail_elsewhere(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                  spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)out;
+    if (spmd_process_index() != 0)
+        return SPMD_ERR_INVALID_ARGUMENT; /* fails on purpose */
+    float v = 1, sum = 0;
+    spmd_block x = {&v, SPMD_DTYPE_F32, 0, {0}}, y = {&sum, SPMD_DTYPE_F32, 0, {0}};
+    return spmd_psum_groups(ctx, &x, &y, "i", user);
+}
+
+static void test_grouping_after_failed_call(void **state)
+{
+    (void)state;
+    int L = spmd_local_device_count();
+    if (spmd_process_count() < 2 || L % 2)
+        skip();
+    const char *name[1] = {"i"};
+    spmd_mesh *line = NULL;
+    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    groupings gs;
+    make_groupings(N, &gs); /* pairs [2k, 2k+1] lie within a process: L is even */
+    spmd_status st =
+        spmd_shard_map(line, fail_elsewhere, &gs.g_pairs, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL);
+    assert_int_equal(st, SPMD_ERR_INVALID_ARGUMENT);
+    layout l = {1, {1, N}, 1, {1, 0}};
+    job j = {PSUM, "i", &gs.g_permuted, 2, ELEMS, 2}; /* [[0,2],[3,1]]: across processes */
+    run_and_check(line, &l, &j);
+    spmd_mesh_destroy(line);
 }
 
 /* ---- JAX's docstring values, on groups of 4 ---- */
@@ -680,7 +740,7 @@ static void test_group_errors(void **state)
     groupings gs;
     make_groupings(N, &gs);
     layout l = {1, {1, N}, 1, {1, 0}};
-    job j = {PSUM, "i", &gs.g_uneven, 0, 0};
+    job j = {PSUM, "i", &gs.g_uneven, 0, ELEMS, 2};
     run_and_check(line, &l, &j);
     spmd_mesh_destroy(line);
 }
@@ -692,9 +752,10 @@ int main(void)
     if (N > MAX_DEV)
         return 77;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_groups_on_a_line),     cmocka_unit_test(test_groups_on_a_grid),
-        cmocka_unit_test(test_jax_docstring_values), cmocka_unit_test(test_groups_in_pmap),
-        cmocka_unit_test(test_legacy_collectives),   cmocka_unit_test(test_group_errors),
+        cmocka_unit_test(test_groups_on_a_line),           cmocka_unit_test(test_large_groups),
+        cmocka_unit_test(test_grouping_after_failed_call), cmocka_unit_test(test_groups_on_a_grid),
+        cmocka_unit_test(test_jax_docstring_values),       cmocka_unit_test(test_groups_in_pmap),
+        cmocka_unit_test(test_legacy_collectives),         cmocka_unit_test(test_group_errors),
     };
     return spmd_test_finish(cmocka_run_group_tests(tests, NULL, NULL));
 }

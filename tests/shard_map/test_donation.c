@@ -150,10 +150,9 @@ static void test_donated_stencil_is_undonated_result(void **state)
     setup_down(&s);
 }
 
-static void test_donated_pmap_stencil(void **state)
+/* This process's initial rows as a pmap takes them: host-local, row i on local device i. */
+static spmd_array *local_rows(void)
 {
-    (void)state;
-    /* host-local rows of this process, pmap over every device, donated */
     int ids[MAX_DEV];
     for (int i = 0; i < L; i++)
         ids[i] = spmd_local_device_id(i);
@@ -168,8 +167,19 @@ static void test_donated_pmap_stencil(void **state)
         for (int k = 0; k < COLS; k++)
             host[(size_t)i * COLS + k] = initial(me * L + i, k);
     int64_t shape[2] = {L, COLS};
-    spmd_array *x = NULL, *y = NULL;
+    spmd_array *x = NULL;
     assert_ok(spmd_device_put(host, 2, shape, SPMD_DTYPE_F32, sh, &x));
+    free(host);
+    spmd_sharding_destroy(sh);
+    spmd_mesh_destroy(local);
+    return x;
+}
+
+static void test_donated_pmap_stencil(void **state)
+{
+    (void)state;
+    /* host-local rows of this process, pmap over every device, donated */
+    spmd_array *x = local_rows(), *y = NULL;
     const int donate[1] = {SPMD_DONATE};
     spmd_pmap_options o = SPMD_PMAP_OPTIONS_INIT;
     o.donate = donate;
@@ -178,14 +188,12 @@ static void test_donated_pmap_stencil(void **state)
     memset(&sn, 0xff, sizeof sn);
     assert_ok(spmd_pmap(stencil, &sn, 1, &x, NULL, 1, &row, NULL, "i", NULL, 0, &o, &y));
     for (int i = 0; i < L; i++)
-        assert_int_equal(sn.aliased[ids[i]], 0);
+        assert_int_equal(sn.aliased[spmd_local_device_id(i)], 0);
     check_rows(y, me * L, 1, 1);
-    assert_int_not_equal(spmd_array_to_host(x, host, sizeof(float)), SPMD_OK); /* deleted */
-    free(host);
+    float probe[1];
+    assert_int_not_equal(spmd_array_to_host(x, probe, sizeof probe), SPMD_OK); /* deleted */
     spmd_array_destroy(x);
     spmd_array_destroy(y);
-    spmd_sharding_destroy(sh);
-    spmd_mesh_destroy(local);
 }
 
 static void test_in_place_is_opt_in(void **state)
@@ -231,6 +239,8 @@ static void test_donated_loop_runs_in_flat_memory(void **state)
         spmd_array *next = NULL;
         assert_ok(
             spmd_shard_map(s.mesh, halve, NULL, 1, &p, s.spec, 1, &s.desc, s.spec, &opts, &next));
+        float probe[1];
+        assert_int_not_equal(spmd_array_to_host(p, probe, sizeof probe), SPMD_OK); /* deleted */
         spmd_array_destroy(p);
         p = next;
         for (int i = 0; i < spmd_array_num_shards(p) && t >= 2; i++) {
@@ -252,6 +262,27 @@ static void test_donated_loop_runs_in_flat_memory(void **state)
     check_rows(p, 0, STEPS, 0);
     spmd_array_destroy(p);
     setup_down(&s);
+}
+
+/* The same pmap signature donated both ways: two cached plans, each with its own aliasing. */
+static void test_pmap_donate_modes_cached_apart(void **state)
+{
+    (void)state;
+    spmd_out_desc row = {1, {COLS}, SPMD_DTYPE_F32};
+    const int modes[3] = {SPMD_DONATE, SPMD_DONATE_IN_PLACE, SPMD_DONATE};
+    for (int m = 0; m < 3; m++) {
+        spmd_array *x = local_rows(), *y = NULL;
+        spmd_pmap_options o = SPMD_PMAP_OPTIONS_INIT;
+        o.donate = &modes[m];
+        seen sn;
+        memset(&sn, 0xff, sizeof sn);
+        assert_ok(spmd_pmap(halve, &sn, 1, &x, NULL, 1, &row, NULL, "i", NULL, 0, &o, &y));
+        for (int i = 0; i < L; i++)
+            assert_int_equal(sn.aliased[spmd_local_device_id(i)], modes[m] == SPMD_DONATE_IN_PLACE);
+        check_rows(y, me * L, 1, 0);
+        spmd_array_destroy(x);
+        spmd_array_destroy(y);
+    }
 }
 
 static void test_bad_donate_values(void **state)
@@ -290,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_donated_pmap_stencil),
         cmocka_unit_test(test_in_place_is_opt_in),
         cmocka_unit_test(test_donated_loop_runs_in_flat_memory),
+        cmocka_unit_test(test_pmap_donate_modes_cached_apart),
         cmocka_unit_test(test_bad_donate_values),
     };
     return spmd_test_finish(cmocka_run_group_tests(tests, NULL, NULL));
