@@ -359,19 +359,7 @@ static spmd_status check_same_data(const spmd_array *a, const void *host)
     const spmd__runtime *rt = spmd__runtime_get(fn);
     if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;
-    char *member = calloc((size_t)rt->process_count, 1);
-    int *processes = malloc((size_t)rt->process_count * sizeof *processes), n = 0;
-    if (!member || !processes) {
-        free(member);
-        free(processes);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
-    for (int f = 0; f < m->size; f++)
-        member[m->process_of[f]] = 1;
-    for (int p = 0; p < rt->process_count; p++)
-        if (member[p])
-            processes[n++] = p;
-    free(member);
+    const int *processes = m->processes, n = m->num_processes;
     size_t bytes = (size_t)spmd__shape_elements(a->ndim, a->shape) * spmd_dtype_size(a->dtype);
     uint64_t mine = spmd__digest(host, bytes);
     digest_range range = {mine, mine};
@@ -397,11 +385,9 @@ static spmd_status check_same_data(const spmd_array *a, const void *host)
     }
     if (st == SPMD_OK && range.lo != range.hi)
         st = report_differing(e->comm, a, processes, n, mine, &comm_failed);
-    if (comm_failed)
-        spmd__set_comm_forget(
-            &put_comms, e); /* it may hold unfinished messages: the next check starts afresh */
+    if (comm_failed) /* it may hold unfinished messages: the next check starts afresh */
+        spmd__set_comm_forget(&put_comms, e);
     pthread_mutex_unlock(&put_lock);
-    free(processes);
     return st;
 }
 

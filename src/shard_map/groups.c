@@ -67,7 +67,6 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state)
         spmd__comm_abandon(state->control);
     else
         spmd__comm_destroy(state->control);
-    free(state->processes);
     free(state->returned);
     pthread_mutex_destroy(&state->lock);
     pthread_mutex_destroy(&state->tables_lock);
@@ -255,7 +254,7 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, const spmd__gr
 static spmd_status create_group_comms(spmd__mesh_state *s, const spmd_mesh *m, spmd__group_table *t,
                                       unsigned long call)
 {
-    int *ranks = malloc((size_t)s->num_processes * sizeof *ranks);
+    int *ranks = malloc((size_t)m->num_processes * sizeof *ranks);
     SPMD_REQUIRE(ranks != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     spmd_status st = SPMD_OK;
     for (int id = 0; id < t->num_groups && st == SPMD_OK; id++) {
@@ -264,7 +263,7 @@ static spmd_status create_group_comms(spmd__mesh_state *s, const spmd_mesh *m, s
             continue;
         /* ranks in the mesh's communicator: the processes' places among the mesh's */
         for (int r = 0, q = 0; r < g->num_ranks; r++) {
-            while (s->processes[q] < g->rank_process[r])
+            while (m->processes[q] < g->rank_process[r])
                 q++;
             ranks[r] = q;
         }
@@ -360,7 +359,7 @@ spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, i
     return SPMD_OK;
 }
 
-static spmd_status agree_on_mesh(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
+static spmd_status agree_on_mesh(spmd_mesh *mesh, int64_t timeout_ns)
 {
     char text[SPMD__MESH_TEXT], description[120];
     spmd__ignore(spmd_mesh_format(mesh, text, sizeof text));
@@ -370,32 +369,18 @@ static spmd_status agree_on_mesh(spmd_mesh *mesh, spmd__mesh_state *s, int64_t t
                         mesh->device_ids[mesh->size - 1]);
     spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout_ns,
                     .what = "setting up the mesh for shard_map"};
-    return spmd__agree_on_view(s->processes, s->num_processes, mesh_fingerprint(mesh), description,
-                               &w);
+    return spmd__agree_on_view(mesh->processes, mesh->num_processes, mesh_fingerprint(mesh),
+                               description, &w);
 }
 
 static spmd_status setup_locked(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
 {
-    s->processes = malloc((size_t)mesh->size * sizeof(int));
-    SPMD_REQUIRE(s->processes != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    s->num_processes = 0;
-    for (int f = 0; f < mesh->size; f++) {
-        int p = mesh->process_of[f], i = 0;
-        while (i < s->num_processes && s->processes[i] < p)
-            i++;
-        if (i < s->num_processes && s->processes[i] == p)
-            continue;
-        memmove(&s->processes[i + 1], &s->processes[i],
-                (size_t)(s->num_processes - i) * sizeof(int));
-        s->processes[i] = p;
-        s->num_processes++;
-    }
-    if (s->num_processes < 2)
+    if (mesh->num_processes < 2)
         return SPMD_OK;
     /* Only after every process has shown up is it safe to create a communicator, whose
      * creation blocks. */
-    SPMD_CHECK(agree_on_mesh(mesh, s, timeout_ns));
-    return spmd__comm_create(s->processes, s->num_processes, 1, &s->control);
+    SPMD_CHECK(agree_on_mesh(mesh, timeout_ns));
+    return spmd__comm_create(mesh->processes, mesh->num_processes, 1, &s->control);
 }
 
 spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)

@@ -93,8 +93,6 @@ typedef struct spmd__mesh_state {
     int ready;
     int broken; /* a process did not finish a failed call: the mesh is unusable */
     char broken_reason[1024];
-    int num_processes;
-    int *processes;      /* mesh processes, ascending */
     spmd__comm *control; /* all mesh processes; NULL in one process */
     unsigned long call_seq;
     /* [axes mask], then [1 << SPMD_MAX_MESH_AXES + k] for the k-th grouping used: published

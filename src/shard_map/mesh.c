@@ -42,6 +42,7 @@ static void mesh_free(spmd_mesh *m)
     spmd__mesh_state_destroy(m->state);
     free(m->device_ids);
     free(m->process_of);
+    free(m->processes);
     free(m->position_of);
     free(m->local_ids);
     free(m);
@@ -110,6 +111,24 @@ static spmd_status place_devices(spmd_mesh *m, const spmd__runtime *rt, const in
         if (m->process_of[f] == rt->process_index)
             m->local_ids[m->num_local++] = id;
     }
+    return SPMD_OK;
+}
+
+/* The processes that own its devices, ascending: whom its collective calls involve. */
+static spmd_status list_processes(spmd_mesh *m, int process_count)
+{
+    char *member = calloc((size_t)process_count, 1);
+    m->processes = malloc((size_t)process_count * sizeof(int));
+    if (!member || !m->processes) {
+        free(member);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
+    }
+    for (int f = 0; f < m->size; f++)
+        member[m->process_of[f]] = 1;
+    for (int q = 0; q < process_count; q++)
+        if (member[q])
+            m->processes[m->num_processes++] = q;
+    free(member);
     return SPMD_OK;
 }
 
@@ -203,6 +222,8 @@ spmd_status spmd_mesh_create(int ndim, const int *shape, const char *const *axis
     for (int i = 0; i < rt->num_devices; i++)
         m->position_of[i] = -1;
     spmd_status st = place_devices(m, rt, device_ids, num_device_ids);
+    if (st == SPMD_OK)
+        st = list_processes(m, rt->process_count);
     if (st != SPMD_OK) {
         mesh_free(m);
         return st;

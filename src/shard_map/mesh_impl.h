@@ -16,8 +16,10 @@ struct spmd_mesh {
     int strides[SPMD_MAX_MESH_AXES]; /* row-major strides of the device array */
     char names[SPMD_MAX_MESH_AXES][SPMD_MAX_AXIS_NAME + 1];
     int size;
-    int *device_ids;  /* [size], flat order */
-    int *process_of;  /* [size], owning process of each flat position */
+    int *device_ids; /* [size], flat order */
+    int *process_of; /* [size], owning process of each flat position */
+    int num_processes;
+    int *processes;   /* [num_processes], the processes owning its devices, ascending */
     int num_global;   /* global device count when the mesh was made */
     int *position_of; /* [num_global], flat position or -1 */
     int num_local;
