@@ -24,8 +24,17 @@
  * spmd_reshard says it sent over the bound's) and pgfault (minor page faults per call: fresh
  * output buffers are first-touched inside the timed region).
  *
+ * --plan measures planning instead: rounds of new shardings, each timing the call that plans,
+ * the same call again (cached plan), a call to a destination sharding made anew equal to the
+ * first and one from a source sharding made anew; the time planning and the pieces and steps
+ * of the plan come from spmd_reshard_stats; MPI_Alltoallv of the bytes that move is the bound
+ * of the repeated call (--dtype f32 for float32).
+ *
  *   mpirun -np 4 -x SPMD_NUM_CPU_DEVICES=1 bench_reshard --min-n 256 --max-n 4096 --json r.json
  *   SPMD_NUM_CPU_DEVICES=4 bench_reshard --layout rows_to_cols    # one process: reshard only
+ *   SPMD_NUM_CPU_DEVICES=1024 bench_reshard --plan --layout rows_to_cols --min-n 1024 --max-n 1024
+ *   mpirun -np 16 -x SPMD_NUM_CPU_DEVICES=8 bench_reshard --plan --layout transpose_2d \
+ *       --mesh-rows 16 --min-n 64 --max-n 64 --dtype f32
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -77,6 +86,8 @@ typedef struct config {
     int64_t min_n, max_n;
     int iters, warmup;
     const char *json_path;
+    int plan;         /* --plan: what planning costs (first, repeated, fresh equal shardings) */
+    spmd_dtype dtype; /* of the --plan rows: f64 (default) or f32 */
 } config;
 
 /* The global value: exact in float64 for N up to 2^26. */
@@ -715,6 +726,10 @@ static spmd_sharding *make_sharding(spmd_mesh *mesh, const char *spec)
     return s;
 }
 
+/* --mesh-rows: the first axis of transpose_2d's mesh (0: the largest divisor of the device
+ * count up to its square root). */
+static int mesh_rows;
+
 /* Builds the layout, or returns 0 when the device count does not allow it. */
 static int layout_make(layout_kind kind, int ndev, layout *l)
 {
@@ -734,6 +749,8 @@ static int layout_make(layout_kind kind, int ndev, layout *l)
         for (int d = 2; d * d <= ndev; d++)
             if (ndev % d == 0)
                 n1 = d;
+        if (mesh_rows > 0)
+            n1 = ndev % mesh_rows == 0 && mesh_rows < ndev ? mesh_rows : 1;
         if (n1 < 2)
             return 0;
         int shape[2] = {n1, ndev / n1};
@@ -1006,19 +1023,31 @@ static row_result run_row(const layout *l, int64_t n, const config *cfg, const i
 static void usage(void)
 {
     printf("usage: bench_reshard [--layout NAME|all] [--min-n N] [--max-n N] [--iters N]\n"
-           "                     [--warmup N] [--json FILE]\n"
+           "                     [--warmup N] [--json FILE] [--plan [--dtype f32|f64]]\n"
+           "                     [--mesh-rows N]\n"
            "layouts: rows_to_cols transpose_2d replicated_to_rows rows_to_replicated "
-           "half_to_half\n");
+           "half_to_half\n"
+           "--plan: the cost of planning instead of the baselines: per round new shardings, then\n"
+           "        the first reshard (plans), a repeated one (cached plan), one to a fresh equal\n"
+           "        destination sharding and one from a fresh equal source sharding\n"
+           "--mesh-rows N: transpose_2d on an N x (devices / N) mesh (e.g. processes x local "
+           "devices)\n");
 }
 
 static void parse(int argc, char **argv, config *c)
 {
-    static const struct option options[] = {
-        {"layout", required_argument, NULL, 'l'}, {"min-n", required_argument, NULL, 'm'},
-        {"max-n", required_argument, NULL, 'M'},  {"iters", required_argument, NULL, 'i'},
-        {"warmup", required_argument, NULL, 'w'}, {"json", required_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-    *c = (config){{1, 1, 1, 1, 1}, 256, 2048, 10, 2, NULL};
+    static const struct option options[] = {{"layout", required_argument, NULL, 'l'},
+                                            {"min-n", required_argument, NULL, 'm'},
+                                            {"max-n", required_argument, NULL, 'M'},
+                                            {"iters", required_argument, NULL, 'i'},
+                                            {"warmup", required_argument, NULL, 'w'},
+                                            {"json", required_argument, NULL, 'j'},
+                                            {"plan", no_argument, NULL, 'p'},
+                                            {"dtype", required_argument, NULL, 'd'},
+                                            {"mesh-rows", required_argument, NULL, 'r'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    *c = (config){{1, 1, 1, 1, 1}, 256, 2048, 10, 2, NULL, 0, SPMD_DTYPE_F64};
     int picked = 0, opt;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
@@ -1046,6 +1075,20 @@ static void parse(int argc, char **argv, config *c)
             break;
         case 'j':
             c->json_path = optarg;
+            break;
+        case 'p':
+            c->plan = 1;
+            break;
+        case 'r':
+            mesh_rows = atoi(optarg);
+            break;
+        case 'd':
+            if (strcmp(optarg, "f32") == 0 || strcmp(optarg, "float32") == 0)
+                c->dtype = SPMD_DTYPE_F32;
+            else if (strcmp(optarg, "f64") == 0 || strcmp(optarg, "float64") == 0)
+                c->dtype = SPMD_DTYPE_F64;
+            else
+                c->iters = 0; /* reported below as a bad argument */
             break;
         default:
             usage();
@@ -1096,6 +1139,311 @@ static void add_time(cJSON *row, const char *key, const char *ratio_key, double 
         cJSON_AddNullToObject(row, ratio_key);
 }
 
+/* ---- --plan: what planning costs ---- */
+
+/* The global value in the --plan rows' dtype: value_at, exact in float32 for N up to 4096. */
+typedef struct typed_fill {
+    int64_t n;
+    spmd_dtype dtype;
+} typed_fill;
+
+static spmd_status fill_typed(const spmd_box *index, void *dst, void *user)
+{
+    const typed_fill *f = user;
+    int64_t k = 0;
+    for (int64_t i = index->start[0]; i < index->stop[0]; i++)
+        for (int64_t j = index->start[1]; j < index->stop[1]; j++, k++) {
+            if (f->dtype == SPMD_DTYPE_F32)
+                ((float *)dst)[k] = (float)value_at(f->n, i, j);
+            else
+                ((double *)dst)[k] = value_at(f->n, i, j);
+        }
+    return SPMD_OK;
+}
+
+/* Wrong elements of every addressable shard of y (whatever its sharding). */
+static int64_t count_wrong_typed(const spmd_array *y, const typed_fill *f, void *scratch)
+{
+    int64_t wrong = 0;
+    for (int k = 0; k < spmd_array_num_shards(y); k++) {
+        spmd_shard sh;
+        CHECK(spmd_array_shard(y, k, &sh));
+        CHECK(spmd_array_shard_to_host(y, k, scratch, sh.nbytes));
+        int64_t e = 0;
+        for (int64_t i = sh.index.start[0]; i < sh.index.stop[0]; i++)
+            for (int64_t j = sh.index.start[1]; j < sh.index.stop[1]; j++, e++) {
+                double v = f->dtype == SPMD_DTYPE_F32 ? (double)((const float *)scratch)[e]
+                                                      : ((const double *)scratch)[e];
+                wrong += v != value_at(f->n, i, j);
+            }
+    }
+    return wrong;
+}
+
+typedef struct plan_result {
+    double first, repeated, fresh_dst, fresh_src; /* median seconds of a call, slowest process */
+    double plan;    /* median seconds planning in the first call (stats), slowest process */
+    double a2av;    /* < 0: not measured */
+    double pieces;  /* plan_pieces of the busiest process */
+    double steps;   /* plan_steps of the first call, busiest process */
+    double replans; /* plans built by the repeated and fresh calls, all processes and rounds */
+    int64_t wrong;
+} plan_result;
+
+static void barrier(int procs)
+{
+#ifdef SPMD_HAVE_MPI
+    if (procs > 1)
+        MPI_Barrier(spmd_mpi_comm());
+#else
+    (void)procs;
+#endif
+}
+
+/* What one timed spmd_reshard(x, to) cost; the result is checked, then destroyed. */
+typedef struct call_cost {
+    double seconds, plan_seconds, pieces, steps, built;
+} call_cost;
+
+static call_cost timed_reshard(spmd_array *x, const spmd_sharding *to, int procs,
+                               const typed_fill *f, void *scratch, int64_t *wrong)
+{
+    spmd_array *y = NULL;
+    spmd_reshard_options opts = SPMD_RESHARD_OPTIONS_INIT;
+    spmd_reshard_stats stats;
+    memset(&stats, 0, sizeof stats);
+    opts.stats = &stats;
+    barrier(procs);
+    double t0 = bench_now_s();
+    CHECK(spmd_reshard(x, to, &opts, &y));
+    call_cost c = {bench_now_s() - t0, -1, -1, -1, -1};
+#ifndef SPMD_BENCH_NO_PLAN_STATS /* a library from before spmd_reshard_stats told planning */
+    c.plan_seconds = stats.plan_seconds;
+    c.pieces = (double)stats.plan_pieces;
+    c.steps = (double)stats.plan_steps;
+    c.built = stats.plans_built;
+#endif
+    *wrong += count_wrong_typed(y, f, scratch);
+    spmd_array_destroy(y);
+    return c;
+}
+
+static double max_over_processes(double v, int procs)
+{
+#ifdef SPMD_HAVE_MPI
+    if (procs > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, spmd_mpi_comm());
+#else
+    (void)procs;
+#endif
+    return v;
+}
+
+/*
+ * Rounds of: new shardings (the last round's are gone, so no plan is cached), then the first
+ * reshard (it plans), a repeated one (cached plan), one to a destination sharding made anew
+ * equal to the first (on a new mesh) and one of an array on a source sharding made anew equal
+ * to the first. With several processes, MPI_Alltoallv of the bytes that move, in this dtype,
+ * from pre-packed buffers.
+ */
+static plan_result run_plan_row(layout_kind kind, int ndev, int64_t n, const config *cfg,
+                                const int *proc_of, int me, int procs)
+{
+    plan_result res = {0, 0, 0, 0, 0, -1, -1, -1, 0, 0};
+    typed_fill f = {n, cfg->dtype};
+    int64_t shape[2] = {n, n};
+    size_t elem = cfg->dtype == SPMD_DTYPE_F32 ? sizeof(float) : sizeof(double);
+    int total = cfg->warmup + cfg->iters;
+    double *t[6];
+    for (int k = 0; k < 6; k++)
+        t[k] = xmalloc((size_t)cfg->iters * sizeof(double));
+    void *scratch = xmalloc((size_t)(n * n) * elem);
+#ifdef SPMD_HAVE_MPI
+    a2a xa;
+    int do_a2a = procs > 1;
+    bound b;
+    if (do_a2a) {
+        layout l;
+        if (!layout_make(kind, ndev, &l))
+            fail("internal: layout");
+        placement src, dst;
+        placement_make(l.src, n, proc_of, &src);
+        placement_make(l.dst, n, proc_of, &dst);
+        bound_make(&src, &dst, procs, n, &b);
+        a2a_setup(&b, me, n, &xa);
+        int ok = xa.ok;
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, spmd_mpi_comm());
+        do_a2a = ok;
+        if (!ok)
+            a2a_free(&xa);
+        placement_free(&src);
+        placement_free(&dst);
+        spmd_sharding_destroy(l.src);
+        spmd_sharding_destroy(l.dst);
+    }
+#else
+    (void)proc_of;
+    (void)me;
+#endif
+    for (int it = 0; it < total; it++) {
+        int k = it - cfg->warmup; /* timed when >= 0 */
+        layout l, l2;
+        if (!layout_make(kind, ndev, &l) || !layout_make(kind, ndev, &l2))
+            fail("internal: layout");
+        spmd_array *x = NULL, *x2 = NULL;
+        CHECK(spmd_array_from_callback(2, shape, cfg->dtype, l.src, fill_typed, &f, &x));
+        CHECK(spmd_array_from_callback(2, shape, cfg->dtype, l2.src, fill_typed, &f, &x2));
+        call_cost cf = timed_reshard(x, l.dst, procs, &f, scratch, &res.wrong);
+        call_cost cr = timed_reshard(x, l.dst, procs, &f, scratch, &res.wrong);
+        call_cost cd = timed_reshard(x, l2.dst, procs, &f, scratch, &res.wrong);
+        call_cost cs = timed_reshard(x2, l.dst, procs, &f, scratch, &res.wrong);
+        double ta = -1;
+#ifdef SPMD_HAVE_MPI
+        if (do_a2a) {
+            MPI_Datatype type = cfg->dtype == SPMD_DTYPE_F32 ? MPI_FLOAT : MPI_DOUBLE;
+            MPI_Barrier(spmd_mpi_comm());
+            double t0 = bench_now_s();
+            MPI_Alltoallv(xa.send, xa.sc, xa.sd, type, xa.recv, xa.rc, xa.rd, type,
+                          spmd_mpi_comm());
+            ta = bench_now_s() - t0;
+        }
+#endif
+        if (k >= 0) {
+            t[0][k] = cf.seconds;
+            t[1][k] = cr.seconds;
+            t[2][k] = cd.seconds;
+            t[3][k] = cs.seconds;
+            t[4][k] = cf.plan_seconds >= 0 ? cf.plan_seconds : cf.seconds - cr.seconds;
+            t[5][k] = ta;
+            res.pieces = cf.pieces > res.pieces ? cf.pieces : res.pieces;
+            res.steps = cf.steps > res.steps ? cf.steps : res.steps;
+            res.replans += cr.built + cd.built + cs.built;
+        }
+        spmd_array_destroy(x);
+        spmd_array_destroy(x2);
+        spmd_sharding_destroy(l.src);
+        spmd_sharding_destroy(l.dst);
+        spmd_sharding_destroy(l2.src);
+        spmd_sharding_destroy(l2.dst);
+    }
+    res.first = slowest_median(t[0], cfg->iters, procs);
+    res.repeated = slowest_median(t[1], cfg->iters, procs);
+    res.fresh_dst = slowest_median(t[2], cfg->iters, procs);
+    res.fresh_src = slowest_median(t[3], cfg->iters, procs);
+    res.plan = slowest_median(t[4], cfg->iters, procs);
+#ifdef SPMD_HAVE_MPI
+    if (do_a2a) {
+        res.a2av = slowest_median(t[5], cfg->iters, procs);
+        a2a_free(&xa);
+    }
+    if (procs > 1)
+        bound_free(&b);
+#endif
+    res.pieces = max_over_processes(res.pieces, procs);
+    res.steps = max_over_processes(res.steps, procs);
+    double sums[2] = {(double)res.wrong, res.replans};
+    sum_over_processes(sums, 2, procs);
+    res.wrong = (int64_t)sums[0];
+    res.replans = sums[1];
+    for (int k = 0; k < 6; k++)
+        free(t[k]);
+    free(scratch);
+    return res;
+}
+
+/* "%.0f", or "-" for a count the library does not report. */
+static const char *fmt_count(char *buf, size_t size, double v)
+{
+    if (v < 0)
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.0f", v);
+    return buf;
+}
+
+static void run_plan(const config *cfg, const int *proc_of, int me, int procs, int ndev,
+                     cJSON *root)
+{
+    cJSON *json_rows = cJSON_AddArrayToObject(root, "plan_rows");
+    const char *dtype = cfg->dtype == SPMD_DTYPE_F32 ? "float32" : "float64";
+    if (me == 0) {
+        printf("# libspmd bench_reshard --plan: %d process(es) x %d device(s), %s N x N, median "
+               "of %d rounds (slowest process), %d warm-up\n",
+               procs, spmd_local_device_count(), dtype, cfg->iters, cfg->warmup);
+        printf("# each round makes new shardings; first = the call that plans, repeated = the "
+               "same call again,\n# fresh_dst / fresh_src = to / from a sharding made anew equal "
+               "to the first (new mesh);\n# plan = time planning in the first call "
+               "(spmd_reshard_stats.plan_seconds); pieces / steps = plan_pieces /\n# plan_steps "
+               "of the busiest process; replans = plans built by the repeated and fresh calls;\n"
+               "# a2av = MPI_Alltoallv of the bytes that move (pre-packed), ratio = repeated / "
+               "a2av\n");
+        printf("# %-30s %6s %11s %11s %12s %12s %11s %9s %9s %7s %10s %6s %7s\n", "layout", "N",
+               "first_us", "repeated_us", "fresh_dst_us", "fresh_src_us", "plan_us", "pieces",
+               "steps", "replans", "a2av_us", "ratio", "#wrong");
+    }
+    for (int kind = 0; kind < L_COUNT; kind++) {
+        if (!cfg->layouts[kind])
+            continue;
+        layout l;
+        if (!layout_make((layout_kind)kind, ndev, &l)) {
+            if (me == 0)
+                printf("  %-30s skipped\n", layout_names[kind]);
+            continue;
+        }
+        char text[sizeof l.text];
+        memcpy(text, l.text, sizeof text);
+        int fits[64] = {0}, rows = 0;
+        for (int64_t n = cfg->min_n; n <= cfg->max_n && rows < 64; n *= 2, rows++) {
+            int64_t shape[2] = {n, n};
+            fits[rows] = spmd_sharding_check_shape(l.src, 2, shape) == SPMD_OK &&
+                         spmd_sharding_check_shape(l.dst, 2, shape) == SPMD_OK;
+            spmd_clear_error();
+        }
+        /* no sharding of the layouts may outlive this: a plan cached on it would serve rounds */
+        spmd_sharding_destroy(l.src);
+        spmd_sharding_destroy(l.dst);
+        rows = 0;
+        for (int64_t n = cfg->min_n; n <= cfg->max_n && rows < 64; n *= 2) {
+            if (!fits[rows++])
+                continue;
+            plan_result r = run_plan_row((layout_kind)kind, ndev, n, cfg, proc_of, me, procs);
+            char b[12][32];
+            if (me == 0) {
+                printf("  %-30s %6lld %11s %11s %12s %12s %11s %9s %9s %7s %10s %6s %7lld%s\n",
+                       text, (long long)n, fmt_us(b[0], 32, r.first), fmt_us(b[1], 32, r.repeated),
+                       fmt_us(b[2], 32, r.fresh_dst), fmt_us(b[3], 32, r.fresh_src),
+                       fmt_us(b[4], 32, r.plan), fmt_count(b[5], 32, r.pieces),
+                       fmt_count(b[6], 32, r.steps), fmt_count(b[7], 32, r.replans),
+                       fmt_us(b[8], 32, r.a2av), fmt_ratio(b[9], 32, r.repeated, r.a2av),
+                       (long long)r.wrong, r.wrong ? "  WRONG" : "");
+                fflush(stdout);
+            }
+            cJSON *row = cJSON_CreateObject();
+            cJSON_AddStringToObject(row, "layout", layout_names[kind]);
+            cJSON_AddStringToObject(row, "change", text);
+            cJSON_AddStringToObject(row, "dtype", dtype);
+            cJSON_AddNumberToObject(row, "n", (double)n);
+            cJSON_AddNumberToObject(row, "first_med_us", r.first * 1e6);
+            cJSON_AddNumberToObject(row, "repeated_med_us", r.repeated * 1e6);
+            cJSON_AddNumberToObject(row, "fresh_dst_med_us", r.fresh_dst * 1e6);
+            cJSON_AddNumberToObject(row, "fresh_src_med_us", r.fresh_src * 1e6);
+            cJSON_AddNumberToObject(row, "plan_med_us", r.plan * 1e6);
+            cJSON_AddNumberToObject(row, "plan_pieces", r.pieces);
+            cJSON_AddNumberToObject(row, "plan_steps", r.steps);
+            cJSON_AddNumberToObject(row, "replans", r.replans);
+            if (r.a2av > 0) {
+                cJSON_AddNumberToObject(row, "a2av_med_us", r.a2av * 1e6);
+                cJSON_AddNumberToObject(row, "repeated_over_a2av", r.repeated / r.a2av);
+            } else {
+                cJSON_AddNullToObject(row, "a2av_med_us");
+                cJSON_AddNullToObject(row, "repeated_over_a2av");
+            }
+            cJSON_AddNumberToObject(row, "wrong", (double)r.wrong);
+            cJSON_AddItemToArray(json_rows, row);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     config cfg;
@@ -1127,7 +1475,9 @@ int main(int argc, char **argv)
     cJSON_AddNumberToObject(root, "iters", cfg.iters);
     cJSON_AddStringToObject(root, "dtype", "float64");
 
-    if (me == 0) {
+    if (cfg.plan)
+        run_plan(&cfg, proc_of, me, procs, ndev, root);
+    else if (me == 0) {
         printf("# libspmd bench_reshard: %d process(es) x %d device(s), float64 N x N, median of "
                "%d (slowest process), %d warm-up\n",
                procs, spmd_local_device_count(), cfg.iters, cfg.warmup);
@@ -1147,7 +1497,7 @@ int main(int argc, char **argv)
                "gath_scat_us", "ratio", "pdgemr2d_us", "ratio", "memcpy_us", "ratio", "#wrong",
                "moved", "pgfault");
     }
-    for (int kind = 0; kind < L_COUNT; kind++) {
+    for (int kind = 0; kind < L_COUNT && !cfg.plan; kind++) {
         if (!cfg.layouts[kind])
             continue;
         layout l;

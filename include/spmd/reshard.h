@@ -19,6 +19,15 @@ typedef struct spmd_reshard_stats {
     uint64_t bytes_shared;   /**< destination shards that are views of a source buffer: no copy */
     int messages_sent;       /**< one per destination process, whatever the batch size */
     int messages_received;
+    /** Plans this call made: 0 when every array's plan was cached (a plan is kept for the
+     *  source and destination layouts, so shardings made anew equal to earlier ones reuse it). */
+    int plans_built;
+    /** Pieces of this process in the plans used: boxes it copies, shares, sends or receives. */
+    uint64_t plan_pieces;
+    /** Work of the planning this call did (block pairs and mesh positions visited): it grows
+     *  with this process's pieces, not with the square of the device count. 0 when cached. */
+    uint64_t plan_steps;
+    double plan_seconds; /**< time this call spent planning */
 } spmd_reshard_stats;
 
 #define SPMD_RESHARD_OPTIONS_VERSION 1u

@@ -172,6 +172,10 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, cons
  * shapes: a mismatch or a device that never arrives is reported (SPMD_ERR_COLLECTIVE_MISMATCH,
  * SPMD_ERR_TIMEOUT after $SPMD_COLLECTIVE_TIMEOUT seconds), never waited on forever.
  * `out` may be `in` (in place) where the shapes agree.
+ * Between processes MPI reads and writes the blocks themselves. When a call fails because a
+ * process stopped in the middle of moving data, MPI may still write them after the call
+ * returned: the call's arrays and spmd_ctx_alloc blocks are then kept for the rest of the
+ * process, but memory fn got elsewhere (malloc, its stack) is fn's to keep.
  */
 
 /**
@@ -267,6 +271,35 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_all_to_all_groups(spmd_ctx *ctx, const 
                                                            int split_axis, int concat_axis,
                                                            int tiled,
                                                            const spmd_axis_groups *groups);
+
+/**
+ * Many blocks in one collective: the leaves of a pytree, such as a training step's gradients.
+ * out[i] = psum (pmean, pmax, pmin) over the group of in[i], for every i < n, each block with
+ * the rules of the one-block call (dtypes and shapes may differ between blocks; n = 0 does
+ * nothing). One rendezvous and one agreement serve all n blocks. Between processes, blocks
+ * below 32 KiB and f16/bf16 blocks (accumulated in f32) are packed into one buffer per
+ * accumulator dtype, which travels with the agreement when it is 64 KiB at most and no block
+ * goes on its own; every other block is an MPI operation of its own, straight between the
+ * blocks, all in flight together. The numbers are those of n one-block calls, except that
+ * between more than two processes MPI may add a float's terms in another order (as it may for
+ * one block of another size).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_psum_many(spmd_ctx *ctx, int n, const spmd_block *in,
+                                                   spmd_block *out, const char *axes);
+SPMD_API SPMD_NODISCARD spmd_status spmd_pmean_many(spmd_ctx *ctx, int n, const spmd_block *in,
+                                                    spmd_block *out, const char *axes);
+SPMD_API SPMD_NODISCARD spmd_status spmd_pmax_many(spmd_ctx *ctx, int n, const spmd_block *in,
+                                                   spmd_block *out, const char *axes);
+SPMD_API SPMD_NODISCARD spmd_status spmd_pmin_many(spmd_ctx *ctx, int n, const spmd_block *in,
+                                                   spmd_block *out, const char *axes);
+/**
+ * all_gather of n blocks (each its own shape and dtype) along `axis`, tiled or stacked, as
+ * spmd_all_gather does each: one rendezvous and, between processes, one exchange of every
+ * member's blocks packed together (carrying the agreement up to 64 KiB, after it beyond).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_all_gather_many(spmd_ctx *ctx, int n, const spmd_block *in,
+                                                         spmd_block *out, const char *axes,
+                                                         int axis, int tiled);
 
 /* The other legacy pmap collectives, built on those above. */
 

@@ -75,6 +75,14 @@ static const suite suites[] = {
      "calls",
      {"call"},
      {{"time", "median_us", "mpi_median_us", "MPI", "us", 0}}},
+    {"gradients_mpi",
+     "bench_gradients",
+     "a training step's 200 float32 gradients (1 KiB-1 MiB, 30 MB) psum'd: psum_many and one "
+     "psum per array against one MPI_Allreduce of them concatenated",
+     1,
+     "rows",
+     {"method"},
+     {{"time", "time_us", "mpi_concat_us", "MPI_Allreduce of the concatenation", "us", 0}}},
     {"dispatch",
      "bench_collectives",
      "empty fn through a reused plan against a thread pool",
@@ -298,6 +306,15 @@ static void command_of(const suite *s, const options *o, const char *dir, const 
         }
         arg(a, "--iters");
         arg(a, "%d", o->quick ? 3 : 10);
+        arg(a, "--rounds");
+        arg(a, "%d", o->quick ? 1 : 3);
+    } else if (strcmp(s->program, "bench_gradients") == 0) {
+        if (o->quick) {
+            arg(a, "--grads");
+            arg(a, "20");
+        }
+        arg(a, "--iters");
+        arg(a, "%d", o->quick ? 2 : 10);
         arg(a, "--rounds");
         arg(a, "%d", o->quick ? 1 : 3);
     } else if (strcmp(s->program, "bench_pmap") == 0) {
@@ -884,9 +901,9 @@ void bench_usage(FILE *out)
           "each row's spread (max - min) / median is at most 10 % or its time cap passes.\n"
           "Writes DIR/report.md, DIR/results.json, DIR/*.png (gnuplot) and DIR/raw/.\n"
           "\n"
-          "suites: all (default), collectives, collectives_mpi, calls_mpi, dispatch, pmap,\n"
-          "        unreplicate, replicate, reshard, gemm (collectives_mpi, calls_mpi and reshard\n"
-          "        run under mpirun)\n"
+          "suites: all (default), collectives, collectives_mpi, calls_mpi, gradients_mpi,\n"
+          "        dispatch, pmap, unreplicate, replicate, reshard, gemm (collectives_mpi,\n"
+          "        calls_mpi, gradients_mpi and reshard run under mpirun)\n"
           "\n"
           "options:\n"
           "  --out DIR        where the report goes (default: bench-report)\n"

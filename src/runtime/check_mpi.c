@@ -1187,16 +1187,13 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
 
 spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                          const size_t *send_counts, void *recv,
-                                         const size_t *recv_counts, spmd__wait *w)
+                                         const size_t *recv_counts, int large, spmd__wait *w)
 {
     if (c->size == 1) {
         memmove(recv, send, send_counts[0]);
         return SPMD_OK;
     }
-    size_t total = 0;
-    for (int r = 0; r < c->size; r++)
-        total += send_counts[r];
-    if (total <= SPMD__COMM_COMBINED_BYTES) {
+    if (!large) {
         /* every rank sends to every other: their messages check each other, no agreement of
          * its own */
         spmd__message *m = malloc(2 * (size_t)c->size * sizeof *m);
@@ -1240,21 +1237,95 @@ spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a
     return st;
 }
 
-spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
-                                        const spmd__message *sends, int nrecv,
-                                        const spmd__message *recvs, spmd__wait *w)
+/* Posts an exchange's messages at `tag` (reqs and from hold one entry per message). */
+typedef spmd_status (*post_fn)(spmd__comm *c, int tag, const void *arg, MPI_Request *reqs,
+                               int *from);
+
+/* Posts n messages with `post`, then checks `a` beside them (check_beside). */
+static spmd_status exchange_beside(spmd__comm *c, const spmd__agreement *a, int n, post_fn post,
+                                   const void *arg, const char *what, spmd__wait *w)
 {
-    int n = nsend + nrecv;
     int tag = spmd__comm_exchange_tag(c, w->key);
     MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
     int *from = malloc((size_t)(n ? n : 1) * sizeof *from);
     spmd_status st = reqs && from ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     if (st == SPMD_OK)
-        st = spmd__comm_post_messages(c, tag + 2, nsend, sends, nrecv, recvs, reqs, from);
+        st = post(c, tag + 2, arg, reqs, from);
     if (st == SPMD_OK)
-        st = check_beside(c, a, w, tag, n, reqs, from, "the ppermute exchange");
+        st = check_beside(c, a, w, tag, n, reqs, from, what);
     if (st == SPMD_OK || !w->data_pending)
         free(reqs);
     free(from);
     return st;
+}
+
+typedef struct message_lists {
+    int nsend, nrecv;
+    const spmd__message *sends, *recvs;
+} message_lists;
+
+static spmd_status post_message_lists(spmd__comm *c, int tag, const void *arg, MPI_Request *reqs,
+                                      int *from)
+{
+    const message_lists *m = arg;
+    return spmd__comm_post_messages(c, tag, m->nsend, m->sends, m->nrecv, m->recvs, reqs, from);
+}
+
+spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                        const spmd__message *sends, int nrecv,
+                                        const spmd__message *recvs, spmd__wait *w)
+{
+    message_lists m = {nsend, nrecv, sends, recvs};
+    return exchange_beside(c, a, nsend + nrecv, post_message_lists, &m, "the ppermute exchange", w);
+}
+
+/* ---- large collectives straight between the blocks: the agreement first, then MPI ---- */
+
+spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
+                                                const spmd__block_layout *layout,
+                                                const size_t *counts, const size_t *displs,
+                                                spmd__wait *w)
+{
+    if (c->size == 1)
+        return SPMD_OK;
+    SPMD_CHECK(spmd__comm_check(c, a, w));
+    spmd_status st = spmd__comm_allgather_placed_agreed(c, recv, layout, counts, displs);
+    w->data_pending = st != SPMD_OK;
+    return st;
+}
+
+spmd_status spmd__comm_checked_allreduce_many(spmd__comm *c, const spmd__agreement *a, int n,
+                                              const spmd__reduction_item *items, spmd__wait *w)
+{
+    if (c->size == 1) {
+        for (int i = 0; i < n; i++)
+            if (items[i].send != items[i].recv)
+                memmove(items[i].recv, items[i].send,
+                        items[i].count * spmd_dtype_size(items[i].dtype));
+        return SPMD_OK;
+    }
+    SPMD_CHECK(spmd__comm_check(c, a, w));
+    spmd_status st = spmd__comm_allreduce_many_agreed(c, n, items);
+    w->data_pending = st != SPMD_OK;
+    return st;
+}
+
+typedef struct piece_lists {
+    int nsend, nrecv;
+    const spmd__piece_message *sends, *recvs;
+} piece_lists;
+
+static spmd_status post_piece_lists(spmd__comm *c, int tag, const void *arg, MPI_Request *reqs,
+                                    int *from)
+{
+    const piece_lists *m = arg;
+    return spmd__comm_post_pieces(c, tag, m->nsend, m->sends, m->nrecv, m->recvs, reqs, from);
+}
+
+spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                               const spmd__piece_message *sends, int nrecv,
+                                               const spmd__piece_message *recvs, spmd__wait *w)
+{
+    piece_lists m = {nsend, nrecv, sends, recvs};
+    return exchange_beside(c, a, nsend + nrecv, post_piece_lists, &m, "all_to_all", w);
 }

@@ -141,10 +141,43 @@ spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreeme
                                               spmd_dtype dtype, spmd__reduce_op op,
                                               spmd__combine_fn combine, void *combine_arg,
                                               spmd__wait *w);
-/** send_counts[r] bytes to rank r (packed in rank order); recv_counts[r] bytes from it. */
+/** send_counts[r] bytes to rank r (packed in rank order); recv_counts[r] bytes from it.
+ * `large`, which every rank must give alike, picks the protocol: the agreement beside the data
+ * (large), or the messages checking each other (at most SPMD__COMM_COMBINED_BYTES a rank). */
 spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                          const size_t *send_counts, void *recv,
-                                         const size_t *recv_counts, spmd__wait *w);
+                                         const size_t *recv_counts, int large, spmd__wait *w);
+
+/** Where a gathered buffer holds its blocks: block b is `outer` runs of `run` bytes, `stride`
+ * bytes apart, the first at byte b * run (a tiled or stacked all_gather's output). */
+typedef struct spmd__block_layout {
+    size_t outer, run, stride;
+} spmd__block_layout;
+/**
+ * A large all-gather straight into its destination (more than SPMD__COMM_COMBINED_BYTES in
+ * all): checks `a`, then rank r's counts[r] blocks land at blocks displs[r] onwards of recv,
+ * each rank's own blocks already being in place there. MPI moves the data between the blocks
+ * and its transport (a derived datatype where runs are strided): no staging copy.
+ */
+spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
+                                                const spmd__block_layout *layout,
+                                                const size_t *counts, const size_t *displs,
+                                                spmd__wait *w);
+
+/** One reduction of spmd__comm_checked_allreduce_many: recv = op over ranks of send. */
+typedef struct spmd__reduction_item {
+    const void *send; /* == recv: in place */
+    void *recv;
+    size_t count;
+    spmd_dtype dtype;
+    spmd__reduce_op op;
+} spmd__reduction_item;
+/**
+ * Several all-reduces behind one agreement: checks `a` once, then starts every item at once
+ * (they are in flight together) and waits for them all.
+ */
+spmd_status spmd__comm_checked_allreduce_many(spmd__comm *c, const spmd__agreement *a, int n,
+                                              const spmd__reduction_item *items, spmd__wait *w);
 
 /** One point-to-point message of spmd__comm_checked_exchange. */
 typedef struct spmd__message {
@@ -205,14 +238,14 @@ typedef struct spmd__piece_message {
 } spmd__piece_message;
 
 /**
- * Posts every send and receive, then calls work(work_arg) (when not NULL) until it returns 0,
- * letting MPI progress between calls, then waits for every message: the caller's own work
- * overlaps the transfers on one thread. A message may exceed 2 GiB; each buffer dimension
- * must stay below 2^31 elements (SPMD_ERR_UNSUPPORTED otherwise).
+ * As spmd__comm_checked_exchange, for messages made of boxes sent and received in place (MPI
+ * derived datatypes: no staging copy). One MPI message per message: a sender's boxes and its
+ * receiver's may differ in shape, only their bytes in order must agree. The messages between
+ * two ranks match in list order.
  */
-spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__piece_message *sends,
-                                       int nrecv, const spmd__piece_message *recvs,
-                                       int (*work)(void *), void *work_arg);
+spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                               const spmd__piece_message *sends, int nrecv,
+                                               const spmd__piece_message *recvs, spmd__wait *w);
 
 /** Discards the abort records of calls up to `epoch`; those of later calls are kept. */
 void spmd__comm_drain(spmd__comm *c, unsigned long epoch);

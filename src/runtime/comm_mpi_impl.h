@@ -114,6 +114,16 @@ spmd_status spmd__comm_allreduce_agreed(spmd__comm *c, const void *send, void *r
 spmd_status spmd__comm_reduce_scatter_agreed(spmd__comm *c, const void *send, void *recv,
                                              const size_t *counts, spmd_dtype dtype,
                                              spmd__reduce_op op);
+spmd_status spmd__comm_allgather_placed_agreed(spmd__comm *c, void *recv,
+                                               const spmd__block_layout *layout,
+                                               const size_t *counts, const size_t *displs);
+spmd_status spmd__comm_allreduce_many_agreed(spmd__comm *c, int n,
+                                             const spmd__reduction_item *items);
+/** Posts messages made of boxes (no wait; nothing when it fails): one MPI message each, so
+ * reqs and from hold nsend + nrecv entries; from[i] is the peer of a receive, -1 for a send. */
+spmd_status spmd__comm_post_pieces(spmd__comm *c, int tag, int nsend,
+                                   const spmd__piece_message *sends, int nrecv,
+                                   const spmd__piece_message *recvs, MPI_Request *reqs, int *from);
 /** Posts the sends and receives of an all-to-all (no wait): reqs holds 2 * size requests. */
 spmd_status spmd__comm_post_alltoallv(spmd__comm *c, int tag, const void *send,
                                       const size_t *send_counts, void *recv,

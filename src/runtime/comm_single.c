@@ -112,9 +112,9 @@ spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreeme
 
 spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                          const size_t *send_counts, void *recv,
-                                         const size_t *recv_counts, spmd__wait *w)
+                                         const size_t *recv_counts, int large, spmd__wait *w)
 {
-    (void)c, (void)a, (void)recv_counts, (void)w;
+    (void)c, (void)a, (void)recv_counts, (void)large, (void)w;
     memmove(recv, send, send_counts[0]);
     return SPMD_OK;
 }
@@ -160,20 +160,6 @@ spmd_status spmd__comm_bcast(spmd__comm *c, int root, void *data, size_t bytes)
     return SPMD_OK;
 }
 
-spmd_status spmd__comm_exchange_pieces(spmd__comm *c, int nsend, const spmd__piece_message *sends,
-                                       int nrecv, const spmd__piece_message *recvs,
-                                       int (*work)(void *), void *work_arg)
-{
-    (void)c;
-    while (work && work(work_arg))
-        ;
-    SPMD_REQUIRE(nsend == 0 && nrecv == 0, SPMD_ERR_INTERNAL,
-                 "point-to-point messages in a build without MPI");
-    (void)sends;
-    (void)recvs;
-    return SPMD_OK;
-}
-
 void spmd__comm_drain(spmd__comm *c, unsigned long epoch)
 {
     (void)c;
@@ -194,4 +180,33 @@ int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size
     (void)record;
     (void)bytes;
     return 0;
+}
+
+spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
+                                                const spmd__block_layout *layout,
+                                                const size_t *counts, const size_t *displs,
+                                                spmd__wait *w)
+{
+    (void)c, (void)a, (void)recv, (void)layout, (void)counts, (void)displs, (void)w;
+    return SPMD_OK; /* one rank: its blocks are in place */
+}
+
+spmd_status spmd__comm_checked_allreduce_many(spmd__comm *c, const spmd__agreement *a, int n,
+                                              const spmd__reduction_item *items, spmd__wait *w)
+{
+    (void)c, (void)a, (void)w;
+    for (int i = 0; i < n; i++)
+        if (items[i].send != items[i].recv)
+            memmove(items[i].recv, items[i].send, items[i].count * spmd_dtype_size(items[i].dtype));
+    return SPMD_OK;
+}
+
+spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                               const spmd__piece_message *sends, int nrecv,
+                                               const spmd__piece_message *recvs, spmd__wait *w)
+{
+    (void)c, (void)a, (void)sends, (void)recvs, (void)w;
+    SPMD_REQUIRE(nsend == 0 && nrecv == 0, SPMD_ERR_INTERNAL,
+                 "point-to-point messages in a build without MPI");
+    return SPMD_OK;
 }

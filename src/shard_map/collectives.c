@@ -65,6 +65,7 @@ typedef struct coll {
     int ndim;
     int64_t shape[SPMD_MAX_RANK];
     unsigned seq;
+    int nblocks;           /* > 0: a collective over that many blocks (shape: the first's) */
     char description[120]; /* "" until formatted */
     size_t scratch_need[3];
 } coll;
@@ -173,10 +174,14 @@ static void describe_into(const void *arg, char *text, size_t size)
     const coll *c = arg;
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, text, size);
-    spmd__strbuf_printf(&sb, "%s %s[", op_names[c->op], spmd_dtype_name(c->dtype));
+    if (c->nblocks)
+        spmd__strbuf_printf(&sb, "%s of %d blocks (the first %s[", op_names[c->op], c->nblocks,
+                            spmd_dtype_name(c->dtype));
+    else
+        spmd__strbuf_printf(&sb, "%s %s[", op_names[c->op], spmd_dtype_name(c->dtype));
     for (int j = 0; j < c->ndim; j++)
         spmd__strbuf_printf(&sb, j ? ",%lld" : "%lld", (long long)c->shape[j]);
-    spmd__strbuf_printf(&sb, "] over (");
+    spmd__strbuf_printf(&sb, c->nblocks ? "]) over (" : "] over (");
     for (int k = 0; k < c->naxes; k++)
         spmd__strbuf_printf(&sb, "%s'%s'", k ? ", " : "", c->mesh->names[c->axes[k]]);
     if (c->rank_in_subgroup)
@@ -621,22 +626,75 @@ static spmd_status scale(spmd_ctx *ctx, spmd_block *out, double s, size_t count)
     return SPMD_OK;
 }
 
-static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
-                          op_kind op, spmd__reduce_op rop, const spmd_axis_groups *groups)
+static int is_float(spmd_dtype t)
+{
+    return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || spmd__is_half(t);
+}
+
+/* A block converted into out's dtype, in place of `in`, before the reduction runs over out; in
+ * and out must not overlap when their element sizes differ. */
+static spmd_status convert_into_out(const spmd_block *in, spmd_block *out, const char *name)
+{
+    SPMD_CHECK(check_out_shape(out, out->dtype, in->ndim, in->shape, name));
+    SPMD_REQUIRE(in->data != out->data || spmd_dtype_size(in->dtype) == spmd_dtype_size(out->dtype),
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: in (%s) and out (%s) share memory but differ in element size; pass a "
+                 "separate out",
+                 name, spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    spmd__convert(out->dtype, out->data, in->dtype, in->data, (size_t)spmd_block_size(in));
+    return SPMD_OK;
+}
+
+/*
+ * Checks one (in, out) pair of a reduction, as JAX types it, and sets *reduced to the block the
+ * reduction runs over: in itself, or out once in was converted into out's dtype (psum of bool
+ * counts into int32; pmean of integers and bools averages as floats).
+ */
+static spmd_status prepare_reduction(op_kind op, const spmd_block *in, spmd_block *out,
+                                     spmd_block *reduced)
 {
     const char *name = op_names[op];
-    spmd_status st = spmd__check_block(in, "in", name);
+    SPMD_CHECK(spmd__check_block(in, "in", name));
+    SPMD_CHECK(spmd__check_block(out, "out", name));
+    *reduced = *in;
+    int convert = 0;
+    if (op == OP_PSUM && in->dtype == SPMD_DTYPE_BOOL) { /* counts, as JAX */
+        SPMD_REQUIRE(out->dtype == SPMD_DTYPE_I32, SPMD_ERR_SHAPE,
+                     "psum: out is %s; the psum of bool counts the true values, in an int32 out "
+                     "(as JAX)",
+                     spmd_dtype_name(out->dtype));
+        convert = 1;
+    } else if (op == OP_PMEAN) {
+        SPMD_REQUIRE(!is_float(in->dtype) || out->dtype == in->dtype, SPMD_ERR_SHAPE,
+                     "pmean: out is %s but in is %s; they must match", spmd_dtype_name(out->dtype),
+                     spmd_dtype_name(in->dtype));
+        SPMD_REQUIRE(is_float(out->dtype), SPMD_ERR_SHAPE,
+                     "pmean: out is %s; the mean of %s needs a float out (float32 or float64)",
+                     spmd_dtype_name(out->dtype), spmd_dtype_name(in->dtype));
+        convert = !is_float(in->dtype);
+    }
+    if (convert) {
+        SPMD_CHECK(convert_into_out(in, out, name));
+        *reduced = *out;
+    }
+    SPMD_REQUIRE(spmd__reducible(reduced->dtype), SPMD_ERR_UNSUPPORTED,
+                 "%s of %s is not supported; convert to int32 or float32 first (spmd_op_copy into "
+                 "a block of that dtype)",
+                 name, spmd_dtype_name(reduced->dtype));
+    return check_out_shape(out, reduced->dtype, reduced->ndim, reduced->shape, name);
+}
+
+static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *out, const char *axes,
+                          op_kind op, spmd__reduce_op rop, const spmd_axis_groups *groups)
+{
+    spmd_block prepared;
+    /* kernels fn queued may still be writing `given`, which a conversion reads */
+    spmd_status st = spmd__ctx_sync(ctx);
     if (st == SPMD_OK)
-        st = spmd__check_block(out, "out", name);
-    if (st == SPMD_OK && !spmd__reducible(in->dtype))
-        st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
-                        "%s of %s is not supported; convert to int32 or float32 first "
-                        "(spmd_op_copy into a block of that dtype)",
-                        name, spmd_dtype_name(in->dtype));
-    if (st == SPMD_OK)
-        st = check_out_shape(out, in->dtype, in->ndim, in->shape, name);
+        st = prepare_reduction(op, given, out, &prepared);
     if (st != SPMD_OK)
         return fail_args(ctx, st);
+    const spmd_block *in = &prepared;
     coll c;
     SPMD_CHECK(begin(ctx, axes, op, in, groups, &c));
     size_t count = (size_t)spmd_block_size(in), elem = spmd_dtype_size(in->dtype);
@@ -708,43 +766,10 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
     return st;
 }
 
-/* A block converted into out's dtype (bool counts for psum, any number for pmean), in place of
- * `in`, before the reduction runs over out; in and out must not overlap when their element
- * sizes differ. */
-static spmd_status convert_into_out(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
-                                    const char *name)
-{
-    spmd_status st = check_out_shape(out, out->dtype, in->ndim, in->shape, name);
-    if (st == SPMD_OK && in->data == out->data &&
-        spmd_dtype_size(in->dtype) != spmd_dtype_size(out->dtype))
-        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
-                        "%s: in (%s) and out (%s) share memory but differ in element size; pass "
-                        "a separate out",
-                        name, spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
-    if (st != SPMD_OK)
-        return fail_args(ctx, st);
-    spmd__convert(out->dtype, out->data, in->dtype, in->data, (size_t)spmd_block_size(in));
-    return SPMD_OK;
-}
-
 static spmd_status spmd_psum_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                      const char *axes, const spmd_axis_groups *groups)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_psum"));
-    if (in && out && in->dtype == SPMD_DTYPE_BOOL) { /* counts, as JAX: bool becomes int32 */
-        spmd_status st = spmd__check_block(in, "in", "psum");
-        if (st == SPMD_OK)
-            st = spmd__check_block(out, "out", "psum");
-        if (st == SPMD_OK && out->dtype != SPMD_DTYPE_I32)
-            st = SPMD_ERROR(SPMD_ERR_SHAPE,
-                            "psum: out is %s; the psum of bool counts the true values, in an "
-                            "int32 out (as JAX)",
-                            spmd_dtype_name(out->dtype));
-        if (st != SPMD_OK)
-            return fail_args(ctx, st);
-        SPMD_CHECK(convert_into_out(ctx, in, out, "psum"));
-        return reduce(ctx, out, out, axes, OP_PSUM, SPMD__OP_SUM, groups);
-    }
     return reduce(ctx, in, out, axes, OP_PSUM, SPMD__OP_SUM, groups);
 }
 
@@ -762,32 +787,12 @@ static spmd_status spmd_pmin_checked(spmd_ctx *ctx, const spmd_block *in, spmd_b
     return reduce(ctx, in, out, axes, OP_PMIN, SPMD__OP_MIN, groups);
 }
 
-static int is_float(spmd_dtype t)
-{
-    return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || spmd__is_half(t);
-}
-
+/* rop is SUM: the division happens on each device's own output */
 static spmd_status spmd_pmean_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                       const char *axes, const spmd_axis_groups *groups)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pmean"));
-    spmd_status st = spmd__check_block(in, "in", "pmean");
-    if (st == SPMD_OK)
-        st = spmd__check_block(out, "out", "pmean");
-    if (st == SPMD_OK && is_float(in->dtype) && out->dtype != in->dtype)
-        st = SPMD_ERROR(SPMD_ERR_SHAPE, "pmean: out is %s but in is %s; they must match",
-                        spmd_dtype_name(out->dtype), spmd_dtype_name(in->dtype));
-    if (st == SPMD_OK && !is_float(out->dtype))
-        st = SPMD_ERROR(SPMD_ERR_SHAPE,
-                        "pmean: out is %s; the mean of %s needs a float out (float32 or float64)",
-                        spmd_dtype_name(out->dtype), spmd_dtype_name(in->dtype));
-    if (st != SPMD_OK)
-        return fail_args(ctx, st);
-    if (is_float(in->dtype))
-        return reduce(ctx, in, out, axes, OP_PMEAN, SPMD__OP_SUM, groups);
-    /* integers and bools: averaged as floats, like JAX */
-    SPMD_CHECK(convert_into_out(ctx, in, out, "pmean"));
-    return reduce(ctx, out, out, axes, OP_PMEAN, SPMD__OP_SUM, groups);
+    return reduce(ctx, in, out, axes, OP_PMEAN, SPMD__OP_SUM, groups);
 }
 
 /* ---- helpers for the data-movement collectives ---- */
@@ -820,6 +825,33 @@ static void rank_offsets(const spmd__group *g, size_t *offset)
         offset[r] = o;
         o += (size_t)g->rank_members[r];
     }
+}
+
+/* MPI may move a collective's data straight between the blocks when they are host memory
+ * (CUDA blocks go through host staging). Every member of every process answers alike. */
+static int blocks_on_host(const spmd_ctx *ctx) { return spmd__ctx_platform_is_host(ctx); }
+
+/* 1 when each rank's members hold consecutive positions, in member-index order; first[r] is
+ * the position of rank r's first member. With `in_rank_order`, rank r's positions also follow
+ * rank r - 1's (rank order is position order). */
+static int ranks_contiguous(const coll *c, const members *m, size_t *first, int in_rank_order)
+{
+    const spmd__group *g = c->g;
+    size_t next = 0;
+    for (int r = 0; r < g->num_ranks; r++)
+        first[r] = SIZE_MAX;
+    for (int k = 0; k < c->n; k++)
+        if (g->member_index[k] == 0)
+            first[g->member_rank[k]] = (size_t)m->pos[k];
+    for (int k = 0; k < c->n; k++)
+        if ((size_t)m->pos[k] != first[g->member_rank[k]] + (size_t)g->member_index[k])
+            return 0;
+    for (int r = 0; in_rank_order && r < g->num_ranks; r++) {
+        if (first[r] != next)
+            return 0;
+        next += (size_t)g->rank_members[r];
+    }
+    return 1;
 }
 
 /* ---- where a collective's copies run ---- */
@@ -906,16 +938,72 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
         return fail(&c, st);
     size_t bytes = block_bytes(in);
     spmd__group *g = c.g;
-    if (g->comm) {
-        c.scratch_need[0] = (size_t)c.nl * bytes;
-        c.scratch_need[1] = (size_t)c.n * bytes;
-    }
-    SPMD_CHECK(arrive(&c, in->data, out->data, NULL));
     members m;
     st = members_init(&c, &m);
     if (st != SPMD_OK)
         return fail(&c, st);
-    if (!g->comm) {
+    /* large gathers between processes of host blocks go straight into the outputs, when each
+     * process's blocks are consecutive there (every member finds the same from the same tables) */
+    spmd__block_layout layout = {1, bytes, 0};
+    for (int j = 0; j < a; j++)
+        layout.outer *= (size_t)in->shape[j];
+    layout.run = bytes / (layout.outer ? layout.outer : 1);
+    layout.stride = layout.run * (size_t)c.n;
+    /* (runs of a few elements, as a stack at a new last axis makes, MPI moves slower than the
+     * staging copy) */
+    int direct = g->comm && (size_t)c.n * bytes > SPMD__COMM_COMBINED_BYTES &&
+                 (layout.outer == 1 || layout.run >= 256) && blocks_on_host(ctx);
+    size_t *first = direct ? malloc((size_t)g->num_ranks * sizeof *first) : NULL;
+    if (direct && !first) {
+        free(m.pos);
+        return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+    }
+    if (direct && !ranks_contiguous(&c, &m, first, 0)) {
+        free(first);
+        first = NULL;
+        direct = 0;
+    }
+    if (g->comm && !direct) {
+        c.scratch_need[0] = (size_t)c.nl * bytes;
+        c.scratch_need[1] = (size_t)c.n * bytes;
+    }
+    st = arrive(&c, in->data, out->data, NULL);
+    if (st != SPMD_OK) {
+        free(first);
+        free(m.pos);
+        return st;
+    }
+    if (direct) {
+        /* Each member places its block in the first member's output, MPI gathers the other
+         * processes' blocks there in place, and the other members copy the whole of it. */
+        spmd_block root = *out;
+        root.data = g->slots[0].out;
+        copier host = {ctx, NULL};
+        (void)place_gathered(&host, &root, in->data, in, a, tiled, c.pos);
+        st = barrier(&c, 0);
+        if (st == SPMD_OK && c.li == 0) {
+            size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);
+            if (!counts)
+                st = fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+            for (int r = 0; counts && r < g->num_ranks; r++)
+                counts[r] = (size_t)g->rank_members[r];
+            if (st == SPMD_OK) {
+                spmd__agreement ag = agreement_of(&c);
+                spmd__wait w = cross_wait(&c);
+                st = crossed(&c,
+                             spmd__comm_checked_allgather_placed(g->comm, &ag, root.data, &layout,
+                                                                 counts, first, &w),
+                             &w);
+            }
+            free(counts);
+        }
+        if (st == SPMD_OK)
+            st = barrier(&c, 0);
+        if (st == SPMD_OK && c.li != 0)
+            memcpy(out->data, root.data, block_bytes(out));
+        if (st == SPMD_OK && c.nl > 1) /* the first member's output is read until here */
+            st = barrier(&c, 0);
+    } else if (!g->comm) {
         const void *ptrs[2] = {out->data, in->data}; /* peers check their own */
         copier cp = copier_for(ctx, block_bytes(out), 2, ptrs);
         int rc = 0;
@@ -962,6 +1050,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
             }
         }
     }
+    free(first);
     free(m.pos);
     return st;
 }
@@ -1099,7 +1188,28 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
     spmd_dtype acc_dtype = spmd__accumulator_dtype(in->dtype);
     size_t acc_elem = spmd_dtype_size(acc_dtype);
     int half = spmd__is_half(in->dtype);
-    if (g->comm) {
+    /* Between processes, when the chunks lie in rank order (contiguous chunks, each process's
+     * positions consecutive and following the previous process's), MPI scatters the partial
+     * sum as it is: no packing; and a lone local member's input and output serve MPI directly. */
+    int direct = 0;
+    if (g->comm && !half && k.outer == 1 && blocks_on_host(ctx)) {
+        members m;
+        size_t *first = malloc((size_t)g->num_ranks * sizeof *first);
+        st = first ? members_init(&c, &m) : SPMD_ERR_OUT_OF_MEMORY;
+        if (st != SPMD_OK) {
+            free(first);
+            return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+        }
+        direct = ranks_contiguous(&c, &m, first, 1);
+        free(first);
+        free(m.pos);
+    }
+    if (direct) {
+        if (c.nl > 1) {
+            c.scratch_need[0] = count * acc_elem;                  /* the partial sum */
+            c.scratch_need[2] = (size_t)c.nl * k.elems * acc_elem; /* this process's results */
+        }
+    } else if (g->comm) {
         c.scratch_need[0] = count * acc_elem;                  /* this process's partial sum */
         c.scratch_need[1] = count * acc_elem;                  /* its chunks in rank order */
         c.scratch_need[2] = (size_t)c.nl * k.elems * acc_elem; /* this process's results */
@@ -1125,6 +1235,41 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
                 spmd__from_accumulator(in->dtype, out->data, acc, 0, k.elems);
         }
         st = st == SPMD_OK ? barrier(&c, 0) : fail(&c, st);
+    } else if (direct) {
+        const void *send = srcs[0];
+        void *recv = out->data;
+        if (c.nl > 1) {
+            size_t b, e;
+            slice_of(count, c.nl, c.li, &b, &e);
+            spmd__reduce_many(in->dtype, SPMD__OP_SUM, g->scratch[0], srcs, c.nl, b, e);
+            st = barrier(&c, 0);
+            send = g->scratch[0];
+            recv = g->scratch[2];
+        }
+        if (st == SPMD_OK && c.li == 0) {
+            size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);
+            if (!counts)
+                st = fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+            for (int r = 0; counts && r < g->num_ranks; r++)
+                counts[r] = (size_t)g->rank_members[r] * k.elems;
+            if (st == SPMD_OK) {
+                spmd__agreement ag = agreement_of(&c);
+                spmd__wait w = cross_wait(&c);
+                reduction r = {acc_dtype, SPMD__OP_SUM};
+                st = crossed(&c,
+                             spmd__comm_checked_reduce_scatter(g->comm, &ag, send, recv, counts,
+                                                               acc_dtype, SPMD__OP_SUM, combine, &r,
+                                                               &w),
+                             &w);
+            }
+            free(counts);
+        }
+        if (st == SPMD_OK && c.nl > 1) {
+            st = barrier(&c, 0);
+            if (st == SPMD_OK) /* member li is this process's li-th position */
+                memcpy(out->data, (char *)g->scratch[2] + (size_t)c.li * k.elems * acc_elem,
+                       k.elems * acc_elem);
+        }
     } else {
         size_t b, e;
         slice_of(count, c.nl, c.li, &b, &e);
@@ -1405,6 +1550,76 @@ static void a2a_layout(const spmd_block *in, const spmd_block *out, int s, int c
     L->dst_step = os[c];
 }
 
+/* One box of a block: everything along each dimension but `d`, where it is `chunk` wide at
+ * position p. */
+static spmd__piece chunk_piece(const spmd_block *b, const void *data, int d, int64_t chunk, int p)
+{
+    spmd__piece piece = {(void *)data, spmd_dtype_size(b->dtype), b->ndim, b->shape, {0}, {0}};
+    for (int j = 0; j < b->ndim; j++)
+        piece.extent[j] = b->shape[j];
+    piece.start[d] = (int64_t)p * chunk;
+    piece.extent[d] = chunk;
+    return piece;
+}
+
+/*
+ * The messages of an all_to_all between processes, straight between the blocks (run by the
+ * first local member for them all). To rank r: for each of its members (index order), this
+ * process's chunks for it, one per local member (local order); from rank r: for each local
+ * member, one chunk per member of r. The staged path sends the same bytes in the same order.
+ * `copies` (NULL: the inputs) holds the local inputs when some output is over its input.
+ */
+static spmd_status a2a_exchange_direct(coll *c, const members *m, const spmd_block *in,
+                                       const spmd_block *out, int s, int cc, int tiled,
+                                       const void *copies, size_t in_bytes)
+{
+    spmd__group *g = c->g;
+    int me = g->member_rank[m->member_at[c->pos]], nl = c->nl;
+    int64_t split_chunk = tiled ? in->shape[s] / c->n : 1;
+    int64_t concat_chunk = tiled ? out->shape[cc] / c->n : 1;
+    size_t npieces = (size_t)nl * (size_t)(c->n - nl);
+    spmd__piece *pieces = malloc(2 * (npieces ? npieces : 1) * sizeof *pieces);
+    spmd__piece_message *msgs = malloc(2 * (size_t)g->num_ranks * sizeof *msgs);
+    size_t *offset = malloc((size_t)g->num_ranks * sizeof *offset);
+    if (!pieces || !msgs || !offset) {
+        free(pieces), free(msgs), free(offset);
+        return fail(c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+    }
+    spmd__piece *sp = pieces, *rp = pieces + npieces;
+    spmd__piece_message *sends = msgs, *recvs = msgs + g->num_ranks;
+    int nmsg = 0;
+    for (int r = 0, at = 0; r < g->num_ranks; r++) {
+        offset[r] = (size_t)at;
+        if (r == me)
+            continue;
+        int count = g->rank_members[r] * nl;
+        sends[nmsg] = (spmd__piece_message){r, count, sp + at};
+        recvs[nmsg++] = (spmd__piece_message){r, count, rp + at};
+        at += count;
+    }
+    for (int k = 0; k < c->n; k++) {
+        int r = g->member_rank[k];
+        if (r == me)
+            continue;
+        for (int li = 0; li < nl; li++) {
+            const void *src =
+                copies ? (const char *)copies + (size_t)li * in_bytes : g->slots[li].in;
+            sp[offset[r] + (size_t)g->member_index[k] * (size_t)nl + (size_t)li] =
+                chunk_piece(in, src, s, split_chunk, m->pos[k]);
+            rp[offset[r] + (size_t)li * (size_t)g->rank_members[r] + (size_t)g->member_index[k]] =
+                chunk_piece(out, g->slots[li].out, cc, concat_chunk, m->pos[k]);
+        }
+    }
+    spmd__agreement a = agreement_of(c);
+    spmd__wait w = cross_wait(c);
+    spmd_status st = crossed(
+        c, spmd__comm_checked_exchange_pieces(g->comm, &a, nmsg, sends, nmsg, recvs, &w), &w);
+    free(pieces);
+    free(msgs);
+    free(offset);
+    return st;
+}
+
 static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                            const char *axes, int split_axis, int concat_axis,
                                            int tiled, const spmd_axis_groups *groups)
@@ -1458,8 +1673,17 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     a2a L;
     a2a_layout(in, out, s, cc, c.n, tiled, &L);
     size_t elem = spmd_dtype_size(in->dtype), cbytes = (size_t)L.chunk_elems * elem;
+    size_t in_bytes = block_bytes(in);
     spmd__group *g = c.g;
-    if (g->comm) {
+    /* Large: some process sends more than SPMD__COMM_COMBINED_BYTES (every process finds the
+     * same from the group's tables, and so picks the same protocol). Large exchanges of host
+     * blocks go straight from the inputs into the outputs. */
+    int large = 0;
+    for (int r = 0; g->comm && r < g->num_ranks; r++)
+        large |= (size_t)g->rank_members[r] * (size_t)(c.n - g->rank_members[r]) * cbytes >
+                 SPMD__COMM_COMBINED_BYTES;
+    int direct = large && blocks_on_host(ctx);
+    if (g->comm && !direct) {
         c.scratch_need[0] = (size_t)c.nl * (size_t)c.n * cbytes; /* to other processes */
         c.scratch_need[1] = (size_t)c.nl * (size_t)c.n * cbytes; /* from them */
     }
@@ -1468,11 +1692,36 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     st = members_init(&c, &m);
     if (st != SPMD_OK)
         return fail(&c, st);
+    /* An output over its own input would be overwritten while members still read it: the
+     * inputs are then read from copies. */
+    int in_place = 0;
+    for (int i = 0; i < c.nl; i++)
+        in_place |= g->slots[i].in == g->slots[i].out;
+    if (in_place) {
+        if (c.li == 0)
+            st = spmd__group_scratch(g, 2, (size_t)c.nl * in_bytes);
+        st = st == SPMD_OK ? barrier(&c, 0) : fail(&c, st);
+        if (st == SPMD_OK) {
+            memcpy((char *)g->scratch[2] + (size_t)c.li * in_bytes, in->data, in_bytes);
+            st = barrier(&c, 0);
+        }
+        if (st != SPMD_OK) {
+            free(m.pos);
+            return st;
+        }
+    }
+#define SOURCE(local)                                                                              \
+    (in_place ? (const char *)g->scratch[2] + (size_t)(local)*in_bytes                             \
+              : (const char *)g->slots[local].in)
     int64_t dense[SPMD_MAX_RANK];
     spmd__dense_strides(L.cdims, L.extent, dense);
     int me = g->member_rank[m.member_at[c.pos]];
     size_t *sc = NULL;
-    if (g->comm) {
+    if (direct) {
+        if (c.li == 0)
+            st = a2a_exchange_direct(&c, &m, in, out, s, cc, tiled, in_place ? g->scratch[2] : NULL,
+                                     in_bytes);
+    } else if (g->comm) {
         /* To rank r: for each of its members (index order), this process's chunks for it,
          * one per local member (local order). Each device packs its own input's chunks. */
         sc = calloc(4 * (size_t)g->num_ranks, sizeof *sc);
@@ -1497,34 +1746,34 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
             char *dst = (char *)g->scratch[0] + sdisp[r] * cbytes +
                         ((size_t)g->member_index[k] * (size_t)c.nl + (size_t)c.li) * cbytes;
             spmd__copy_strided(elem, L.cdims, L.extent, dst, dense,
-                               (const char *)in->data + (size_t)(m.pos[k] * L.src_step) * elem,
+                               SOURCE(c.li) + (size_t)(m.pos[k] * L.src_step) * elem,
                                L.src_strides);
         }
         st = barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
             spmd__agreement a = agreement_of(&c);
             spmd__wait w = cross_wait(&c);
-            st = crossed(
-                &c,
-                spmd__comm_checked_alltoallv(g->comm, &a, g->scratch[0], sc, g->scratch[1], rc, &w),
-                &w);
+            st = crossed(&c,
+                         spmd__comm_checked_alltoallv(g->comm, &a, g->scratch[0], sc, g->scratch[1],
+                                                      rc, large, &w),
+                         &w);
         }
         if (st == SPMD_OK)
             st = barrier(&c, 0);
     }
-    /* Assemble: slot h of this device's output is chunk `pos` of member h's input. */
-    const void *ptrs[2] = {out->data, in->data};
+    /* Assemble: slot h of this device's output is chunk `pos` of member h's input (the
+     * direct exchange wrote the other processes' slots already). */
+    const void *ptrs[2] = {out->data, SOURCE(c.li)};
     copier cp = copier_for(ctx, block_bytes(out), 2, ptrs);
     int rc = 0;
     for (int k = 0; st == SPMD_OK && !rc && k < c.n; k++) {
         char *dst = (char *)out->data + (size_t)(m.pos[k] * L.dst_step) * elem;
         int r = g->member_rank[k];
         if (r == me) {
-            const char *src =
-                (const char *)g->slots[m.local_of[k]].in + (size_t)(c.pos * L.src_step) * elem;
+            const char *src = SOURCE(m.local_of[k]) + (size_t)(c.pos * L.src_step) * elem;
             rc = spmd__copy_strided_with(copy_rows, &cp, elem, L.cdims, L.extent, dst,
                                          L.dst_strides, src, L.src_strides);
-        } else {
+        } else if (!direct) {
             size_t *rdisp = sc + 3 * (size_t)g->num_ranks;
             const char *src =
                 (const char *)g->scratch[1] + rdisp[r] * cbytes +
@@ -1532,16 +1781,415 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
             spmd__copy_strided(elem, L.cdims, L.extent, dst, L.dst_strides, src, dense);
         }
     }
+#undef SOURCE
     if (st == SPMD_OK) {
         st = copier_finish(&cp, rc);
         if (st != SPMD_OK)
             st = fail(&c, st);
     }
-    if (st == SPMD_OK)
+    if (st == SPMD_OK || (direct && c.li != 0))
         st = barrier(&c, 0); /* local inputs stay valid until every member has read them */
     free(sc);
     free(m.pos);
     return st;
+}
+
+/* ---- many blocks in one collective (a pytree's leaves) ---- */
+
+/* Between processes, blocks from this size on travel as MPI operations of their own, straight
+ * between the blocks, all in flight together; smaller ones are fused, one buffer per
+ * accumulator dtype, where packing costs less than an operation's latency (bench_gradients:
+ * 16-32 KiB best of 1-256 KiB on the 2-core VM). */
+#define MANY_OWN_BYTES (32 * 1024)
+
+/* What every local member computes alike about block i of a many-block reduction. */
+typedef struct many_block {
+    spmd_dtype dtype; /* of the reduction (out's) */
+    size_t count, bytes;
+    int own;      /* between processes: its own MPI operation, in place in the first member's out */
+    size_t fused; /* else: byte offset of its accumulator elements in the fused buffer */
+    int owner;    /* a small block's local member (-1: split between them all) */
+} many_block;
+
+/* Splits the work on the blocks between the local members: a large block in slices, each small
+ * one whole to a member, members taking consecutive blocks of about equal bytes. */
+static void assign_blocks(many_block *mb, int n, int nl)
+{
+    size_t whole = 0, before = 0;
+    for (int i = 0; i < n; i++)
+        if (nl == 1 || mb[i].bytes < SPLIT_BYTES)
+            whole += mb[i].bytes;
+    for (int i = 0; i < n; i++) {
+        mb[i].owner = -1;
+        if (nl > 1 && mb[i].bytes >= SPLIT_BYTES)
+            continue;
+        mb[i].owner = (int)(before * (size_t)nl / (whole + 1)); /* < nl */
+        before += mb[i].bytes;
+    }
+}
+
+/* This member's part [b, e) of block i; 0 when it has none. */
+static int my_part(const many_block *mb, int nl, int li, size_t *b, size_t *e)
+{
+    if (mb->owner >= 0) {
+        *b = 0;
+        *e = mb->count;
+        return mb->owner == li;
+    }
+    slice_of(mb->count, nl, li, b, e);
+    return *e > *b;
+}
+
+/* The fused buffer: one segment per accumulator dtype (in dtype order, 16-byte aligned). */
+static size_t fuse_blocks(many_block *mb, int n, size_t *seg_begin, size_t *seg_end)
+{
+    size_t at = 0;
+    for (int t = 0; t < SPMD_DTYPE_COUNT; t++) {
+        at = (at + 15) / 16 * 16;
+        seg_begin[t] = at;
+        for (int i = 0; i < n; i++)
+            if (!mb[i].own && spmd__accumulator_dtype(mb[i].dtype) == (spmd_dtype)t) {
+                mb[i].fused = at;
+                at += mb[i].count * spmd_dtype_size((spmd_dtype)t);
+            }
+        seg_end[t] = at;
+    }
+    return at;
+}
+
+/* The fused buffer's segments, each reduced in its own dtype: the data of a small many-block
+ * reduction travels with the agreement, whatever its dtypes. */
+typedef struct fused_reduction {
+    const size_t *seg_begin, *seg_end;
+    spmd__reduce_op op;
+} fused_reduction;
+
+static void combine_fused(void *acc, const void *in, size_t bytes, void *arg)
+{
+    const fused_reduction *f = arg;
+    for (int t = 0; t < SPMD_DTYPE_COUNT; t++)
+        if (f->seg_end[t] > f->seg_begin[t] && f->seg_end[t] <= bytes)
+            spmd__reduce_into((spmd_dtype)t, f->op, (char *)acc + f->seg_begin[t],
+                              (const char *)in + f->seg_begin[t],
+                              (f->seg_end[t] - f->seg_begin[t]) / spmd_dtype_size((spmd_dtype)t));
+}
+
+/* The reduction between processes of what the members left in the fused buffer and in the
+ * first member's outputs: one agreement, then every MPI operation at once (a fused buffer of
+ * SPMD__COMM_COMBINED_BYTES at most, and no block of its own, travels with the agreement). */
+static spmd_status many_between_processes(coll *c, const many_block *mb, int n, spmd__reduce_op rop,
+                                          const size_t *seg_begin, const size_t *seg_end)
+{
+    spmd__group *g = c->g;
+    const spmd_block *first_out = g->slots[0].out;
+    const void *const *first_src = g->slots[0].in;
+    spmd__reduction_item *items = malloc(((size_t)n + SPMD_DTYPE_COUNT) * sizeof *items);
+    if (!items)
+        return fail(c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+    int k = 0, own = 0;
+    for (int t = 0; t < SPMD_DTYPE_COUNT; t++)
+        if (seg_end[t] > seg_begin[t]) {
+            void *seg = (char *)g->scratch[0] + seg_begin[t];
+            items[k++] = (spmd__reduction_item){
+                seg, seg, (seg_end[t] - seg_begin[t]) / spmd_dtype_size((spmd_dtype)t),
+                (spmd_dtype)t, rop};
+        }
+    for (int i = 0; i < n; i++)
+        if (mb[i].own) {
+            /* a lone local member's block goes from its source; else in place in its out */
+            const void *send = c->nl == 1 ? first_src[i] : first_out[i].data;
+            items[k++] =
+                (spmd__reduction_item){send, first_out[i].data, mb[i].count, mb[i].dtype, rop};
+            own++;
+        }
+    spmd__agreement a = agreement_of(c);
+    spmd__wait w = cross_wait(c);
+    spmd_status st;
+    size_t fused = 0;
+    for (int t = 0; t < SPMD_DTYPE_COUNT; t++)
+        fused = seg_end[t] > seg_begin[t] ? seg_end[t] : fused;
+    if (!own && fused <= SPMD__COMM_COMBINED_BYTES) {
+        fused_reduction f = {seg_begin, seg_end, rop};
+        st = spmd__comm_checked_allreduce(g->comm, &a, g->scratch[0], g->scratch[0], fused,
+                                          SPMD_DTYPE_U8, rop, combine_fused, &f, &w);
+    } else {
+        st = spmd__comm_checked_allreduce_many(g->comm, &a, k, items, &w);
+    }
+    free(items);
+    return crossed(c, st, &w);
+}
+
+static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, spmd_block *out,
+                                 const char *axes, op_kind op, spmd__reduce_op rop)
+{
+    const char *name = op_names[op];
+    spmd_status st = SPMD_OK;
+    if (n < 0 || (n > 0 && (!given || !out)))
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "%s of many blocks: n is %d, in %s, out %s; pass n >= 0 and arrays of n "
+                        "blocks",
+                        name, n, given ? "given" : "NULL", out ? "given" : "NULL");
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    if (n == 0)
+        return SPMD_OK; /* an empty tree: no collective, as in JAX */
+    const void **src = malloc((size_t)n * sizeof *src);
+    many_block *mb = calloc((size_t)n, sizeof *mb);
+    spmd_block first;
+    if (!src || !mb)
+        st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == SPMD_OK) /* kernels fn queued may still be writing the blocks converted below */
+        st = spmd__ctx_sync(ctx);
+    for (int i = 0; i < n && st == SPMD_OK; i++) {
+        spmd_block prepared;
+        st = prepare_reduction(op, &given[i], &out[i], &prepared);
+        if (st != SPMD_OK) {
+            char detail[SPMD__MESSAGE_CAPACITY];
+            spmd__copy_text(detail, sizeof detail, spmd_last_error());
+            st = SPMD_ERROR(st, "block %d of %d: %s", i, n, detail);
+            break;
+        }
+        if (i == 0)
+            first = prepared;
+        src[i] = prepared.data;
+        mb[i].dtype = prepared.dtype;
+        mb[i].count = (size_t)spmd_block_size(&prepared);
+        mb[i].bytes = mb[i].count * spmd_dtype_size(prepared.dtype);
+    }
+    if (st != SPMD_OK) {
+        free(src);
+        free(mb);
+        return fail_args(ctx, st);
+    }
+    coll c;
+    st = begin(ctx, axes, op, &first, NULL, &c);
+    if (st != SPMD_OK) {
+        free(src);
+        free(mb);
+        return st;
+    }
+    c.nblocks = n;
+    uint64_t h = mix(c.fingerprint, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        spmd_block shape_of = out[i];
+        shape_of.dtype = mb[i].dtype;
+        h = mix_block(h, &shape_of);
+    }
+    c.fingerprint = h;
+    spmd__group *g = c.g;
+    int cross = g->comm != NULL;
+    size_t seg_begin[SPMD_DTYPE_COUNT], seg_end[SPMD_DTYPE_COUNT];
+    for (int i = 0; i < n; i++)
+        mb[i].own = cross && mb[i].bytes >= MANY_OWN_BYTES && !spmd__is_half(mb[i].dtype);
+    if (cross)
+        c.scratch_need[0] = fuse_blocks(mb, n, seg_begin, seg_end);
+    assign_blocks(mb, n, c.nl);
+    const void **srcs = malloc(2 * (size_t)c.nl * sizeof *srcs);
+    if (!srcs) {
+        free(src);
+        free(mb);
+        return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+    }
+    void **dsts = (void **)(srcs + c.nl);
+    st = arrive(&c, src, out, NULL);
+    /* 1. each member reduces its part of the local blocks: into every local output (one
+     *    process), or into the fused buffer or the first member's output (several) */
+    for (int i = 0; i < n && st == SPMD_OK; i++) {
+        size_t b, e;
+        if (!my_part(&mb[i], c.nl, c.li, &b, &e))
+            continue;
+        for (int k = 0; k < c.nl; k++) {
+            srcs[k] = ((const void *const *)g->slots[k].in)[i];
+            dsts[k] = ((spmd_block *)g->slots[k].out)[i].data;
+        }
+        if (!cross)
+            st = reduce_slice(ctx, mb[i].dtype, rop, dsts, c.nl, srcs, b, e, mb[i].bytes);
+        else if (!mb[i].own)
+            spmd__reduce_many(mb[i].dtype, rop, (char *)g->scratch[0] + mb[i].fused, srcs, c.nl, b,
+                              e);
+        else if (c.nl > 1)
+            spmd__reduce_many(mb[i].dtype, rop, dsts[0], srcs, c.nl, b, e);
+        if (st != SPMD_OK)
+            st = fail(&c, st);
+    }
+    /* 2. between processes, then each member copies its part back out to every output */
+    if (cross) {
+        if (st == SPMD_OK && c.nl > 1)
+            st = barrier(&c, 0);
+        if (st == SPMD_OK && c.li == 0)
+            st = many_between_processes(&c, mb, n, rop, seg_begin, seg_end);
+        if (st == SPMD_OK && c.nl > 1)
+            st = barrier(&c, 0);
+        for (int i = 0; i < n && st == SPMD_OK; i++) {
+            size_t b, e;
+            if (!my_part(&mb[i], c.nl, c.li, &b, &e))
+                continue;
+            size_t elem = spmd_dtype_size(mb[i].dtype);
+            const spmd_block *first_out = g->slots[0].out;
+            for (int k = 0; k < c.nl; k++) {
+                void *dst = ((spmd_block *)g->slots[k].out)[i].data;
+                if (!mb[i].own)
+                    spmd__from_accumulator(mb[i].dtype, dst, (char *)g->scratch[0] + mb[i].fused, b,
+                                           e);
+                else if (k > 0)
+                    memcpy((char *)dst + b * elem, (const char *)first_out[i].data + b * elem,
+                           (e - b) * elem);
+            }
+        }
+    }
+    /* members wrote into each other's outputs: nobody returns before all are done */
+    if (st == SPMD_OK && c.nl > 1)
+        st = barrier(&c, 0);
+    for (int i = 0; i < n && st == SPMD_OK && op == OP_PMEAN; i++)
+        st = scale(ctx, &out[i], 1.0 / c.n, mb[i].count);
+    free(srcs);
+    free(src);
+    free(mb);
+    return st;
+}
+
+static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
+                                     const char *axes, int axis, int tiled)
+{
+    spmd_status st = SPMD_OK;
+    if (n < 0 || (n > 0 && (!in || !out)))
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "all_gather of many blocks: n is %d, in %s, out %s; pass n >= 0 and "
+                        "arrays of n blocks",
+                        n, in ? "given" : "NULL", out ? "given" : "NULL");
+    int *axis_of = st == SPMD_OK && n > 0 ? malloc((size_t)n * sizeof *axis_of) : NULL;
+    if (st == SPMD_OK && n > 0 && !axis_of)
+        st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < n && st == SPMD_OK; i++) {
+        st = spmd__check_block(&in[i], "in", "all_gather");
+        if (st == SPMD_OK)
+            st = spmd__check_block(&out[i], "out", "all_gather");
+        int rank_out = st != SPMD_OK ? 0 : tiled ? in[i].ndim : in[i].ndim + 1;
+        axis_of[i] = st == SPMD_OK ? normalize_axis(axis, rank_out) : 0;
+        if (st == SPMD_OK &&
+            (axis_of[i] < 0 || axis_of[i] >= rank_out || (tiled && in[i].ndim == 0)))
+            st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                            "all_gather: axis %d is out of range for a %s gather of a rank-%d "
+                            "block",
+                            axis, tiled ? "tiled" : "stacked", in[i].ndim);
+        if (st != SPMD_OK) {
+            char detail[SPMD__MESSAGE_CAPACITY];
+            spmd__copy_text(detail, sizeof detail, spmd_last_error());
+            st = SPMD_ERROR(st, "block %d of %d: %s", i, n, detail);
+        }
+    }
+    if (st != SPMD_OK || n == 0) {
+        free(axis_of);
+        return st == SPMD_OK ? SPMD_OK : fail_args(ctx, st);
+    }
+    coll c;
+    st = begin(ctx, axes, OP_ALL_GATHER, &in[0], NULL, &c);
+    if (st != SPMD_OK) {
+        free(axis_of);
+        return st;
+    }
+    c.nblocks = n;
+    uint64_t h = mix(mix(mix(c.fingerprint, (uint64_t)n), (uint64_t)axis), (uint64_t)tiled);
+    size_t seg = 0; /* one member's blocks, packed */
+    for (int i = 0; i < n; i++) {
+        h = mix_block(h, &in[i]);
+        seg += block_bytes(&in[i]);
+    }
+    c.fingerprint = h;
+    for (int i = 0; i < n && st == SPMD_OK; i++) {
+        int a = axis_of[i], rank_out = tiled ? in[i].ndim : in[i].ndim + 1;
+        int64_t want[SPMD_MAX_RANK + 1];
+        for (int j = 0, k = 0; j < rank_out; j++)
+            want[j] =
+                tiled ? in[i].shape[j] * (j == a ? c.n : 1) : (j == a ? c.n : in[i].shape[k++]);
+        st = check_out_shape(&out[i], in[i].dtype, rank_out, want, "all_gather");
+        if (st != SPMD_OK) {
+            char detail[SPMD__MESSAGE_CAPACITY];
+            spmd__copy_text(detail, sizeof detail, spmd_last_error());
+            st = SPMD_ERROR(st, "block %d of %d: %s", i, n, detail);
+        }
+    }
+    spmd__group *g = c.g;
+    if (g->comm) {
+        c.scratch_need[0] = (size_t)c.nl * seg;
+        c.scratch_need[1] = (size_t)c.n * seg;
+    }
+    members m = {NULL, NULL, NULL};
+    if (st == SPMD_OK)
+        st = members_init(&c, &m);
+    if (st != SPMD_OK) {
+        free(axis_of);
+        return fail(&c, st);
+    }
+    st = arrive(&c, in, out, NULL);
+    copier host = {ctx, NULL};
+    if (st == SPMD_OK && !g->comm) {
+        int rc = 0;
+        for (int i = 0; i < n && !rc; i++) {
+            const void *ptrs[2] = {out[i].data, in[i].data};
+            copier cp = copier_for(ctx, block_bytes(&out[i]), 2, ptrs);
+            for (int k = 0; k < c.n && !rc; k++) {
+                const spmd_block *theirs = g->slots[m.local_of[k]].in;
+                rc = place_gathered(&cp, &out[i], theirs[i].data, &in[i], axis_of[i], tiled,
+                                    m.pos[k]);
+            }
+            rc = (int)copier_finish(&cp, rc);
+        }
+        st = rc ? fail(&c, (spmd_status)rc) : barrier(&c, 0);
+    } else if (st == SPMD_OK) {
+        /* this member's blocks packed in its segment; one all-gather of the segments */
+        char *mine = (char *)g->scratch[0] + (size_t)c.li * seg;
+        for (int i = 0; i < n; i++) {
+            memcpy(mine, in[i].data, block_bytes(&in[i]));
+            mine += block_bytes(&in[i]);
+        }
+        st = barrier(&c, 0);
+        if (st == SPMD_OK && c.li == 0) {
+            size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);
+            if (!counts)
+                st = fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+            for (int r = 0; counts && r < g->num_ranks; r++)
+                counts[r] = (size_t)g->rank_members[r] * seg;
+            if (st == SPMD_OK) {
+                spmd__agreement ag = agreement_of(&c);
+                spmd__wait w = cross_wait(&c);
+                st = crossed(&c,
+                             spmd__comm_checked_allgatherv(g->comm, &ag, g->scratch[0],
+                                                           g->scratch[1], counts, &w),
+                             &w);
+            }
+            free(counts);
+        }
+        if (st == SPMD_OK)
+            st = barrier(&c, 0);
+        size_t *roff = st == SPMD_OK ? malloc((size_t)g->num_ranks * sizeof *roff) : NULL;
+        if (st == SPMD_OK && !roff)
+            st = fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+        if (st == SPMD_OK) {
+            rank_offsets(g, roff);
+            for (int k = 0; k < c.n; k++) {
+                const char *theirs = (const char *)g->scratch[1] +
+                                     (roff[g->member_rank[k]] + (size_t)g->member_index[k]) * seg;
+                for (int i = 0; i < n; i++) {
+                    (void)place_gathered(&host, &out[i], theirs, &in[i], axis_of[i], tiled,
+                                         m.pos[k]);
+                    theirs += block_bytes(&in[i]);
+                }
+            }
+        }
+        free(roff);
+    }
+    free(m.pos);
+    free(axis_of);
+    return st;
+}
+
+static spmd_status spmd_reduce_many_checked(const char *entry, spmd_ctx *ctx, int n,
+                                            const spmd_block *in, spmd_block *out, const char *axes,
+                                            op_kind op, spmd__reduce_op rop)
+{
+    SPMD_CHECK(spmd__ctx_check(ctx, entry));
+    return reduce_blocks(ctx, n, in, out, axes, op, rop);
 }
 
 /* ---- axis_index / axis_size ---- */
@@ -1678,4 +2326,51 @@ spmd_status spmd_all_to_all_groups(spmd_ctx *ctx, const spmd_block *in, spmd_blo
     return spmd__error_in(
         spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, groups),
         "spmd_all_to_all_groups");
+}
+
+spmd_status spmd_psum_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
+                           const char *axes)
+{
+    return spmd__error_in(
+        spmd_reduce_many_checked("spmd_psum_many", ctx, n, in, out, axes, OP_PSUM, SPMD__OP_SUM),
+        "spmd_psum_many");
+}
+
+spmd_status spmd_pmean_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
+                            const char *axes)
+{
+    return spmd__error_in(
+        spmd_reduce_many_checked("spmd_pmean_many", ctx, n, in, out, axes, OP_PMEAN, SPMD__OP_SUM),
+        "spmd_pmean_many");
+}
+
+spmd_status spmd_pmax_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
+                           const char *axes)
+{
+    return spmd__error_in(
+        spmd_reduce_many_checked("spmd_pmax_many", ctx, n, in, out, axes, OP_PMAX, SPMD__OP_MAX),
+        "spmd_pmax_many");
+}
+
+spmd_status spmd_pmin_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
+                           const char *axes)
+{
+    return spmd__error_in(
+        spmd_reduce_many_checked("spmd_pmin_many", ctx, n, in, out, axes, OP_PMIN, SPMD__OP_MIN),
+        "spmd_pmin_many");
+}
+
+static spmd_status spmd_all_gather_many_checked(spmd_ctx *ctx, int n, const spmd_block *in,
+                                                spmd_block *out, const char *axes, int axis,
+                                                int tiled)
+{
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_all_gather_many"));
+    return all_gather_blocks(ctx, n, in, out, axes, axis, tiled);
+}
+
+spmd_status spmd_all_gather_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
+                                 const char *axes, int axis, int tiled)
+{
+    return spmd__error_in(spmd_all_gather_many_checked(ctx, n, in, out, axes, axis, tiled),
+                          "spmd_all_gather_many");
 }

@@ -414,12 +414,17 @@ typedef struct call_job {
     spmd__allocation **allocations; /* per local device: its spmd_ctx_alloc temporaries */
 } call_job;
 
-static void free_allocations(spmd__allocation *list)
+/* `keep`: data movement between processes was given up, and MPI may still read or write the
+ * temporaries fn passed to collectives: they then live until the process ends. */
+static void free_allocations(spmd__allocation *list, int keep)
 {
     while (list) {
         spmd__allocation *a = list;
         list = a->next;
-        spmd__buffer_release(a->buffer); /* large ones stay in the pool for the next call */
+        if (keep)
+            spmd__comm_keep(a->buffer);
+        else
+            spmd__buffer_release(a->buffer); /* large ones stay in the pool for the next call */
         free(a);
     }
 }
@@ -926,7 +931,7 @@ static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd
     spmd_status st = spmd__run_on_devices(spmd__worker_entry_or(entry), p->num_local,
                                           p->local_ordinal, device_task, job);
     for (int k = 0; k < p->num_local; k++)
-        free_allocations(allocations[k]);
+        free_allocations(allocations[k], atomic_load(&call->data_abandoned));
     free(allocations);
     if (atomic_load(&call->aborted))
         st = spmd__call_aborted_status(call); /* the root cause, not a bystander's error */
@@ -1149,6 +1154,13 @@ static const spmd__runtime *ctx_device(const spmd_ctx *ctx, int *local, int *hw)
         *hw = rt->devices[ctx->device_id].hardware_ordinal;
     }
     return rt;
+}
+
+int spmd__ctx_platform_is_host(const spmd_ctx *ctx)
+{
+    int local = 0, hw = 0;
+    const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
+    return rt && rt->platform == SPMD_PLATFORM_CPU;
 }
 
 void *spmd__ctx_queue(const spmd_ctx *ctx)

@@ -42,6 +42,9 @@ typedef struct spmd__allocation {
     spmd__buffer *buffer;
 } spmd__allocation;
 
+/** 1 when the run's devices are CPU devices (their blocks host memory): the same answer on
+ * every device of every process, as all share one platform. */
+int spmd__ctx_platform_is_host(const spmd_ctx *ctx);
 /** ctx's CUDA stream; NULL on CPU devices (work then runs on the calling thread). */
 void *spmd__ctx_queue(const spmd_ctx *ctx);
 /** Waits for the work queued on ctx's device, so that host code may read its blocks. */

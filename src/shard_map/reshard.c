@@ -1,8 +1,12 @@
-/* Resharding (jax.device_put of a committed array). Every process computes the same global
- * plan from the two shardings: each destination block is cut along the source blocks; a piece
- * that the receiving process already holds is copied (or its buffer shared), any other is sent
- * by the holder nearest to the receiver, all pieces of a process pair in one message. Each
- * process keeps only its own part of the plan, cached on the source sharding. */
+/* Resharding (jax.device_put of a committed array). Every process plans only its own part, the
+ * same on every process: each destination block is cut along the source blocks; a piece that
+ * the receiving process already holds is copied (or its buffer shared), any other is sent by
+ * the holder nearest to the receiver, all pieces of a process pair in one message. A process
+ * finds its pieces by interval arithmetic, in time proportional to them: for each destination
+ * block it holds, the source blocks that meet it (a contiguous range of blocks per dimension);
+ * for each source block it holds, the destination blocks that meet it and the processes that
+ * need it. Plans are cached on the source layout (every equal sharding shares it), keyed by
+ * the destination layout, with the MPI datatypes of their messages. */
 #include <spmd/reshard.h>
 #include <spmd/runtime.h>
 
@@ -12,6 +16,7 @@
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/pieces.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
 #include "shard_map/array_impl.h"
@@ -19,9 +24,10 @@
 #include "shard_map/groups.h"
 #include "shard_map/mesh_impl.h"
 #include "shard_map/sharding_impl.h"
+#include "shard_map/spec_impl.h"
 
 /* Communicator tag of reshard communicators (meshes use 1..30001, processes 30002). */
-enum { RESHARD_TAG = 30003, PLANS_PER_SHARDING = 8, MAX_BATCH = 1024 };
+enum { RESHARD_TAG = 30003, PLANS_PER_LAYOUT = 8, MAX_BATCH = 1024 };
 
 /* A box of the global array, as start and extent. */
 typedef struct region {
@@ -29,28 +35,34 @@ typedef struct region {
     int64_t extent[SPMD_MAX_RANK];
 } region;
 
-typedef struct piece { /* a region of one shard of this process */
-    int shard;
-    region r;
-} piece;
+/* Regions of shards of this process, packed: region k of shard shard[k] is box[k * 2 * ndim ...]
+ * (start, then extent). */
+typedef struct pieces {
+    int n, cap;
+    int *shard;
+    int64_t *box;
+} pieces;
 
 typedef struct dst_work { /* one destination shard of this process */
     int share_src;        /* source shard whose memory it reuses (a view), or -1 */
     int64_t share_offset; /* elements into that shard */
-    int ncopies, nreplicas;
-    piece *copies;   /* from source shards, before the exchange */
-    piece *replicas; /* from another destination shard (which received it), after */
+    pieces copies;        /* from source shards, before the exchange */
+    pieces replicas;      /* from another destination shard (which received it), after */
 } dst_work;
+
+/* Element sizes of the dtypes: 1, 2, 4 and 8 bytes, each with its wires. */
+enum { ELEM_SIZES = 4 };
 
 typedef struct peer_part { /* what this process sends to or receives from one process */
     int process;
     int64_t elements;
-    int npieces;
-    piece *pieces; /* source shards (sends) or destination shards (receives), message order */
+    pieces list; /* source shards (sends) or destination shards (receives), message order */
+    spmd__wire *wire[ELEM_SIZES]; /* the message's MPI datatypes per element size, made at first
+                                     use */
 } peer_part;
 
 typedef struct reshard_plan {
-    uint64_t dst_uid;
+    uint64_t dst_uid; /* the destination layout */
     int ndim;
     int64_t shape[SPMD_MAX_RANK];
     int num_processes;
@@ -58,12 +70,14 @@ typedef struct reshard_plan {
     int ndst;
     dst_work *dst; /* [local destination shards] */
     int nsend, nrecv;
-    peer_part *sends, *recvs;
+    peer_part *sends, *recvs; /* ascending process */
+    uint64_t npieces;         /* copies, shares, replicas, sends and receives */
+    uint64_t steps;           /* the work of making it */
 } reshard_plan;
 
 struct spmd__reshard_plans {
     int count;
-    reshard_plan *plans[PLANS_PER_SHARDING]; /* most recent first */
+    reshard_plan *plans[PLANS_PER_LAYOUT]; /* most recent first */
 };
 
 /* Calls are collective and issued in the same order everywhere: one at a time. */
@@ -71,18 +85,61 @@ static pthread_mutex_t reshard_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- plan ---- */
 
+static void pieces_free(pieces *l)
+{
+    free(l->shard);
+    free(l->box);
+}
+
+static int pieces_add(pieces *l, int ndim, int shard, const region *r)
+{
+    size_t stride = (size_t)(2 * ndim);
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 4;
+        int *s = realloc(l->shard, (size_t)cap * sizeof *s);
+        if (s)
+            l->shard = s;
+        int64_t *b = s ? realloc(l->box, (size_t)cap * (stride ? stride : 1) * sizeof *b) : NULL;
+        if (!b)
+            return 0;
+        l->box = b;
+        l->cap = cap;
+    }
+    l->shard[l->n] = shard;
+    int64_t *b = &l->box[(size_t)l->n * stride];
+    for (int d = 0; d < ndim; d++) {
+        b[d] = r->start[d];
+        b[ndim + d] = r->extent[d];
+    }
+    l->n++;
+    return 1;
+}
+
+/* Region k of the list; returns its shard. */
+static int pieces_get(const pieces *l, int ndim, int k, region *r)
+{
+    const int64_t *b = &l->box[(size_t)k * (size_t)(2 * ndim)];
+    for (int d = 0; d < ndim; d++) {
+        r->start[d] = b[d];
+        r->extent[d] = b[ndim + d];
+    }
+    return l->shard[k];
+}
+
 static void plan_free(reshard_plan *p)
 {
     if (!p)
         return;
     for (int i = 0; i < p->ndst; i++) {
-        free(p->dst[i].copies);
-        free(p->dst[i].replicas);
+        pieces_free(&p->dst[i].copies);
+        pieces_free(&p->dst[i].replicas);
     }
-    for (int i = 0; i < p->nsend; i++)
-        free(p->sends[i].pieces);
-    for (int i = 0; i < p->nrecv; i++)
-        free(p->recvs[i].pieces);
+    for (int i = 0; i < p->nsend + p->nrecv; i++) {
+        peer_part *pp = i < p->nsend ? &p->sends[i] : &p->recvs[i - p->nsend];
+        pieces_free(&pp->list);
+        for (int e = 0; e < ELEM_SIZES; e++)
+            spmd__wire_free(pp->wire[e]);
+    }
     free(p->dst);
     free(p->sends);
     free(p->recvs);
@@ -123,19 +180,6 @@ static int64_t contiguous_offset(int ndim, const region *r, const spmd_box *box)
     return offset;
 }
 
-static int grow(void **items, int count, int *capacity, size_t size)
-{
-    if (count < *capacity)
-        return 1;
-    int cap = *capacity ? 2 * *capacity : 4;
-    void *p = realloc(*items, (size_t)cap * size);
-    if (!p)
-        return 0;
-    *items = p;
-    *capacity = cap;
-    return 1;
-}
-
 /* Linear block index of mesh position `flat` (row-major over the array's dimensions). */
 static int block_of(const spmd_sharding *sh, int ndim, int flat)
 {
@@ -143,72 +187,6 @@ static int block_of(const spmd_sharding *sh, int ndim, int flat)
     for (int d = 0; d < ndim; d++)
         b = b * spmd__sharding_blocks(sh, d) + spmd__sharding_block(sh, flat, d);
     return b;
-}
-
-/* Processes holding each block: CSR (first[b]..first[b+1]) of ascending process indices. */
-typedef struct holders {
-    int *first;
-    int *process;
-} holders;
-
-static int cmp_pair(const void *a, const void *b)
-{
-    const int *x = a, *y = b;
-    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] > y[1]) - (x[1] < y[1]);
-}
-
-static spmd_status holders_build(const spmd_sharding *sh, int ndim, int nblocks, holders *h)
-{
-    const spmd_mesh *m = sh->mesh;
-    int *pairs = malloc((size_t)m->size * 2 * sizeof(int));
-    h->first = calloc((size_t)nblocks + 1, sizeof(int));
-    h->process = malloc((size_t)m->size * sizeof(int));
-    if (!pairs || !h->first || !h->process) {
-        free(pairs);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-    }
-    for (int f = 0; f < m->size; f++) {
-        pairs[2 * f] = block_of(sh, ndim, f);
-        pairs[2 * f + 1] = m->process_of[f];
-    }
-    qsort(pairs, (size_t)m->size, 2 * sizeof(int), cmp_pair);
-    int n = 0;
-    for (int i = 0; i < m->size; i++) {
-        if (i > 0 && pairs[2 * i] == pairs[2 * i - 2] && pairs[2 * i + 1] == pairs[2 * i - 1])
-            continue;
-        h->process[n++] = pairs[2 * i + 1];
-        h->first[pairs[2 * i] + 1]++;
-    }
-    for (int b = 0; b < nblocks; b++)
-        h->first[b + 1] += h->first[b];
-    free(pairs);
-    return SPMD_OK;
-}
-
-static int holds(const holders *h, int block, int process)
-{
-    for (int i = h->first[block]; i < h->first[block + 1]; i++)
-        if (h->process[i] == process)
-            return 1;
-    return 0;
-}
-
-/* The holder nearest to `process` in process index (cyclically; ties to the lower index), so
- * that the receivers of a replicated block spread over its holders. */
-static int nearest_holder(const holders *h, int block, int process, int num_processes)
-{
-    int best = -1, best_distance = 0;
-    for (int i = h->first[block]; i < h->first[block + 1]; i++) {
-        int p = h->process[i];
-        int d = abs(p - process);
-        if (num_processes - d < d)
-            d = num_processes - d;
-        if (best < 0 || d < best_distance) {
-            best = p;
-            best_distance = d;
-        }
-    }
-    return best;
 }
 
 static void block_box(const int64_t *shard_shape, int ndim, int block, const int *nblocks,
@@ -223,249 +201,599 @@ static void block_box(const int64_t *shard_shape, int ndim, int block, const int
     }
 }
 
-/* What plan_build needs about one sharding. */
+/* The blocks of a tiling (tiles of `tile` elements, `nblocks` per dimension) that meet a box,
+ * in row-major block order, each with its part of the box: a range of tiles per dimension. */
+typedef struct tiles {
+    int ndim;
+    const int *nblocks;
+    const int64_t *tile;
+    const spmd_box *box;
+    int lo[SPMD_MAX_RANK], hi[SPMD_MAX_RANK], at[SPMD_MAX_RANK];
+    int done;
+} tiles;
+
+static void tiles_begin(tiles *t, int ndim, const int *nblocks, const int64_t *tile,
+                        const spmd_box *box)
+{
+    t->ndim = ndim;
+    t->nblocks = nblocks;
+    t->tile = tile;
+    t->box = box;
+    t->done = 0;
+    for (int d = 0; d < ndim; d++) {
+        t->lo[d] = (int)(box->start[d] / tile[d]);
+        t->hi[d] = (int)((box->stop[d] - 1) / tile[d]);
+        t->at[d] = t->lo[d];
+    }
+}
+
+/* The next block and its part of the box; 0 once there is none. */
+static int tiles_next(tiles *t, int *block, region *r)
+{
+    if (t->done)
+        return 0;
+    int b = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        b = b * t->nblocks[d] + t->at[d];
+        int64_t s0 = t->at[d] * t->tile[d], s1 = s0 + t->tile[d];
+        r->start[d] = s0 > t->box->start[d] ? s0 : t->box->start[d];
+        r->extent[d] = (s1 < t->box->stop[d] ? s1 : t->box->stop[d]) - r->start[d];
+    }
+    *block = b;
+    int d = t->ndim - 1;
+    while (d >= 0 && t->at[d] == t->hi[d]) {
+        t->at[d] = t->lo[d];
+        d--;
+    }
+    if (d < 0)
+        t->done = 1;
+    else
+        t->at[d]++;
+    return 1;
+}
+
+/* Sorted, distinct process lists of blocks, each found once (open addressing on the block). */
+typedef struct block_sets {
+    int cap, count; /* slots (a power of two), used */
+    int *key;       /* [cap] block, or -1 */
+    int *first, *size;
+    int *pool; /* the lists, one after another */
+    int pool_n, pool_cap;
+} block_sets;
+
+static void block_sets_free(block_sets *s)
+{
+    free(s->key);
+    free(s->first);
+    free(s->size);
+    free(s->pool);
+}
+
+/* The slot of `block`: its own, or the empty one where it would go. */
+static int block_sets_slot(const block_sets *s, int block)
+{
+    unsigned h = (unsigned)block * 2654435761u & (unsigned)(s->cap - 1);
+    while (s->key[h] >= 0 && s->key[h] != block)
+        h = (h + 1) & (unsigned)(s->cap - 1);
+    return (int)h;
+}
+
+/* Room for one more block and `items` more entries; 0 when out of memory. */
+static int block_sets_reserve(block_sets *s, int items)
+{
+    if (s->pool_n + items > s->pool_cap) {
+        int cap = s->pool_cap ? s->pool_cap : 64;
+        while (cap < s->pool_n + items)
+            cap *= 2;
+        int *p = realloc(s->pool, (size_t)cap * sizeof *p);
+        if (!p)
+            return 0;
+        s->pool = p;
+        s->pool_cap = cap;
+    }
+    if (2 * (s->count + 1) <= s->cap)
+        return 1;
+    block_sets old = *s;
+    s->cap = old.cap ? 2 * old.cap : 16;
+    s->key = malloc((size_t)s->cap * sizeof(int));
+    s->first = malloc((size_t)s->cap * sizeof(int));
+    s->size = malloc((size_t)s->cap * sizeof(int));
+    if (!s->key || !s->first || !s->size) {
+        free(s->key);
+        free(s->first);
+        free(s->size);
+        *s = old;
+        return 0;
+    }
+    for (int i = 0; i < s->cap; i++)
+        s->key[i] = -1;
+    for (int i = 0; i < old.cap; i++)
+        if (old.key[i] >= 0) {
+            int h = block_sets_slot(s, old.key[i]);
+            s->key[h] = old.key[i];
+            s->first[h] = old.first[i];
+            s->size[h] = old.size[i];
+        }
+    free(old.key);
+    free(old.first);
+    free(old.size);
+    return 1;
+}
+
+/* Index of the first entry >= q in a sorted list (n when none). */
+static int lower_bound(const int *list, int n, int q)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (list[mid] < q)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* What planning needs about one sharding. */
 typedef struct side {
     const spmd_sharding *sh;
+    const spmd_mesh *m;
+    int ndim;
     int nblocks[SPMD_MAX_RANK];
     int64_t shard_shape[SPMD_MAX_RANK];
-    int total_blocks;
-    holders h;
     int nlocal;
     int *local_block;    /* [nlocal] block of each local shard (mesh flat order) */
     spmd_box *local_box; /* [nlocal] */
     int *local_device;   /* [nlocal] */
+    int *local_flat;     /* [nlocal] mesh position (ascending) */
+    int *by_block;       /* [nlocal] the local shards by (block, shard) */
+    int *sorted_block;   /* [nlocal] their blocks, ascending */
+    int nfree;           /* mesh axes no spec entry names: a block's replicas lie along them */
+    int free_axis[SPMD_MAX_MESH_AXES];
+    int replicas; /* positions per block */
+    block_sets processes;
 } side;
 
 static void side_free(side *s)
 {
-    free(s->h.first);
-    free(s->h.process);
     free(s->local_block);
     free(s->local_box);
     free(s->local_device);
+    free(s->local_flat);
+    free(s->by_block);
+    free(s->sorted_block);
+    block_sets_free(&s->processes);
+}
+
+static const side *sorting_side; /* qsort has no argument: under reshard_lock */
+
+static int cmp_by_block(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    int x = sorting_side->local_block[i], y = sorting_side->local_block[j];
+    return x != y ? (x > y) - (x < y) : (i > j) - (i < j);
 }
 
 static spmd_status side_build(const spmd_sharding *sh, int ndim, const int64_t *shape, side *s)
 {
     memset(s, 0, sizeof *s);
     s->sh = sh;
-    s->total_blocks = 1;
+    s->m = sh->mesh;
+    s->ndim = ndim;
     for (int d = 0; d < ndim; d++) {
         s->nblocks[d] = spmd__sharding_blocks(sh, d);
         s->shard_shape[d] = shape[d] / s->nblocks[d];
-        s->total_blocks *= s->nblocks[d]; /* at most the mesh size */
     }
-    const spmd_mesh *m = sh->mesh;
+    int used[SPMD_MAX_MESH_AXES] = {0};
+    for (int d = 0; d < sh->length; d++)
+        for (int k = 0; k < sh->spec->entry_size[d]; k++)
+            used[sh->entry_mesh_axis[d][k]] = 1;
+    s->replicas = 1;
+    for (int a = 0; a < s->m->ndim; a++)
+        if (!used[a]) {
+            s->free_axis[s->nfree++] = a;
+            s->replicas *= s->m->shape[a];
+        }
+    const spmd_mesh *m = s->m;
     s->nlocal = m->num_local;
     size_t n = (size_t)(m->num_local ? m->num_local : 1);
     s->local_block = malloc(n * sizeof *s->local_block);
     s->local_box = malloc(n * sizeof *s->local_box);
     s->local_device = malloc(n * sizeof *s->local_device);
-    SPMD_REQUIRE(s->local_block && s->local_box && s->local_device, SPMD_ERR_OUT_OF_MEMORY,
-                 "spmd_reshard: out of memory");
+    s->local_flat = malloc(n * sizeof *s->local_flat);
+    s->by_block = malloc(n * sizeof *s->by_block);
+    s->sorted_block = malloc(n * sizeof *s->sorted_block);
+    SPMD_REQUIRE(s->local_block && s->local_box && s->local_device && s->local_flat &&
+                     s->by_block && s->sorted_block,
+                 SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
     for (int i = 0; i < m->num_local; i++) {
         s->local_device[i] = m->local_ids[i];
-        s->local_block[i] = block_of(sh, ndim, m->position_of[m->local_ids[i]]);
+        s->local_flat[i] = m->position_of[m->local_ids[i]];
+        s->local_block[i] = block_of(sh, ndim, s->local_flat[i]);
         block_box(s->shard_shape, ndim, s->local_block[i], s->nblocks, &s->local_box[i]);
+        s->by_block[i] = i;
     }
-    return holders_build(sh, ndim, s->total_blocks, &s->h);
+    sorting_side = s;
+    qsort(s->by_block, (size_t)s->nlocal, sizeof *s->by_block, cmp_by_block);
+    for (int k = 0; k < s->nlocal; k++)
+        s->sorted_block[k] = s->local_block[s->by_block[k]];
+    return SPMD_OK;
+}
+
+/* Where `v` is in an ascending list, or -1. */
+static int find(const int *list, int n, int v)
+{
+    int k = lower_bound(list, n, v);
+    return k < n && list[k] == v ? k : -1;
+}
+
+/* Where the local shards of `block` begin in s->by_block, or -1. */
+static int local_first(const side *s, int block) { return find(s->sorted_block, s->nlocal, block); }
+
+/* The local shard of s on global device `device`, or -1. */
+static int local_on_device(const side *s, int device)
+{
+    int flat = s->m->position_of[device];
+    return flat < 0 ? -1 : find(s->local_flat, s->nlocal, flat);
 }
 
 typedef struct plan_builder {
     reshard_plan *p;
-    const side *src, *dst;
+    side *src, *dst;
+    int *same_device; /* [dst->nlocal] the local source shard on each destination's device, or -1 */
     int me, num_processes;
-    peer_part *send_of, *recv_of;   /* [num_processes], compacted at the end */
-    int *send_cap, *recv_cap;       /* [num_processes] */
-    int *cap_copies, *cap_replicas; /* [ndst] */
+    pieces rx;    /* receives, in plan order */
+    int *rx_peer; /* [rx.n] the sender of each */
+    int rx_cap;
+    pieces tx;       /* sends, in the order found */
+    int64_t *tx_key; /* [3 * tx.n] receiver, destination block, source block */
+    int tx_cap;
+    uint64_t steps;
 } plan_builder;
 
-static int local_source_of(const side *src, int block, int device)
+/* The processes holding `block` of side s (ascending, each once), found on first use from the
+ * block's mesh positions: its coordinates on the named axes, any along the others. */
+static spmd_status block_processes(plan_builder *b, side *s, int block, const int **list,
+                                   int *count)
 {
-    int first = -1;
-    for (int i = 0; i < src->nlocal; i++) {
-        if (src->local_block[i] != block)
-            continue;
-        if (src->local_device[i] == device)
-            return i;
-        if (first < 0)
-            first = i;
+    block_sets *set = &s->processes;
+    if (!block_sets_reserve(set, s->replicas))
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
+    int h = block_sets_slot(set, block);
+    if (set->key[h] < 0) {
+        const spmd_sharding *sh = s->sh;
+        const spmd_mesh *m = s->m;
+        int base = 0, rest = block;
+        for (int d = s->ndim - 1; d >= 0; d--) {
+            int c = rest % s->nblocks[d];
+            rest /= s->nblocks[d];
+            for (int k = d < sh->length ? sh->spec->entry_size[d] - 1 : -1; k >= 0; k--) {
+                int a = sh->entry_mesh_axis[d][k];
+                base += c % m->shape[a] * m->strides[a];
+                c /= m->shape[a];
+            }
+        }
+        int *out = &set->pool[set->pool_n], at[SPMD_MAX_MESH_AXES] = {0};
+        for (int k = 0; k < s->replicas; k++) {
+            int flat = base;
+            for (int i = 0; i < s->nfree; i++)
+                flat += at[i] * m->strides[s->free_axis[i]];
+            out[k] = m->process_of[flat];
+            for (int i = s->nfree - 1; i >= 0 && ++at[i] == m->shape[s->free_axis[i]]; i--)
+                at[i] = 0;
+        }
+        qsort(out, (size_t)s->replicas, sizeof *out, cmp_int);
+        int n = 0;
+        for (int k = 0; k < s->replicas; k++)
+            if (n == 0 || out[k] != out[n - 1])
+                out[n++] = out[k];
+        set->key[h] = block;
+        set->first[h] = set->pool_n;
+        set->size[h] = n;
+        set->pool_n += n;
+        set->count++;
+        b->steps += (uint64_t)s->replicas;
     }
-    return first;
+    *list = &set->pool[set->first[h]];
+    *count = set->size[h];
+    return SPMD_OK;
 }
 
-/* Piece r of source block bs lands on this process's shards of destination block bd. */
-static spmd_status add_local(plan_builder *b, int bd, int bs, const region *r, int ndim)
+/* The holder nearest to `process` in process index (cyclically; ties to the lower index), so
+ * that the receivers of a replicated block spread over its holders. Only the holders just
+ * below and just above it (cyclically) can be nearest. */
+static int nearest_holder(const int *holders, int n, int process, int num_processes)
 {
-    for (int j = 0; j < b->dst->nlocal; j++) {
-        if (b->dst->local_block[j] != bd)
-            continue;
+    int k = lower_bound(holders, n, process);
+    int cand[2] = {holders[(k + n - 1) % n], holders[k % n]}, best = -1, best_distance = 0;
+    for (int c = 0; c < 2; c++) {
+        int d = abs(cand[c] - process);
+        if (num_processes - d < d)
+            d = num_processes - d;
+        if (best < 0 || d < best_distance || (d == best_distance && cand[c] < best)) {
+            best = cand[c];
+            best_distance = d;
+        }
+    }
+    return best;
+}
+
+/* The local source shard for destination shard j: the one on its device when it holds
+ * `block`, else the first that does (at `first` in src->by_block). */
+static int local_source_of(const plan_builder *b, int first, int block, int j)
+{
+    int i = b->same_device[j];
+    return i >= 0 && b->src->local_block[i] == block ? i : b->src->by_block[first];
+}
+
+#define NO_MEMORY SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory")
+
+/* Piece r of source block bs (held here, from src->by_block[sfirst]) lands on this process's
+ * shards of destination block bd (from dst->by_block[dfirst]). */
+static spmd_status add_local(plan_builder *b, int dfirst, int bs, int sfirst, const region *r)
+{
+    const side *src = b->src, *dst = b->dst;
+    int ndim = dst->ndim, bd = dst->local_block[dst->by_block[dfirst]];
+    for (int k = dfirst; k < dst->nlocal && dst->local_block[dst->by_block[k]] == bd; k++) {
+        int j = dst->by_block[k];
         dst_work *w = &b->p->dst[j];
-        int i = local_source_of(b->src, bs, b->dst->local_device[j]);
+        int i = local_source_of(b, sfirst, bs, j);
         /* the whole destination block, one run of a source shard on the same device: a view */
         int whole = 1;
         for (int d = 0; d < ndim; d++)
-            whole &= r->extent[d] == b->dst->local_box[j].stop[d] - b->dst->local_box[j].start[d];
-        int64_t offset = contiguous_offset(ndim, r, &b->src->local_box[i]);
-        if (whole && offset >= 0 && b->src->local_device[i] == b->dst->local_device[j]) {
+            whole &= r->extent[d] == dst->local_box[j].stop[d] - dst->local_box[j].start[d];
+        int64_t offset = contiguous_offset(ndim, r, &src->local_box[i]);
+        b->p->npieces++;
+        if (whole && offset >= 0 && src->local_device[i] == dst->local_device[j]) {
             w->share_src = i;
             w->share_offset = offset;
             continue;
         }
-        if (!grow((void **)&w->copies, w->ncopies, &b->cap_copies[j], sizeof *w->copies))
-            return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-        w->copies[w->ncopies++] = (piece){i, *r};
+        if (!pieces_add(&w->copies, ndim, i, r))
+            return NO_MEMORY;
     }
     return SPMD_OK;
 }
 
-/* The first of this process's shards of block bd receives the piece; the others copy it. */
-static spmd_status add_receive(plan_builder *b, int bd, int from, const region *r, int ndim)
+/* The first of this process's shards of block bd receives the piece from `from`; the others
+ * copy it from there. */
+static spmd_status add_receive(plan_builder *b, int dfirst, int from, const region *r)
 {
-    peer_part *pp = &b->recv_of[from];
-    int first = -1;
-    for (int j = 0; j < b->dst->nlocal; j++) {
-        if (b->dst->local_block[j] != bd)
-            continue;
-        if (first < 0) {
-            first = j;
-            continue;
-        }
-        dst_work *w = &b->p->dst[j];
-        if (!grow((void **)&w->replicas, w->nreplicas, &b->cap_replicas[j], sizeof *w->replicas))
-            return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-        w->replicas[w->nreplicas++] = (piece){first, *r};
+    const side *dst = b->dst;
+    int ndim = dst->ndim, first = dst->by_block[dfirst], bd = dst->local_block[first];
+    for (int k = dfirst + 1; k < dst->nlocal && dst->local_block[dst->by_block[k]] == bd; k++) {
+        b->p->npieces++;
+        if (!pieces_add(&b->p->dst[dst->by_block[k]].replicas, ndim, first, r))
+            return NO_MEMORY;
     }
-    if (!grow((void **)&pp->pieces, pp->npieces, &b->recv_cap[from], sizeof *pp->pieces))
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-    pp->pieces[pp->npieces++] = (piece){first, *r};
-    pp->elements += region_elements(ndim, r);
-    return SPMD_OK;
-}
-
-static spmd_status add_send(plan_builder *b, int bs, int to, const region *r, int ndim)
-{
-    peer_part *pp = &b->send_of[to];
-    if (!grow((void **)&pp->pieces, pp->npieces, &b->send_cap[to], sizeof *pp->pieces))
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-    pp->pieces[pp->npieces++] = (piece){local_source_of(b->src, bs, -1), *r};
-    pp->elements += region_elements(ndim, r);
-    return SPMD_OK;
-}
-
-/* Destination block bd cut by source block bs: who copies, sends or receives the piece. */
-static spmd_status plan_piece(plan_builder *b, int bd, int bs, const region *r, int ndim)
-{
-    const holders *needers = &b->dst->h;
-    for (int k = needers->first[bd]; k < needers->first[bd + 1]; k++) {
-        int q = needers->process[k];
-        if (holds(&b->src->h, bs, q)) {
-            if (q == b->me)
-                SPMD_CHECK(add_local(b, bd, bs, r, ndim));
-            continue;
-        }
-        int from = nearest_holder(&b->src->h, bs, q, b->num_processes);
-        if (from == b->me)
-            SPMD_CHECK(add_send(b, bs, q, r, ndim));
-        if (q == b->me)
-            SPMD_CHECK(add_receive(b, bd, from, r, ndim));
+    if (b->rx.n == b->rx_cap) {
+        int cap = b->rx_cap ? 2 * b->rx_cap : 16;
+        int *p = realloc(b->rx_peer, (size_t)cap * sizeof *p);
+        if (!p)
+            return NO_MEMORY;
+        b->rx_peer = p;
+        b->rx_cap = cap;
     }
-    return SPMD_OK;
+    b->rx_peer[b->rx.n] = from;
+    b->p->npieces++;
+    return pieces_add(&b->rx, ndim, first, r) ? SPMD_OK : NO_MEMORY;
 }
 
-static spmd_status plan_walk(plan_builder *b, int ndim)
+static spmd_status add_send(plan_builder *b, int shard, int to, int bd, int bs, const region *r)
 {
-    const side *src = b->src, *dst = b->dst;
-    for (int bd = 0; bd < dst->total_blocks; bd++) {
-        spmd_box box;
-        block_box(dst->shard_shape, ndim, bd, dst->nblocks, &box);
-        int lo[SPMD_MAX_RANK], hi[SPMD_MAX_RANK], at[SPMD_MAX_RANK];
-        for (int d = 0; d < ndim; d++) {
-            lo[d] = (int)(box.start[d] / src->shard_shape[d]);
-            hi[d] = (int)((box.stop[d] - 1) / src->shard_shape[d]);
-            at[d] = lo[d];
-        }
-        for (;;) { /* every source block that meets box, in row-major block order */
-            int bs = 0;
-            region r;
-            for (int d = 0; d < ndim; d++) {
-                bs = bs * src->nblocks[d] + at[d];
-                int64_t s0 = at[d] * src->shard_shape[d], s1 = s0 + src->shard_shape[d];
-                r.start[d] = s0 > box.start[d] ? s0 : box.start[d];
-                r.extent[d] = (s1 < box.stop[d] ? s1 : box.stop[d]) - r.start[d];
+    if (b->tx.n == b->tx_cap) {
+        int cap = b->tx_cap ? 2 * b->tx_cap : 16;
+        int64_t *k = realloc(b->tx_key, (size_t)cap * 3 * sizeof *k);
+        if (!k)
+            return NO_MEMORY;
+        b->tx_key = k;
+        b->tx_cap = cap;
+    }
+    int64_t *key = &b->tx_key[(size_t)b->tx.n * 3];
+    key[0] = to;
+    key[1] = bd;
+    key[2] = bs;
+    b->p->npieces++;
+    return pieces_add(&b->tx, b->src->ndim, shard, r) ? SPMD_OK : NO_MEMORY;
+}
+
+/* Every destination block of this process against the source blocks that meet it: copies
+ * from its own source shards, receives of the others. */
+static spmd_status plan_arrivals(plan_builder *b)
+{
+    side *src = b->src, *dst = b->dst;
+    b->same_device = malloc((size_t)(dst->nlocal ? dst->nlocal : 1) * sizeof *b->same_device);
+    if (!b->same_device)
+        return NO_MEMORY;
+    for (int j = 0; j < dst->nlocal; j++)
+        b->same_device[j] = local_on_device(src, dst->local_device[j]);
+    for (int k = 0; k < dst->nlocal; k++) {
+        int j = dst->by_block[k];
+        if (k > 0 && dst->local_block[dst->by_block[k - 1]] == dst->local_block[j])
+            continue; /* one more shard of the block before */
+        tiles t;
+        tiles_begin(&t, dst->ndim, src->nblocks, src->shard_shape, &dst->local_box[j]);
+        int bs;
+        region r;
+        while (tiles_next(&t, &bs, &r)) {
+            b->steps++;
+            int sfirst = local_first(src, bs);
+            if (sfirst >= 0) {
+                SPMD_CHECK(add_local(b, k, bs, sfirst, &r));
+                continue;
             }
-            SPMD_CHECK(plan_piece(b, bd, bs, &r, ndim));
-            int d = ndim - 1;
-            while (d >= 0 && at[d] == hi[d]) {
-                at[d] = lo[d];
-                d--;
-            }
-            if (d < 0)
-                break;
-            at[d]++;
+            const int *holders;
+            int nh;
+            SPMD_CHECK(block_processes(b, src, bs, &holders, &nh));
+            SPMD_CHECK(add_receive(b, k, nearest_holder(holders, nh, b->me, b->num_processes), &r));
         }
     }
     return SPMD_OK;
 }
 
-/* Keeps the processes with something to exchange. */
-static spmd_status plan_compact(plan_builder *b)
+/* 1 when every process of mesh m is among the (ascending) holders: none needs the block. */
+static int held_everywhere(const int *holders, int nh, const spmd_mesh *m)
+{
+    if (nh < m->num_processes)
+        return 0;
+    for (int q = 0, h = 0; q < m->num_processes; q++) {
+        while (h < nh && holders[h] < m->processes[q])
+            h++;
+        if (h == nh || holders[h] != m->processes[q])
+            return 0;
+    }
+    return 1;
+}
+
+/* Every source block of this process against the destination blocks that meet it: a send to
+ * each process that needs a piece, lacks it and is nearer to this one than to other holders. */
+static spmd_status plan_departures(plan_builder *b)
+{
+    side *src = b->src, *dst = b->dst;
+    for (int k = 0; k < src->nlocal; k++) {
+        int i = src->by_block[k], bs = src->local_block[i];
+        if (k > 0 && src->local_block[src->by_block[k - 1]] == bs)
+            continue;
+        const int *holders;
+        int nh;
+        SPMD_CHECK(block_processes(b, src, bs, &holders, &nh));
+        b->steps++;
+        if (held_everywhere(holders, nh, dst->m))
+            continue; /* (no more work than finding the holders was) */
+        tiles t;
+        tiles_begin(&t, src->ndim, dst->nblocks, dst->shard_shape, &src->local_box[i]);
+        int bd;
+        region r;
+        while (tiles_next(&t, &bd, &r)) {
+            const int *needers;
+            int nn;
+            SPMD_CHECK(block_processes(b, dst, bd, &needers, &nn));
+            b->steps += 1 + (uint64_t)nn;
+            for (int q = 0; q < nn; q++) {
+                if (find(holders, nh, needers[q]) >= 0)
+                    continue; /* it holds the piece (this process too) */
+                if (nearest_holder(holders, nh, needers[q], b->num_processes) == b->me)
+                    SPMD_CHECK(add_send(b, i, needers[q], bd, bs, &r));
+            }
+        }
+    }
+    return SPMD_OK;
+}
+
+static const int64_t *sorting_keys; /* qsort has no argument: under reshard_lock */
+static const int *sorting_peers;
+
+static int cmp_send(const void *a, const void *b)
+{
+    const int64_t *x = &sorting_keys[3 * *(const int *)a], *y = &sorting_keys[3 * *(const int *)b];
+    for (int k = 0; k < 3; k++)
+        if (x[k] != y[k])
+            return x[k] < y[k] ? -1 : 1;
+    return 0;
+}
+
+static int cmp_receive(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    int x = sorting_peers[i], y = sorting_peers[j];
+    return x != y ? (x > y) - (x < y) : (i > j) - (i < j);
+}
+
+/* The pieces of `all`, taken in `order`, as one part per peer (peer_of(k) of piece k). */
+static spmd_status group_by_peer(const pieces *all, const int *order, const int *peer, int ndim,
+                                 peer_part **out, int *count)
+{
+    *count = 0;
+    *out = calloc((size_t)(all->n ? all->n : 1), sizeof **out);
+    if (!*out)
+        return NO_MEMORY;
+    for (int k = 0; k < all->n; k++) {
+        int i = order[k];
+        if (k == 0 || peer[i] != peer[order[k - 1]])
+            (*out)[(*count)++].process = peer[i];
+        peer_part *pp = &(*out)[*count - 1];
+        region r;
+        int shard = pieces_get(all, ndim, i, &r);
+        if (!pieces_add(&pp->list, ndim, shard, &r))
+            return NO_MEMORY;
+        pp->elements += region_elements(ndim, &r);
+    }
+    return SPMD_OK;
+}
+
+/* The sends by receiver in plan order (destination block, then source block), the receives
+ * by sender (found in plan order): the order in which both ends lay out a message. */
+static spmd_status plan_messages(plan_builder *b)
 {
     reshard_plan *p = b->p;
-    int P = b->num_processes;
-    p->sends = calloc((size_t)P, sizeof *p->sends);
-    p->recvs = calloc((size_t)P, sizeof *p->recvs);
-    SPMD_REQUIRE(p->sends && p->recvs, SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-    for (int q = 0; q < P; q++) {
-        peer_part *sides[2] = {&b->send_of[q], &b->recv_of[q]};
-        for (int k = 0; k < 2; k++) {
-            if (sides[k]->npieces == 0)
-                continue;
-            sides[k]->process = q;
-            if (k == 0)
-                p->sends[p->nsend++] = *sides[k];
-            else
-                p->recvs[p->nrecv++] = *sides[k];
-            sides[k]->pieces = NULL; /* moved */
-        }
+    int ndim = b->src->ndim, n = b->tx.n > b->rx.n ? b->tx.n : b->rx.n;
+    int *order = malloc((size_t)(n ? n : 1) * sizeof *order), *peer = NULL;
+    if (order)
+        peer = malloc((size_t)(b->tx.n ? b->tx.n : 1) * sizeof *peer);
+    if (!order || !peer) {
+        free(order);
+        return NO_MEMORY;
     }
-    return SPMD_OK;
+    for (int k = 0; k < b->tx.n; k++) {
+        order[k] = k;
+        peer[k] = (int)b->tx_key[3 * k];
+    }
+    sorting_keys = b->tx_key;
+    qsort(order, (size_t)b->tx.n, sizeof *order, cmp_send);
+    spmd_status st = group_by_peer(&b->tx, order, peer, ndim, &p->sends, &p->nsend);
+    for (int k = 0; k < b->rx.n; k++)
+        order[k] = k;
+    sorting_peers = b->rx_peer;
+    qsort(order, (size_t)b->rx.n, sizeof *order, cmp_receive);
+    if (st == SPMD_OK)
+        st = group_by_peer(&b->rx, order, b->rx_peer, ndim, &p->recvs, &p->nrecv);
+    free(order);
+    free(peer);
+    return st;
 }
 
-static spmd_status plan_processes(reshard_plan *p, const spmd_sharding *a, const spmd_sharding *b,
-                                  int num_processes)
+/* The processes of either mesh, ascending. */
+static spmd_status plan_processes(reshard_plan *p, const spmd_mesh *a, const spmd_mesh *b)
 {
-    char *in = calloc((size_t)num_processes, 1);
-    p->processes = malloc((size_t)num_processes * sizeof(int));
-    if (!in || !p->processes) {
-        free(in);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
+    p->processes = malloc((size_t)(a->num_processes + b->num_processes) * sizeof(int));
+    if (!p->processes)
+        return NO_MEMORY;
+    int i = 0, j = 0, n = 0;
+    while (i < a->num_processes || j < b->num_processes) {
+        int q =
+            j >= b->num_processes || (i < a->num_processes && a->processes[i] <= b->processes[j])
+                ? a->processes[i++]
+                : b->processes[j++];
+        if (n == 0 || p->processes[n - 1] != q)
+            p->processes[n++] = q;
     }
-    for (int f = 0; f < a->mesh->size; f++)
-        in[a->mesh->process_of[f]] = 1;
-    for (int f = 0; f < b->mesh->size; f++)
-        in[b->mesh->process_of[f]] = 1;
-    for (int q = 0; q < num_processes; q++)
-        if (in[q])
-            p->processes[p->num_processes++] = q;
-    free(in);
+    p->num_processes = n;
     return SPMD_OK;
 }
 
 static spmd_status plan_build(const spmd_sharding *from, const spmd_sharding *to, int ndim,
                               const int64_t *shape, const spmd__runtime *rt, reshard_plan **out)
 {
-    int P = rt->process_count;
     reshard_plan *p = calloc(1, sizeof *p);
     side src, dst;
     memset(&src, 0, sizeof src);
     memset(&dst, 0, sizeof dst);
-    plan_builder b = {
-        .p = p, .src = &src, .dst = &dst, .me = rt->process_index, .num_processes = P};
-    spmd_status st =
-        p ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
+    plan_builder b;
+    memset(&b, 0, sizeof b);
+    b.p = p;
+    b.src = &src;
+    b.dst = &dst;
+    b.me = rt->process_index;
+    b.num_processes = rt->process_count;
+    spmd_status st = p ? SPMD_OK : NO_MEMORY;
     if (st == SPMD_OK) {
-        p->dst_uid = to->uid;
+        p->dst_uid = to->layout->uid;
         p->ndim = ndim;
         memcpy(p->shape, shape, (size_t)ndim * sizeof *shape);
         st = side_build(from, ndim, shape, &src);
@@ -473,37 +801,27 @@ static spmd_status plan_build(const spmd_sharding *from, const spmd_sharding *to
     if (st == SPMD_OK)
         st = side_build(to, ndim, shape, &dst);
     if (st == SPMD_OK) {
-        size_t nd = (size_t)(dst.nlocal ? dst.nlocal : 1);
         p->ndst = dst.nlocal;
-        p->dst = calloc(nd, sizeof *p->dst);
-        b.cap_copies = calloc(nd, sizeof(int));
-        b.cap_replicas = calloc(nd, sizeof(int));
-        b.send_of = calloc((size_t)P, sizeof *b.send_of);
-        b.recv_of = calloc((size_t)P, sizeof *b.recv_of);
-        b.send_cap = calloc((size_t)P, sizeof(int));
-        b.recv_cap = calloc((size_t)P, sizeof(int));
-        if (!p->dst || !b.cap_copies || !b.cap_replicas || !b.send_of || !b.recv_of ||
-            !b.send_cap || !b.recv_cap)
-            st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
+        p->dst = calloc((size_t)(dst.nlocal ? dst.nlocal : 1), sizeof *p->dst);
+        st = p->dst ? SPMD_OK : NO_MEMORY;
     }
     for (int j = 0; st == SPMD_OK && j < p->ndst; j++)
         p->dst[j].share_src = -1;
     if (st == SPMD_OK)
-        st = plan_walk(&b, ndim);
+        st = plan_arrivals(&b);
     if (st == SPMD_OK)
-        st = plan_compact(&b);
+        st = plan_departures(&b);
     if (st == SPMD_OK)
-        st = plan_processes(p, from, to, P);
-    for (int q = 0; b.send_of && b.recv_of && q < P; q++) {
-        free(b.send_of[q].pieces);
-        free(b.recv_of[q].pieces);
-    }
-    free(b.send_of);
-    free(b.recv_of);
-    free(b.send_cap);
-    free(b.recv_cap);
-    free(b.cap_copies);
-    free(b.cap_replicas);
+        st = plan_messages(&b);
+    if (st == SPMD_OK)
+        st = plan_processes(p, from->mesh, to->mesh);
+    if (p)
+        p->steps = b.steps;
+    free(b.same_device);
+    pieces_free(&b.rx);
+    pieces_free(&b.tx);
+    free(b.rx_peer);
+    free(b.tx_key);
     side_free(&src);
     side_free(&dst);
     if (st != SPMD_OK) {
@@ -514,14 +832,17 @@ static spmd_status plan_build(const spmd_sharding *from, const spmd_sharding *to
     return SPMD_OK;
 }
 
-/* The plan from `from` to `to` for this shape, from the source sharding's cache or new. */
-static spmd_status plan_get(spmd_sharding *from, const spmd_sharding *to, int ndim,
-                            const int64_t *shape, const spmd__runtime *rt, reshard_plan **out)
+/* The plan from `from` to `to` for this shape: cached on the source layout (shared by every
+ * equal sharding) under the destination layout, or new (*built set). */
+static spmd_status plan_get(const spmd_sharding *from, const spmd_sharding *to, int ndim,
+                            const int64_t *shape, const spmd__runtime *rt, reshard_plan **out,
+                            int *built)
 {
-    spmd__reshard_plans *c = from->reshard_plans;
+    *built = 0;
+    spmd__reshard_plans *c = from->layout->reshard_plans;
     for (int i = 0; c && i < c->count; i++) {
         reshard_plan *p = c->plans[i];
-        if (p->dst_uid != to->uid || p->ndim != ndim ||
+        if (p->dst_uid != to->layout->uid || p->ndim != ndim ||
             memcmp(p->shape, shape, (size_t)ndim * sizeof *shape) != 0)
             continue;
         memmove(&c->plans[1], &c->plans[0], (size_t)i * sizeof *c->plans);
@@ -532,16 +853,17 @@ static spmd_status plan_get(spmd_sharding *from, const spmd_sharding *to, int nd
     if (!c) {
         c = calloc(1, sizeof *c);
         SPMD_REQUIRE(c != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-        from->reshard_plans = c;
+        from->layout->reshard_plans = c;
     }
     reshard_plan *p = NULL;
     SPMD_CHECK(plan_build(from, to, ndim, shape, rt, &p));
-    if (c->count == PLANS_PER_SHARDING)
+    if (c->count == PLANS_PER_LAYOUT)
         plan_free(c->plans[--c->count]);
     memmove(&c->plans[1], &c->plans[0], (size_t)c->count * sizeof *c->plans);
     c->plans[0] = p;
     c->count++;
     *out = p;
+    *built = 1;
     return SPMD_OK;
 }
 
@@ -634,8 +956,11 @@ static spmd_status device_copies(int ordinal, void *arg)
             const dst_work *w = &jb->plan->dst[j];
             if (jb->out->shards[j].ordinal != ordinal)
                 continue;
-            for (int c = 0; c < w->ncopies; c++)
-                copy_region(jb, jb->x, w->copies[c].shard, j, &w->copies[c].r);
+            for (int c = 0; c < w->copies.n; c++) {
+                region r;
+                int i = pieces_get(&w->copies, jb->out->ndim, c, &r);
+                copy_region(jb, jb->x, i, j, &r);
+            }
         }
     }
     return SPMD_OK;
@@ -645,21 +970,22 @@ static spmd_status device_copies(int ordinal, void *arg)
 static spmd_status device_replicas(int ordinal, void *arg);
 
 /* The local ordinals of the devices with copies (or, with replicas set, replica fills) to do:
- * waking idle workers costs more than a small copy. */
+ * waking idle workers costs more than a small copy. `ordinals` has num_local entries. */
 static int devices_with_work(const batch_work *bw, int replicas, int num_local, int *ordinals)
 {
-    int count = 0;
-    for (int d = 0; d < num_local; d++) {
-        int busy = 0;
-        for (int k = 0; k < bw->n && !busy; k++) {
-            const job *jb = &bw->jobs[k];
-            for (int j = 0; j < jb->out->num_shards && !busy; j++)
-                busy = jb->out->shards[j].ordinal == d &&
-                       (replicas ? jb->plan->dst[j].nreplicas : jb->plan->dst[j].ncopies) > 0;
+    memset(ordinals, 0, (size_t)num_local * sizeof *ordinals);
+    for (int k = 0; k < bw->n; k++) {
+        const job *jb = &bw->jobs[k];
+        for (int j = 0; j < jb->out->num_shards; j++) {
+            const dst_work *w = &jb->plan->dst[j];
+            if ((replicas ? w->replicas.n : w->copies.n) > 0)
+                ordinals[jb->out->shards[j].ordinal] = 1;
         }
-        if (busy)
-            ordinals[count++] = d;
     }
+    int count = 0;
+    for (int d = 0; d < num_local; d++)
+        if (ordinals[d])
+            ordinals[count++] = d;
     return count;
 }
 
@@ -672,62 +998,112 @@ static spmd_status device_replicas(int ordinal, void *arg)
             const dst_work *w = &jb->plan->dst[j];
             if (jb->out->shards[j].ordinal != ordinal)
                 continue;
-            for (int c = 0; c < w->nreplicas; c++)
-                copy_region(jb, jb->out, w->replicas[c].shard, j, &w->replicas[c].r);
+            for (int c = 0; c < w->replicas.n; c++) {
+                region r;
+                int i = pieces_get(&w->replicas, jb->out->ndim, c, &r);
+                copy_region(jb, jb->out, i, j, &r);
+            }
         }
     }
     return SPMD_OK;
 }
 
-/* One message per peer process and direction, made of every job's pieces in job order. */
-static spmd_status build_messages(const job *jobs, int n, int sending, const int *processes,
-                                  int nproc, spmd__piece_message **out, int *count,
-                                  spmd__piece **pieces_out, uint64_t *bytes)
+/* Which of a part's wires serves elements of `elem` bytes. */
+static int elem_index(size_t elem) { return elem <= 1 ? 0 : elem == 2 ? 1 : elem == 4 ? 2 : 3; }
+
+/* The MPI datatypes of every message of the batch's plans for its element sizes, made once
+ * per plan and element size (a box of a shard relative to the shard). */
+static spmd_status make_wires(const batch_work *bw)
 {
-    int total = 0;
-    for (int k = 0; k < n; k++) {
-        const reshard_plan *p = jobs[k].plan;
-        for (int i = 0; i < (sending ? p->nsend : p->nrecv); i++)
-            total += (sending ? p->sends : p->recvs)[i].npieces;
+    for (int k = 0; k < bw->n; k++) {
+        const job *jb = &bw->jobs[k];
+        reshard_plan *p = jb->plan;
+        int ndim = p->ndim, e = elem_index(jb->elem);
+        SPMD_REQUIRE(jb->elem == (size_t)1 << e, SPMD_ERR_INTERNAL,
+                     "spmd_reshard: no message layout for elements of %zu bytes", jb->elem);
+        for (int i = 0; i < p->nsend + p->nrecv; i++) {
+            peer_part *pp = i < p->nsend ? &p->sends[i] : &p->recvs[i - p->nsend];
+            const spmd_array *a = i < p->nsend ? jb->x : jb->out;
+            if (pp->wire[e])
+                continue;
+            size_t cells = (size_t)pp->list.n * (size_t)ndim;
+            int64_t *start = malloc((cells ? cells : 1) * sizeof *start);
+            int64_t *extent = malloc((cells ? cells : 1) * sizeof *extent);
+            spmd_status st = start && extent ? SPMD_OK : NO_MEMORY;
+            for (int c = 0; st == SPMD_OK && c < pp->list.n; c++) {
+                region r;
+                int shard = pieces_get(&pp->list, ndim, c, &r);
+                for (int d = 0; d < ndim; d++) {
+                    start[(size_t)c * (size_t)ndim + (size_t)d] =
+                        r.start[d] - a->shards[shard].index.start[d];
+                    extent[(size_t)c * (size_t)ndim + (size_t)d] = r.extent[d];
+                }
+            }
+            if (st == SPMD_OK)
+                st = spmd__wire_create(jb->elem, ndim, a->shard_shape, pp->list.n, pp->list.shard,
+                                       start, extent, &pp->wire[e]);
+            free(start);
+            free(extent);
+            SPMD_CHECK(st);
+        }
     }
-    spmd__piece_message *m = calloc((size_t)(nproc ? nproc : 1), sizeof *m);
-    spmd__piece *pieces = malloc((size_t)(total ? total : 1) * sizeof *pieces);
+    return SPMD_OK;
+}
+
+/* One message per peer process and direction, made of every job's part for it in job order
+ * (the parts of a plan and `processes` are both ascending). */
+static spmd_status build_messages(const job *jobs, int n, int sending, const int *processes,
+                                  int nproc, spmd__wire_message **out, int *count,
+                                  spmd__wire_part **parts_out, void ***bases_out, uint64_t *bytes)
+{
+    int total = 0, nbases = 0;
+    for (int k = 0; k < n; k++) {
+        total += sending ? jobs[k].plan->nsend : jobs[k].plan->nrecv;
+        nbases += (sending ? jobs[k].x : jobs[k].out)->num_shards;
+    }
+    spmd__wire_message *m = calloc((size_t)(nproc ? nproc : 1), sizeof *m);
+    spmd__wire_part *parts = malloc((size_t)(total ? total : 1) * sizeof *parts);
+    void **bases = malloc((size_t)(nbases ? nbases : 1) * sizeof *bases);
+    int *next = calloc((size_t)n, sizeof *next);
     *out = m;
-    *pieces_out = pieces;
-    SPMD_REQUIRE(m && pieces, SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
+    *parts_out = parts;
+    *bases_out = bases;
+    if (!m || !parts || !bases || !next) {
+        free(next);
+        return NO_MEMORY;
+    }
+    void **job_bases = bases;
+    for (int k = 0; k < n; k++) { /* where every shard lies in this call */
+        const spmd_array *a = sending ? jobs[k].x : jobs[k].out;
+        for (int i = 0; i < a->num_shards; i++)
+            job_bases[i] = shard_data(a, i);
+        job_bases += a->num_shards;
+    }
     *count = 0;
     int used = 0;
     for (int r = 0; r < nproc; r++) {
-        spmd__piece_message *msg = &m[*count];
+        spmd__wire_message *msg = &m[*count];
         msg->peer = r;
-        msg->pieces = &pieces[used];
+        msg->parts = &parts[used];
+        job_bases = bases;
         for (int k = 0; k < n; k++) {
             const reshard_plan *p = jobs[k].plan;
             const spmd_array *a = sending ? jobs[k].x : jobs[k].out;
-            int parts = sending ? p->nsend : p->nrecv;
-            const peer_part *pp = NULL;
-            for (int i = 0; i < parts && !pp; i++)
-                if ((sending ? p->sends : p->recvs)[i].process == processes[r])
-                    pp = &(sending ? p->sends : p->recvs)[i];
-            if (!pp)
-                continue;
-            *bytes += (uint64_t)pp->elements * jobs[k].elem;
-            for (int i = 0; i < pp->npieces; i++) {
-                const piece *c = &pp->pieces[i];
-                spmd__piece *q = &pieces[used++];
-                q->base = shard_data(a, c->shard);
-                q->elem = jobs[k].elem;
-                q->ndim = a->ndim;
-                q->shape = a->shard_shape;
-                for (int d = 0; d < a->ndim; d++) {
-                    q->start[d] = c->r.start[d] - a->shards[c->shard].index.start[d];
-                    q->extent[d] = c->r.extent[d];
-                }
-                msg->npieces++;
+            const peer_part *list = sending ? p->sends : p->recvs;
+            int nparts = sending ? p->nsend : p->nrecv;
+            while (next[k] < nparts && list[next[k]].process < processes[r])
+                next[k]++;
+            if (next[k] < nparts && list[next[k]].process == processes[r]) {
+                const peer_part *pp = &list[next[k]++];
+                *bytes += (uint64_t)pp->elements * jobs[k].elem;
+                parts[used++] = (spmd__wire_part){pp->wire[elem_index(jobs[k].elem)], job_bases};
+                msg->nparts++;
             }
+            job_bases += a->num_shards;
         }
-        *count += msg->npieces > 0;
+        *count += msg->nparts > 0;
     }
+    free(next);
     return SPMD_OK;
 }
 
@@ -735,16 +1111,17 @@ static spmd_status exchange(spmd__comm *comm, const job *jobs, int n, const int 
                             int nproc, int (*work)(void *), void *work_arg,
                             spmd_reshard_stats *stats)
 {
-    spmd__piece_message *sends = NULL, *recvs = NULL;
-    spmd__piece *send_pieces = NULL, *recv_pieces = NULL;
+    spmd__wire_message *sends = NULL, *recvs = NULL;
+    spmd__wire_part *send_parts = NULL, *recv_parts = NULL;
+    void **send_bases = NULL, **recv_bases = NULL;
     int nsend = 0, nrecv = 0;
-    spmd_status st = build_messages(jobs, n, 1, processes, nproc, &sends, &nsend, &send_pieces,
-                                    &stats->bytes_sent);
+    spmd_status st = build_messages(jobs, n, 1, processes, nproc, &sends, &nsend, &send_parts,
+                                    &send_bases, &stats->bytes_sent);
     if (st == SPMD_OK)
-        st = build_messages(jobs, n, 0, processes, nproc, &recvs, &nrecv, &recv_pieces,
+        st = build_messages(jobs, n, 0, processes, nproc, &recvs, &nrecv, &recv_parts, &recv_bases,
                             &stats->bytes_received);
     if (st == SPMD_OK && (nsend || nrecv))
-        st = spmd__comm_exchange_pieces(comm, nsend, sends, nrecv, recvs, work, work_arg);
+        st = spmd__comm_exchange_wires(comm, nsend, sends, nrecv, recvs, work, work_arg);
     else
         while (st == SPMD_OK && work && work(work_arg))
             ;
@@ -752,8 +1129,10 @@ static spmd_status exchange(spmd__comm *comm, const job *jobs, int n, const int 
     stats->messages_received = nrecv;
     free(sends);
     free(recvs);
-    free(send_pieces);
-    free(recv_pieces);
+    free(send_parts);
+    free(recv_parts);
+    free(send_bases);
+    free(recv_bases);
     return st;
 }
 
@@ -791,10 +1170,11 @@ static int copy_step(void *arg)
         const job *jb = &bw->jobs[cur->k];
         for (; cur->j < jb->out->num_shards; cur->j++, cur->c = 0) {
             const dst_work *w = &jb->plan->dst[cur->j];
-            if (cur->c >= w->ncopies)
+            if (cur->c >= w->copies.n)
                 continue;
-            region r = w->copies[cur->c].r;
             int ndim = jb->out->ndim;
+            region r;
+            int shard = pieces_get(&w->copies, ndim, cur->c, &r);
             int64_t rows = ndim ? r.extent[0] : 1, row_bytes = (int64_t)jb->elem;
             for (int d = 1; d < ndim; d++)
                 row_bytes *= r.extent[d];
@@ -805,7 +1185,7 @@ static int copy_step(void *arg)
                 r.start[0] += cur->done;
                 r.extent[0] = step;
             }
-            copy_region(jb, jb->x, w->copies[cur->c].shard, cur->j, &r);
+            copy_region(jb, jb->x, shard, cur->j, &r);
             cur->done += step;
             if (cur->done == rows) {
                 cur->done = 0;
@@ -864,10 +1244,15 @@ static spmd_status check_one(const spmd_array *x, const spmd_sharding *to, const
 static uint64_t copied_elements(const dst_work *w, int ndim)
 {
     uint64_t n = 0;
-    for (int c = 0; c < w->ncopies; c++)
-        n += (uint64_t)region_elements(ndim, &w->copies[c].r);
-    for (int c = 0; c < w->nreplicas; c++)
-        n += (uint64_t)region_elements(ndim, &w->replicas[c].r);
+    region r;
+    for (int c = 0; c < w->copies.n; c++) {
+        pieces_get(&w->copies, ndim, c, &r);
+        n += (uint64_t)region_elements(ndim, &r);
+    }
+    for (int c = 0; c < w->replicas.n; c++) {
+        pieces_get(&w->replicas, ndim, c, &r);
+        n += (uint64_t)region_elements(ndim, &r);
+    }
     return n;
 }
 
@@ -886,7 +1271,15 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     for (int k = 0; st == SPMD_OK && k < n; k++) {
         jobs[k].x = xs[k];
         jobs[k].elem = spmd_dtype_size(xs[k]->dtype);
-        st = plan_get(xs[k]->sharding, to[k], xs[k]->ndim, xs[k]->shape, rt, &jobs[k].plan);
+        int built = 0;
+        int64_t t0 = spmd__now_ns();
+        st = plan_get(xs[k]->sharding, to[k], xs[k]->ndim, xs[k]->shape, rt, &jobs[k].plan, &built);
+        stats->plan_seconds += (double)(spmd__now_ns() - t0) * 1e-9;
+        if (st == SPMD_OK) {
+            stats->plans_built += built;
+            stats->plan_pieces += jobs[k].plan->npieces;
+            stats->plan_steps += built ? jobs[k].plan->steps : 0;
+        }
         if (st == SPMD_OK)
             st = spmd__array_create_empty(to[k], xs[k]->ndim, xs[k]->shape, xs[k]->dtype, fn,
                                           &jobs[k].out);
@@ -905,6 +1298,8 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     if (st == SPMD_OK)
         st = ordinals ? make_buffers(&bw)
                       : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if (st == SPMD_OK)
+        st = make_wires(&bw);
     spmd__comm *comm = NULL;
     /* Every process of the operation agrees, even one whose own part moves nothing: otherwise
      * processes in different reshards could exchange data meant for another. */

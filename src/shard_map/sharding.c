@@ -1,4 +1,5 @@
 /* NamedSharding: the index box and replica id of every mesh device (SEMANTICS.md (c)). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,10 +19,131 @@ spmd_status spmd__sharding_check(const spmd_sharding *sh, const char *fn, const 
 
 static int valid(const spmd_sharding *sh) { return sh && sh->magic == SPMD__MAGIC_SHARDING; }
 
+/* ---- layouts: one per distinct placement of blocks, shared by its shardings ---- */
+
+static pthread_mutex_t layouts_lock = PTHREAD_MUTEX_INITIALIZER;
+static spmd__layout **layouts; /* hash table of chains, under layouts_lock */
+static size_t layouts_buckets, layouts_count;
+static uint64_t layouts_made; /* the last uid given */
+
+/* The key of sh's layout in `key` (no devices copied: key->device_ids points at the mesh's). */
+static void layout_key(const spmd_sharding *sh, spmd__layout *key)
+{
+    const spmd_mesh *m = sh->mesh;
+    memset(key, 0, sizeof *key);
+    key->session = m->session;
+    key->mesh_ndim = m->ndim;
+    memcpy(key->mesh_shape, m->shape, (size_t)m->ndim * sizeof(int));
+    key->size = m->size;
+    key->device_ids = m->device_ids;
+    key->length = sh->length;
+    while (key->length > 0 && sh->spec->entry_size[key->length - 1] == 0)
+        key->length--;
+    for (int j = 0; j < key->length; j++) {
+        key->entry_size[j] = sh->spec->entry_size[j];
+        memcpy(key->entry_axis[j], sh->entry_mesh_axis[j],
+               (size_t)key->entry_size[j] * sizeof(int));
+    }
+    /* the fixed part is hashed whole: memset above zeroed what is unused */
+    uint64_t h = spmd__fnv1a(SPMD__FNV1A_SEED, &key->session, sizeof key->session);
+    h = spmd__fnv1a(h, key->mesh_shape, sizeof key->mesh_shape);
+    h = spmd__fnv1a(h, key->device_ids, (size_t)key->size * sizeof(int));
+    h = spmd__fnv1a(h, &key->length, sizeof key->length);
+    h = spmd__fnv1a(h, key->entry_size, sizeof key->entry_size);
+    key->hash = spmd__fnv1a(h, key->entry_axis, sizeof key->entry_axis);
+}
+
+static int layout_equal(const spmd__layout *a, const spmd__layout *b)
+{
+    return a->hash == b->hash && a->session == b->session && a->mesh_ndim == b->mesh_ndim &&
+           a->size == b->size && a->length == b->length &&
+           memcmp(a->mesh_shape, b->mesh_shape, sizeof a->mesh_shape) == 0 &&
+           memcmp(a->entry_size, b->entry_size, sizeof a->entry_size) == 0 &&
+           memcmp(a->entry_axis, b->entry_axis, sizeof a->entry_axis) == 0 &&
+           memcmp(a->device_ids, b->device_ids, (size_t)a->size * sizeof(int)) == 0;
+}
+
+/* Doubles the table (under layouts_lock); 0 when out of memory (the old one stays). */
+static int layouts_grow(void)
+{
+    size_t n = layouts_buckets ? 2 * layouts_buckets : 64;
+    spmd__layout **t = calloc(n, sizeof *t);
+    if (!t)
+        return 0;
+    for (size_t b = 0; b < layouts_buckets; b++)
+        for (spmd__layout *e = layouts[b], *next; e; e = next) {
+            next = e->next;
+            e->next = t[e->hash & (n - 1)];
+            t[e->hash & (n - 1)] = e;
+        }
+    free(layouts);
+    layouts = t;
+    layouts_buckets = n;
+    return 1;
+}
+
+/* Finds or makes sh's layout and takes a reference to it. */
+static spmd_status layout_acquire(spmd_sharding *sh)
+{
+    spmd__layout key;
+    layout_key(sh, &key);
+    pthread_mutex_lock(&layouts_lock);
+    spmd__layout *e = NULL;
+    if (layouts_count >= layouts_buckets && !layouts_grow() && !layouts_buckets) {
+        pthread_mutex_unlock(&layouts_lock);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_sharding_create: out of memory");
+    }
+    for (e = layouts[key.hash & (layouts_buckets - 1)]; e && !layout_equal(e, &key); e = e->next)
+        ;
+    if (!e) {
+        e = malloc(sizeof *e);
+        int *ids = e ? malloc((size_t)key.size * sizeof(int)) : NULL;
+        if (!ids) {
+            free(e);
+            pthread_mutex_unlock(&layouts_lock);
+            return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_sharding_create: out of memory");
+        }
+        *e = key;
+        memcpy(ids, key.device_ids, (size_t)key.size * sizeof(int));
+        e->device_ids = ids;
+        e->uid = ++layouts_made;
+        e->next = layouts[key.hash & (layouts_buckets - 1)];
+        layouts[key.hash & (layouts_buckets - 1)] = e;
+        layouts_count++;
+    }
+    e->refs++;
+    sh->layout = e;
+    pthread_mutex_unlock(&layouts_lock);
+    return SPMD_OK;
+}
+
+/* Drops sh's reference; the last one frees the layout and the plans cached on it. */
+static void layout_release(spmd_sharding *sh)
+{
+    spmd__layout *e = sh->layout;
+    if (!e)
+        return;
+    pthread_mutex_lock(&layouts_lock);
+    int last = --e->refs == 0;
+    if (last) {
+        spmd__layout **at = &layouts[e->hash & (layouts_buckets - 1)];
+        while (*at != e)
+            at = &(*at)->next;
+        *at = e->next;
+        layouts_count--;
+    }
+    pthread_mutex_unlock(&layouts_lock);
+    if (last) {
+        spmd__reshard_plans_free(e->reshard_plans);
+        free(e->device_ids);
+        free(e);
+    }
+}
+
 static void sharding_free(spmd_sharding *sh)
 {
     sh->magic = SPMD__MAGIC_DEAD;
-    spmd__reshard_plans_free(sh->reshard_plans);
+    layout_release(sh);
     spmd_mesh_destroy(sh->mesh);
     spmd_spec_destroy(sh->spec);
     free(sh->block);
@@ -99,8 +221,6 @@ static spmd_status spmd_sharding_create_checked(spmd_mesh *mesh, const spmd_spec
     SPMD_REQUIRE(sh != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_sharding_create: out of memory");
     sh->magic = SPMD__MAGIC_SHARDING;
     atomic_init(&sh->refs, 1);
-    static atomic_ullong next_uid = 1;
-    sh->uid = atomic_fetch_add(&next_uid, 1);
     sh->mesh = spmd_mesh_retain(mesh);
     sh->length = spec->length;
     spmd_status st = spmd_spec_copy(spec, &sh->spec);
@@ -113,11 +233,14 @@ static spmd_status spmd_sharding_create_checked(spmd_mesh *mesh, const spmd_spec
         if (!sh->block || !sh->replica)
             st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_sharding_create: out of memory");
     }
+    if (st == SPMD_OK)
+        compute_tables(sh);
+    if (st == SPMD_OK)
+        st = layout_acquire(sh);
     if (st != SPMD_OK) {
         sharding_free(sh);
         return st;
     }
-    compute_tables(sh);
     *out = sh;
     return SPMD_OK;
 }

@@ -7,6 +7,30 @@
 
 #include <spmd/sharding.h>
 
+typedef struct spmd__reshard_plans spmd__reshard_plans;
+
+/**
+ * Where a sharding puts the blocks of an array: its mesh's devices in flat order, the mesh's
+ * shape and the mesh axes of each spec entry (trailing unsharded entries left out). Every
+ * sharding with the same layout shares one, however and whenever it was made, so caches keyed
+ * on it (reshard plans) serve them all; it lives as long as one of them does.
+ */
+typedef struct spmd__layout {
+    struct spmd__layout *next; /* in its hash chain */
+    uint64_t hash;
+    uint64_t uid; /* never reused: names the layout in caches that outlive it */
+    int refs;     /* shardings with this layout (under the table's lock) */
+    unsigned session;
+    int mesh_ndim;
+    int mesh_shape[SPMD_MAX_MESH_AXES];
+    int size;
+    int *device_ids; /* [size] */
+    int length;
+    int entry_size[SPMD_MAX_RANK];
+    int entry_axis[SPMD_MAX_RANK][SPMD_MAX_MESH_AXES];
+    spmd__reshard_plans *reshard_plans; /* plans from this layout (reshard.c, under its lock) */
+} spmd__layout;
+
 struct spmd_sharding {
     uint32_t magic;
     atomic_int refs;
@@ -18,12 +42,10 @@ struct spmd_sharding {
     int *block;   /* [mesh size * length]: block index of each mesh position per dimension */
     int *replica; /* [mesh size] */
     int fully_replicated;
-    uint64_t uid; /* never reused: names the sharding in caches that outlive it */
-    struct spmd__reshard_plans *reshard_plans; /* plans from this sharding (reshard.c) */
+    spmd__layout *layout; /* shared with every sharding of the same layout */
 };
 
-typedef struct spmd__reshard_plans spmd__reshard_plans;
-/** Frees the reshard plans cached on a sharding; NULL-safe. */
+/** Frees the reshard plans cached on a layout; NULL-safe. */
 void spmd__reshard_plans_free(spmd__reshard_plans *plans);
 
 spmd_status spmd__sharding_check(const spmd_sharding *sh, const char *fn, const char *arg);

@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -35,6 +36,23 @@ void spmd_test_check_status(spmd_status got, spmd_status expected, const char *e
     }
     va_end(ap);
 }
+
+static atomic_int failed_checks;
+
+void spmd_test_check_failed(const char *file, int line, const char *cond, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[process %d] %s:%d: check failed: %s: %s\n", spmd_process_index(), file, line,
+            cond, msg);
+    fflush(stderr);
+    atomic_fetch_add(&failed_checks, 1);
+}
+
+int spmd_test_failed_checks(void) { return atomic_load(&failed_checks); }
 
 void spmd_test_init(void)
 {

@@ -41,6 +41,21 @@ void spmd_test_init(void);
  */
 int spmd_test_finish(int failures);
 
+/**
+ * Non-fatal checks, for tests whose processes must keep making the same collective calls (a
+ * failed assertion would leave the others waiting): a failed check prints where and why, with
+ * the process index, and is counted; pass spmd_test_failed_checks() on to spmd_test_finish.
+ * Any thread may check.
+ */
+#define SPMD_TEST_CHECK(cond, ...)                                                                 \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            spmd_test_check_failed(__FILE__, __LINE__, #cond, __VA_ARGS__);                        \
+    } while (0)
+
+void spmd_test_check_failed(const char *file, int line, const char *cond, const char *fmt, ...);
+int spmd_test_failed_checks(void);
+
 /** Most global devices a test run may have. */
 #define SPMD_TEST_MAX_DEVICES 64
 

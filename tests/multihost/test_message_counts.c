@@ -297,6 +297,29 @@ static spmd_status psum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int n
     return st;
 }
 
+/* A pytree of 16 one-element blocks, float32 and int32, psum'd at once: one exchange, as one
+ * psum (where 16 psums would make 16). */
+static spmd_status psum_many_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                  spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)out, (void)user;
+    enum { BLOCKS = 16, ELEMS = 1 };
+    float f[BLOCKS / 2][ELEMS];
+    int32_t i[BLOCKS / 2][ELEMS];
+    spmd_block b[BLOCKS];
+    for (int k = 0; k < BLOCKS / 2; k++) {
+        for (int e = 0; e < ELEMS; e++)
+            f[k][e] = 1.0f, i[k][e] = 1;
+        b[2 * k] = (spmd_block){f[k], SPMD_DTYPE_F32, 1, {ELEMS}};
+        b[2 * k + 1] = (spmd_block){i[k], SPMD_DTYPE_I32, 1, {ELEMS}};
+    }
+    spmd_status st = spmd_psum_many(ctx, BLOCKS, b, b, "x");
+    for (int k = 0; st == SPMD_OK && k < BLOCKS / 2; k++)
+        if (f[k][ELEMS - 1] != (float)spmd_device_count() || i[k][0] != spmd_device_count())
+            st = SPMD_ERR_INTERNAL;
+    return st;
+}
+
 /* axis_index_groups: the mesh's two halves, each listed in reverse (member order matters) */
 static int halves[4096];
 static spmd_axis_groups halves_groups;
@@ -376,6 +399,10 @@ static void count_calls(void)
 
     plan_scenario(&s, psum_body, 1, "'x'");
     measure("shard_map with one 4-byte psum", execute, &s);
+    spmd_plan_destroy(s.plan);
+
+    plan_scenario(&s, psum_many_body, 0, "'x'");
+    measure("psum_many of 16 one-element blocks", execute, &s);
     spmd_plan_destroy(s.plan);
 
     if (n % 2 == 0 && n <= 4096) {

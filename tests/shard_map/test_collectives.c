@@ -1065,6 +1065,32 @@ static void suite_large(const ref_mesh *m, const char *axes)
     run_case(&c);
 }
 
+/* Large gathers, scatters and all_to_alls in every layout: straight into the blocks where
+ * MPI can place them (contiguous and strided runs), staged where it cannot. */
+static void suite_large_layouts(const ref_mesh *m, const char *axes)
+{
+    static coll_case c;
+    int n = group_size(m, axes), h = LARGE / 2 / n; /* LARGE is divisible by 2n */
+    case_init(&c, m);
+    for (int i = 0; i < 3; i++) {
+        spmd_dtype t = main_dtypes[i];
+        add_gather(&c, axes, t, 0, 1, 1, LARGE / n)->from_input = 1;
+        add_gather(&c, axes, t, 1, 1, 2, 2, h);                 /* strided runs */
+        add_gather(&c, axes, t, 1, 0, 2, 2, h)->from_input = 1; /* stacked in the middle */
+        add_gather(&c, axes, t, 0, 0, 2, 3, LARGE / 3 / n);
+        add_scatter(&c, axes, t, 0, 1, 2, 2 * n, h)->from_input = 1;
+        add_scatter(&c, axes, t, 1, 1, 2, 2, LARGE / 2); /* chunks strided: staged */
+        add_scatter(&c, axes, t, 0, 0, 2, n, LARGE / n);
+        add_a2a(&c, axes, t, 1, 0, 1, 2, 2, LARGE / 2)->from_input = 1;
+        add_a2a(&c, axes, t, 0, 1, 0, 2, n, LARGE / n);
+        add_a2a(&c, axes, t, 1, 1, 1, 3, 2, LARGE / 4, 2);
+        add_a2a(&c, axes, t, 0, 0, 1, 2, 2 * n, LARGE / 2 / n)->in_place = 1;
+    }
+    add_gather(&c, axes, SPMD_DTYPE_F32, -1, 0, 1, LARGE / n); /* element runs */
+    add_gather(&c, axes, SPMD_DTYPE_BF16, 0, 1, 1, 2 * LARGE / n);
+    run_case(&c);
+}
+
 static void run_mesh(const ref_mesh *m, const char *const *axes_sets, int nsets)
 {
     for (int s = 0; s < nsets; s++)
@@ -1187,6 +1213,11 @@ static void test_large_blocks(void **state)
     suite_large(&ms.grid, "p,l");
     suite_large(&ms.grid, "l");
     suite_large(&ms.trans, "b,a");
+    suite_large_layouts(&ms.all, "x");
+    suite_large_layouts(&ms.grid, "p,l");
+    suite_large_layouts(&ms.grid, "l,p");
+    suite_large_layouts(&ms.grid, "p");
+    suite_large_layouts(&ms.trans, "b,a");
     if (ms.has_sub3)
         suite_large(&ms.sub3, "x");
     finish_test();

@@ -548,6 +548,11 @@ typedef enum coll_op {
     C_PSHUFFLE, /* pairs, npairs: perm, n */
     C_PARGMAX,
     C_PARGMIN,
+    C_PSUM_MANY, /* the _many forms: i3 blocks (0: one); out2, when set, is the last block's out */
+    C_PMEAN_MANY,
+    C_PMAX_MANY,
+    C_PMIN_MANY,
+    C_ALL_GATHER_MANY,
 } coll_op;
 
 /* One call made by every device inside spmd_shard_map over M. Block templates whose data is BUF
@@ -565,6 +570,7 @@ typedef struct coll_case {
     const int64_t *shape;
     spmd_dtype dtype;
     const spmd_axis_groups *groups; /* the _groups variants and pswapaxes */
+    const spmd_block *out2;
 } coll_case;
 
 static char buf_marker;
@@ -609,6 +615,39 @@ static void instantiate(const spmd_block *tpl, void *buf, spmd_block *b)
     *b = *tpl;
     if (b->data == BUF)
         b->data = buf;
+}
+
+static double g_dev_out2[NDEV][512];
+
+/* A _many collective over c->i3 blocks (0: one), all made of the in and out templates but the
+ * last out (out2 when given). */
+static spmd_status call_many(spmd_ctx *ctx, const coll_case *c, const spmd_block *pin,
+                             spmd_block *pout, int d)
+{
+    int n = c->i3 ? c->i3 : 1;
+    spmd_block ins[4], outs[4];
+    for (int i = 0; i < n && i < 4; i++) {
+        if (pin)
+            ins[i] = *pin;
+        if (pout)
+            outs[i] = *pout;
+    }
+    if (c->out2 && n >= 1 && n <= 4)
+        instantiate(c->out2, g_dev_out2[d], &outs[n - 1]);
+    const spmd_block *in = pin ? ins : NULL;
+    spmd_block *out = pout ? outs : NULL;
+    switch (c->op) {
+    case C_PSUM_MANY:
+        return spmd_psum_many(ctx, n, in, out, c->axes);
+    case C_PMEAN_MANY:
+        return spmd_pmean_many(ctx, n, in, out, c->axes);
+    case C_PMAX_MANY:
+        return spmd_pmax_many(ctx, n, in, out, c->axes);
+    case C_PMIN_MANY:
+        return spmd_pmin_many(ctx, n, in, out, c->axes);
+    default:
+        return spmd_all_gather_many(ctx, n, in, out, c->axes, c->i1, c->i2);
+    }
 }
 
 static spmd_status coll_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
@@ -705,6 +744,13 @@ static spmd_status coll_body(spmd_ctx *ctx, int nin, const spmd_block *in, int n
         break;
     case C_PARGMIN:
         st = spmd_pargmin(ctx, pin, pout, c->axes);
+        break;
+    case C_PSUM_MANY:
+    case C_PMEAN_MANY:
+    case C_PMAX_MANY:
+    case C_PMIN_MANY:
+    case C_ALL_GATHER_MANY:
+        st = call_many(ctx, c, pin, pout, d);
         break;
     }
     r->status = st;
@@ -2427,31 +2473,36 @@ static void sweep_spmd_pmean(void)
     BAD_COLL(SHP, .op = C_PMEAN, .in = &B_I22, .out = &B_I22, .axes = "x");
 }
 
+static void sweep_all_gather_op(coll_op op)
+{
+    fixture_up();
+    /* the group of "x" has 2 devices: a (2, 2) block gathers to (2, 2, 2) untiled, axis 0 */
+    BAD_COLL(INV, .op = op, .in = NULL, .out = &B_F222, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = NULL, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_COUNT, .out = &B_F222, .axes = "x");
+    BAD_COLL2(SHP, INV, .op = op, .in = &B_NEG_RANK, .out = &B_F222, .axes = "x");
+    BAD_COLL2(SHP, INV, .op = op, .in = &B_MAX_RANK, .out = &B_F222, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_NODATA, .out = &B_F222, .axes = "x");
+    BAD_COLL(SHP, .op = op, .in = &B_ZERO, .out = &B_F222, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F222, .axes = "x", .i1 = 3);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F222, .axes = "x", .i1 = -4);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F222, .axes = "x", .i1 = INT_MAX);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F222, .axes = "x", .i1 = INT_MIN);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = 2, .i2 = 1);
+    BAD_COLL(INV, .op = op, .in = &B_F0, .out = &B_F2, .axes = "x", .i1 = 0, .i2 = 1);
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x");
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F33, .axes = "x", .i2 = 1);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F222, .axes = NULL);
+    BAD_COLL(SPC, .op = op, .in = &B_F22, .out = &B_F222, .axes = "z");
+    BAD_COLL(SPC, .op = op, .in = &B_F22, .out = &B_F222, .axes = "");
+    BAD_COLL(SHP, .op = op, .in = &B_HUGE, .out = &B_HUGE3, .axes = "x");
+}
+
 static void sweep_spmd_all_gather(void)
 {
     HB(b, F32, 2, 2, 2);
     BAD(INV, spmd_all_gather(NULL, &b, &b, "x", 0, 0));
-    fixture_up();
-    /* the group of "x" has 2 devices: a (2, 2) block gathers to (2, 2, 2) untiled, axis 0 */
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = NULL, .out = &B_F222, .axes = "x");
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = &B_F22, .out = NULL, .axes = "x");
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = &B_COUNT, .out = &B_F222, .axes = "x");
-    BAD_COLL2(SHP, INV, .op = C_ALL_GATHER, .in = &B_NEG_RANK, .out = &B_F222, .axes = "x");
-    BAD_COLL2(SHP, INV, .op = C_ALL_GATHER, .in = &B_MAX_RANK, .out = &B_F222, .axes = "x");
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = &B_NODATA, .out = &B_F222, .axes = "x");
-    BAD_COLL(SHP, .op = C_ALL_GATHER, .in = &B_ZERO, .out = &B_F222, .axes = "x");
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = &B_F22, .out = &B_F222, .axes = "x", .i1 = 3);
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = &B_F22, .out = &B_F222, .axes = "x", .i1 = -4);
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = &B_F22, .out = &B_F222, .axes = "x", .i1 = INT_MAX);
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = &B_F22, .out = &B_F222, .axes = "x", .i1 = INT_MIN);
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = 2, .i2 = 1);
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = &B_F0, .out = &B_F2, .axes = "x", .i1 = 0, .i2 = 1);
-    BAD_COLL(SHP, .op = C_ALL_GATHER, .in = &B_F22, .out = &B_F22, .axes = "x");
-    BAD_COLL(SHP, .op = C_ALL_GATHER, .in = &B_F22, .out = &B_F33, .axes = "x", .i2 = 1);
-    BAD_COLL(INV, .op = C_ALL_GATHER, .in = &B_F22, .out = &B_F222, .axes = NULL);
-    BAD_COLL(SPC, .op = C_ALL_GATHER, .in = &B_F22, .out = &B_F222, .axes = "z");
-    BAD_COLL(SPC, .op = C_ALL_GATHER, .in = &B_F22, .out = &B_F222, .axes = "");
-    BAD_COLL(SHP, .op = C_ALL_GATHER, .in = &B_HUGE, .out = &B_HUGE3, .axes = "x");
+    sweep_all_gather_op(C_ALL_GATHER);
 }
 
 static void sweep_spmd_psum_scatter(void)
@@ -2606,6 +2657,55 @@ static void sweep_spmd_pmin_groups(void)
     BAD(INV, spmd_pmin_groups(NULL, &b, &b, "x", &G_PAIRS));
     sweep_reduction(C_PMIN_G);
     sweep_groups(C_PMIN_G, &B_F22, &B_F22, 1);
+}
+
+/* The _many forms: every check of the one-block form, plus the count and a bad last block. */
+static void sweep_many(coll_op op, const spmd_block *good_out, const spmd_block *bad_out)
+{
+    if (op == C_ALL_GATHER_MANY)
+        sweep_all_gather_op(op);
+    else
+        sweep_reduction(op);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = good_out, .axes = "x", .i3 = -1);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = good_out, .axes = "x", .i3 = INT_MIN);
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = good_out, .axes = "x", .i3 = 3, .out2 = bad_out);
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = good_out, .axes = "x", .i3 = 2, .out2 = &B_I22);
+}
+
+static void sweep_spmd_psum_many(void)
+{
+    HB(b, F32, 2, 2, 2);
+    BAD(INV, spmd_psum_many(NULL, 1, &b, &b, "x"));
+    sweep_many(C_PSUM_MANY, &B_F22, &B_F23);
+    BAD_COLL(UNS, .op = C_PSUM_MANY, .in = &B_U22, .out = &B_U22, .axes = "x", .i3 = 2);
+}
+
+static void sweep_spmd_pmean_many(void)
+{
+    HB(b, F32, 2, 2, 2);
+    BAD(INV, spmd_pmean_many(NULL, 1, &b, &b, "x"));
+    sweep_many(C_PMEAN_MANY, &B_F22, &B_F64_22);
+}
+
+static void sweep_spmd_pmax_many(void)
+{
+    HB(b, F32, 2, 2, 2);
+    BAD(INV, spmd_pmax_many(NULL, 1, &b, &b, "x"));
+    sweep_many(C_PMAX_MANY, &B_F22, &B_F222);
+}
+
+static void sweep_spmd_pmin_many(void)
+{
+    HB(b, F32, 2, 2, 2);
+    BAD(INV, spmd_pmin_many(NULL, 1, &b, &b, "x"));
+    sweep_many(C_PMIN_MANY, &B_F22, &B_F33);
+}
+
+static void sweep_spmd_all_gather_many(void)
+{
+    HB(b, F32, 2, 2, 2);
+    BAD(INV, spmd_all_gather_many(NULL, 1, &b, &b, "x", 0, 0));
+    sweep_many(C_ALL_GATHER_MANY, &B_F222, &B_F22);
 }
 
 static void sweep_spmd_all_gather_groups(void)
