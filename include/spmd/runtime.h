@@ -106,6 +106,32 @@ SPMD_API const char *spmd_platform_name(spmd_platform p);
 /** Bitmask of SPMD_FEATURE_* compiled into the loaded library. Needs no initialization. */
 SPMD_API unsigned int spmd_build_features(void);
 
+/** Severity of a libspmd message; $SPMD_LOG_LEVEL (default warning) drops the less severe. */
+typedef enum spmd_log_level {
+    SPMD_LOG_ERROR = 0,
+    SPMD_LOG_WARNING = 1,
+    SPMD_LOG_INFO = 2,
+    SPMD_LOG_DEBUG = 3
+} spmd_log_level;
+
+/**
+ * Receives one libspmd message: its level, the index of the process that wrote it (-1 before
+ * spmd_init), and the text (one line, no newline; valid only during the call).
+ * Calls are serialized (never two at once in one process) but come from any libspmd thread,
+ * device workers included; fn must not call libspmd, and should return quickly.
+ */
+typedef void (*spmd_log_fn)(spmd_log_level level, int process, const char *message, void *user);
+
+/**
+ * Routes libspmd's messages to fn(…, user) instead of stderr; fn NULL restores the default
+ * logger, which writes "[spmd pP] level: message" lines to stderr. Thread-safe, and usable
+ * before spmd_init: once it returns, no call of the previous fn is running or will start, so
+ * its `user` may be freed. Not collective (each process routes its own messages).
+ * @return SPMD_OK, or SPMD_ERR_INVALID_ARGUMENT when called from inside a log callback (it
+ *         would wait for itself).
+ */
+SPMD_API spmd_status spmd_set_log_callback(spmd_log_fn fn, void *user);
+
 SPMD_END_DECLS
 
 #endif /* SPMD_RUNTIME_H */

@@ -15,6 +15,7 @@
 
 #include "bench.h"
 #include "cli_args.h"
+#include "launch.h"
 #include "spmd.h"
 
 /* Room for any formatted mesh, spec or sharding: at most 8 axes of 63 characters each. */
@@ -554,6 +555,10 @@ static const command commands[] = {
      bench_usage},
     {"sharding", "show which block of an array each mesh device holds", cmd_sharding,
      usage_sharding},
+    {"launch", "run a program as P processes x L devices here, or compare layouts", spmd_cli_launch,
+     spmd_cli_launch_usage},
+    {"compare", "compare saved outputs of several layouts", spmd_cli_compare,
+     spmd_cli_compare_usage},
 };
 #define NUM_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -1,5 +1,6 @@
 #include "runtime/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -50,15 +51,43 @@ static int threshold(void)
 
 int spmd__log_enabled(spmd__log_level level) { return (int)level <= threshold(); }
 
+/* The user's logger. The mutex serializes its calls and lets spmd_set_log_callback wait out a
+ * call in progress; messages are rare, so the lock costs nothing that matters. */
+static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
+static spmd_log_fn sink_fn;
+static void *sink_user;
+static _Thread_local int in_sink; /* this thread is inside the user's logger */
+
+spmd_status spmd_set_log_callback(spmd_log_fn fn, void *user)
+{
+    SPMD_REQUIRE(!in_sink, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_set_log_callback: called from inside the log callback; change the "
+                 "callback from another place in the program");
+    pthread_mutex_lock(&sink_lock);
+    sink_fn = fn;
+    sink_user = fn ? user : NULL;
+    pthread_mutex_unlock(&sink_lock);
+    return SPMD_OK;
+}
+
 void spmd__log(spmd__log_level level, const char *fmt, ...)
 {
-    if (!spmd__log_enabled(level))
+    if (!spmd__log_enabled(level) || in_sink) /* a message about the logger would recurse */
         return;
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    /* One fprintf per line, so lines from threads and processes do not interleave mid-line. */
-    fprintf(stderr, "[spmd p%d] %s: %s\n", spmd_process_index(), level_names[level], line);
+    int process = spmd_process_index();
+    pthread_mutex_lock(&sink_lock);
+    if (sink_fn) {
+        in_sink = 1;
+        sink_fn((spmd_log_level)level, process, line, sink_user);
+        in_sink = 0;
+    } else {
+        /* One fprintf per line, so lines from threads and processes do not interleave. */
+        fprintf(stderr, "[spmd p%d] %s: %s\n", process, level_names[level], line);
+    }
+    pthread_mutex_unlock(&sink_lock);
 }

@@ -112,20 +112,58 @@ static spmd_status check_options(const spmd_init_options *o)
     return SPMD_OK;
 }
 
-static spmd_status platform_from_env(int *platform)
+/* The variable a setting comes from: SPMD_*, else the JAX variable a porter may have set
+ * (noted in the log); NULL when neither is set. */
+static const char *setting_variable(const char *spmd_name, const char *jax_name)
 {
-    const char *env = getenv("SPMD_PLATFORM");
-    if (!env || !*env)
+    const char *v = getenv(spmd_name);
+    if (v && *v)
+        return spmd_name;
+    v = getenv(jax_name);
+    if (!v || !*v)
+        return NULL;
+    spmd__log(SPMD__LOG_INFO, "using %s=%s, JAX's variable (%s, when set, wins)", jax_name, v,
+              spmd_name);
+    return jax_name;
+}
+
+/* SPMD_PLATFORM, else JAX_PLATFORMS: a comma-separated list, as JAX_PLATFORMS is. As in JAX,
+ * devices come from the first entry and every listed platform must be usable; *cuda_listed
+ * says whether cuda is among them. */
+static spmd_status platform_from_env(int *platform, int *cuda_listed)
+{
+    const char *var = setting_variable("SPMD_PLATFORM", "JAX_PLATFORMS");
+    if (!var)
         return SPMD_OK;
-    if (strcmp(env, "cpu") == 0)
-        *platform = SPMD_PLATFORM_CPU;
-    else if (strcmp(env, "cuda") == 0 || strcmp(env, "gpu") == 0)
-        *platform = SPMD_PLATFORM_CUDA;
-    else
-        return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
-                          "environment variable SPMD_PLATFORM=\"%s\" is not a platform; use cpu or "
-                          "cuda, or unset it to pick cuda when a GPU is usable",
-                          env);
+    const char *env = getenv(var);
+    int first = -1;
+    for (const char *p = env;;) {
+        while (*p == ' ')
+            p++;
+        size_t len = strcspn(p, ",");
+        size_t word = len;
+        while (word > 0 && p[word - 1] == ' ')
+            word--;
+        int this = -1;
+        if (word == 3 && strncmp(p, "cpu", 3) == 0)
+            this = SPMD_PLATFORM_CPU;
+        else if ((word == 4 && strncmp(p, "cuda", 4) == 0) ||
+                 (word == 3 && strncmp(p, "gpu", 3) == 0))
+            this = SPMD_PLATFORM_CUDA;
+        SPMD_REQUIRE(this >= 0, SPMD_ERR_INVALID_ARGUMENT,
+                     "environment variable %s=\"%s\": \"%.*s\" is not a platform; use cpu or "
+                     "cuda (gpu means cuda), or a comma-separated list of them whose first "
+                     "gives the devices, or unset it to pick cuda when a GPU is usable",
+                     var, env, (int)word, p);
+        if (first < 0)
+            first = this;
+        if (this == SPMD_PLATFORM_CUDA)
+            *cuda_listed = 1;
+        if (p[len] != ',')
+            break;
+        p += len + 1;
+    }
+    *platform = first;
     return SPMD_OK;
 }
 
@@ -137,15 +175,16 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     SPMD_CHECK(spmd__env_seconds("SPMD_COLLECTIVE_TIMEOUT", &timeout_s));
     rt.collective_timeout_ns = (int64_t)(timeout_s * 1e9);
     spmd__comm_set_timeout(rt.collective_timeout_ns);
-    int platform = o->platform;
+    int platform = o->platform, cuda_listed = platform == SPMD_PLATFORM_CUDA;
     if (platform == SPMD_AUTO)
-        SPMD_CHECK(platform_from_env(&platform));
+        SPMD_CHECK(platform_from_env(&platform, &cuda_listed));
     long cpu_devices = o->num_cpu_devices;
     int from_env = 0;
     if (cpu_devices == 0) {
         cpu_devices = 1;
-        SPMD_CHECK(spmd__env_int("SPMD_NUM_CPU_DEVICES", 1, SPMD_MAX_CPU_DEVICES, &cpu_devices,
-                                 &from_env));
+        const char *var = setting_variable("SPMD_NUM_CPU_DEVICES", "JAX_NUM_CPU_DEVICES");
+        if (var)
+            SPMD_CHECK(spmd__env_int(var, 1, SPMD_MAX_CPU_DEVICES, &cpu_devices, &from_env));
     }
     long per_gpu = 1;
     SPMD_CHECK(
@@ -161,11 +200,11 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
         platform =
             spmd__backend_cuda.probe(&gpus) == SPMD_OK ? SPMD_PLATFORM_CUDA : SPMD_PLATFORM_CPU;
         spmd_clear_error();
-    } else if (platform == SPMD_PLATFORM_CUDA) {
+    } else if (cuda_listed) { /* listed after cpu too: it must be usable, as in JAX */
         SPMD_CHECK(spmd__backend_cuda.probe(&gpus));
     }
 #else
-    SPMD_REQUIRE(platform != SPMD_PLATFORM_CUDA, SPMD_ERR_UNSUPPORTED,
+    SPMD_REQUIRE(!cuda_listed, SPMD_ERR_UNSUPPORTED,
                  "the cuda platform was requested but libspmd was built without CUDA; "
                  "reconfigure with -DSPMD_ENABLE_CUDA=ON, or use SPMD_PLATFORM=cpu");
     platform = SPMD_PLATFORM_CPU;

@@ -282,6 +282,7 @@ static spmd_status barrier(coll *c, int arrive)
         if (st != SPMD_OK)
             st = fail(c, st);
         atomic_store(&g->arrived, 0);
+        atomic_store(&g->next_piece, 0);
         atomic_fetch_add(&g->generation, 1);
         spmd__event_signal(&g->event);
         if (st != SPMD_OK)
@@ -582,6 +583,29 @@ static void slice_of(size_t count, int parts, int index, size_t *begin, size_t *
         *end = count;
 }
 
+/* Host memory: MPI may move a collective's data straight between the blocks (CUDA blocks go
+ * through host staging), and host threads may share out the work. Every member of every process
+ * answers alike. */
+static int blocks_on_host(const spmd_ctx *ctx) { return spmd__ctx_platform_is_host(ctx); }
+
+/* Pieces of `count` elements that the local members claim one at a time: a thread the
+ * scheduler runs more takes more of them, so none waits on a descheduled peer's fixed share
+ * (devices outnumber cores on a laptop). */
+static size_t piece_elements(size_t count, int nl, size_t elem)
+{
+    size_t piece = count / ((size_t)nl * 8);
+    size_t least = SPLIT_BYTES / elem;
+    piece = piece > least ? piece : least;
+    return (piece + 63) / 64 * 64; /* whole cache lines for the streamed stores */
+}
+
+/* Claims the next of `pieces` pieces for this thread: its index, or -1 when none is left. */
+static long claim_piece(spmd__group *g, size_t pieces)
+{
+    size_t k = atomic_fetch_add_explicit(&g->next_piece, 1, memory_order_relaxed);
+    return k < pieces ? (long)k : -1;
+}
+
 /* Reduces slice [b, e) of the n inputs into every output: as one kernel on the device's stream,
  * finished before the peers go on, where the blocks (`bytes` each) allow it, else on the host. */
 static spmd_status reduce_slice(spmd_ctx *ctx, spmd_dtype dtype, spmd__reduce_op rop,
@@ -726,7 +750,14 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *ou
     if (!small)
         slice_of(count, c.nl, c.li, &b, &e);
     st = SPMD_OK;
-    if (!g->comm) {
+    if (!g->comm && !small && blocks_on_host(ctx)) {
+        /* One pass: the threads claim pieces, reduce each and write it to every output. */
+        size_t piece = piece_elements(count, c.nl, elem), pieces = (count + piece - 1) / piece;
+        for (long p; st == SPMD_OK && (p = claim_piece(g, pieces)) >= 0;) {
+            size_t pb = (size_t)p * piece, pe = pb + piece < count ? pb + piece : count;
+            st = reduce_slice(ctx, in->dtype, rop, dsts, c.nl, srcs, pb, pe, count * elem);
+        }
+    } else if (!g->comm) {
         /* One pass: each thread reduces its slice and writes it to every output. */
         if (!small || c.li == 0)
             st = reduce_slice(ctx, in->dtype, rop, dsts, c.nl, srcs, b, e, count * elem);
@@ -827,10 +858,6 @@ static void rank_offsets(const spmd__group *g, size_t *offset)
     }
 }
 
-/* MPI may move a collective's data straight between the blocks when they are host memory
- * (CUDA blocks go through host staging). Every member of every process answers alike. */
-static int blocks_on_host(const spmd_ctx *ctx) { return spmd__ctx_platform_is_host(ctx); }
-
 /* 1 when each rank's members hold consecutive positions, in member-index order; first[r] is
  * the position of rank r's first member. With `in_rank_order`, rank r's positions also follow
  * rank r - 1's (rank order is position order). */
@@ -861,11 +888,12 @@ static int ranks_contiguous(const coll *c, const members *m, size_t *first, int 
 typedef struct copier {
     spmd_ctx *ctx;
     void *queue;
+    int streaming; /* host copies bypass the caches (fenced by copier_finish) */
 } copier;
 
 static copier copier_for(spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs)
 {
-    copier cp = {ctx, spmd__ctx_kernel_queue(ctx, bytes, n, ptrs)};
+    copier cp = {ctx, spmd__ctx_kernel_queue(ctx, bytes, n, ptrs), 0};
     return cp;
 }
 
@@ -879,12 +907,16 @@ static int copy_rows(void *arg, void *dst, size_t dpitch, const void *src, size_
 #else
     (void)cp;
 #endif
+    if (cp->streaming)
+        return spmd__copy_rows_streaming(NULL, dst, dpitch, src, spitch, width, height);
     return spmd__copy_rows_host(NULL, dst, dpitch, src, spitch, width, height);
 }
 
 /* The copies' status (0 or a spmd_status), once they are done. */
 static spmd_status copier_finish(const copier *cp, int rc)
 {
+    if (cp->streaming && !cp->queue)
+        spmd__copy_streaming_fence();
     if (rc != 0 || !cp->queue)
         return (spmd_status)rc;
     return spmd__ctx_sync(cp->ctx);
@@ -978,7 +1010,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
          * processes' blocks there in place, and the other members copy the whole of it. */
         spmd_block root = *out;
         root.data = g->slots[0].out;
-        copier host = {ctx, NULL};
+        copier host = {ctx, NULL, 0};
         (void)place_gathered(&host, &root, in->data, in, a, tiled, c.pos);
         st = barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
@@ -1006,6 +1038,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
     } else if (!g->comm) {
         const void *ptrs[2] = {out->data, in->data}; /* peers check their own */
         copier cp = copier_for(ctx, block_bytes(out), 2, ptrs);
+        cp.streaming = spmd__should_stream(block_bytes(out) * (size_t)c.nl);
         int rc = 0;
         for (int k = 0; k < c.n && !rc; k++)
             rc = place_gathered(&cp, out, g->slots[m.local_of[k]].in, in, a, tiled, m.pos[k]);
@@ -1040,7 +1073,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
                 st = fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
             } else {
                 rank_offsets(g, roff);
-                copier host = {ctx, NULL}; /* the scratch is host memory */
+                copier host = {ctx, NULL, 0}; /* the scratch is host memory */
                 for (int k = 0; k < c.n; k++) {
                     size_t slot = roff[g->member_rank[k]] + (size_t)g->member_index[k];
                     (void)place_gathered(&host, out, (char *)g->scratch[1] + slot * bytes, in, a,
@@ -1079,19 +1112,28 @@ static chunking chunks_of(const spmd_block *in, int d, int64_t chunk)
     return k;
 }
 
-/* acc (contiguous chunk, accumulator dtype) = op over srcs of chunk p of each. */
-static void reduce_chunk(spmd_dtype dtype, spmd__reduce_op op, void *acc, const void *const *srcs,
-                         int n, const chunking *k, int p, const void **scratch_ptrs)
+/* Elements [b, e) of acc (contiguous chunk, accumulator dtype) = op over srcs of chunk p of
+ * each. */
+static void reduce_chunk_range(spmd_dtype dtype, spmd__reduce_op op, void *acc,
+                               const void *const *srcs, int n, const chunking *k, int p, size_t b,
+                               size_t e, const void **scratch_ptrs)
 {
     size_t elem = spmd_dtype_size(dtype),
            acc_elem = spmd_dtype_size(spmd__accumulator_dtype(dtype));
-    for (size_t r = 0; r < k->outer; r++) {
-        size_t offset = r * k->stride + (size_t)p * k->run;
+    for (size_t r = b / k->run; r < k->outer && r * k->run < e; r++) {
+        size_t lo = r * k->run > b ? r * k->run : b;
+        size_t hi = (r + 1) * k->run < e ? (r + 1) * k->run : e;
+        size_t offset = r * k->stride + (size_t)p * k->run + (lo - r * k->run);
         for (int i = 0; i < n; i++)
             scratch_ptrs[i] = (const char *)srcs[i] + offset * elem;
-        spmd__reduce_many(dtype, op, (char *)acc + r * k->run * acc_elem, scratch_ptrs, n, 0,
-                          k->run);
+        spmd__reduce_many(dtype, op, (char *)acc + lo * acc_elem, scratch_ptrs, n, 0, hi - lo);
     }
+}
+
+static void reduce_chunk(spmd_dtype dtype, spmd__reduce_op op, void *acc, const void *const *srcs,
+                         int n, const chunking *k, int p, const void **scratch_ptrs)
+{
+    reduce_chunk_range(dtype, op, acc, srcs, n, k, p, 0, k->elems, scratch_ptrs);
 }
 
 /* reduce_chunk on the device's stream, straight into out (dtype elements), when everything is
@@ -1222,7 +1264,23 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
         return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
     for (int i = 0; i < c.nl; i++)
         srcs[i] = g->slots[i].in;
-    if (!g->comm) {
+    if (!g->comm && c.nl > 1 && blocks_on_host(ctx)) {
+        /* The threads claim pieces of the members' chunks and sum each over the members. */
+        size_t piece = piece_elements(k.elems, 1, spmd_dtype_size(in->dtype));
+        size_t per_member = (k.elems + piece - 1) / piece;
+        for (long q; (q = claim_piece(g, (size_t)c.nl * per_member)) >= 0;) {
+            int i = (int)((size_t)q / per_member);
+            size_t b = (size_t)q % per_member * piece;
+            size_t e = b + piece < k.elems ? b + piece : k.elems;
+            void *acc =
+                half ? (char *)g->scratch[0] + (size_t)i * k.elems * acc_elem : g->slots[i].out;
+            reduce_chunk_range(in->dtype, SPMD__OP_SUM, acc, srcs, c.nl, &k, g->slots[i].position,
+                               b, e, srcs + c.nl);
+            if (half)
+                spmd__from_accumulator(in->dtype, g->slots[i].out, acc, b, e);
+        }
+        st = barrier(&c, 0);
+    } else if (!g->comm) {
         /* Each device sums its own chunk over the local members directly. */
         int on_device = 0;
         st = device_reduce_chunk(ctx, in->dtype, out->data, srcs, c.nl, &k, c.pos, srcs + c.nl,
@@ -1485,6 +1543,7 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
                  SOURCE(m.local_of[m.member_at[s]]) != out->data) {
             const void *ptrs[2] = {out->data, SOURCE(m.local_of[m.member_at[s]])};
             copier cp = copier_for(ctx, bytes, 2, ptrs);
+            cp.streaming = spmd__should_stream(bytes * (size_t)c.nl);
             st = copier_finish(&cp, copy_rows(&cp, out->data, 0, ptrs[1], 0, bytes, 1));
         }
         if (st == SPMD_OK) /* sources stay valid until every destination has read them */
@@ -1765,6 +1824,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
      * direct exchange wrote the other processes' slots already). */
     const void *ptrs[2] = {out->data, SOURCE(c.li)};
     copier cp = copier_for(ctx, block_bytes(out), 2, ptrs);
+    cp.streaming = spmd__should_stream(block_bytes(out) * (size_t)c.nl);
     int rc = 0;
     for (int k = 0; st == SPMD_OK && !rc && k < c.n; k++) {
         char *dst = (char *)out->data + (size_t)(m.pos[k] * L.dst_step) * elem;
@@ -2122,7 +2182,7 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
         return fail(&c, st);
     }
     st = arrive(&c, in, out, NULL);
-    copier host = {ctx, NULL};
+    copier host = {ctx, NULL, 0};
     if (st == SPMD_OK && !g->comm) {
         int rc = 0;
         for (int i = 0; i < n && !rc; i++) {

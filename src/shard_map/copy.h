@@ -32,6 +32,18 @@ typedef int (*spmd__copy_rows_fn)(void *arg, void *dst, size_t dpitch, const voi
 int spmd__copy_rows_host(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
                          size_t width, size_t height);
 
+/**
+ * memcpy with non-temporal stores: for results too large to stay in the caches, it skips the
+ * read-for-ownership of every written line. The stores are weakly ordered: call
+ * spmd__copy_streaming_fence before another thread may read them.
+ */
+void spmd__copy_streaming(void *dst, const void *src, size_t bytes);
+void spmd__copy_streaming_fence(void);
+
+/** spmd__copy_rows_host with non-temporal stores for rows of 256 bytes or more (no fence). */
+int spmd__copy_rows_streaming(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height);
+
 /** As spmd__copy_strided / spmd__copy_region, moving the bytes with `rows` (0 or its error). */
 int spmd__copy_strided_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size, int ndim,
                             const int64_t *extent, void *dst, const int64_t *dst_strides,

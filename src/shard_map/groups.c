@@ -137,6 +137,7 @@ static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, i
     spmd__event_init(&g->event);
     atomic_init(&g->arrived, 0);
     atomic_init(&g->generation, 0);
+    atomic_init(&g->next_piece, 0);
     g->slots = calloc((size_t)g->num_local, sizeof *g->slots);
     if (!g->slots) {
         group_free(g, 0, 0);

@@ -42,6 +42,9 @@ typedef struct spmd__group {
     /* rendezvous of the local members */
     atomic_uint arrived;
     atomic_uint generation;
+    /* the next piece of a collective's work that a local member may claim; reset at each
+       barrier, when nobody is claiming */
+    _Alignas(64) atomic_size_t next_piece;
     spmd__event event;
     spmd__slot *slots; /* [num_local] */
     void *scratch[3];  /* staging buffers shared by the members, grown on demand */

@@ -200,3 +200,29 @@ add_test(NAME cli_bench COMMAND sh ${SPMD_CLI_DIR}/check_bench.sh ${SPMD_CLI} ${
                                    ${SPMD_CLI_HAVE_MPI})
 set_tests_properties(cli_bench PROPERTIES LABELS "bench;cli" TIMEOUT 300
                      ENVIRONMENT "${SPMD_MPI_TEST_ENV}")
+
+# --- launch and compare: exit statuses, layouts compared, bad layouts, tolerances ----------
+add_executable(launch_probe ${SPMD_CLI_DIR}/launch_probe.c)
+target_link_libraries(launch_probe PRIVATE spmd::spmd)
+target_compile_options(launch_probe PRIVATE ${SPMD_WARNINGS})
+if(SPMD_HAVE_MPI)
+  set(SPMD_LAUNCH_HAVE_MPI 1)
+else()
+  set(SPMD_LAUNCH_HAVE_MPI 0)
+endif()
+add_test(NAME cli_launch COMMAND sh ${SPMD_CLI_DIR}/check_launch.sh ${SPMD_CLI}
+                                 $<TARGET_FILE:launch_probe> ${SPMD_LAUNCH_HAVE_MPI})
+set_tests_properties(cli_launch PROPERTIES LABELS "mpi;cli" TIMEOUT 300 PROCESSORS 2
+                     ENVIRONMENT "SPMD_PLATFORM=cpu")
+
+# --- SpmdTesting, as the project's own tests use it: one test per layout, and a comparison
+# that passes for the layout-independent sum and must fail for the output that names the layout
+set(SPMD_TESTING_CLI ${SPMD_CLI})
+include(${PROJECT_SOURCE_DIR}/src/SpmdTesting.cmake)
+spmd_add_test(NAME spmd_testing_sum COMMAND launch_probe sum LAYOUTS 1x8 2x4 4x2
+              COMPARE exact LABELS mpi TIMEOUT 120)
+if(SPMD_HAVE_MPI)
+  spmd_add_test(NAME spmd_testing_layout COMMAND launch_probe layout LAYOUTS 1x4 2x2
+                COMPARE tolerance=1e-6 LABELS mpi TIMEOUT 120)
+  set_tests_properties(spmd_testing_layout_compare PROPERTIES WILL_FAIL TRUE)
+endif()

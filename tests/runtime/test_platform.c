@@ -108,6 +108,67 @@ static void test_log_level(void **state)
     unsetenv("SPMD_LOG_LEVEL");
 }
 
+/* A platform list as in JAX_PLATFORMS: devices from the first entry, every entry usable. */
+static void expect_cuda_listed_after_cpu(const char *variable, const char *value)
+{
+    setenv(variable, value, 1);
+    spmd_status st = spmd_init(NULL);
+    if (!(spmd_build_features() & SPMD_FEATURE_CUDA)) {
+        assert_int_equal(st, SPMD_ERR_UNSUPPORTED);
+        assert_non_null(strstr(spmd_last_error(), "built without CUDA"));
+    } else if (st == SPMD_OK) { /* a GPU: usable, but the devices come from cpu */
+        assert_int_equal(spmd_runtime_platform(), SPMD_PLATFORM_CPU);
+        finalize_ok();
+    } else {
+        assert_int_equal(st, SPMD_ERR_BACKEND);
+    }
+    unsetenv(variable);
+}
+
+/* JAX's variables stand in for unset SPMD_* ones; SPMD_* wins; bad values are named. */
+static void test_jax_variables(void **state)
+{
+    (void)state;
+    unsetenv("SPMD_NUM_CPU_DEVICES");
+    setenv("JAX_NUM_CPU_DEVICES", "3", 1);
+    assert_ok(spmd_init(NULL));
+    assert_int_equal(spmd_local_device_count(), 3);
+    finalize_ok();
+    setenv("SPMD_NUM_CPU_DEVICES", "2", 1);
+    assert_ok(spmd_init(NULL));
+    assert_int_equal(spmd_local_device_count(), 2);
+    finalize_ok();
+    unsetenv("SPMD_NUM_CPU_DEVICES");
+    setenv("JAX_NUM_CPU_DEVICES", "many", 1);
+    assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, "JAX_NUM_CPU_DEVICES", "\"many\"");
+    unsetenv("JAX_NUM_CPU_DEVICES");
+
+    setenv("JAX_PLATFORMS", "cpu", 1);
+    assert_ok(spmd_init(NULL));
+    assert_int_equal(spmd_runtime_platform(), SPMD_PLATFORM_CPU);
+    finalize_ok();
+    static const char *const bad[][2] = {
+        {"tpu", "\"tpu\""}, {"cpu,,cuda", "\"\""}, {"cpu,rocm", "\"rocm\""}, {",", "\"\""}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("JAX_PLATFORMS", bad[i][0], 1);
+        assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, "JAX_PLATFORMS", bad[i][1],
+                      "cpu or cuda");
+        assert_false(spmd_is_initialized());
+    }
+    setenv("SPMD_PLATFORM", "cpu", 1); /* wins: JAX_PLATFORMS=, is not even read */
+    assert_ok(spmd_init(NULL));
+    finalize_ok();
+    unsetenv("SPMD_PLATFORM");
+    unsetenv("JAX_PLATFORMS");
+    expect_cuda_listed_after_cpu("JAX_PLATFORMS", " cpu , cuda ");
+    expect_cuda_listed_after_cpu("SPMD_PLATFORM", "cpu,gpu");
+    setenv("SPMD_PLATFORM", "cpu,cpu", 1);
+    assert_ok(spmd_init(NULL));
+    assert_int_equal(spmd_runtime_platform(), SPMD_PLATFORM_CPU);
+    finalize_ok();
+    unsetenv("SPMD_PLATFORM");
+}
+
 /* Objects made before the last spmd_finalize are refused where new ones are made from them. */
 static void test_objects_from_an_earlier_start_up(void **state)
 {
@@ -159,6 +220,8 @@ static void test_forced_mpi(void **state)
 int main(void)
 {
     unsetenv("SPMD_PLATFORM");
+    unsetenv("JAX_PLATFORMS");
+    unsetenv("JAX_NUM_CPU_DEVICES");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_request),
         cmocka_unit_test(test_cpu_after_failure),
@@ -166,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_options_override_environment),
         cmocka_unit_test(test_finalize_without_init),
         cmocka_unit_test(test_log_level),
+        cmocka_unit_test(test_jax_variables),
         cmocka_unit_test(test_objects_from_an_earlier_start_up),
         cmocka_unit_test(test_forced_mpi),
     };

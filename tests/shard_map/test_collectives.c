@@ -1088,6 +1088,9 @@ static void suite_large_layouts(const ref_mesh *m, const char *axes)
     }
     add_gather(&c, axes, SPMD_DTYPE_F32, -1, 0, 1, LARGE / n); /* element runs */
     add_gather(&c, axes, SPMD_DTYPE_BF16, 0, 1, 1, 2 * LARGE / n);
+    /* chunks of several pieces, the pieces crossing rows of the chunk */
+    add_scatter(&c, axes, SPMD_DTYPE_F32, 1, 1, 2, 3, 2 * LARGE);
+    add_scatter(&c, axes, SPMD_DTYPE_BF16, 1, 1, 2, 3, 2 * LARGE)->from_input = 1;
     run_case(&c);
 }
 

@@ -1133,6 +1133,25 @@ static void sweep_spmd_build_features(void)
            "unknown bits, or an MPI bit that disagrees with spmd/config.h (before spmd_init)");
 }
 
+static void sweep_log_sink(spmd_log_level level, int process, const char *message, void *user)
+{
+    (void)level, (void)process, (void)message, (void)user;
+}
+
+static void sweep_spmd_set_log_callback(void)
+{
+    /* every argument is valid (NULL restores stderr): it must never fail outside a callback,
+     * before or after spmd_init */
+    static int user;
+    spmd_status st = SPMD_OK;
+    Q_THAT(st = spmd_set_log_callback(sweep_log_sink, NULL), st == SPMD_OK, "refused a callback");
+    Q_THAT(st = spmd_set_log_callback(NULL, &user), st == SPMD_OK, "refused NULL (restore)");
+    runtime_up();
+    Q_THAT(st = spmd_set_log_callback(sweep_log_sink, &user), st == SPMD_OK,
+           "refused a callback after spmd_init");
+    Q_THAT(st = spmd_set_log_callback(NULL, NULL), st == SPMD_OK, "refused NULL after spmd_init");
+}
+
 /* ==== mpi.h =================================================================================== */
 
 #ifdef SPMD_HAVE_MPI

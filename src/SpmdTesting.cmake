@@ -1,0 +1,103 @@
+# SpmdTesting: multi-process regression tests of libspmd programs under ctest.
+#
+#   find_package(spmd REQUIRED)
+#   include(SpmdTesting)
+#   spmd_add_test(NAME <name> COMMAND <target-or-program> [<arg>...]
+#                 [LAYOUTS <P>x<L>...]              # default 1x1
+#                 [COMPARE exact|tolerance=<t>]     # also <name>_compare
+#                 [TIMEOUT <seconds>]               # per layout, default 300
+#                 [ENVIRONMENT <VAR=value>...]
+#                 [LABELS <label>...]
+#                 [WORKING_DIRECTORY <dir>])
+#
+# Registers one test per layout, <name>_<P>x<L>: the program runs as P processes of L devices
+# each through `spmd launch` (libspmd's CLI), which starts it under the mpiexec libspmd was
+# built with, sets SPMD_NUM_CPU_DEVICES (and SPMD_CUDA_DEVICES_PER_GPU) to L, adds what Open
+# MPI needs as root, in a container and with more processes than cores, and forwards the exit
+# status. Each layout test claims P x L processors (capped at this machine's) so that
+# `ctest -j` does not oversubscribe the cores, and saves the program's standard output.
+#
+# With COMPARE, <name>_compare runs after the layouts (a ctest fixture) and fails when their
+# outputs differ: `exact`, or `tolerance=<t>`, where numbers may differ by t x max(1, |a|, |b|)
+# and every other word must be equal (`spmd compare`). Print results from one process (process
+# 0): lines of several processes interleave in any order.
+#
+# Layouts of several processes need a libspmd built with MPI; without it they are left out
+# with a message. SPMD_TESTING_CLI names the spmd CLI (find_package(spmd) sets it).
+
+if(NOT SPMD_TESTING_CLI)
+  message(FATAL_ERROR "SpmdTesting: SPMD_TESTING_CLI is not set; include(SpmdTesting) after "
+                      "find_package(spmd)")
+endif()
+cmake_host_system_information(RESULT _spmd_testing_cores QUERY NUMBER_OF_LOGICAL_CORES)
+
+function(spmd_add_test)
+  cmake_parse_arguments(PARSE_ARGV 0 T "" "NAME;COMPARE;TIMEOUT;WORKING_DIRECTORY"
+                        "COMMAND;LAYOUTS;ENVIRONMENT;LABELS")
+  if(T_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "spmd_add_test: unknown arguments \"${T_UNPARSED_ARGUMENTS}\"")
+  endif()
+  if(NOT T_NAME OR NOT T_COMMAND)
+    message(FATAL_ERROR "spmd_add_test: NAME and COMMAND are required")
+  endif()
+  if(NOT T_LAYOUTS)
+    set(T_LAYOUTS 1x1)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  set(compare_args "")
+  if(DEFINED T_COMPARE)
+    if(T_COMPARE STREQUAL "exact")
+      set(compare_args --compare exact)
+    elseif(T_COMPARE MATCHES "^tolerance=([0-9.eE+-]+)$")
+      set(compare_args --compare ${T_COMPARE})
+    else()
+      message(FATAL_ERROR "spmd_add_test(${T_NAME}): COMPARE \"${T_COMPARE}\" is not exact or "
+                          "tolerance=<t>")
+    endif()
+  endif()
+  list(POP_FRONT T_COMMAND program)
+  if(TARGET ${program})
+    set(program $<TARGET_FILE:${program}>)
+  endif()
+  set(outputs "")
+  set(tests "")
+  file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/spmd_test_outputs)
+  foreach(layout IN LISTS T_LAYOUTS)
+    if(NOT layout MATCHES "^([1-9][0-9]*)x([1-9][0-9]*)$")
+      message(FATAL_ERROR "spmd_add_test(${T_NAME}): layout \"${layout}\" is not PxL "
+                          "(processes x devices per process, e.g. 2x4)")
+    endif()
+    set(procs ${CMAKE_MATCH_1})
+    set(devices ${CMAKE_MATCH_2})
+    if(procs GREATER 1 AND NOT SPMD_HAVE_MPI)
+      message(STATUS "spmd_add_test(${T_NAME}): layout ${layout} left out: libspmd was built "
+                     "without MPI")
+      continue()
+    endif()
+    set(test ${T_NAME}_${layout})
+    set(output ${CMAKE_CURRENT_BINARY_DIR}/spmd_test_outputs/${test}.out)
+    math(EXPR processors "${procs} * ${devices}")
+    if(processors GREATER _spmd_testing_cores)
+      set(processors ${_spmd_testing_cores})
+    endif()
+    add_test(NAME ${test}
+             COMMAND ${SPMD_TESTING_CLI} launch -n ${procs} -d ${devices} --output ${output}
+                     -- ${program} ${T_COMMAND})
+    set_tests_properties(${test} PROPERTIES PROCESSORS ${processors} TIMEOUT ${T_TIMEOUT}
+                         LABELS "spmd;${T_LABELS}" ENVIRONMENT "${T_ENVIRONMENT}")
+    if(T_WORKING_DIRECTORY)
+      set_tests_properties(${test} PROPERTIES WORKING_DIRECTORY ${T_WORKING_DIRECTORY})
+    endif()
+    list(APPEND outputs ${output})
+    list(APPEND tests ${test})
+  endforeach()
+  list(LENGTH outputs count)
+  if(DEFINED T_COMPARE AND count GREATER 1)
+    add_test(NAME ${T_NAME}_compare COMMAND ${SPMD_TESTING_CLI} compare ${compare_args} ${outputs})
+    set_tests_properties(${T_NAME}_compare PROPERTIES FIXTURES_REQUIRED ${T_NAME}_layouts
+                         LABELS "spmd;${T_LABELS}" TIMEOUT 60)
+    set_tests_properties(${tests} PROPERTIES FIXTURES_SETUP ${T_NAME}_layouts)
+  endif()
+endfunction()

@@ -1,0 +1,510 @@
+/* spmd launch: runs a program as P processes x L devices on this machine, under the mpiexec
+ * libspmd was built with, with the settings such runs need (root, a container, more
+ * processes than cores), and compares the outputs of several layouts. spmd compare: the
+ * comparison alone, over saved outputs (what SpmdTesting's comparison tests run). */
+#define _POSIX_C_SOURCE 200809L /* setenv, fileno */
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spmd/runtime.h>
+
+#include "cli_args.h"
+
+#ifndef SPMD_LAUNCH_MPIEXEC
+#define SPMD_LAUNCH_MPIEXEC ""
+#endif
+
+#define MAX_LAYOUTS 16
+
+typedef struct layout {
+    int processes;
+    int devices;
+} layout;
+
+/* "PxL": P processes of L devices each. 0, or CLI_USAGE after saying why. */
+static int parse_layout(const char *text, size_t len, layout *out)
+{
+    char buf[32];
+    if (len == 0 || len >= sizeof buf)
+        return cli_usage_error("launch",
+                               "layout \"%.*s\" is not PxL (processes x devices per "
+                               "process, e.g. 2x4)",
+                               (int)len, text);
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    char *x = strchr(buf, 'x');
+    char *end1 = NULL, *end2 = NULL;
+    long p = 0, l = 0;
+    if (x) {
+        *x = '\0';
+        errno = 0;
+        p = strtol(buf, &end1, 10);
+        l = strtol(x + 1, &end2, 10);
+    }
+    if (!x || errno || end1 == buf || *end1 || end2 == x + 1 || *end2 || buf[0] == '+' ||
+        x[1] == '+' || p < 1 || l < 1 || p > 1 << 20 || l > SPMD_MAX_CPU_DEVICES)
+        return cli_usage_error("launch",
+                               "layout \"%.*s\" is not PxL (processes x devices per process, "
+                               "each at least 1, at most %d devices, e.g. 2x4)",
+                               (int)len, text, SPMD_MAX_CPU_DEVICES);
+    out->processes = (int)p;
+    out->devices = (int)l;
+    return CLI_OK;
+}
+
+/* Settings a run on one machine needs, applied only where the caller has not set them. */
+static void apply_launcher_settings(const layout *lay)
+{
+    char devices[16];
+    snprintf(devices, sizeof devices, "%d", lay->devices);
+    setenv("SPMD_NUM_CPU_DEVICES", devices, 1);
+    setenv("SPMD_CUDA_DEVICES_PER_GPU", devices, 1);
+    if (geteuid() == 0) { /* Open MPI refuses root without both */
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    }
+    /* more processes than the slots Open MPI counts; its single-copy path needs ptrace rights
+     * that containers withhold; polling processes on shared cores yield to each other */
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0 && (long)lay->processes * lay->devices > cores)
+        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+}
+
+/* The exit status a shell would give: the code, or 128 + the signal. */
+static int status_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return 1;
+}
+
+/* Appends n bytes to a growing buffer; 0, or -1 without memory. */
+static int append(char **buf, size_t *len, size_t *cap, const char *data, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t want = *cap ? *cap : 4096;
+        while (want < *len + n + 1)
+            want *= 2;
+        char *grown = realloc(*buf, want);
+        if (!grown)
+            return -1;
+        *buf = grown;
+        *cap = want;
+    }
+    memcpy(*buf + *len, data, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return 0;
+}
+
+/* Runs prog as lay, its stdout shown and, when `captured` is given, kept there (malloc'd).
+ * Returns the program's exit status, or -1 when it could not start (said why). */
+static int run_layout(const layout *lay, char **prog, char **captured)
+{
+    int mpi = strcmp(SPMD_LAUNCH_MPIEXEC, "") != 0;
+    if (!mpi && lay->processes > 1) {
+        cli_failure("launch",
+                    "layout %dx%d needs MPI, and this libspmd was built without it; "
+                    "use 1xL layouts, or rebuild with MPI",
+                    lay->processes, lay->devices);
+        return -1;
+    }
+    int argc = 0;
+    while (prog[argc])
+        argc++;
+    char **argv = calloc((size_t)argc + 4, sizeof *argv);
+    char count[16];
+    if (!argv) {
+        cli_failure("launch", "out of memory");
+        return -1;
+    }
+    snprintf(count, sizeof count, "%d", lay->processes);
+    int k = 0;
+    if (mpi) {
+        argv[k++] = SPMD_LAUNCH_MPIEXEC;
+        argv[k++] = "-n";
+        argv[k++] = count;
+    }
+    for (int i = 0; i < argc; i++)
+        argv[k++] = prog[i];
+    int pipe_fd[2] = {-1, -1};
+    if (captured && pipe(pipe_fd) != 0) {
+        free(argv);
+        cli_failure("launch", "cannot make a pipe: %s", strerror(errno));
+        return -1;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        free(argv);
+        cli_failure("launch", "cannot fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        if (captured) {
+            dup2(pipe_fd[1], 1);
+            close(pipe_fd[0]);
+            close(pipe_fd[1]);
+        }
+        apply_launcher_settings(lay);
+        execvp(argv[0], argv);
+        fprintf(stderr, "spmd: launch: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    free(argv);
+    int failed_memory = 0;
+    if (captured) {
+        close(pipe_fd[1]);
+        size_t len = 0, cap = 0;
+        *captured = NULL;
+        char chunk[65536];
+        for (;;) {
+            ssize_t got = read(pipe_fd[0], chunk, sizeof chunk);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0)
+                break;
+            fwrite(chunk, 1, (size_t)got, stdout);
+            if (append(captured, &len, &cap, chunk, (size_t)got) != 0)
+                failed_memory = 1;
+        }
+        fflush(stdout);
+        close(pipe_fd[0]);
+        if (!*captured && !failed_memory)
+            *captured = calloc(1, 1);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (failed_memory || (captured && !*captured)) {
+        cli_failure("launch", "out of memory keeping the output of layout %dx%d", lay->processes,
+                    lay->devices);
+        return -1;
+    }
+    return status_code(status);
+}
+
+/* ---- comparison ---- */
+
+static int is_number(const char *token, size_t len, double *value)
+{
+    char buf[128];
+    if (len == 0 || len >= sizeof buf)
+        return 0;
+    memcpy(buf, token, len);
+    buf[len] = '\0';
+    char *end = NULL;
+    *value = strtod(buf, &end);
+    return end == buf + len;
+}
+
+static int numbers_close(double a, double b, double tolerance)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b);
+    if (a == b) /* infinities of one sign too */
+        return 1;
+    double scale = fmax(1.0, fmax(fabs(a), fabs(b)));
+    return fabs(a - b) <= tolerance * scale;
+}
+
+/* Compares one line: exactly, or (tolerance >= 0) token by token, numbers within tolerance. */
+static int lines_match(const char *a, size_t alen, const char *b, size_t blen, double tolerance)
+{
+    if (tolerance < 0)
+        return alen == blen && memcmp(a, b, alen) == 0;
+    size_t i = 0, j = 0;
+    for (;;) {
+        while (i < alen && (a[i] == ' ' || a[i] == '\t' || a[i] == '\r'))
+            i++;
+        while (j < blen && (b[j] == ' ' || b[j] == '\t' || b[j] == '\r'))
+            j++;
+        if (i == alen || j == blen)
+            return i == alen && j == blen;
+        size_t ti = i, tj = j;
+        while (i < alen && a[i] != ' ' && a[i] != '\t' && a[i] != '\r')
+            i++;
+        while (j < blen && b[j] != ' ' && b[j] != '\t' && b[j] != '\r')
+            j++;
+        double x, y;
+        int numeric = is_number(a + ti, i - ti, &x) && is_number(b + tj, j - tj, &y);
+        if (numeric ? !numbers_close(x, y, tolerance)
+                    : (i - ti != j - tj || memcmp(a + ti, b + tj, i - ti) != 0))
+            return 0;
+    }
+}
+
+int spmd_cli_compare_outputs(const char *a, const char *b, double tolerance, char *why, size_t size)
+{
+    int line = 1;
+    for (;;) {
+        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+        size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+        int a_done = !ea && la == 0, b_done = !eb && lb == 0;
+        if (a_done && b_done)
+            return 0;
+        if (a_done || b_done || !lines_match(a, la, b, lb, tolerance)) {
+            snprintf(why, size, "line %d: \"%.*s\" against \"%.*s\"", line,
+                     a_done ? 12 : (int)(la > 200 ? 200 : la), a_done ? "(no line)" : a,
+                     b_done ? 12 : (int)(lb > 200 ? 200 : lb), b_done ? "(no line)" : b);
+            return 1;
+        }
+        a = ea ? ea + 1 : a + la;
+        b = eb ? eb + 1 : b + lb;
+        line++;
+    }
+}
+
+/* "exact" -> -1; "tolerance=T" or a bare number T >= 0 -> T; else CLI_USAGE after saying why. */
+static int parse_tolerance(const char *cmd, const char *text, double *tolerance)
+{
+    if (strcmp(text, "exact") == 0) {
+        *tolerance = -1;
+        return CLI_OK;
+    }
+    const char *number = strncmp(text, "tolerance=", 10) == 0 ? text + 10 : text;
+    char *end = NULL;
+    errno = 0;
+    double t = strtod(number, &end);
+    if (errno || end == number || *end || !(t >= 0) || isinf(t))
+        return cli_usage_error(cmd,
+                               "comparison \"%s\" is not exact, tolerance=T or T (T a "
+                               "number >= 0)",
+                               text);
+    *tolerance = t;
+    return CLI_OK;
+}
+
+/* ---- spmd launch ---- */
+
+void spmd_cli_launch_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: spmd launch -n P -d L [--output FILE] [--] PROGRAM [ARGS...]\n"
+            "       spmd launch --layouts PxL,PxL,... [--compare exact|T] [--] PROGRAM [ARGS...]\n"
+            "\n"
+            "Runs PROGRAM as P processes of L devices each on this machine, under the mpiexec\n"
+            "libspmd was built with (%s), and exits with its exit status. It sets\n"
+            "SPMD_NUM_CPU_DEVICES and SPMD_CUDA_DEVICES_PER_GPU to L, and what Open MPI needs\n"
+            "as root, in a container and with more processes than cores (OMPI_ALLOW_RUN_AS_ROOT,\n"
+            "OMPI_MCA_rmaps_base_oversubscribe, OMPI_MCA_btl_vader_single_copy_mechanism=none,\n"
+            "OMPI_MCA_mpi_yield_when_idle), leaving any of them the caller has set.\n"
+            "\n"
+            "options:\n"
+            "  -n, --processes P    processes (default 1)\n"
+            "  -d, --devices L      devices per process (default 1)\n"
+            "  -o, --output FILE    also write the program's standard output to FILE\n"
+            "  -l, --layouts LIST   run each PxL layout in turn and compare their standard\n"
+            "                       outputs: exit 1 when they differ (the first difference is\n"
+            "                       named), else the first failing run's status, else 0\n"
+            "  -c, --compare HOW    exact (default), or T / tolerance=T: numbers may differ by\n"
+            "                       T x max(1, |a|, |b|), other words must be equal\n"
+            "  -h, --help           show this help\n"
+            "\n"
+            "Print results from one process (process 0): lines from several processes\n"
+            "interleave in any order.\n",
+            strcmp(SPMD_LAUNCH_MPIEXEC, "") ? SPMD_LAUNCH_MPIEXEC : "none: built without MPI");
+}
+
+int spmd_cli_launch(int argc, char **argv)
+{
+    static const struct option options[] = {{"processes", required_argument, NULL, 'n'},
+                                            {"devices", required_argument, NULL, 'd'},
+                                            {"output", required_argument, NULL, 'o'},
+                                            {"layouts", required_argument, NULL, 'l'},
+                                            {"compare", required_argument, NULL, 'c'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    layout single = {1, 1}, layouts[MAX_LAYOUTS];
+    int nlayouts = 0, have_n = 0, have_d = 0, have_compare = 0;
+    const char *output = NULL;
+    double tolerance = -1;
+    optind = 0;
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+n:d:o:l:c:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'n':
+        case 'd': {
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            long most = opt == 'n' ? 1L << 20 : SPMD_MAX_CPU_DEVICES;
+            if (errno || end == optarg || *end || v < 1 || v > most)
+                return cli_usage_error("launch", "%s \"%s\" is not a number of %s in [1, %ld]",
+                                       opt == 'n' ? "-n" : "-d", optarg,
+                                       opt == 'n' ? "processes" : "devices per process", most);
+            if (opt == 'n')
+                single.processes = (int)v, have_n = 1;
+            else
+                single.devices = (int)v, have_d = 1;
+            break;
+        }
+        case 'o':
+            output = optarg;
+            break;
+        case 'l':
+            for (const char *p = optarg;;) {
+                size_t len = strcspn(p, ",");
+                if (nlayouts == MAX_LAYOUTS)
+                    return cli_usage_error("launch", "more than %d layouts", MAX_LAYOUTS);
+                if (parse_layout(p, len, &layouts[nlayouts++]) != CLI_OK)
+                    return CLI_USAGE;
+                if (p[len] != ',')
+                    break;
+                p += len + 1;
+            }
+            break;
+        case 'c':
+            if (parse_tolerance("launch", optarg, &tolerance) != CLI_OK)
+                return CLI_USAGE;
+            have_compare = 1;
+            break;
+        case 'h':
+            spmd_cli_launch_usage(stdout);
+            return CLI_OK;
+        default:
+            return cli_usage_error("launch", "unknown option or missing value: %s",
+                                   argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error("launch", "no program given; usage: spmd launch -n P -d L -- "
+                                         "PROGRAM [ARGS...]");
+    if (nlayouts && (have_n || have_d || output))
+        return cli_usage_error("launch", "--layouts replaces -n, -d and --output; give one or "
+                                         "the others");
+    if (!nlayouts && have_compare)
+        return cli_usage_error("launch", "--compare needs --layouts");
+    char **prog = argv + optind;
+    if (!nlayouts) {
+        char *captured = NULL;
+        int rc = run_layout(&single, prog, output ? &captured : NULL);
+        if (rc >= 0 && output) {
+            FILE *f = fopen(output, "w");
+            if (!f || fputs(captured, f) == EOF || fclose(f) != 0) {
+                free(captured);
+                return cli_failure("launch", "cannot write %s: %s", output, strerror(errno));
+            }
+        }
+        free(captured);
+        return rc < 0 ? CLI_FAILED : rc;
+    }
+    char *outputs[MAX_LAYOUTS] = {0};
+    int first_failure = 0, rc = CLI_OK;
+    for (int i = 0; i < nlayouts && rc == CLI_OK; i++) {
+        fprintf(stderr, "spmd launch: layout %dx%d\n", layouts[i].processes, layouts[i].devices);
+        int code = run_layout(&layouts[i], prog, &outputs[i]);
+        if (code < 0)
+            rc = CLI_FAILED;
+        else if (code != 0 && !first_failure) {
+            first_failure = code;
+            cli_failure("launch", "layout %dx%d exited with status %d", layouts[i].processes,
+                        layouts[i].devices, code);
+        }
+    }
+    for (int i = 1; i < nlayouts && rc == CLI_OK && !first_failure; i++) {
+        char why[512];
+        if (spmd_cli_compare_outputs(outputs[0], outputs[i], tolerance, why, sizeof why)) {
+            rc = cli_failure("launch", "layouts %dx%d and %dx%d give different output (%s), %s",
+                             layouts[0].processes, layouts[0].devices, layouts[i].processes,
+                             layouts[i].devices, tolerance < 0 ? "exact" : "within tolerance", why);
+        }
+    }
+    for (int i = 0; i < nlayouts; i++)
+        free(outputs[i]);
+    if (rc == CLI_OK && !first_failure)
+        fprintf(stderr, "spmd launch: %d layouts, the same output\n", nlayouts);
+    return rc != CLI_OK ? rc : first_failure;
+}
+
+/* ---- spmd compare ---- */
+
+void spmd_cli_compare_usage(FILE *out)
+{
+    fputs("usage: spmd compare [--compare exact|T] FILE FILE...\n"
+          "\n"
+          "Compares saved outputs (of spmd launch --output, as SpmdTesting's comparison tests\n"
+          "do) with the first: exit 0 when all match, 1 naming the first difference.\n"
+          "\n"
+          "options:\n"
+          "  -c, --compare HOW  exact (default), or T / tolerance=T: numbers may differ by\n"
+          "                     T x max(1, |a|, |b|), other words must be equal\n"
+          "  -h, --help         show this help\n",
+          out);
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL, chunk[65536];
+    size_t len = 0, cap = 0, got;
+    int ok = 1;
+    while (ok && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        ok = append(&buf, &len, &cap, chunk, got) == 0;
+    ok = ok && !ferror(f);
+    fclose(f);
+    if (ok && !buf)
+        buf = calloc(1, 1);
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+int spmd_cli_compare(int argc, char **argv)
+{
+    static const struct option options[] = {{"compare", required_argument, NULL, 'c'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    double tolerance = -1;
+    optind = 0;
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "+c:h", options, NULL)) != -1) {
+        if (opt == 'h') {
+            spmd_cli_compare_usage(stdout);
+            return CLI_OK;
+        }
+        if (opt != 'c')
+            return cli_usage_error("compare", "unknown option or missing value: %s",
+                                   argv[optind - 1]);
+        if (parse_tolerance("compare", optarg, &tolerance) != CLI_OK)
+            return CLI_USAGE;
+    }
+    if (argc - optind < 2)
+        return cli_usage_error("compare", "give at least two files to compare");
+    char *first = read_file(argv[optind]);
+    if (!first)
+        return cli_failure("compare", "cannot read %s: %s", argv[optind], strerror(errno));
+    int rc = CLI_OK;
+    for (int i = optind + 1; i < argc && rc == CLI_OK; i++) {
+        char *other = read_file(argv[i]);
+        char why[512];
+        if (!other)
+            rc = cli_failure("compare", "cannot read %s: %s", argv[i], strerror(errno));
+        else if (spmd_cli_compare_outputs(first, other, tolerance, why, sizeof why))
+            rc = cli_failure("compare", "%s and %s differ (%s), %s", argv[optind], argv[i],
+                             tolerance < 0 ? "exact" : "within tolerance", why);
+        free(other);
+    }
+    free(first);
+    return rc;
+}

@@ -1,0 +1,21 @@
+/* spmd launch (run a program as P processes x L devices, or several layouts and compare their
+ * outputs) and spmd compare (compare saved outputs). */
+#ifndef SPMD_CLI_LAUNCH_H
+#define SPMD_CLI_LAUNCH_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+int spmd_cli_launch(int argc, char **argv);
+void spmd_cli_launch_usage(FILE *out);
+int spmd_cli_compare(int argc, char **argv);
+void spmd_cli_compare_usage(FILE *out);
+
+/**
+ * 0 when outputs a and b match line by line: exactly (tolerance < 0), or word by word with
+ * numbers within tolerance x max(1, |x|, |y|); else 1, with the first difference in why.
+ */
+int spmd_cli_compare_outputs(const char *a, const char *b, double tolerance, char *why,
+                             size_t size);
+
+#endif /* SPMD_CLI_LAUNCH_H */

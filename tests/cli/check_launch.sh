@@ -1,0 +1,67 @@
+#!/bin/sh
+# spmd launch and spmd compare, end to end (sum of squares of 0..47 = 47*48*95/6 = 35720): exit statuses forwarded, layouts compared (equal
+# and different), a bad layout refused in one line, tolerances.
+# usage: check_launch.sh SPMD_CLI LAUNCH_PROBE HAVE_MPI(0|1)
+set -u
+spmd=$1 probe=$2 mpi=$3
+work=$(mktemp -d) || exit 1
+trap 'rm -rf "$work"' EXIT
+fail=0
+report() { echo "FAIL: $*"; fail=1; }
+expect() { # expect STATUS DESCRIPTION -- command...
+    want=$1 what=$2; shift 3
+    "$@" >"$work/out" 2>"$work/err"; rc=$?
+    echo "--- $what: $* -> $rc"; cat "$work/out" "$work/err"
+    [ "$rc" -eq "$want" ] || report "$what: exit status $rc, expected $want"
+}
+if [ "$mpi" = 1 ]; then more=2x2,4x1; else more=1x3,1x2; fi
+
+expect 0 "one layout" -- "$spmd" launch -n 1 -d 4 -- "$probe" sum
+grep -qx 'sum of squares 35720' "$work/out" || report "wrong sum: $(cat "$work/out")"
+expect 5 "exit status forwarded" -- "$spmd" launch -n 1 -d 2 -- "$probe" exit 5
+expect 0 "--output" -- "$spmd" launch -d 2 --output "$work/saved" -- "$probe" sum
+grep -qx 'sum of squares 35720' "$work/saved" || report "--output did not keep stdout"
+if [ "$mpi" = 1 ]; then
+    expect 7 "exit status of one of 2 processes forwarded" -- "$spmd" launch -n 2 -d 2 -- "$probe" exit 7
+    expect 0 "2 processes" -- "$spmd" launch -n 2 -d 2 -- "$probe" sum
+    grep -qx 'sum of squares 35720' "$work/out" || report "wrong sum under mpiexec"
+fi
+
+# layouts: the same output in each, and a verdict that says so
+expect 0 "equal layouts" -- "$spmd" launch --layouts "1x4,$more" -- "$probe" sum
+grep -q '^spmd launch: 3 layouts, the same output' "$work/err" || report "no verdict"
+[ "$(grep -c '^sum of squares 35720$' "$work/out")" -eq 3 ] || report "not every layout's output shown"
+if [ "$mpi" = 1 ]; then
+    expect 1 "different layouts" -- "$spmd" launch --layouts 1x4,2x2 -- "$probe" layout
+    grep -q 'spmd: launch: layouts 1x4 and 2x2 give different output' "$work/err" \
+        || report "the difference is not named"
+    grep -q '"processes 1 devices 4" against "processes 2 devices 4"' "$work/err" \
+        || report "the lines are not shown"
+    expect 3 "a failing layout" -- "$spmd" launch --layouts 1x2,2x1 -- "$probe" exit 3
+else
+    expect 1 "a layout that needs MPI" -- "$spmd" launch --layouts 1x2,2x1 -- "$probe" sum
+fi
+expect 2 "bad layout" -- "$spmd" launch --layouts 1x4,2y2 -- "$probe" sum
+[ "$(wc -l <"$work/err")" -eq 1 ] || report "a bad layout takes more than one line"
+grep -q '^spmd: launch: layout "2y2" is not PxL' "$work/err" || report "bad layout not named"
+for bad in 0x2 2x0 x2 2x 2x2x2 -1x2 +2x2 2x99999; do
+    expect 2 "bad layout $bad" -- "$spmd" launch --layouts "$bad" -- "$probe" sum
+done
+expect 2 "no program" -- "$spmd" launch -n 1
+expect 2 "--compare without --layouts" -- "$spmd" launch --compare exact -- "$probe" sum
+
+# spmd compare: exact and within a tolerance
+printf 'loss 1.0000001 step 3\nok\n' >"$work/a"
+printf 'loss 1.0000002 step 3\nok\n' >"$work/b"
+printf 'loss 1.0000002 step 4\nok\n' >"$work/c"
+printf 'loss 1.0000001 step 3\n' >"$work/d"
+expect 0 "same file" -- "$spmd" compare "$work/a" "$work/a"
+expect 1 "exact differs" -- "$spmd" compare "$work/a" "$work/b"
+grep -q 'line 1' "$work/err" || report "the line is not named"
+expect 0 "within tolerance" -- "$spmd" compare --compare tolerance=1e-6 "$work/a" "$work/b"
+expect 1 "words must match" -- "$spmd" compare --compare 1e-6 "$work/a" "$work/c"
+expect 1 "a missing line" -- "$spmd" compare --compare 1e-6 "$work/a" "$work/d"
+expect 1 "beyond tolerance" -- "$spmd" compare --compare 1e-9 "$work/a" "$work/b"
+expect 2 "bad tolerance" -- "$spmd" compare --compare -1 "$work/a" "$work/b"
+expect 1 "missing file" -- "$spmd" compare "$work/a" "$work/nonexistent"
+exit $fail
