@@ -98,6 +98,18 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_array_from_callback(int ndim, const int
                                                              void *user, spmd_array **out);
 
 /**
+ * A global array of random numbers (float32, float64 or bfloat16), each element's value that
+ * of spmd_op_random for its global index: the same array whatever `sharding`, on every layout
+ * of processes and devices. Not collective: each process fills its own devices' shards (as
+ * spmd_array_from_callback does). `distribution` is a spmd_random_distribution (spmd/ops.h).
+ * @return as spmd_array_from_callback, and as spmd_op_random for the dtype and distribution.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_array_random(int ndim, const int64_t *shape,
+                                                      spmd_dtype dtype,
+                                                      const spmd_sharding *sharding, uint64_t seed,
+                                                      int distribution, spmd_array **out);
+
+/**
  * A single-device array: `host` (dense, row-major, of `shape`) copied onto global device
  * `device_id`, which must belong to this process. Its sharding is P() over a 0-axis mesh of
  * that one device (JAX's SingleDeviceSharding).

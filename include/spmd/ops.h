@@ -80,6 +80,29 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int
                                                  double alpha, const spmd_block *a,
                                                  const spmd_block *b, double beta, spmd_block *c);
 
+/** Distributions of spmd_op_random and spmd_array_random. */
+typedef enum spmd_random_distribution {
+    SPMD_RANDOM_UNIFORM = 0, /**< in [0, 1) */
+    SPMD_RANDOM_NORMAL = 1   /**< mean 0, variance 1 */
+} spmd_random_distribution;
+
+/**
+ * Fills `out` (float32, float64 or bfloat16) with the block of a random global array that
+ * starts at `start` in a global array of `global_shape` (both of out->ndim entries; NULL for
+ * rank 0): each element's value depends only on `seed` and its row-major index in the global
+ * array, so the global array is the same, bit for bit, whatever the layout (processes x
+ * devices, partition spec) and on CPU and CUDA devices (what JAX's partitionable threefry
+ * gives). Philox4x32-10 (Random123) of counter (index, 0) and key `seed`; uniform: the top 24
+ * (float32), 53 (float64) or 8 (bfloat16) bits over 2^bits; normal: Box-Muller in double,
+ * rounded once to the dtype.
+ * @return SPMD_ERR_UNSUPPORTED for another dtype; SPMD_ERR_INVALID_ARGUMENT for a bad
+ *         distribution, or a block that does not lie inside the global shape (named).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_random(spmd_ctx *ctx, uint64_t seed,
+                                                   spmd_random_distribution dist,
+                                                   const int64_t *global_shape,
+                                                   const int64_t *start, spmd_block *out);
+
 SPMD_END_DECLS
 
 #endif /* SPMD_OPS_H */

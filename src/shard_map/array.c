@@ -409,17 +409,16 @@ spmd_status spmd_device_put(const void *host, int ndim, const int64_t *shape, sp
 
 /* ---- make_array_from_callback ---- */
 
-spmd_status spmd_array_from_callback(int ndim, const int64_t *shape, spmd_dtype dtype,
-                                     const spmd_sharding *sharding, spmd_shard_callback callback,
-                                     void *user, spmd_array **out)
+spmd_status spmd__array_from_callback(const char *fn, int ndim, const int64_t *shape,
+                                      spmd_dtype dtype, const spmd_sharding *sharding,
+                                      spmd_shard_callback callback, void *user, spmd_array **out)
 {
-    SPMD_REQUIRE_NOT_NULL(out, "spmd_array_from_callback");
+    SPMD_REQUIRE_NOT_NULL(out, fn);
     *out = NULL;
-    SPMD_REQUIRE_NOT_NULL(callback, "spmd_array_from_callback");
+    SPMD_REQUIRE_NOT_NULL(callback, fn);
     spmd_array *a = NULL;
-    SPMD_CHECK(
-        spmd__array_create_empty(sharding, ndim, shape, dtype, "spmd_array_from_callback", &a));
-    spmd_status st = spmd__array_alloc_buffers("spmd_array_from_callback", a);
+    SPMD_CHECK(spmd__array_create_empty(sharding, ndim, shape, dtype, fn, &a));
+    spmd_status st = spmd__array_alloc_buffers(fn, a);
     void *staging = NULL;
     /* The callback runs on the calling thread, one shard after another in mesh order, as in
      * JAX: user callbacks need not be thread-safe. */
@@ -428,22 +427,28 @@ spmd_status spmd_array_from_callback(int ndim, const int64_t *shape, spmd_dtype 
         if (!b->backend->host_addressable && !staging) {
             staging = malloc(a->shard_bytes);
             if (!staging)
-                st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
-                                "spmd_array_from_callback: out of host memory for staging");
+                st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of host memory for staging", fn);
         }
         void *dst = b->backend->host_addressable ? b->data : staging;
         if (st == SPMD_OK) {
             spmd_clear_error();
             st = callback(&a->shards[i].index, dst, user);
             if (st != SPMD_OK && spmd_last_error()[0] == '\0')
-                SPMD_ERROR(st, "spmd_array_from_callback: the callback failed for device %d",
-                           a->shards[i].device_id);
+                SPMD_ERROR(st, "%s: the callback failed for device %d", fn, a->shards[i].device_id);
         }
         if (st == SPMD_OK && dst == staging)
             st = b->backend->copy_to_device(b->hw, b->data, staging, a->shard_bytes);
     }
     free(staging);
     return destroy_on_error(a, st, out);
+}
+
+spmd_status spmd_array_from_callback(int ndim, const int64_t *shape, spmd_dtype dtype,
+                                     const spmd_sharding *sharding, spmd_shard_callback callback,
+                                     void *user, spmd_array **out)
+{
+    return spmd__array_from_callback("spmd_array_from_callback", ndim, shape, dtype, sharding,
+                                     callback, user, out);
 }
 
 /* ---- make_array_from_process_local_data ---- */

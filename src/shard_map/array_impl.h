@@ -60,4 +60,9 @@ spmd_status spmd__array_for_shards(const char *what, spmd_array *a, const int *w
 /** Allocates every shard's buffer, each on its device's worker. */
 spmd_status spmd__array_alloc_buffers(const char *what, spmd_array *a);
 
+/** spmd_array_from_callback, its messages naming `fn`. */
+spmd_status spmd__array_from_callback(const char *fn, int ndim, const int64_t *shape,
+                                      spmd_dtype dtype, const spmd_sharding *sharding,
+                                      spmd_shard_callback callback, void *user, spmd_array **out);
+
 #endif /* SPMD_ARRAY_IMPL_H */

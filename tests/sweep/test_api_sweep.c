@@ -1982,6 +1982,26 @@ static spmd_status silent_failing_callback(const spmd_box *index, void *dst, voi
     return SPMD_ERR_INVALID_ARGUMENT; /* without a message of its own */
 }
 
+static void sweep_spmd_array_random(void)
+{
+    fixture_up();
+    const int64_t neg[2] = {-4, 4};
+    BAD(INV, spmd_array_random(2, S44, F32, S_XY, 1, SPMD_RANDOM_UNIFORM, NULL));
+    BAD_OUT(spmd_array, INV, spmd_array_random(2, S44, F32, NULL, 1, SPMD_RANDOM_UNIFORM, &out));
+    BAD_OUT(spmd_array, INV,
+            spmd_array_random(2, S44, F32, DEAD_SHARDING, 1, SPMD_RANDOM_UNIFORM, &out));
+    BAD_OUT(spmd_array, UNS,
+            spmd_array_random(2, S44, SPMD_DTYPE_I32, S_XY, 1, SPMD_RANDOM_UNIFORM, &out));
+    BAD_OUT(spmd_array, UNS, spmd_array_random(2, S44, COUNT, S_XY, 1, SPMD_RANDOM_UNIFORM, &out));
+    BAD_OUT(spmd_array, INV, spmd_array_random(2, S44, F32, S_XY, 1, 7, &out));
+    BAD_OUT(spmd_array, INV, spmd_array_random(2, NULL, F32, S_XY, 1, SPMD_RANDOM_UNIFORM, &out));
+    BAD_OUT(spmd_array, INV, spmd_array_random(2, neg, F32, S_XY, 1, SPMD_RANDOM_UNIFORM, &out));
+    BAD_OUT(spmd_array, INV, spmd_array_random(-1, S44, F32, S_XY, 1, SPMD_RANDOM_UNIFORM, &out));
+    BAD_OUT(spmd_array, INV,
+            spmd_array_random(SPMD_MAX_RANK + 1, S17, F32, S_REP, 1, SPMD_RANDOM_UNIFORM, &out));
+    BAD_OUT(spmd_array, SHP, spmd_array_random(2, S34, F32, S_XY, 1, SPMD_RANDOM_UNIFORM, &out));
+}
+
 static void sweep_spmd_array_from_callback(void)
 {
     fixture_up();
@@ -2889,13 +2909,22 @@ static void sweep_spmd_block_nbytes(void)
 
 static float g_zeros[64];
 
-static void sweep_block_out_op(int iota)
+/* Room for any rank: a global shape that holds every valid block, starting at 0. */
+static const int64_t G_ROOMY[SPMD_MAX_RANK + 1] = {1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20,
+                                                   1 << 20, 1 << 20, 1 << 20, 1 << 20};
+static const int64_t G_ORIGIN[SPMD_MAX_RANK + 1] = {0};
+
+/* mode 0 fill, 1 iota, 2 random */
+static void sweep_block_out_op(int mode)
 {
     const spmd_block n_data = {NULL, SPMD_DTYPE_F32, 2, {2, 2}},
                      minus1 = {g_host_block, (spmd_dtype)-1, 2, {2, 2}},
                      zero = {g_host_block, SPMD_DTYPE_F32, 2, {0, 2}};
     spmd_block b;
-#define OUT_OP(blk) (iota ? spmd_op_iota(NULL, (blk), 0.0, 1.0) : spmd_op_fill(NULL, (blk), 1.0))
+#define OUT_OP(blk)                                                                                \
+    (mode == 1   ? spmd_op_iota(NULL, (blk), 0.0, 1.0)                                             \
+     : mode == 2 ? spmd_op_random(NULL, 1, SPMD_RANDOM_UNIFORM, G_ROOMY, G_ORIGIN, (blk))          \
+                 : spmd_op_fill(NULL, (blk), 1.0))
     BAD(INV, OUT_OP(NULL));
     BAD2(SHP, INV, OUT_OP((b = H_NEG_RANK, &b)));
     BAD2(SHP, INV, OUT_OP((b = H_RANK17, &b)));
@@ -2912,6 +2941,26 @@ static void sweep_block_out_op(int iota)
 
 static void sweep_spmd_op_fill(void) { sweep_block_out_op(0); }
 static void sweep_spmd_op_iota(void) { sweep_block_out_op(1); }
+
+static void sweep_spmd_op_random(void)
+{
+    sweep_block_out_op(2);
+    HB(f22, F32, 2, 2, 2);
+    HB(i22, SPMD_DTYPE_I32, 2, 2, 2);
+    HB(h22, SPMD_DTYPE_F16, 2, 2, 2);
+    const int64_t g22[2] = {2, 2}, g33[2] = {3, 3}, at11[2] = {1, 1}, at0m[2] = {0, -1},
+                  gneg[2] = {-2, 2}, g_huge[2] = {INT64_MAX, INT64_MAX};
+    BAD(UNS, spmd_op_random(NULL, 1, SPMD_RANDOM_UNIFORM, g22, G_ORIGIN, &i22));
+    BAD(UNS, spmd_op_random(NULL, 1, SPMD_RANDOM_NORMAL, g22, G_ORIGIN, &h22));
+    BAD(INV, spmd_op_random(NULL, 1, (spmd_random_distribution)2, g22, G_ORIGIN, &f22));
+    BAD(INV, spmd_op_random(NULL, 1, (spmd_random_distribution)-1, g22, G_ORIGIN, &f22));
+    BAD(INV, spmd_op_random(NULL, 1, SPMD_RANDOM_UNIFORM, NULL, G_ORIGIN, &f22));
+    BAD(INV, spmd_op_random(NULL, 1, SPMD_RANDOM_UNIFORM, g22, NULL, &f22));
+    BAD(INV, spmd_op_random(NULL, 1, SPMD_RANDOM_UNIFORM, g22, at11, &f22)); /* overruns */
+    BAD(INV, spmd_op_random(NULL, 1, SPMD_RANDOM_UNIFORM, g33, at0m, &f22));
+    BAD(INV, spmd_op_random(NULL, 1, SPMD_RANDOM_UNIFORM, gneg, G_ORIGIN, &f22));
+    BAD(INV, spmd_op_random(NULL, 1, SPMD_RANDOM_UNIFORM, g_huge, G_ORIGIN, &f22)); /* > 2^64 */
+}
 
 static void sweep_spmd_op_copy(void)
 {
