@@ -16,6 +16,23 @@ SPMD_BEGIN_DECLS
 typedef struct spmd_mesh spmd_mesh;
 
 /**
+ * A mesh for the sharding math alone (JAX's AbstractMesh, with device ids): needs neither
+ * spmd_init nor devices, and holds any number of devices (up to 2^24). `device_ids` NULL means
+ * 0..size-1; otherwise distinct ids in [0, 2^24). Its shardings answer shard shapes, index
+ * boxes, replica ids, formats and pictures (spmd_sharding_*, spmd_visualize_sharding); every
+ * device counts as process 0's and none as this process's (no addressable devices). Arrays,
+ * shard_map and resharding refuse it, naming it. Release with spmd_mesh_destroy().
+ * @return SPMD_OK, SPMD_ERR_INVALID_ARGUMENT (as spmd_mesh_create, and ids out of range).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_create_abstract(int ndim, const int *shape,
+                                                              const char *const *axis_names,
+                                                              const int *device_ids,
+                                                              int num_device_ids, spmd_mesh **out);
+
+/** 1 for a mesh made by spmd_mesh_create_abstract; 0 otherwise (NULL included). */
+SPMD_API int spmd_mesh_is_abstract(const spmd_mesh *mesh);
+
+/**
  * Creates a mesh of shape `shape[0..ndim)` with names `axis_names`, laid over `device_ids` in
  * row-major (C) order: the device at coordinate c is device_ids[flat(c)].
  *

@@ -252,7 +252,7 @@ static void usage_sharding(FILE *out)
         "\n"
         "Shows which block of a global array each device of a mesh holds under\n"
         "NamedSharding(mesh, P(SPEC)), as jax.debug.visualize_array_sharding does. Pure index\n"
-        "math: runs in one process (no mpirun needed) on CPU devices.\n"
+        "math: runs in one process (no mpirun needed), on an abstract mesh (no devices).\n"
         "\n"
         "options:\n"
         "  --mesh NAME=SIZE,...  mesh axes, major first, e.g. a=4,b=2\n"
@@ -269,8 +269,11 @@ static void usage_sharding(FILE *out)
         "Without --json it prints the NamedSharding, the shard shape and the picture (rank 1\n"
         "or 2), or one line per device for higher ranks.\n"
         "\n"
-        "environment: SPMD_NUM_CPU_DEVICES=N runs on N CPU devices (it must cover the mesh);\n"
-        "when unset, exactly as many devices as the mesh needs are started.\n",
+        "environment: unset SPMD_NUM_CPU_DEVICES: the mesh is abstract "
+        "(spmd_mesh_create_abstract):\n"
+        "no device or thread is started, any size up to 2^24 devices, every device on process 0.\n"
+        "SPMD_NUM_CPU_DEVICES=N: the mesh is made of N real CPU devices (it must cover the "
+        "mesh).\n",
         out);
 }
 
@@ -282,6 +285,7 @@ typedef struct sharding_state {
     spmd_mesh *mesh;
     spmd_sharding *sharding;
     int initialized;
+    int abstract; /* no devices: spmd_mesh_create_abstract */
 } sharding_state;
 
 static int sharding_release(sharding_state *s, int rc)
@@ -310,12 +314,13 @@ static int start_cpu_devices(sharding_state *s, int needed, int from_devices)
         if (from_devices)
             return cli_usage_error("sharding",
                                    "--devices names id %d, but one process runs at most %d CPU "
-                                   "devices; use ids below %d",
-                                   needed - 1, SPMD_MAX_CPU_DEVICES, SPMD_MAX_CPU_DEVICES);
+                                   "devices; use ids below %d, or unset %s for an abstract mesh",
+                                   needed - 1, SPMD_MAX_CPU_DEVICES, SPMD_MAX_CPU_DEVICES,
+                                   NUM_CPU_ENV);
         return cli_usage_error("sharding",
                                "the mesh has %d devices, but one process runs at most %d CPU "
-                               "devices; use a smaller mesh",
-                               needed, SPMD_MAX_CPU_DEVICES);
+                               "devices; use a smaller mesh, or unset %s for an abstract mesh",
+                               needed, SPMD_MAX_CPU_DEVICES, NUM_CPU_ENV);
     }
     opts.num_cpu_devices = from_env ? 0 : needed; /* 0: the library reads the variable */
     opts.platform = SPMD_PLATFORM_CPU;            /* the math is the same on any platform */
@@ -348,11 +353,12 @@ static int start_cpu_devices(sharding_state *s, int needed, int from_devices)
 static int device_json(const sharding_state *s, int id, cJSON *devices)
 {
     int ndim = s->args.shape.ndim;
-    spmd_device_info info;
+    spmd_device_info info = {0};
     spmd_box box;
-    spmd_status st;
+    spmd_status st = SPMD_OK;
 
-    st = spmd_device_get_info(id, &info);
+    if (!s->abstract) /* an abstract mesh's devices all count as process 0's */
+        st = spmd_device_get_info(id, &info);
     if (st != SPMD_OK)
         return library_error("sharding", "cannot describe a mesh device", st);
     st = spmd_sharding_device_box(s->sharding, ndim, s->args.shape.dims, id, &box);
@@ -507,12 +513,18 @@ static int cmd_sharding(int argc, char **argv)
             s.mesh_ids[i] = i;
     }
 
-    rc = start_cpu_devices(&s, needed, a->devices_text != NULL);
-    if (rc != CLI_OK)
-        return sharding_release(&s, rc);
-
-    st = spmd_mesh_create(s.args.mesh.ndim, s.args.mesh.shape, s.args.mesh.names, s.mesh_ids, n_ids,
-                          &s.mesh);
+    const char *env = getenv(NUM_CPU_ENV);
+    s.abstract = env == NULL || env[0] == '\0';
+    if (s.abstract) {
+        st = spmd_mesh_create_abstract(s.args.mesh.ndim, s.args.mesh.shape, s.args.mesh.names,
+                                       s.mesh_ids, n_ids, &s.mesh);
+    } else {
+        rc = start_cpu_devices(&s, needed, a->devices_text != NULL);
+        if (rc != CLI_OK)
+            return sharding_release(&s, rc);
+        st = spmd_mesh_create(s.args.mesh.ndim, s.args.mesh.shape, s.args.mesh.names, s.mesh_ids,
+                              n_ids, &s.mesh);
+    }
     if (st != SPMD_OK)
         return sharding_release(&s, library_error("sharding", "cannot create the mesh", st));
     st = spmd_sharding_create(s.mesh, s.spec, &s.sharding);

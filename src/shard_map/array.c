@@ -58,6 +58,7 @@ spmd_status spmd__array_create_empty(const spmd_sharding *sharding, int ndim, co
     *out = NULL;
     SPMD_CHECK(spmd__sharding_check(sharding, fn, "sharding"));
     const spmd_mesh *mesh = sharding->mesh;
+    SPMD_CHECK(spmd__mesh_refuse_abstract(mesh, fn, "sharding"));
     const spmd__runtime *rt = spmd__runtime_get_session(fn, mesh->session);
     if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;

@@ -226,6 +226,7 @@ static spmd_status spmd_plan_create_checked(spmd_mesh *mesh, spmd_fn fn, void *u
     SPMD_REQUIRE_NOT_NULL(out, f);
     *out = NULL;
     SPMD_CHECK(spmd__mesh_check(mesh, f, "mesh"));
+    SPMD_CHECK(spmd__mesh_refuse_abstract(mesh, f, "mesh"));
     const spmd__runtime *rt = spmd__runtime_get_session(f, mesh->session);
     if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;

@@ -9,6 +9,12 @@
 #include "shard_map/mesh_impl.h"
 #include "shard_map/spec_impl.h"
 
+spmd_status spmd__mesh_check_math(const spmd_mesh *mesh, const char *fn, const char *arg)
+{
+    SPMD_CHECK(spmd__mesh_check(mesh, fn, arg));
+    return mesh->abstract ? SPMD_OK : spmd__mesh_check_current(mesh, fn, arg);
+}
+
 spmd_status spmd__mesh_check(const spmd_mesh *mesh, const char *fn, const char *arg)
 {
     SPMD_REQUIRE(mesh != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, arg);
@@ -17,9 +23,20 @@ spmd_status spmd__mesh_check(const spmd_mesh *mesh, const char *fn, const char *
     return SPMD_OK;
 }
 
+spmd_status spmd__mesh_refuse_abstract(const spmd_mesh *mesh, const char *fn, const char *arg)
+{
+    SPMD_REQUIRE(!mesh->abstract, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: argument '%s' is on an abstract mesh (spmd_mesh_create_abstract), which "
+                 "has no devices: it serves the sharding math only; for arrays, shard_map and "
+                 "resharding create the mesh with spmd_mesh_create after spmd_init",
+                 fn, arg);
+    return SPMD_OK;
+}
+
 spmd_status spmd__mesh_check_current(const spmd_mesh *mesh, const char *fn, const char *arg)
 {
     SPMD_CHECK(spmd__mesh_check(mesh, fn, arg));
+    SPMD_CHECK(spmd__mesh_refuse_abstract(mesh, fn, arg));
     SPMD_REQUIRE(spmd__runtime_get_session(fn, mesh->session) != NULL, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: argument '%s' is a mesh made before the last spmd_finalize (or libspmd is "
                  "not initialized); objects do not outlive the runtime that made them: create "
@@ -82,33 +99,41 @@ static spmd_status check_shape_and_names(int ndim, const int *shape, const char 
     return SPMD_OK;
 }
 
+/* Lays the ids over the mesh; rt NULL: an abstract mesh, whose ids lie below num_global and
+ * all count as process 0's. */
 static spmd_status place_devices(spmd_mesh *m, const spmd__runtime *rt, const int *ids, int n)
 {
+    const char *fn = rt ? "spmd_mesh_create" : "spmd_mesh_create_abstract";
     if (!ids) {
-        SPMD_REQUIRE(m->size == rt->num_devices, SPMD_ERR_INVALID_ARGUMENT,
-                     "spmd_mesh_create: the mesh shape holds %d devices but device_ids is NULL, "
-                     "which means all %d devices; change the shape or pass device_ids",
-                     m->size, rt->num_devices);
+        SPMD_REQUIRE(!rt || m->size == rt->num_devices, SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: the mesh shape holds %d devices but device_ids is NULL, which means all "
+                     "%d devices; change the shape or pass device_ids",
+                     fn, m->size, rt ? rt->num_devices : 0);
     } else {
         SPMD_REQUIRE(n == m->size, SPMD_ERR_INVALID_ARGUMENT,
-                     "spmd_mesh_create: the mesh shape holds %d devices but %d device ids were "
-                     "given; the product of the axis sizes must equal num_device_ids",
-                     m->size, n);
+                     "%s: the mesh shape holds %d devices but %d device ids were given; the "
+                     "product of the axis sizes must equal num_device_ids",
+                     fn, m->size, n);
     }
     for (int f = 0; f < m->size; f++) {
         int id = ids ? ids[f] : f;
-        SPMD_REQUIRE(id >= 0 && id < rt->num_devices, SPMD_ERR_INVALID_ARGUMENT,
-                     "spmd_mesh_create: device_ids[%d] = %d is not a device; this run has devices "
-                     "0..%d (spmd_device_count() = %d)",
-                     f, id, rt->num_devices - 1, rt->num_devices);
+        if (rt)
+            SPMD_REQUIRE(id >= 0 && id < rt->num_devices, SPMD_ERR_INVALID_ARGUMENT,
+                         "%s: device_ids[%d] = %d is not a device; this run has devices 0..%d "
+                         "(spmd_device_count() = %d)",
+                         fn, f, id, rt->num_devices - 1, rt->num_devices);
+        else
+            SPMD_REQUIRE(id >= 0 && id < m->num_global, SPMD_ERR_INVALID_ARGUMENT,
+                         "%s: device_ids[%d] = %d; abstract device ids lie in 0..%d", fn, f, id,
+                         m->num_global - 1);
         SPMD_REQUIRE(m->position_of[id] < 0, SPMD_ERR_INVALID_ARGUMENT,
-                     "spmd_mesh_create: device %d appears twice in device_ids (positions %d and "
-                     "%d); a mesh holds each device once",
-                     id, m->position_of[id], f);
+                     "%s: device %d appears twice in device_ids (positions %d and %d); a mesh "
+                     "holds each device once",
+                     fn, id, m->position_of[id], f);
         m->device_ids[f] = id;
         m->position_of[id] = f;
-        m->process_of[f] = rt->devices[id].process_index;
-        if (m->process_of[f] == rt->process_index)
+        m->process_of[f] = rt ? rt->devices[id].process_index : 0;
+        if (rt && m->process_of[f] == rt->process_index)
             m->local_ids[m->num_local++] = id;
     }
     return SPMD_OK;
@@ -175,6 +200,63 @@ static void compute_contiguity(spmd_mesh *m, int process_count, int me)
     }
 }
 
+/* A mesh over the runtime's devices, or (rt NULL) an abstract one of `num_global` ids. */
+static spmd_status mesh_build(const spmd__runtime *rt, int num_global, int ndim, const int *shape,
+                              const char *const *axis_names, const int *device_ids,
+                              int num_device_ids, int size, spmd_mesh **out)
+{
+    spmd_mesh *m = calloc(1, sizeof *m);
+    SPMD_REQUIRE(m != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
+    m->magic = SPMD__MAGIC_MESH;
+    atomic_init(&m->refs, 1);
+    m->ndim = ndim;
+    m->size = size;
+    for (int a = ndim - 1, stride = 1; a >= 0; a--) {
+        m->shape[a] = shape[a];
+        m->strides[a] = stride;
+        stride *= shape[a];
+        snprintf(m->names[a], sizeof m->names[a], "%s", axis_names[a]);
+    }
+    m->abstract = rt == NULL;
+    m->num_global = rt ? rt->num_devices : num_global;
+    m->session = rt ? rt->session : 0;
+    m->device_ids = malloc((size_t)size * sizeof(int));
+    m->process_of = malloc((size_t)size * sizeof(int));
+    m->local_ids = malloc((size_t)size * sizeof(int));
+    m->position_of = malloc((size_t)m->num_global * sizeof(int));
+    if (!m->device_ids || !m->process_of || !m->local_ids || !m->position_of) {
+        mesh_free(m);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
+    }
+    m->state = aligned_alloc(_Alignof(spmd__mesh_state), sizeof *m->state);
+    if (!m->state) {
+        mesh_free(m);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
+    }
+    memset(m->state, 0, sizeof *m->state);
+    pthread_mutex_init(&m->state->lock, NULL);
+    pthread_mutex_init(&m->state->tables_lock, NULL);
+    for (int i = 0; i < m->num_global; i++)
+        m->position_of[i] = -1;
+    spmd_status st = place_devices(m, rt, device_ids, num_device_ids);
+    if (st == SPMD_OK)
+        st = list_processes(m, rt ? rt->process_count : 1);
+    if (st != SPMD_OK) {
+        mesh_free(m);
+        return st;
+    }
+    compute_contiguity(m, rt ? rt->process_count : 1, rt ? rt->process_index : -1);
+    size_t returned_bytes = (size_t)(m->num_local ? m->num_local : 1) * sizeof(spmd__private_word);
+    m->state->returned = aligned_alloc(_Alignof(spmd__private_word), returned_bytes);
+    if (!m->state->returned) {
+        mesh_free(m);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
+    }
+    memset(m->state->returned, 0, returned_bytes);
+    *out = m;
+    return SPMD_OK;
+}
+
 spmd_status spmd_mesh_create(int ndim, const int *shape, const char *const *axis_names,
                              const int *device_ids, int num_device_ids, spmd_mesh **out)
 {
@@ -188,57 +270,43 @@ spmd_status spmd_mesh_create(int ndim, const int *shape, const char *const *axis
     SPMD_REQUIRE(ndim > 0 || device_ids != NULL, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_mesh_create: a mesh with no axes holds exactly one device; pass it in "
                  "device_ids");
-
-    spmd_mesh *m = calloc(1, sizeof *m);
-    SPMD_REQUIRE(m != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
-    m->magic = SPMD__MAGIC_MESH;
-    atomic_init(&m->refs, 1);
-    m->ndim = ndim;
-    m->size = size;
-    for (int a = ndim - 1, stride = 1; a >= 0; a--) {
-        m->shape[a] = shape[a];
-        m->strides[a] = stride;
-        stride *= shape[a];
-        snprintf(m->names[a], sizeof m->names[a], "%s", axis_names[a]);
-    }
-    m->num_global = rt->num_devices;
-    m->session = rt->session;
-    m->device_ids = malloc((size_t)size * sizeof(int));
-    m->process_of = malloc((size_t)size * sizeof(int));
-    m->local_ids = malloc((size_t)size * sizeof(int));
-    m->position_of = malloc((size_t)rt->num_devices * sizeof(int));
-    if (!m->device_ids || !m->process_of || !m->local_ids || !m->position_of) {
-        mesh_free(m);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
-    }
-    m->state = aligned_alloc(_Alignof(spmd__mesh_state), sizeof *m->state);
-    if (!m->state) {
-        mesh_free(m);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
-    }
-    memset(m->state, 0, sizeof *m->state);
-    pthread_mutex_init(&m->state->lock, NULL);
-    pthread_mutex_init(&m->state->tables_lock, NULL);
-    for (int i = 0; i < rt->num_devices; i++)
-        m->position_of[i] = -1;
-    spmd_status st = place_devices(m, rt, device_ids, num_device_ids);
-    if (st == SPMD_OK)
-        st = list_processes(m, rt->process_count);
-    if (st != SPMD_OK) {
-        mesh_free(m);
-        return st;
-    }
-    compute_contiguity(m, rt->process_count, rt->process_index);
-    size_t returned_bytes = (size_t)(m->num_local ? m->num_local : 1) * sizeof(spmd__private_word);
-    m->state->returned = aligned_alloc(_Alignof(spmd__private_word), returned_bytes);
-    if (!m->state->returned) {
-        mesh_free(m);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
-    }
-    memset(m->state->returned, 0, returned_bytes);
-    *out = m;
-    return SPMD_OK;
+    return mesh_build(rt, 0, ndim, shape, axis_names, device_ids, num_device_ids, size, out);
 }
+
+/* Abstract device ids stay below this, so that a mesh's id-to-position table stays small. */
+#define MAX_ABSTRACT_ID (1 << 24)
+
+spmd_status spmd_mesh_create_abstract(int ndim, const int *shape, const char *const *axis_names,
+                                      const int *device_ids, int num_device_ids, spmd_mesh **out)
+{
+    const char *fn = "spmd_mesh_create_abstract";
+    SPMD_REQUIRE_NOT_NULL(out, fn);
+    *out = NULL;
+    int size = 0;
+    spmd_status st = check_shape_and_names(ndim, shape, axis_names, &size);
+    if (st != SPMD_OK) /* its messages name spmd_mesh_create */
+        return SPMD_ERROR(st, "%s: %s", fn, spmd_last_error());
+    SPMD_REQUIRE(ndim > 0 || device_ids != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: a mesh with no axes holds exactly one device; pass it in device_ids", fn);
+    int num_global = size;
+    if (device_ids) {
+        SPMD_REQUIRE(num_device_ids == size, SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: the mesh shape holds %d devices but %d device ids were given; the "
+                     "product of the axis sizes must equal num_device_ids",
+                     fn, size, num_device_ids);
+        for (int f = 0; f < size; f++) {
+            SPMD_REQUIRE(device_ids[f] >= 0 && device_ids[f] < MAX_ABSTRACT_ID,
+                         SPMD_ERR_INVALID_ARGUMENT,
+                         "%s: device_ids[%d] = %d; abstract device ids lie in 0..%d", fn, f,
+                         device_ids[f], MAX_ABSTRACT_ID - 1);
+            num_global = device_ids[f] >= num_global ? device_ids[f] + 1 : num_global;
+        }
+    }
+    return mesh_build(NULL, num_global, ndim, shape, axis_names, device_ids, num_device_ids, size,
+                      out);
+}
+
+int spmd_mesh_is_abstract(const spmd_mesh *mesh) { return valid(mesh) && mesh->abstract; }
 
 /* ---- mesh_utils.create_hybrid_device_mesh ---- */
 

@@ -20,7 +20,8 @@ struct spmd_mesh {
     int *process_of; /* [size], owning process of each flat position */
     int num_processes;
     int *processes;   /* [num_processes], the processes owning its devices, ascending */
-    int num_global;   /* global device count when the mesh was made */
+    int abstract;     /* spmd_mesh_create_abstract: ids only, no devices, no runtime */
+    int num_global;   /* global device count when the mesh was made (abstract: ids' bound) */
     int *position_of; /* [num_global], flat position or -1 */
     int num_local;
     int *local_ids; /* [num_local], this process's devices in flat order */
@@ -34,6 +35,10 @@ struct spmd_mesh {
 spmd_status spmd__mesh_check(const spmd_mesh *mesh, const char *fn, const char *arg);
 /** As spmd__mesh_check, and the mesh belongs to the running start-up of libspmd. */
 spmd_status spmd__mesh_check_current(const spmd_mesh *mesh, const char *fn, const char *arg);
+/** SPMD_ERR_INVALID_ARGUMENT, saying why, for an abstract mesh (one without devices). */
+spmd_status spmd__mesh_refuse_abstract(const spmd_mesh *mesh, const char *fn, const char *arg);
+/** As spmd__mesh_check_current, or an abstract mesh (the sharding math needs no devices). */
+spmd_status spmd__mesh_check_math(const spmd_mesh *mesh, const char *fn, const char *arg);
 
 /** Coordinates of flat position `flat`. */
 void spmd__mesh_coords(const spmd_mesh *mesh, int flat, int *coords);

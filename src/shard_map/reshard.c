@@ -1234,6 +1234,7 @@ static spmd_status check_one(const spmd_array *x, const spmd_sharding *to, const
     SPMD_CHECK(spmd__array_check(x, fn, what));
     snprintf(what, sizeof what, batch ? "new_shardings[%d]" : "new_sharding", k);
     SPMD_CHECK(spmd__sharding_check(to, fn, what));
+    SPMD_CHECK(spmd__mesh_refuse_abstract(to->mesh, fn, what));
     if (!spmd__runtime_get_session(fn, to->mesh->session))
         return SPMD_ERR_INVALID_ARGUMENT;
     snprintf(what, sizeof what, batch ? "xs[%d]" : "x", k);

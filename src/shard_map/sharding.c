@@ -215,7 +215,7 @@ static spmd_status spmd_sharding_create_checked(spmd_mesh *mesh, const spmd_spec
 {
     SPMD_REQUIRE_NOT_NULL(out, "spmd_sharding_create");
     *out = NULL;
-    SPMD_CHECK(spmd__mesh_check_current(mesh, "spmd_sharding_create", "mesh"));
+    SPMD_CHECK(spmd__mesh_check_math(mesh, "spmd_sharding_create", "mesh"));
     SPMD_CHECK(spmd__spec_check(spec, "spmd_sharding_create", "spec"));
     spmd_sharding *sh = calloc(1, sizeof *sh);
     SPMD_REQUIRE(sh != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_sharding_create: out of memory");

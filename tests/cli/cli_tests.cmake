@@ -76,8 +76,9 @@ spmd_cli_test(sharding_json_replicated
               -o "{\"id\":3,\"process\":0,\"index\":[[0,4],[0,2]],\"replica_id\":3}"
               -- ${SPMD_CLI} sharding --mesh x=4 --spec= --shape 4,2 --json)
 
-# --- sharding: device count from the environment or from the mesh --------------------------
-# Unset: exactly as many CPU devices as the mesh needs are started.
+# --- sharding: real devices from the environment, or an abstract mesh --------------------------
+# Unset: an abstract mesh (no devices), whose output equals the device-backed one (the same
+# expected files as the tests above, which run on 8 CPU devices).
 spmd_cli_test(sharding_auto_devices
               ARGS -u SPMD_NUM_CPU_DEVICES -f ${SPMD_CLI_EXPECTED}/sharding_a4b2_a_8x8.json
               -- ${SPMD_CLI} sharding --mesh a=4,b=2 --spec "'a', None" --shape 8,8 --json)
@@ -150,11 +151,26 @@ spmd_cli_test(devices_not_integer ARGS -x 2 -e "--devices id 'one' is not an int
               -- ${SPMD_CLI} sharding --mesh x=2 --devices 0,one --spec "'x'" --shape 4)
 spmd_cli_test(devices_negative ARGS -x 2 -e "--devices id -1 is negative"
               -- ${SPMD_CLI} sharding --mesh x=2 --devices -1,0 --spec "'x'" --shape 4)
-spmd_cli_test(devices_id_too_large ARGS -u SPMD_NUM_CPU_DEVICES -x 2 -e "id 100000"
+spmd_cli_test(devices_id_too_large ENV SPMD_NUM_CPU_DEVICES=8 SPMD_PLATFORM=cpu
+              ARGS -x 2 -e "id 100000"
               -e "at most 4096 CPU devices"
               -- ${SPMD_CLI} sharding --mesh x=2 --devices 0,100000 --spec "'x'" --shape 4)
-spmd_cli_test(mesh_too_large ARGS -x 2 -e "the mesh has 8192 devices"
+spmd_cli_test(mesh_too_large ARGS -x 2 -e "the mesh has 8192 devices" -e "abstract mesh"
               -- ${SPMD_CLI} sharding --mesh x=4096,y=2 --spec "'x'" --shape 4096)
+# The abstract mesh: any size, ids below 2^24, and the output of the device-backed path.
+spmd_cli_test(sharding_abstract_pod ARGS -u SPMD_NUM_CPU_DEVICES
+              -o "{\"mesh\":{\"axis_names\":[\"a\",\"b\"],\"shape\":[1024,8],"
+              -o "\"shard_shape\":[8,1024]"
+              -o "{\"id\":0,\"process\":0,\"index\":[[0,8],[0,1024]],\"replica_id\":0}"
+              -o "{\"id\":8191,\"process\":0,\"index\":[[8184,8192],[7168,8192]],\"replica_id\":0}"
+              -- ${SPMD_CLI} sharding --mesh a=1024,b=8 --spec "'a','b'" --shape 8192,8192 --json)
+spmd_cli_test(sharding_abstract_id_too_large ARGS -u SPMD_NUM_CPU_DEVICES -x 1
+              -e "abstract device ids lie in 0..16777215"
+              -- ${SPMD_CLI} sharding --mesh x=2 --devices 0,16777216 --spec "'x'" --shape 4)
+add_test(NAME cli_sharding_abstract_equals_devices
+         COMMAND sh ${SPMD_CLI_DIR}/check_abstract.sh ${SPMD_CLI})
+set_tests_properties(cli_sharding_abstract_equals_devices PROPERTIES LABELS "unit;cli" TIMEOUT 120
+                     ENVIRONMENT "SPMD_PLATFORM=cpu")
 
 # --- library failures: exit 1, the library's message --------------------------------------
 spmd_cli_test(spec_unknown_axis ARGS -x 1 -e "the spec does not fit the mesh" -e "SPMD_ERR_SPEC"

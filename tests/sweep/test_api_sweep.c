@@ -1225,6 +1225,46 @@ static void sweep_spmd_mesh_create(void)
     BAD_OUT(spmd_mesh, INV, spmd_mesh_create(2, s22, XY, DEV4, INT_MIN, &out));
 }
 
+static void sweep_spmd_mesh_create_abstract(void)
+{
+    const int s22[2] = {2, 2}, s9[9] = {4, 1, 1, 1, 1, 1, 1, 1, 1}, s0[2] = {0, 4},
+              sneg[2] = {-1, -4}, smax[2] = {INT_MAX, 1}, sbig[2] = {1 << 12, 1 << 13};
+    const int huge_id[4] = {0, 1, 2, 1 << 24};
+    const char *n9[9] = {"a", "b", "c", "d", "e", "f", "g", "h", "i"};
+    const char *none[2] = {"None", "y"};
+    /* needs no spmd_init: every refusal below holds before it too */
+    BAD(INV, spmd_mesh_create_abstract(2, s22, XY, NULL, 0, NULL));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(-1, s22, XY, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV,
+            spmd_mesh_create_abstract(SPMD_MAX_MESH_AXES + 1, s9, n9, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(INT_MIN, s22, XY, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, NULL, XY, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, NULL, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, none, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, XX, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s0, XY, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, sneg, XY, DEV4, 4, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, smax, XY, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, sbig, XY, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(0, NULL, NULL, NULL, 0, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, XY, DEV_NEG, 4, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, XY, DEV_MAX, 4, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, XY, DEV_MIN, 4, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, XY, huge_id, 4, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, XY, DEV_DUP, 4, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, XY, DEV4, 3, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, XY, DEV4, -1, &out));
+    BAD_OUT(spmd_mesh, INV, spmd_mesh_create_abstract(2, s22, XY, DEV4, INT_MAX, &out));
+}
+
+static void sweep_spmd_mesh_is_abstract(void)
+{
+    Q_INT(0, spmd_mesh_is_abstract(NULL));
+    Q_INT(0, spmd_mesh_is_abstract(DEAD_MESH));
+    fixture_up();
+    Q_INT(0, spmd_mesh_is_abstract(M));
+}
+
 static void sweep_spmd_mesh_create_hybrid(void)
 {
     const int s14[2] = {1, 4}, s11[2] = {1, 1}, s12[2] = {1, 2}, s21[2] = {2, 1};
