@@ -170,7 +170,7 @@ spmd_cli_test(sharding_abstract_id_too_large ARGS -u SPMD_NUM_CPU_DEVICES -x 1
 add_test(NAME cli_sharding_abstract_equals_devices
          COMMAND sh ${SPMD_CLI_DIR}/check_abstract.sh ${SPMD_CLI})
 set_tests_properties(cli_sharding_abstract_equals_devices PROPERTIES LABELS "unit;cli" TIMEOUT 120
-                     ENVIRONMENT "SPMD_PLATFORM=cpu")
+                     ENVIRONMENT "${SPMD_TEST_ENV}")
 
 # --- library failures: exit 1, the library's message --------------------------------------
 spmd_cli_test(spec_unknown_axis ARGS -x 1 -e "the spec does not fit the mesh" -e "SPMD_ERR_SPEC"
@@ -229,16 +229,16 @@ endif()
 add_test(NAME cli_launch COMMAND sh ${SPMD_CLI_DIR}/check_launch.sh ${SPMD_CLI}
                                  $<TARGET_FILE:launch_probe> ${SPMD_LAUNCH_HAVE_MPI})
 set_tests_properties(cli_launch PROPERTIES LABELS "mpi;cli" TIMEOUT 300 PROCESSORS 2
-                     ENVIRONMENT "SPMD_PLATFORM=cpu")
+                     ENVIRONMENT "${SPMD_TEST_ENV}")
 
 # --- SpmdTesting, as the project's own tests use it: one test per layout, and a comparison
 # that passes for the layout-independent sum and must fail for the output that names the layout
 set(SPMD_TESTING_CLI ${SPMD_CLI})
 include(${PROJECT_SOURCE_DIR}/src/SpmdTesting.cmake)
 spmd_add_test(NAME spmd_testing_sum COMMAND launch_probe sum LAYOUTS 1x8 2x4 4x2
-              COMPARE exact LABELS mpi TIMEOUT 120)
+              COMPARE exact LABELS mpi TIMEOUT 120 ENVIRONMENT ${SPMD_TEST_ENV})
 if(SPMD_HAVE_MPI)
   spmd_add_test(NAME spmd_testing_layout COMMAND launch_probe layout LAYOUTS 1x4 2x2
-                COMPARE tolerance=1e-6 LABELS mpi TIMEOUT 120)
+                COMPARE tolerance=1e-6 LABELS mpi TIMEOUT 120 ENVIRONMENT ${SPMD_TEST_ENV})
   set_tests_properties(spmd_testing_layout_compare PROPERTIES WILL_FAIL TRUE)
 endif()
