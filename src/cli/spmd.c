@@ -303,11 +303,11 @@ static int sharding_release(sharding_state *s, int rc)
     return rc;
 }
 
-/* Starts exactly `needed` CPU devices, or checks that SPMD_NUM_CPU_DEVICES provides them. */
+/* Starts the CPU devices SPMD_NUM_CPU_DEVICES asks for (the caller has checked it is set) and
+ * checks that they cover the `needed` ids. */
 static int start_cpu_devices(sharding_state *s, int needed, int from_devices)
 {
     const char *env = getenv(NUM_CPU_ENV);
-    int from_env = env != NULL && env[0] != '\0';
     spmd_init_options opts = SPMD_INIT_OPTIONS_INIT;
 
     if (needed > SPMD_MAX_CPU_DEVICES) {
@@ -322,28 +322,24 @@ static int start_cpu_devices(sharding_state *s, int needed, int from_devices)
                                "devices; use a smaller mesh, or unset %s for an abstract mesh",
                                needed, SPMD_MAX_CPU_DEVICES, NUM_CPU_ENV);
     }
-    opts.num_cpu_devices = from_env ? 0 : needed; /* 0: the library reads the variable */
-    opts.platform = SPMD_PLATFORM_CPU;            /* the math is the same on any platform */
-    opts.use_mpi = 0;                             /* pure math: never wait for mpirun peers */
+    opts.num_cpu_devices = 0;          /* 0: the library reads the variable */
+    opts.platform = SPMD_PLATFORM_CPU; /* the math is the same on any platform */
+    opts.use_mpi = 0;                  /* pure math: never wait for mpirun peers */
     spmd_status st = spmd_init(&opts);
     if (st != SPMD_OK)
         return library_error("sharding", "cannot start the CPU devices", st);
     s->initialized = 1;
 
     int have = spmd_device_count();
-    if (have < needed && !from_env)
-        return cli_failure("sharding", "libspmd started %d CPU devices where %d were asked for",
-                           have, needed);
     if (have < needed) {
         if (from_devices)
             return cli_usage_error("sharding",
                                    "%s=%s gives %d CPU devices, but --devices names id %d, which "
-                                   "needs %d; set %s=%d or more, or unset it to size the run "
-                                   "automatically",
+                                   "needs %d; set %s=%d or more, or unset it for an abstract mesh",
                                    NUM_CPU_ENV, env, have, needed - 1, needed, NUM_CPU_ENV, needed);
         return cli_usage_error("sharding",
                                "%s=%s gives %d CPU devices, but the mesh needs %d; set %s=%d or "
-                               "more, or unset it to size the run automatically",
+                               "more, or unset it for an abstract mesh",
                                NUM_CPU_ENV, env, have, needed, NUM_CPU_ENV, needed);
     }
     return CLI_OK;
