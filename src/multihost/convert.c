@@ -11,9 +11,8 @@
 #include "runtime/check.h"
 #include "runtime/env.h"
 #include "runtime/worker.h" /* refusing calls from inside fn */
-#include "shard_map/array_impl.h"
-#include "shard_map/buffer.h"
-#include "shard_map/groups.h"
+#include "array/array_impl.h"
+#include "array/buffer.h"
 
 /* The mesh of this process's devices: the mesh's axis names, local sizes, same device order. */
 static spmd_status local_mesh_of(const spmd_mesh *mesh, spmd_mesh **out)

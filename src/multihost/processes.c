@@ -10,11 +10,11 @@
 
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/process_sets.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h" /* refusing calls from inside fn */
-#include "shard_map/array_impl.h"
-#include "shard_map/copy.h"
-#include "shard_map/groups.h"
+#include "array/array_impl.h"
+#include "array/copy.h"
 
 /* Communicator tag of the process communicator (mesh communicators use 1..30001). */
 enum { PROCESSES_TAG = 30002 };

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "runtime/check.h"
-#include "shard_map/spec_impl.h"
+#include "sharding/spec_impl.h"
 
 enum { TO_GLOBAL, TO_LOCAL };
 

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/check.h"        /* error messages */
-#include "shard_map/array_impl.h" /* donation marks inputs deleted */
+#include "runtime/check.h" /* error messages */
 #include "runtime/log.h"
-#include "runtime/worker.h" /* refusing nested calls */
+#include "runtime/worker.h"   /* refusing nested calls */
+#include "array/array_impl.h" /* donation marks inputs deleted */
 
 enum { MAX_ARGS = 64, MAX_DEVICES = 4096, HALF_SLOTS = 16, CACHE_SLOTS = 2 * HALF_SLOTS };
 

@@ -35,7 +35,7 @@ const char *spmd_last_error(void) { return last_error; }
 
 void spmd_clear_error(void) { last_error[0] = '\0'; }
 
-/* Keeps messages short: "src/shard_map/mesh.c" instead of the absolute build path. */
+/* Keeps messages short: "src/sharding/mesh.c" instead of the absolute build path. */
 static const char *source_path(const char *file)
 {
     const char *src = strstr(file, "/src/");

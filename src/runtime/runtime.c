@@ -12,14 +12,14 @@
 #include <spmd/version.h>
 
 #include "runtime/check.h"
+#include "runtime/comm.h"
 #include "runtime/env.h"
 #include "runtime/event.h"
 #include "runtime/log.h"
+#include "runtime/memory_pool.h"
 #include "runtime/process.h"
-#include "runtime/comm.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
-#include "shard_map/buffer.h"
 
 #define MAX_DEVICES_PER_GPU 64
 /* Long enough for a slow step on another process; short enough to report a mistake. */
@@ -28,8 +28,7 @@
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_count;
-static atomic_int ready;
-static spmd__runtime rt;
+static spmd__runtime rt; /* built by spmd_init, then published (session.c) */
 static unsigned last_session;
 
 /* What each process tells the others at start-up (a failing process's message travels only
@@ -441,8 +440,8 @@ spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_c
     if (init_count == 0)
         st = init_locked(&o, user_comm);
     if (st == SPMD_OK) {
-        init_count++;
-        atomic_store(&ready, 1);
+        if (init_count++ == 0)
+            spmd__runtime_publish(&rt);
     }
     pthread_mutex_unlock(&init_lock);
     return st;
@@ -466,68 +465,17 @@ static spmd_status spmd_finalize_checked(void)
     }
     spmd_status st = SPMD_OK;
     if (--init_count == 0) {
-        atomic_store(&ready, 0);
-        spmd__buffer_pool_drain();
+        spmd__runtime_retract();
+        spmd__memory_pool_drain();
         spmd__workers_stop();
         rt.backend->shutdown();
         free(rt.devices);
         st = spmd__proc_finalize();
         memset(&rt, 0, sizeof rt);
+        spmd__runtime_clear();
     }
     pthread_mutex_unlock(&init_lock);
     return st;
-}
-
-int spmd_is_initialized(void) { return atomic_load(&ready); }
-
-const spmd__runtime *spmd__runtime_get(const char *fn)
-{
-    if (!atomic_load(&ready)) {
-        SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
-                   "%s: libspmd is not initialized; call spmd_init first", fn);
-        return NULL;
-    }
-    return &rt;
-}
-
-const spmd__runtime *spmd__runtime_get_session(const char *fn, unsigned session)
-{
-    const spmd__runtime *r = spmd__runtime_get(fn);
-    if (r && r->session != session) {
-        SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
-                   "%s: the object was built before the last spmd_finalize; objects do not "
-                   "outlive the runtime that made them, so build it again",
-                   fn);
-        return NULL;
-    }
-    return r;
-}
-
-int spmd_process_index(void) { return atomic_load(&ready) ? rt.process_index : -1; }
-int spmd_process_count(void) { return atomic_load(&ready) ? rt.process_count : 0; }
-int spmd_device_count(void) { return atomic_load(&ready) ? rt.num_devices : 0; }
-int spmd_local_device_count(void) { return atomic_load(&ready) ? rt.num_local : 0; }
-spmd_platform spmd_runtime_platform(void) { return rt.platform; }
-
-int spmd_local_device_id(int ordinal)
-{
-    if (!atomic_load(&ready) || ordinal < 0 || ordinal >= rt.num_local)
-        return -1;
-    return rt.first_local + ordinal;
-}
-
-spmd_status spmd_device_get_info(int id, spmd_device_info *info)
-{
-    const spmd__runtime *r = spmd__runtime_get("spmd_device_get_info");
-    if (!r)
-        return SPMD_ERR_INVALID_ARGUMENT;
-    SPMD_REQUIRE_NOT_NULL(info, "spmd_device_get_info");
-    SPMD_REQUIRE(id >= 0 && id < r->num_devices, SPMD_ERR_INVALID_ARGUMENT,
-                 "spmd_device_get_info: device id %d is out of range; this run has devices "
-                 "0..%d",
-                 id, r->num_devices - 1);
-    *info = r->devices[id];
-    return SPMD_OK;
 }
 
 /* Public entry points: a failure in a callee is reported under the name the caller used. */

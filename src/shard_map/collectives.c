@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "runtime/log.h"
-#include "shard_map/copy.h"
+#include "sharding/mesh_impl.h"
+#include "array/copy.h"
 #include "shard_map/executor.h"
-#include "shard_map/mesh_impl.h"
 #include "shard_map/reduce.h"
 #ifdef SPMD_HAVE_CUDA
 #include "runtime/backend/cuda.h"

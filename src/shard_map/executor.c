@@ -11,10 +11,10 @@
 #include "runtime/log.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
-#include "shard_map/array_impl.h"
-#include "shard_map/mesh_impl.h"
-#include "shard_map/sharding_impl.h"
-#include "shard_map/spec_impl.h"
+#include "sharding/mesh_impl.h"
+#include "sharding/sharding_impl.h"
+#include "sharding/spec_impl.h"
+#include "array/array_impl.h"
 #ifdef SPMD_HAVE_CUDA
 #include "runtime/backend/cuda.h"
 #endif
@@ -958,7 +958,9 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
                  "spmd_shard_map: process %d owns no device of the mesh; only the processes "
                  "that do call spmd_shard_map on it",
                  rt->process_index);
-    spmd__mesh_state *state = p->mesh->state;
+    spmd__mesh_state *state = spmd__mesh_state_get(p->mesh);
+    if (!state)
+        return SPMD_ERR_OUT_OF_MEMORY;
     SPMD_CHECK(spmd__mesh_state_setup(p->mesh, state, rt->collective_timeout_ns));
     for (int j = 0; j < p->nout; j++)
         outputs[j] = NULL;

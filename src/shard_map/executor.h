@@ -10,7 +10,7 @@
 #include <spmd/shard_map.h>
 
 #include "runtime/check.h"
-#include "shard_map/buffer.h"
+#include "array/buffer.h"
 #include "shard_map/groups.h"
 
 typedef struct spmd__call {

@@ -8,14 +8,9 @@
 
 #include "runtime/check.h"
 #include "runtime/process.h"
+#include "runtime/process_sets.h"
 #include "runtime/runtime_impl.h"
-#include "shard_map/mesh_impl.h"
-
-/* One mesh set-up at a time in this process, so that communicator creations (collective over
- * overlapping process sets) happen in the same order everywhere. */
-pthread_mutex_t spmd__setup_lock = PTHREAD_MUTEX_INITIALIZER;
-
-spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh) { return mesh->state; }
+#include "sharding/mesh_impl.h"
 
 static void group_free(spmd__group *g, int abandon, int keep_scratch)
 {
@@ -55,10 +50,10 @@ static spmd__group_table *table_at(spmd__mesh_state *s, unsigned m)
     return atomic_load_explicit(&s->tables[m], memory_order_acquire);
 }
 
-void spmd__mesh_state_destroy(spmd__mesh_state *state)
+/* Frees the state (communicators included): its mesh is going away. */
+static void mesh_state_destroy(spmd__attachment *a)
 {
-    if (!state)
-        return;
+    spmd__mesh_state *state = (spmd__mesh_state *)a;
     /* After spmd_finalize MPI is gone: drop the communicators without calling it. */
     int abandon = !spmd_is_initialized();
     for (unsigned m = 0; m < SPMD__NUM_TABLES; m++)
@@ -71,6 +66,33 @@ void spmd__mesh_state_destroy(spmd__mesh_state *state)
     pthread_mutex_destroy(&state->lock);
     pthread_mutex_destroy(&state->tables_lock);
     free(state);
+}
+
+spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh)
+{
+    spmd__mesh_state *s = (spmd__mesh_state *)atomic_load(&mesh->attachment);
+    if (s)
+        return s;
+    s = aligned_alloc(_Alignof(spmd__mesh_state), sizeof *s);
+    size_t returned_bytes =
+        (size_t)(mesh->num_local ? mesh->num_local : 1) * sizeof(spmd__private_word);
+    void *returned = aligned_alloc(_Alignof(spmd__private_word), returned_bytes);
+    if (!s || !returned) {
+        free(s);
+        free(returned);
+        SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for the shard_map state of a mesh");
+        return NULL;
+    }
+    memset(s, 0, sizeof *s);
+    memset(returned, 0, returned_bytes);
+    s->base.destroy = mesh_state_destroy;
+    s->returned = returned;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->tables_lock, NULL);
+    spmd__mesh_state *kept = (spmd__mesh_state *)spmd__mesh_attach(mesh, &s->base);
+    if (kept != s) /* another thread attached one first */
+        mesh_state_destroy(&s->base);
+    return kept;
 }
 
 static uint64_t mesh_fingerprint(const spmd_mesh *m)
@@ -279,85 +301,6 @@ static spmd_status create_group_comms(spmd__mesh_state *s, const spmd_mesh *m, s
     }
     free(ranks);
     return st;
-}
-
-spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprint,
-                                const char *description, spmd__wait *w)
-{
-    spmd__comm *view = NULL;
-    SPMD_CHECK(spmd__comm_view(processes, n, &view));
-    spmd_status st = spmd__comm_agree(view, fingerprint, description, w);
-    if (st == SPMD_OK)
-        spmd__comm_destroy(view);
-    else
-        spmd__comm_abandon(view); /* it may hold unfinished messages */
-    return st;
-}
-
-static void set_comm_free(spmd__set_comm *e)
-{
-    spmd__comm_abandon(e->comm); /* it may hold unfinished messages */
-    free(e->processes);
-    free(e);
-}
-
-spmd__set_comm *spmd__set_comm_find(spmd__set_comm **list, const int *processes, int n,
-                                    unsigned session)
-{
-    for (spmd__set_comm **at = list; *at;) {
-        spmd__set_comm *e = *at;
-        if (e->session != session) { /* made before the last spmd_finalize */
-            *at = e->next;
-            set_comm_free(e);
-            continue;
-        }
-        if (e->n == n && memcmp(e->processes, processes, (size_t)n * sizeof(int)) == 0)
-            return e;
-        at = &e->next;
-    }
-    return NULL;
-}
-
-void spmd__set_comm_forget(spmd__set_comm **list, spmd__set_comm *gone)
-{
-    for (spmd__set_comm **at = list; *at; at = &(*at)->next)
-        if (*at == gone) {
-            *at = gone->next;
-            set_comm_free(gone);
-            return;
-        }
-}
-
-spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, int n,
-                                  unsigned session, int tag, uint64_t fingerprint,
-                                  const char *description, spmd__wait *w, spmd__set_comm **out)
-{
-    *out = NULL;
-    pthread_mutex_lock(&spmd__setup_lock);
-    spmd_status st = spmd__agree_on_view(processes, n, fingerprint, description, w);
-    pthread_mutex_unlock(&spmd__setup_lock);
-    if (st != SPMD_OK)
-        return st;
-    spmd__set_comm *e = calloc(1, sizeof *e);
-    if (e)
-        e->processes = malloc((size_t)n * sizeof(int));
-    if (!e || !e->processes) {
-        free(e);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator's record");
-    }
-    memcpy(e->processes, processes, (size_t)n * sizeof(int));
-    e->n = n;
-    e->session = session;
-    st = spmd__comm_create(processes, n, tag, &e->comm);
-    if (st != SPMD_OK) {
-        free(e->processes);
-        free(e);
-        return st;
-    }
-    e->next = *list;
-    *list = e;
-    *out = e;
-    return SPMD_OK;
 }
 
 static spmd_status agree_on_mesh(spmd_mesh *mesh, int64_t timeout_ns)

@@ -11,6 +11,8 @@
 
 #include "runtime/comm.h"
 #include "runtime/event.h"
+#include "runtime/process_sets.h"
+#include "sharding/mesh_impl.h"
 
 /* What one local member publishes at a rendezvous; read by the others right after it. */
 typedef struct spmd__slot {
@@ -92,6 +94,7 @@ typedef struct spmd__private_word {
 /* Per-mesh state behind shard_map: set up by the first call (collectively); the groups of an
  * axis set, and their communicators, by the first collective over it. */
 typedef struct spmd__mesh_state {
+    spmd__attachment base; /* first: the mesh frees it through base.destroy */
     pthread_mutex_t lock;
     int ready;
     int broken; /* a process did not finish a failed call: the mesh is unusable */
@@ -109,47 +112,11 @@ typedef struct spmd__mesh_state {
     _Alignas(128) atomic_int waiting;
 } spmd__mesh_state;
 
-/** Serializes agreements over process views: their messages share the views' tags. */
-extern pthread_mutex_t spmd__setup_lock;
-
 /**
- * Agreement (spmd__comm_agree) over a view of `processes`, for a set that has no communicator
- * yet: creating one blocks until every member arrives, so it may only follow this. The caller
- * holds spmd__setup_lock (views share the set-up tags).
+ * The mesh's state, attached empty on first use (not collective); NULL, with the error set,
+ * when there is no memory for it.
  */
-spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprint,
-                                const char *description, spmd__wait *w);
-
-/*
- * Communicators over sets of processes for the collectives outside shard_map (reshard,
- * device_put's check): made by the first call over a set, kept until an exchange on one fails
- * or the next spmd_init. Each user keeps its own list, under a lock of its own.
- */
-typedef struct spmd__set_comm {
-    struct spmd__set_comm *next;
-    unsigned session;
-    int n;
-    int *processes;
-    spmd__comm *comm;
-} spmd__set_comm;
-
-/** The entry of `processes` in *list, or NULL; entries of an earlier session are dropped. */
-spmd__set_comm *spmd__set_comm_find(spmd__set_comm **list, const int *processes, int n,
-                                    unsigned session);
-/** Drops an entry whose communicator a failed exchange may have left messages in. */
-void spmd__set_comm_forget(spmd__set_comm **list, spmd__set_comm *gone);
-/**
- * The first call over a set: agrees over a view of `processes` (fingerprint, description,
- * within w), then creates their communicator with `tag` and adds it to *list.
- */
-spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, int n,
-                                  unsigned session, int tag, uint64_t fingerprint,
-                                  const char *description, spmd__wait *w, spmd__set_comm **out);
-
-/** The mesh's state, created empty on first use (not collective). */
 spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh);
-/** Frees the state (communicators included); the mesh is going away. */
-void spmd__mesh_state_destroy(spmd__mesh_state *state);
 
 /**
  * Collective over the mesh's processes on the first call: checks that they all set up the same

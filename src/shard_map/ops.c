@@ -10,9 +10,9 @@
 #include <spmd/ops.h>
 
 #include "runtime/check.h"
+#include "runtime/scalar_ops.h"
 #include "shard_map/executor.h"
 #include "shard_map/reduce.h"
-#include "shard_map/scalar_ops.h"
 #ifdef SPMD_HAVE_CUDA
 #include "runtime/backend/cuda.h"
 #endif

@@ -7,7 +7,7 @@
 
 #include "runtime/check.h"
 #include "runtime/random_values.h"
-#include "shard_map/array_impl.h"
+#include "array/array_impl.h"
 #include "shard_map/executor.h"
 #ifdef SPMD_HAVE_CUDA
 #include "runtime/backend/cuda.h"

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shard_map/copy.h"
-#include "shard_map/scalar_ops.h"
+#include "runtime/scalar_ops.h"
+#include "array/copy.h"
 
 int spmd__reducible(spmd_dtype dtype)
 {

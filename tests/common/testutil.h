@@ -32,6 +32,13 @@
 void spmd_test_check_status(spmd_status got, spmd_status expected, const char *expr,
                             const char *file, int line, ...);
 
+#ifdef SPMD_TEST_SHARDING_ONLY
+/* Tests linked with the sharding math alone (src/sharding and the basics, no runtime): nothing
+ * to start or finish, and meshes are abstract (the same index math, without devices). */
+static inline void spmd_test_init(void) {}
+static inline int spmd_test_finish(int failures) { return failures != 0; }
+#define spmd_test_mesh_create spmd_mesh_create_abstract
+#else
 /** spmd_init with defaults; exits with status 1 (after printing why) on failure. */
 void spmd_test_init(void);
 
@@ -40,6 +47,8 @@ void spmd_test_init(void);
  * the exit code: 0 when no process failed, 1 otherwise.
  */
 int spmd_test_finish(int failures);
+#define spmd_test_mesh_create spmd_mesh_create
+#endif
 
 /**
  * Non-fatal checks, for tests whose processes must keep making the same collective calls (a

@@ -165,6 +165,9 @@ int main(int argc, char **argv)
     unsetenv("SPMD_NUM_CPU_DEVICES");
     unsetenv("JAX_NUM_CPU_DEVICES");
     unsetenv("JAX_PLATFORMS");
+    /* The routed message comes from JAX_NUM_CPU_DEVICES, which sizes CPU devices (ctest sets
+     * SPMD_PLATFORM=cuda on a GPU run). */
+    setenv("SPMD_PLATFORM", "cpu", 1);
     if (argc > 1 && strcmp(argv[1], "--warning-level") == 0) {
         setenv("SPMD_LOG_LEVEL", "warning", 1);
         const struct CMUnitTest filtered[] = {cmocka_unit_test(test_level_filter)};

@@ -129,6 +129,8 @@ static void expect_cuda_listed_after_cpu(const char *variable, const char *value
 static void test_jax_variables(void **state)
 {
     (void)state;
+    /* JAX_NUM_CPU_DEVICES sizes CPU devices: pin the platform (ctest sets cuda on a GPU run) */
+    setenv("SPMD_PLATFORM", "cpu", 1);
     unsetenv("SPMD_NUM_CPU_DEVICES");
     setenv("JAX_NUM_CPU_DEVICES", "3", 1);
     assert_ok(spmd_init(NULL));
@@ -143,6 +145,7 @@ static void test_jax_variables(void **state)
     assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, "JAX_NUM_CPU_DEVICES", "\"many\"");
     unsetenv("JAX_NUM_CPU_DEVICES");
 
+    unsetenv("SPMD_PLATFORM"); /* else it wins over JAX_PLATFORMS */
     setenv("JAX_PLATFORMS", "cpu", 1);
     assert_ok(spmd_init(NULL));
     assert_int_equal(spmd_runtime_platform(), SPMD_PLATFORM_CPU);

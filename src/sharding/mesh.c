@@ -4,10 +4,9 @@
 #include <string.h>
 
 #include "runtime/check.h"
-#include "runtime/runtime_impl.h"
-#include "shard_map/groups.h"
-#include "shard_map/mesh_impl.h"
-#include "shard_map/spec_impl.h"
+#include "runtime/session.h"
+#include "sharding/mesh_impl.h"
+#include "sharding/spec_impl.h"
 
 spmd_status spmd__mesh_check_math(const spmd_mesh *mesh, const char *fn, const char *arg)
 {
@@ -47,6 +46,12 @@ spmd_status spmd__mesh_check_current(const spmd_mesh *mesh, const char *fn, cons
 
 static int valid(const spmd_mesh *m) { return m && m->magic == SPMD__MAGIC_MESH; }
 
+spmd__attachment *spmd__mesh_attach(spmd_mesh *mesh, spmd__attachment *a)
+{
+    spmd__attachment *kept = NULL;
+    return atomic_compare_exchange_strong(&mesh->attachment, &kept, a) ? a : kept;
+}
+
 void spmd__mesh_coords(const spmd_mesh *mesh, int flat, int *coords)
 {
     for (int a = 0; a < mesh->ndim; a++)
@@ -56,7 +61,9 @@ void spmd__mesh_coords(const spmd_mesh *mesh, int flat, int *coords)
 static void mesh_free(spmd_mesh *m)
 {
     m->magic = SPMD__MAGIC_DEAD;
-    spmd__mesh_state_destroy(m->state);
+    spmd__attachment *a = atomic_load(&m->attachment);
+    if (a)
+        a->destroy(a);
     free(m->device_ids);
     free(m->process_of);
     free(m->processes);
@@ -209,6 +216,7 @@ static spmd_status mesh_build(const spmd__runtime *rt, int num_global, int ndim,
     SPMD_REQUIRE(m != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
     m->magic = SPMD__MAGIC_MESH;
     atomic_init(&m->refs, 1);
+    atomic_init(&m->attachment, NULL);
     m->ndim = ndim;
     m->size = size;
     for (int a = ndim - 1, stride = 1; a >= 0; a--) {
@@ -228,14 +236,6 @@ static spmd_status mesh_build(const spmd__runtime *rt, int num_global, int ndim,
         mesh_free(m);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
     }
-    m->state = aligned_alloc(_Alignof(spmd__mesh_state), sizeof *m->state);
-    if (!m->state) {
-        mesh_free(m);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
-    }
-    memset(m->state, 0, sizeof *m->state);
-    pthread_mutex_init(&m->state->lock, NULL);
-    pthread_mutex_init(&m->state->tables_lock, NULL);
     for (int i = 0; i < m->num_global; i++)
         m->position_of[i] = -1;
     spmd_status st = place_devices(m, rt, device_ids, num_device_ids);
@@ -246,13 +246,6 @@ static spmd_status mesh_build(const spmd__runtime *rt, int num_global, int ndim,
         return st;
     }
     compute_contiguity(m, rt ? rt->process_count : 1, rt ? rt->process_index : -1);
-    size_t returned_bytes = (size_t)(m->num_local ? m->num_local : 1) * sizeof(spmd__private_word);
-    m->state->returned = aligned_alloc(_Alignof(spmd__private_word), returned_bytes);
-    if (!m->state->returned) {
-        mesh_free(m);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_mesh_create: out of memory");
-    }
-    memset(m->state->returned, 0, returned_bytes);
     *out = m;
     return SPMD_OK;
 }

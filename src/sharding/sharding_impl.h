@@ -7,7 +7,7 @@
 
 #include <spmd/sharding.h>
 
-typedef struct spmd__reshard_plans spmd__reshard_plans;
+#include "sharding/attachment.h"
 
 /**
  * Where a sharding puts the blocks of an array: its mesh's devices in flat order, the mesh's
@@ -28,7 +28,7 @@ typedef struct spmd__layout {
     int length;
     int entry_size[SPMD_MAX_RANK];
     int entry_axis[SPMD_MAX_RANK][SPMD_MAX_MESH_AXES];
-    spmd__reshard_plans *reshard_plans; /* plans from this layout (reshard.c, under its lock) */
+    spmd__attachment *reshard_plans; /* plans from this layout (reshard.c, under its lock) */
 } spmd__layout;
 
 struct spmd_sharding {
@@ -44,9 +44,6 @@ struct spmd_sharding {
     int fully_replicated;
     spmd__layout *layout; /* shared with every sharding of the same layout */
 };
-
-/** Frees the reshard plans cached on a layout; NULL-safe. */
-void spmd__reshard_plans_free(spmd__reshard_plans *plans);
 
 spmd_status spmd__sharding_check(const spmd_sharding *sh, const char *fn, const char *arg);
 

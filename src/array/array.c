@@ -6,13 +6,13 @@
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/env.h"
+#include "runtime/process_sets.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
-#include "shard_map/array_impl.h"
-#include "shard_map/copy.h"
-#include "shard_map/groups.h" /* spmd__agree_on_view */
-#include "shard_map/mesh_impl.h"
-#include "shard_map/sharding_impl.h"
+#include "sharding/mesh_impl.h"
+#include "sharding/sharding_impl.h"
+#include "array/array_impl.h"
+#include "array/copy.h"
 
 spmd_status spmd__array_check(const spmd_array *a, const char *fn, const char *arg)
 {

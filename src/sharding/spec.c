@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "runtime/check.h"
-#include "shard_map/spec_impl.h"
+#include "sharding/spec_impl.h"
 
 spmd_status spmd__check_axis_name(const char *name, const char *what)
 {

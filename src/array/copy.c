@@ -1,4 +1,4 @@
-#include "shard_map/copy.h"
+#include "array/copy.h"
 
 #include <string.h>
 

@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "runtime/check.h"
-#include "shard_map/mesh_impl.h"
-#include "shard_map/sharding_impl.h"
-#include "shard_map/spec_impl.h"
+#include "sharding/mesh_impl.h"
+#include "sharding/sharding_impl.h"
+#include "sharding/spec_impl.h"
 
 spmd_status spmd__sharding_check(const spmd_sharding *sh, const char *fn, const char *arg)
 {
@@ -134,7 +134,8 @@ static void layout_release(spmd_sharding *sh)
     }
     pthread_mutex_unlock(&layouts_lock);
     if (last) {
-        spmd__reshard_plans_free(e->reshard_plans);
+        if (e->reshard_plans)
+            e->reshard_plans->destroy(e->reshard_plans);
         free(e->device_ids);
         free(e);
     }

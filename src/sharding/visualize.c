@@ -5,8 +5,8 @@
 #include <spmd/runtime.h>
 
 #include "runtime/check.h"
-#include "shard_map/mesh_impl.h"
-#include "shard_map/sharding_impl.h"
+#include "sharding/mesh_impl.h"
+#include "sharding/sharding_impl.h"
 
 typedef struct cell {
     char label[256];

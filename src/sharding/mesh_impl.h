@@ -7,6 +7,8 @@
 
 #include <spmd/mesh.h>
 
+#include "sharding/attachment.h"
+
 struct spmd_mesh {
     uint32_t magic;
     atomic_int refs;
@@ -29,7 +31,7 @@ struct spmd_mesh {
     int local_shape[SPMD_MAX_MESH_AXES];  /* valid when contiguous and num_local > 0 */
     int local_origin[SPMD_MAX_MESH_AXES]; /* first coordinate of this process's subcube */
     char why_not_contiguous[512];
-    struct spmd__mesh_state *state; /* shard_map's groups and communicators */
+    _Atomic(spmd__attachment *) attachment; /* shard_map's groups, attached on first use */
 };
 
 spmd_status spmd__mesh_check(const spmd_mesh *mesh, const char *fn, const char *arg);
@@ -39,6 +41,12 @@ spmd_status spmd__mesh_check_current(const spmd_mesh *mesh, const char *fn, cons
 spmd_status spmd__mesh_refuse_abstract(const spmd_mesh *mesh, const char *fn, const char *arg);
 /** As spmd__mesh_check_current, or an abstract mesh (the sharding math needs no devices). */
 spmd_status spmd__mesh_check_math(const spmd_mesh *mesh, const char *fn, const char *arg);
+
+/**
+ * Attaches `a` unless another thread attached one first: returns the one the mesh keeps (the
+ * caller destroys `a` when it is not that one).
+ */
+spmd__attachment *spmd__mesh_attach(spmd_mesh *mesh, spmd__attachment *a);
 
 /** Coordinates of flat position `flat`. */
 void spmd__mesh_coords(const spmd_mesh *mesh, int flat, int *coords);

@@ -6,7 +6,7 @@
 
 #include <spmd/array.h>
 
-#include "shard_map/buffer.h"
+#include "array/buffer.h"
 
 typedef struct spmd__shard_slot {
     int device_id;

@@ -17,14 +17,14 @@
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/pieces.h"
+#include "runtime/process_sets.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
-#include "shard_map/array_impl.h"
-#include "shard_map/copy.h"
-#include "shard_map/groups.h"
-#include "shard_map/mesh_impl.h"
-#include "shard_map/sharding_impl.h"
-#include "shard_map/spec_impl.h"
+#include "sharding/mesh_impl.h"
+#include "sharding/sharding_impl.h"
+#include "sharding/spec_impl.h"
+#include "array/array_impl.h"
+#include "array/copy.h"
 
 /* Communicator tag of reshard communicators (meshes use 1..30001, processes 30002). */
 enum { RESHARD_TAG = 30003, PLANS_PER_LAYOUT = 8, MAX_BATCH = 1024 };
@@ -75,10 +75,12 @@ typedef struct reshard_plan {
     uint64_t steps;           /* the work of making it */
 } reshard_plan;
 
-struct spmd__reshard_plans {
+/* The plans from one layout, attached to it (it frees them with itself). */
+typedef struct reshard_plans {
+    spmd__attachment base; /* first */
     int count;
     reshard_plan *plans[PLANS_PER_LAYOUT]; /* most recent first */
-};
+} reshard_plans;
 
 /* Calls are collective and issued in the same order everywhere: one at a time. */
 static pthread_mutex_t reshard_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -147,10 +149,9 @@ static void plan_free(reshard_plan *p)
     free(p);
 }
 
-void spmd__reshard_plans_free(spmd__reshard_plans *plans)
+static void reshard_plans_free(spmd__attachment *a)
 {
-    if (!plans)
-        return;
+    reshard_plans *plans = (reshard_plans *)a;
     for (int i = 0; i < plans->count; i++)
         plan_free(plans->plans[i]);
     free(plans);
@@ -839,7 +840,7 @@ static spmd_status plan_get(const spmd_sharding *from, const spmd_sharding *to, 
                             int *built)
 {
     *built = 0;
-    spmd__reshard_plans *c = from->layout->reshard_plans;
+    reshard_plans *c = (reshard_plans *)from->layout->reshard_plans;
     for (int i = 0; c && i < c->count; i++) {
         reshard_plan *p = c->plans[i];
         if (p->dst_uid != to->layout->uid || p->ndim != ndim ||
@@ -853,7 +854,8 @@ static spmd_status plan_get(const spmd_sharding *from, const spmd_sharding *to, 
     if (!c) {
         c = calloc(1, sizeof *c);
         SPMD_REQUIRE(c != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_reshard: out of memory");
-        from->layout->reshard_plans = c;
+        c->base.destroy = reshard_plans_free;
+        from->layout->reshard_plans = &c->base;
     }
     reshard_plan *p = NULL;
     SPMD_CHECK(plan_build(from, to, ndim, shape, rt, &p));

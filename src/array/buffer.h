@@ -27,10 +27,7 @@ spmd_status spmd__buffer_view(spmd__buffer *parent, size_t offset, size_t nbytes
                               spmd__buffer **out);
 /** 1 when no other array can see b's memory: one reference, and neither a view nor viewed. */
 int spmd__buffer_is_exclusive(spmd__buffer *b);
-/** Drops a reference; the last one frees the memory or keeps it for reuse. NULL-safe. */
+/** Drops a reference; the last one gives the memory back (runtime/memory_pool.c). NULL-safe. */
 void spmd__buffer_release(spmd__buffer *b);
-
-/** Frees the memory kept for reuse (spmd_finalize); later releases free directly. */
-void spmd__buffer_pool_drain(void);
 
 #endif /* SPMD_BUFFER_H */

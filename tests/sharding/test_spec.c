@@ -1,6 +1,6 @@
 /* Partition specs: the parser of the Python spelling, JAX's printed form, the builder, copies,
- * equivalence, and every malformed string and bad builder call (SEMANTICS.md (b)). One process,
- * one device: specs need no runtime, but the test helpers initialise and finalise it. */
+ * equivalence, and every malformed string and bad builder call (SEMANTICS.md (b)). Linked with
+ * the sharding math alone (src/sharding and the basics): specs need no runtime. */
 #include "testutil.h"
 
 #include <stdio.h>

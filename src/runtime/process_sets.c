@@ -1,0 +1,90 @@
+/* Agreements and communicators over sets of processes. */
+#include "runtime/process_sets.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+
+/* One set-up at a time in this process, so that communicator creations (collective over
+ * overlapping process sets) happen in the same order everywhere. */
+pthread_mutex_t spmd__setup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprint,
+                                const char *description, spmd__wait *w)
+{
+    spmd__comm *view = NULL;
+    SPMD_CHECK(spmd__comm_view(processes, n, &view));
+    spmd_status st = spmd__comm_agree(view, fingerprint, description, w);
+    if (st == SPMD_OK)
+        spmd__comm_destroy(view);
+    else
+        spmd__comm_abandon(view); /* it may hold unfinished messages */
+    return st;
+}
+
+static void set_comm_free(spmd__set_comm *e)
+{
+    spmd__comm_abandon(e->comm); /* it may hold unfinished messages */
+    free(e->processes);
+    free(e);
+}
+
+spmd__set_comm *spmd__set_comm_find(spmd__set_comm **list, const int *processes, int n,
+                                    unsigned session)
+{
+    for (spmd__set_comm **at = list; *at;) {
+        spmd__set_comm *e = *at;
+        if (e->session != session) { /* made before the last spmd_finalize */
+            *at = e->next;
+            set_comm_free(e);
+            continue;
+        }
+        if (e->n == n && memcmp(e->processes, processes, (size_t)n * sizeof(int)) == 0)
+            return e;
+        at = &e->next;
+    }
+    return NULL;
+}
+
+void spmd__set_comm_forget(spmd__set_comm **list, spmd__set_comm *gone)
+{
+    for (spmd__set_comm **at = list; *at; at = &(*at)->next)
+        if (*at == gone) {
+            *at = gone->next;
+            set_comm_free(gone);
+            return;
+        }
+}
+
+spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, int n,
+                                  unsigned session, int tag, uint64_t fingerprint,
+                                  const char *description, spmd__wait *w, spmd__set_comm **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&spmd__setup_lock);
+    spmd_status st = spmd__agree_on_view(processes, n, fingerprint, description, w);
+    pthread_mutex_unlock(&spmd__setup_lock);
+    if (st != SPMD_OK)
+        return st;
+    spmd__set_comm *e = calloc(1, sizeof *e);
+    if (e)
+        e->processes = malloc((size_t)n * sizeof(int));
+    if (!e || !e->processes) {
+        free(e);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator's record");
+    }
+    memcpy(e->processes, processes, (size_t)n * sizeof(int));
+    e->n = n;
+    e->session = session;
+    st = spmd__comm_create(processes, n, tag, &e->comm);
+    if (st != SPMD_OK) {
+        free(e->processes);
+        free(e);
+        return st;
+    }
+    e->next = *list;
+    *list = e;
+    *out = e;
+    return SPMD_OK;
+}

@@ -1,0 +1,48 @@
+/* Private: agreements and communicators over sets of processes, for the calls that make one
+ * (shard_map's set-up, reshard, device_put's check, the multihost collectives). */
+#ifndef SPMD_PROCESS_SETS_H
+#define SPMD_PROCESS_SETS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "runtime/comm.h"
+
+/** Serializes agreements over process views: their messages share the views' tags. */
+extern pthread_mutex_t spmd__setup_lock;
+
+/**
+ * Agreement (spmd__comm_agree) over a view of `processes`, for a set that has no communicator
+ * yet: creating one blocks until every member arrives, so it may only follow this. The caller
+ * holds spmd__setup_lock (views share the set-up tags).
+ */
+spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprint,
+                                const char *description, spmd__wait *w);
+
+/*
+ * Communicators over sets of processes for the collectives outside shard_map (reshard,
+ * device_put's check): made by the first call over a set, kept until an exchange on one fails
+ * or the next spmd_init. Each user keeps its own list, under a lock of its own.
+ */
+typedef struct spmd__set_comm {
+    struct spmd__set_comm *next;
+    unsigned session;
+    int n;
+    int *processes;
+    spmd__comm *comm;
+} spmd__set_comm;
+
+/** The entry of `processes` in *list, or NULL; entries of an earlier session are dropped. */
+spmd__set_comm *spmd__set_comm_find(spmd__set_comm **list, const int *processes, int n,
+                                    unsigned session);
+/** Drops an entry whose communicator a failed exchange may have left messages in. */
+void spmd__set_comm_forget(spmd__set_comm **list, spmd__set_comm *gone);
+/**
+ * The first call over a set: agrees over a view of `processes` (fingerprint, description,
+ * within w), then creates their communicator with `tag` and adds it to *list.
+ */
+spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, int n,
+                                  unsigned session, int tag, uint64_t fingerprint,
+                                  const char *description, spmd__wait *w, spmd__set_comm **out);
+
+#endif /* SPMD_PROCESS_SETS_H */

@@ -1,0 +1,50 @@
+/*
+ * Private: the running start-up of libspmd as every layer reads it: its processes, its global
+ * device table and its number. spmd_init builds it (runtime.c) and publishes it here; this file
+ * holds no threads, MPI or backends, so the sharding math links it with the error and dtype
+ * basics alone.
+ */
+#ifndef SPMD_SESSION_H
+#define SPMD_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <spmd/runtime.h>
+
+struct spmd__backend;
+
+typedef struct spmd__runtime {
+    int process_index;
+    int process_count;
+    spmd_platform platform;
+    const struct spmd__backend *backend; /* runtime_impl.h reads it */
+    int num_devices;                     /* global */
+    spmd_device_info *devices;           /* indexed by global id */
+    int num_local;
+    int first_local;               /* global id of local ordinal 0: ids are process-major */
+    unsigned session;              /* bumped by every start-up; meshes remember theirs */
+    int64_t collective_timeout_ns; /* $SPMD_COLLECTIVE_TIMEOUT */
+    size_t buffer_pool_bytes;      /* $SPMD_BUFFER_POOL_MB: freed device memory kept for reuse */
+} spmd__runtime;
+
+/** The runtime, or NULL (with an error naming `fn`) when libspmd is not initialized. */
+const spmd__runtime *spmd__runtime_get(const char *fn);
+
+/**
+ * The runtime, or NULL (with an error naming `fn`) when libspmd is not initialized or when
+ * `session` is not the current start-up (the object was built before an spmd_finalize).
+ */
+const spmd__runtime *spmd__runtime_get_session(const char *fn, unsigned session);
+
+/** spmd_init's last step: `rt` (copied) becomes what every reader sees. */
+void spmd__runtime_publish(const spmd__runtime *rt);
+/**
+ * spmd_finalize's first step: readers see an uninitialized libspmd again (a call under way may
+ * still read the table while the workers stop).
+ */
+void spmd__runtime_retract(void);
+/** spmd_finalize's last step, once nothing reads the table: it is zeroed. */
+void spmd__runtime_clear(void);
+
+#endif /* SPMD_SESSION_H */

@@ -1,0 +1,96 @@
+#!/bin/sh
+# Feeds src/check_layers.sh copies of the tree with one bad include each and expects it to fail
+# naming that file, line and edge; the unchanged copy must pass. usage: check_layers_rejects.sh ROOT
+set -eu
+root=$1
+check=$root/src/check_layers.sh
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+# fresh copy of src/ and include/ in $work/tree
+fresh() {
+    rm -rf "$work/tree"
+    mkdir -p "$work/tree"
+    cp -R "$root/src" "$root/include" "$work/tree/"
+}
+
+# expect_rejected WHAT FILE LINE_TEXT FRAGMENT...: FILE gets LINE_TEXT as its first line; the
+# check must exit 1 and print every fragment.
+expect_rejected() {
+    what=$1 file=$2 text=$3
+    shift 3
+    fresh
+    { printf '%s\n' "$text"; cat "$work/tree/src/$file"; } > "$work/edit"
+    mv "$work/edit" "$work/tree/src/$file"
+    rc=0
+    sh "$check" "$work/tree" > "$work/out" 2>&1 || rc=$?
+    if [ "$rc" -ne 1 ]; then
+        echo "FAIL: $what: exit $rc, want 1; output:"; cat "$work/out"
+        failures=$((failures + 1))
+        return
+    fi
+    for fragment in "$@"; do
+        if ! grep -qF -- "$fragment" "$work/out"; then
+            echo "FAIL: $what: output lacks \"$fragment\":"; cat "$work/out"
+            failures=$((failures + 1))
+            return
+        fi
+    done
+    echo "ok: $what"
+}
+
+fresh
+if sh "$check" "$work/tree" > "$work/out" 2>&1; then
+    echo "ok: the unchanged tree passes"
+else
+    echo "FAIL: the unchanged tree is rejected:"; cat "$work/out"
+    failures=$((failures + 1))
+fi
+
+expect_rejected "sharding includes shard_map (upward)" sharding/spec.c \
+    '#include "shard_map/executor.h"' \
+    "src/sharding/spec.c:1: includes shard_map/executor.h (layer shard_map)" "layer sharding"
+expect_rejected "sharding includes the runtime's threads" sharding/mesh.c \
+    '#include "runtime/worker.h"' "src/sharding/mesh.c:1: includes runtime/worker.h (layer runtime)"
+expect_rejected "sharding includes array (upward)" sharding/sharding.c \
+    '#include "array/array_impl.h"' "src/sharding/sharding.c:1: includes array/array_impl.h"
+expect_rejected "sharding includes <mpi.h>" sharding/visualize.c '#include <mpi.h>' \
+    "src/sharding/visualize.c:1: includes <mpi.h>, which layer sharding refuses"
+expect_rejected "sharding includes a CUDA header" sharding/mesh_impl.h \
+    '#include <cuda_runtime.h>' "includes <cuda_runtime.h>, which layer sharding refuses"
+expect_rejected "runtime includes array (upward)" runtime/runtime.c '#include "array/buffer.h"' \
+    "src/runtime/runtime.c:1: includes array/buffer.h (layer array)" "layer runtime"
+expect_rejected "a CUDA kernel includes shard_map (upward)" runtime/backend/cuda_kernels.cu \
+    '#include "shard_map/reduce.h"' "src/runtime/backend/cuda_kernels.cu:1: includes shard_map/reduce.h"
+expect_rejected "array includes shard_map (upward)" array/reshard.c '#include "shard_map/groups.h"' \
+    "src/array/reshard.c:1: includes shard_map/groups.h (layer shard_map)"
+expect_rejected "the basics include the runtime" runtime/session.c '#include "runtime/log.h"' \
+    "src/runtime/session.c:1: includes runtime/log.h (layer runtime)" "layer basics"
+expect_rejected "pmap includes multihost (sideways)" pmap/pmap.c '#include "multihost/shapes.c"' \
+    "src/pmap/pmap.c:1: includes multihost/shapes.c (layer multihost)"
+expect_rejected "a relative path up and over" sharding/spec.c '#include "../array/copy.h"' \
+    "src/sharding/spec.c:1: includes array/copy.h (layer array)"
+expect_rejected "sharding includes array in <brackets>" sharding/spec.c '#include <array/buffer.h>' \
+    "src/sharding/spec.c:1: includes array/buffer.h (layer array)"
+expect_rejected "sharding includes <spmd/mpi.h>" sharding/spec.c '#include <spmd/mpi.h>' \
+    "src/sharding/spec.c:1: includes <spmd/mpi.h>, which layer sharding refuses"
+expect_rejected "a relative path out of src/" sharding/mesh.c \
+    '#include "../../include/spmd.h"' \
+    "src/sharding/mesh.c:1: includes \"../../include/spmd.h\", a path out of src/"
+expect_rejected "an include that is nowhere" shard_map/ops.c '#include "shard_map/gone.h"' \
+    "src/shard_map/ops.c:1: includes \"shard_map/gone.h\", which is neither"
+
+fresh
+mkdir "$work/tree/src/newfolder"
+printf '#include "runtime/check.h"\n' > "$work/tree/src/newfolder/x.c"
+rc=0
+sh "$check" "$work/tree" > "$work/out" 2>&1 || rc=$?
+if [ "$rc" -eq 1 ] && grep -qF "src/newfolder/x.c: in no layer" "$work/out"; then
+    echo "ok: a file in no layer"
+else
+    echo "FAIL: a file in no layer: exit $rc:"; cat "$work/out"
+    failures=$((failures + 1))
+fi
+
+[ "$failures" -eq 0 ] || { echo "$failures case(s) failed"; exit 1; }
