@@ -5,6 +5,7 @@
 
 #include "runtime/check.h"
 #include "runtime/memory_pool.h"
+#include "runtime/runtime_impl.h"
 
 spmd_status spmd__buffer_create(int device_id, size_t nbytes, spmd__buffer **out)
 {
@@ -20,7 +21,7 @@ spmd_status spmd__buffer_create(int device_id, size_t nbytes, spmd__buffer **out
     b->backend = spmd__device_backend(rt, device_id);
     b->nbytes = nbytes;
     b->parent = NULL;
-    spmd_status st = spmd__memory_alloc(rt, b->backend, device_id, b->hw, nbytes, &b->data);
+    spmd_status st = spmd__memory_alloc(b->backend, device_id, b->hw, nbytes, &b->data);
     if (st != SPMD_OK) {
         free(b);
         return st;

@@ -23,20 +23,23 @@ static pooled pool[POOL_MAX_BLOCKS]; /* oldest first */
 static int pool_count;
 static size_t pool_bytes;
 static size_t pool_limit;
-static int pool_open; /* between the first allocation of a start-up and spmd_finalize */
+static int pool_open; /* between spmd_init and spmd_finalize */
+
+void spmd__memory_pool_open(size_t limit_bytes)
+{
+    pthread_mutex_lock(&pool_lock);
+    pool_limit = limit_bytes;
+    pool_open = 1;
+    pthread_mutex_unlock(&pool_lock);
+}
 
 /* A kept block of this device and size, or NULL. */
-static void *pool_take(const spmd__runtime *rt, const spmd__backend *backend, int device_id, int hw,
-                       size_t nbytes)
+static void *pool_take(const spmd__backend *backend, int device_id, int hw, size_t nbytes)
 {
     if (nbytes < POOL_MIN_BYTES)
         return NULL;
     void *data = NULL;
     pthread_mutex_lock(&pool_lock);
-    if (!pool_open) {
-        pool_limit = rt->buffer_pool_bytes;
-        pool_open = 1;
-    }
     for (int i = pool_count - 1; i >= 0; i--)
         if (pool[i].device_id == device_id && pool[i].nbytes == nbytes &&
             pool[i].backend == backend && pool[i].hw == hw) {
@@ -49,10 +52,10 @@ static void *pool_take(const spmd__runtime *rt, const spmd__backend *backend, in
     return data;
 }
 
-spmd_status spmd__memory_alloc(const spmd__runtime *rt, const spmd__backend *backend, int device_id,
-                               int hw, size_t nbytes, void **data)
+spmd_status spmd__memory_alloc(const spmd__backend *backend, int device_id, int hw, size_t nbytes,
+                               void **data)
 {
-    *data = pool_take(rt, backend, device_id, hw, nbytes);
+    *data = pool_take(backend, device_id, hw, nbytes);
     return *data ? SPMD_OK : backend->alloc(hw, nbytes, data);
 }
 

@@ -440,8 +440,10 @@ spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_c
     if (init_count == 0)
         st = init_locked(&o, user_comm);
     if (st == SPMD_OK) {
-        if (init_count++ == 0)
+        if (init_count++ == 0) {
+            spmd__memory_pool_open(rt.buffer_pool_bytes);
             spmd__runtime_publish(&rt);
+        }
     }
     pthread_mutex_unlock(&init_lock);
     return st;
