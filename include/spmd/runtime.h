@@ -43,8 +43,9 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_init_options_init(spmd_init_options *op
  * that every process sees the same global device list (ids are process-major).
  *
  * Collective over: every process of MPI_COMM_WORLD when MPI is used. Once MPI is up, the
- * processes meet with a deadline of SPMD_COLLECTIVE_TIMEOUT: a process that does not call
- * spmd_init in time is named (SPMD_ERR_TIMEOUT), not waited for; MPI is then left initialized
+ * processes meet with a deadline of SPMD_INIT_TIMEOUT seconds (default 300; the collective
+ * timeout does not apply here): a process that does not call spmd_init in time is named
+ * (SPMD_ERR_TIMEOUT), not waited for; MPI is then left initialized
  * (MPI_Finalize would wait for that process) and the process should end. A process late for
  * MPI_Init_thread itself (when spmd_init initializes MPI) keeps the others in Open MPI's own
  * wait, which has no timeout (mpirun --timeout bounds the whole job).

@@ -556,6 +556,7 @@ static void fetch_texts(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, 
                         .cancelled = w->cancelled,
                         .arg = w->arg,
                         .what = w->what,
+                        .timeout_name = w->timeout_name,
                         .late_told_later = 1};
     size_t bytes = sizeof *out;
     header h;
@@ -583,6 +584,11 @@ static spmd_status missing_error(const spmd__comm *c, const header *h, const spm
     char who[128], what[TEXT];
     list_ranks(c, h, who, sizeof who);
     w->peer_missing = 1;
+    if (w->timeout_name)
+        return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                          "%s: process(es) %s did not arrive within %s; every process must make "
+                          "this call, and one that is only slow needs a larger %s",
+                          what_of(w, a, what, sizeof what), who, w->timeout_name, w->timeout_name);
     return SPMD_ERROR(SPMD_ERR_TIMEOUT,
                       "%s: process(es) %s did not arrive within the collective timeout "
                       "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same collectives "
@@ -621,6 +627,13 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
     }
     if (!(h->flags & FLAG_SIZE)) {
         int by = x->late_by;
+        if (by >= 0 && w->timeout_name)
+            return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                              "%s: this process (%d) arrived after process %d had given up "
+                              "waiting for it, more than %s late; every process must make this "
+                              "call, and one that is only slow needs a larger %s",
+                              what_of(w, a, what, sizeof what), c->processes[c->rank],
+                              c->processes[by], w->timeout_name, w->timeout_name);
         if (by >= 0)
             return SPMD_ERROR(SPMD_ERR_TIMEOUT,
                               "%s: this process (%d) arrived after process %d had given up "

@@ -24,6 +24,9 @@ typedef struct spmd__wait {
     spmd_status (*cancelled)(void *arg);
     void *arg;
     const char *what; /**< the operation, for the timeout message */
+    /** the variable that set deadline_ns, for the timeout message; NULL: the collective
+     * timeout (SPMD_COLLECTIVE_TIMEOUT) */
+    const char *timeout_name;
     /** > 0: the exchange's tags come from this number, which every rank gives alike (a call's
      * number), instead of the communicator's running count: for a communicator on which ranks
      * may have made different numbers of exchanges (after a failed call). */

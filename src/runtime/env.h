@@ -12,8 +12,9 @@
 spmd_status spmd__env_int(const char *name, long min, long max, long *value, int *is_set);
 
 /**
- * Reads a duration in seconds (a positive decimal number) from variable `name` into
- * *seconds when it is set; SPMD_ERR_INVALID_ARGUMENT naming it otherwise.
+ * Reads a duration in seconds (a number in (0, 1e7]) from variable `name` into *seconds when it
+ * is set; leaves *seconds (the default, which the message quotes) alone otherwise.
+ * SPMD_ERR_INVALID_ARGUMENT naming the variable when it is set to anything else, empty included.
  */
 spmd_status spmd__env_seconds(const char *name, double *seconds);
 

@@ -15,7 +15,7 @@
  */
 spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int *count);
 /** Moves to a private duplicate of the chosen communicator, once every process is known to be
- * there; waits at most timeout_ns. Collective. */
+ * there; waits at most timeout_ns (the start-up timeout, SPMD_INIT_TIMEOUT). Collective. */
 spmd_status spmd__proc_go_private(int64_t timeout_ns);
 /** Leaves the process group (finalizing MPI when spmd_init initialized it). */
 spmd_status spmd__proc_finalize(void);

@@ -137,9 +137,8 @@ spmd_status spmd__proc_go_private(int64_t timeout_ns)
             break;
         /* every process was there a moment ago: only one that stopped since keeps this going */
         SPMD_REQUIRE(spmd__now_ns() < deadline, SPMD_ERR_TIMEOUT,
-                     "duplicating the communicator did not complete within the collective "
-                     "timeout, although every process had arrived: a process stopped during "
-                     "start-up");
+                     "duplicating the communicator did not complete within SPMD_INIT_TIMEOUT, "
+                     "although every process had arrived: a process stopped during start-up");
         struct timespec pause = {0, 200000};
         nanosleep(&pause, NULL);
     }

@@ -24,6 +24,10 @@
 #define MAX_DEVICES_PER_GPU 64
 /* Long enough for a slow step on another process; short enough to report a mistake. */
 #define DEFAULT_COLLECTIVE_TIMEOUT_S 300.0
+/* How long spmd_init waits for the other processes: jax.distributed.initialize's default
+ * initialization_timeout. Apart from the collective timeout, so that a short one (to catch a
+ * mismatched collective quickly) does not fail a job whose processes start unevenly. */
+#define DEFAULT_INIT_TIMEOUT_S 300.0
 #define DEFAULT_BUFFER_POOL_MB 1024
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -169,11 +173,17 @@ static spmd_status platform_from_env(int *platform, int *cuda_listed)
 /* Decides this process's platform and device count (no communication). */
 static spmd_status resolve_local_devices(const spmd_init_options *o, process_record *rec)
 {
-    /* first: the start-up exchange waits this long even when something below fails */
+    /* first: the start-up exchange waits this long even when something below fails (a bad
+     * value leaves the default) */
+    double init_s = DEFAULT_INIT_TIMEOUT_S;
+    spmd_status init_st = spmd__env_seconds("SPMD_INIT_TIMEOUT", &init_s);
+    rt.init_timeout_ns = (int64_t)(init_s * 1e9);
+    /* the start-up exchanges take their step timing and grace period from it too */
+    spmd__comm_set_timeout(rt.init_timeout_ns);
+    SPMD_CHECK(init_st);
     double timeout_s = DEFAULT_COLLECTIVE_TIMEOUT_S;
     SPMD_CHECK(spmd__env_seconds("SPMD_COLLECTIVE_TIMEOUT", &timeout_s));
     rt.collective_timeout_ns = (int64_t)(timeout_s * 1e9);
-    spmd__comm_set_timeout(rt.collective_timeout_ns);
     int platform = o->platform, cuda_listed = platform == SPMD_PLATFORM_CUDA;
     if (platform == SPMD_AUTO)
         SPMD_CHECK(platform_from_env(&platform, &cuda_listed));
@@ -286,9 +296,10 @@ static spmd_status exchange_records(const process_record *mine, process_record *
     snprintf(version, sizeof version, "libspmd start-up %s", SPMD_VERSION_STRING);
     spmd__agreement a = {spmd__fnv1a(SPMD__FNV1A_SEED, version, strlen(version)), describe_start_up,
                          NULL};
-    int64_t timeout = rt.collective_timeout_ns > 0 ? rt.collective_timeout_ns
-                                                   : (int64_t)(DEFAULT_COLLECTIVE_TIMEOUT_S * 1e9);
-    spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout, .what = "spmd_init"};
+    int64_t timeout = rt.init_timeout_ns;
+    spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout,
+                    .what = "spmd_init",
+                    .timeout_name = "SPMD_INIT_TIMEOUT"};
     if (st == SPMD_OK) {
         all[rt.process_index] = *mine;
         st = spmd__comm_checked_allgatherv(view, &a, NULL, all, counts, &w);
@@ -410,9 +421,11 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
     }
     free(all);
     if (st == SPMD_OK) {
-        st = spmd__proc_go_private(rt.collective_timeout_ns);
+        st = spmd__proc_go_private(rt.init_timeout_ns);
         missing = st != SPMD_OK;
     }
+    if (rt.collective_timeout_ns > 0) /* start-up is over (0: its variable was refused) */
+        spmd__comm_set_timeout(rt.collective_timeout_ns);
     if (st == SPMD_OK)
         st = start_workers();
     if (st != SPMD_OK) {

@@ -25,6 +25,7 @@ typedef struct spmd__runtime {
     int first_local;               /* global id of local ordinal 0: ids are process-major */
     unsigned session;              /* bumped by every start-up; meshes remember theirs */
     int64_t collective_timeout_ns; /* $SPMD_COLLECTIVE_TIMEOUT */
+    int64_t init_timeout_ns;       /* $SPMD_INIT_TIMEOUT: spmd_init's wait for the others */
     size_t buffer_pool_bytes;      /* $SPMD_BUFFER_POOL_MB: freed device memory kept for reuse */
 } spmd__runtime;
 

@@ -108,6 +108,40 @@ static void test_log_level(void **state)
     unsetenv("SPMD_LOG_LEVEL");
 }
 
+/* SPMD_INIT_TIMEOUT and SPMD_COLLECTIVE_TIMEOUT take the same values and refuse the same ones
+ * by name: a number of seconds in (0, 1e7]; set but empty is refused too (a script that meant
+ * to set it). */
+static void test_bad_timeouts(void **state)
+{
+    (void)state;
+    static const char *const variables[] = {"SPMD_INIT_TIMEOUT", "SPMD_COLLECTIVE_TIMEOUT"};
+    static const char *const bad[] = {"abc", "-1", "0", "inf", "nan", "1e8", "5s", " 2 "};
+    for (size_t v = 0; v < 2; v++) {
+        const char *var = variables[v];
+        char *saved = getenv(var) ? strdup(getenv(var)) : NULL;
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            char quoted[64];
+            snprintf(quoted, sizeof quoted, "%s=\"%s\"", var, bad[i]);
+            setenv(var, bad[i], 1);
+            assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, quoted,
+                          "is not a number of seconds in (0, 1e7]", "or unset it");
+            assert_false(spmd_is_initialized());
+        }
+        setenv(var, "", 1);
+        assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, var, "is set but empty",
+                      "unset it for the default (300 s)");
+        assert_false(spmd_is_initialized());
+        setenv(var, "0.25", 1);
+        assert_ok(spmd_init(NULL));
+        finalize_ok();
+        if (saved)
+            setenv(var, saved, 1);
+        else
+            unsetenv(var);
+        free(saved);
+    }
+}
+
 /* A platform list as in JAX_PLATFORMS: devices from the first entry, every entry usable. */
 static void expect_cuda_listed_after_cpu(const char *variable, const char *value)
 {
@@ -232,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_options_override_environment),
         cmocka_unit_test(test_finalize_without_init),
         cmocka_unit_test(test_log_level),
+        cmocka_unit_test(test_bad_timeouts),
         cmocka_unit_test(test_jax_variables),
         cmocka_unit_test(test_objects_from_an_earlier_start_up),
         cmocka_unit_test(test_forced_mpi),

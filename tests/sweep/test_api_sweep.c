@@ -1018,6 +1018,9 @@ static void sweep_spmd_init(void)
     BAD_INIT(init_with_env("SPMD_PLATFORM", "tpu"), 0);
     BAD_INIT(init_with_env("SPMD_COLLECTIVE_TIMEOUT", "-1"), 0);
     BAD_INIT(init_with_env("SPMD_COLLECTIVE_TIMEOUT", "soon"), 0);
+    BAD_INIT(init_with_env("SPMD_INIT_TIMEOUT", "-1"), 0);
+    BAD_INIT(init_with_env("SPMD_INIT_TIMEOUT", "soon"), 0);
+    BAD_INIT(init_with_env("SPMD_INIT_TIMEOUT", ""), 0);
     BAD_INIT(init_with_env("SPMD_BUFFER_POOL_MB", "-1"), 0);
     /* nested: the options are checked, and a failure takes no reference */
     runtime_up();
