@@ -309,8 +309,11 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_pswapaxes(spmd_ctx *ctx, const spmd_blo
                                                    spmd_block *out, const char *axes, int axis,
                                                    const spmd_axis_groups *groups);
 /**
- * pshuffle: position i receives the block of position perm[i] (perm has the group size n and
- * must be a permutation of 0..n-1): ppermute with pairs (perm[i], i).
+ * pshuffle: position i receives the block of position perm[i]: ppermute with pairs (perm[i], i).
+ * perm must hold each of 0..N-1 exactly once, N the group size along `axis` (n == N), as JAX's
+ * docstring says; JAX's code checks only that perm is a permutation of range(len(perm)) and
+ * fills zeros where a shorter one sends nothing, but libspmd follows the documented rule and
+ * refuses any other n (SPMD_ERR_INVALID_ARGUMENT on every device, naming n and N).
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_pshuffle(spmd_ctx *ctx, const spmd_block *in,
                                                   spmd_block *out, const char *axis,

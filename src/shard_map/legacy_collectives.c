@@ -29,10 +29,20 @@ spmd_status spmd_pswapaxes(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                           "spmd_pswapaxes");
 }
 
-static spmd_status check_permutation(const int *perm, int n)
+/* JAX's docstring rule (its code checks only that perm is a permutation of range(len(perm))):
+ * perm holds each of 0..N-1 exactly once, N the group size along `axis`; a shorter perm would
+ * leave some positions receiving nothing (zeros). */
+static spmd_status check_permutation(const spmd_ctx *ctx, const char *axis, const int *perm, int n)
 {
     SPMD_REQUIRE(n >= 0 && (n == 0 || perm != NULL), SPMD_ERR_INVALID_ARGUMENT,
                  "pshuffle: perm is NULL or n (%d) is negative", n);
+    int size = 0;
+    /* a bad axis name is left to ppermute, which names it */
+    if (spmd_axis_size(ctx, axis, &size) == SPMD_OK)
+        SPMD_REQUIRE(n == size, SPMD_ERR_INVALID_ARGUMENT,
+                     "pshuffle: perm has %d entries but axis '%s' has %d positions; perm must "
+                     "hold each of 0..%d exactly once",
+                     n, axis, size, size - 1);
     unsigned char *seen = calloc((size_t)n + 1, 1);
     SPMD_REQUIRE(seen != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     int ok = 1;
@@ -59,7 +69,7 @@ spmd_status spmd_pshuffle(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
                           const int *perm, int n)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pshuffle"));
-    spmd_status st = check_permutation(perm, n);
+    spmd_status st = check_permutation(ctx, axis, perm, n);
     if (st != SPMD_OK)
         return spmd__error_in(refuse(ctx, st), "spmd_pshuffle");
     int *pairs = malloc(2 * (size_t)(n ? n : 1) * sizeof *pairs);

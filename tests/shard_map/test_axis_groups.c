@@ -657,6 +657,8 @@ static void test_legacy_collectives(void **state)
 typedef struct error_job {
     int which;
     const spmd_axis_groups *groups;
+    const int *perm; /* pshuffle (case 8) */
+    int n;
 } error_job;
 
 static spmd_status error_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
@@ -672,7 +674,8 @@ static spmd_status error_body(spmd_ctx *ctx, int nin, const spmd_block *in, int 
     if (st != SPMD_OK)
         return st;
     memset(x.data, 0, (size_t)N * 2 * sizeof(float));
-    y.shape[0] = 2; /* what a subgroup of N/... would give: never reached */
+    spmd_block z = y; /* x's shape */
+    y.shape[0] = 2;   /* what a subgroup of N/... would give: never reached */
     static const int perm_bad[3] = {0, 0, 1};
     switch (j->which) {
     case 0:
@@ -689,6 +692,8 @@ static spmd_status error_body(spmd_ctx *ctx, int nin, const spmd_block *in, int 
         return spmd_pshuffle(ctx, &x, &x, "i", perm_bad, 3);
     case 6:
         return spmd_pargmax(ctx, &x, &x, "i");
+    case 8:
+        return spmd_pshuffle(ctx, &x, &z, "i", j->perm, j->n);
     default:
         return spmd_pargmin(ctx, &x, &x, "i,i");
     }
@@ -697,11 +702,77 @@ static spmd_status error_body(spmd_ctx *ctx, int nin, const spmd_block *in, int 
 static void expect_error(spmd_mesh *line, int which, const spmd_axis_groups *g, spmd_status want,
                          const char *phrase)
 {
-    error_job j = {which, g};
+    error_job j = {which, g, NULL, 0};
     spmd_status st = spmd_shard_map(line, error_body, &j, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL);
     if (st != want || !strstr(spmd_last_error(), phrase))
         fail_msg("case %d: got %s (%s), want %s with \"%s\"", which, spmd_status_name(st),
                  spmd_last_error(), spmd_status_name(want), phrase);
+}
+
+/* pshuffle with perm of n entries on the line of N: refused on every device, naming both. */
+static void expect_pshuffle_error(spmd_mesh *line, const int *perm, int n, const char *phrase)
+{
+    error_job j = {8, NULL, perm, n};
+    spmd_status st = spmd_shard_map(line, error_body, &j, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL);
+    if (st != SPMD_ERR_INVALID_ARGUMENT || !strstr(spmd_last_error(), phrase))
+        fail_msg("pshuffle with %d entries: got %s (%s), want SPMD_ERR_INVALID_ARGUMENT with "
+                 "\"%s\"",
+                 n, spmd_status_name(st), spmd_last_error(), phrase);
+}
+
+/* JAX's docstring rule: perm holds each of 0..N-1 exactly once for an axis of N positions. */
+static void test_pshuffle_size(void **state)
+{
+    (void)state;
+    if (N < 2)
+        skip();
+    const char *name[1] = {"i"};
+    spmd_mesh *line = NULL;
+    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    int perm[MAX_DEV + 1];
+    for (int i = 0; i <= N; i++)
+        perm[i] = i; /* 0..n-1 is a permutation of range(n) for every n: only the size is off */
+    const int sizes[4] = {N - 1, 1, 0, N + 1};
+    for (int k = 0; k < 4; k++) {
+        int n = sizes[k];
+        char want[160];
+        snprintf(want, sizeof want,
+                 "pshuffle: perm has %d entries but axis 'i' has %d positions; perm must hold "
+                 "each of 0..%d exactly once",
+                 n, N, N - 1);
+        expect_pshuffle_error(line, k == 2 ? NULL : perm, n, want);
+    }
+    int dup[MAX_DEV];
+    for (int i = 0; i < N; i++)
+        dup[i] = i;
+    dup[N - 1] = 0;
+    expect_pshuffle_error(line, dup, N, "does not represent a permutation");
+    /* the mesh still works: the right size shuffles (reversed) */
+    int reversed[MAX_DEV];
+    for (int i = 0; i < N; i++)
+        reversed[i] = N - 1 - i;
+    legacy_job lj = {N, reversed, -1.0f};
+    spmd_spec *spec = NULL;
+    assert_ok(spmd_spec_parse("'i'", &spec));
+    const spmd_spec *specs[4] = {spec, spec, spec, spec};
+    spmd_out_desc descs[4] = {{1, {(int64_t)N * N * 2}, SPMD_DTYPE_F32},
+                              {1, {(int64_t)N * N * 2}, SPMD_DTYPE_F32},
+                              {1, {(int64_t)N * 4}, SPMD_DTYPE_I32},
+                              {1, {(int64_t)N * 4}, SPMD_DTYPE_I32}};
+    spmd_array *o[4] = {NULL, NULL, NULL, NULL};
+    assert_ok(spmd_shard_map(line, legacy_body, &lj, 0, NULL, NULL, 4, descs, specs, NULL, o));
+    size_t block = (size_t)N * 2;
+    float *sh = malloc((size_t)N * block * sizeof(float));
+    assert_non_null(sh);
+    assert_ok(spmd_process_allgather(o[1], 1, sh, (size_t)N * block * sizeof(float)));
+    for (int d = 0; d < N; d++)
+        for (size_t e = 0; e < block; e++)
+            assert_true(sh[d * block + e] == value(N - 1 - d, (int)e));
+    free(sh);
+    for (int k = 0; k < 4; k++)
+        spmd_array_destroy(o[k]);
+    spmd_spec_destroy(spec);
+    spmd_mesh_destroy(line);
 }
 
 static void test_group_errors(void **state)
@@ -733,7 +804,7 @@ static void test_group_errors(void **state)
     expect_error(line, 2, &g_uneven, INV, "axis_index_groups must all be the same size");
     expect_error(line, 3, &g_uneven, INV, "axis_index_groups must all be the same size");
     expect_error(line, 4, &g_uneven, INV, "Replica groups must be equally sized");
-    expect_error(line, 5, NULL, INV, "does not represent a permutation");
+    expect_error(line, 5, NULL, INV, "perm has 3 entries but axis 'i' has"); /* {0, 0, 1} */
     expect_error(line, 6, NULL, SPMD_ERR_SHAPE, "int32");
     expect_error(line, 7, NULL, INV, "only accepts a single axis");
     /* the mesh still works */
@@ -752,10 +823,15 @@ int main(void)
     if (N > MAX_DEV)
         return 77;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_groups_on_a_line),           cmocka_unit_test(test_large_groups),
-        cmocka_unit_test(test_grouping_after_failed_call), cmocka_unit_test(test_groups_on_a_grid),
-        cmocka_unit_test(test_jax_docstring_values),       cmocka_unit_test(test_groups_in_pmap),
-        cmocka_unit_test(test_legacy_collectives),         cmocka_unit_test(test_group_errors),
+        cmocka_unit_test(test_groups_on_a_line),
+        cmocka_unit_test(test_large_groups),
+        cmocka_unit_test(test_grouping_after_failed_call),
+        cmocka_unit_test(test_groups_on_a_grid),
+        cmocka_unit_test(test_jax_docstring_values),
+        cmocka_unit_test(test_groups_in_pmap),
+        cmocka_unit_test(test_legacy_collectives),
+        cmocka_unit_test(test_pshuffle_size),
+        cmocka_unit_test(test_group_errors),
     };
     return spmd_test_finish(cmocka_run_group_tests(tests, NULL, NULL));
 }

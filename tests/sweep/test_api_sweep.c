@@ -2843,6 +2843,11 @@ static void sweep_spmd_pshuffle(void)
              .npairs = 2);
     BAD_COLL(INV, .op = C_PSHUFFLE, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = NULL,
              .npairs = 2);
+    /* a permutation of range(n), but "x" has 2 positions (JAX's docstring rule) */
+    BAD_COLL(INV, .op = C_PSHUFFLE, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = POS01,
+             .npairs = 1);
+    BAD_COLL(INV, .op = C_PSHUFFLE, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = NULL,
+             .npairs = 0);
     BAD_COLL(INV, .op = C_PSHUFFLE, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = POS01,
              .npairs = -1);
     BAD_COLL(INV, .op = C_PSHUFFLE, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = POS01,
