@@ -570,6 +570,8 @@ spmd_status spmd_array_from_process_local_data(const spmd_sharding *sharding, co
     SPMD_REQUIRE_NOT_NULL(out, fn);
     *out = NULL;
     SPMD_CHECK(spmd__sharding_check(sharding, fn, "sharding"));
+    /* first: an abstract mesh has no process-local data to infer or take (the real reason) */
+    SPMD_CHECK(spmd__mesh_refuse_abstract(sharding->mesh, fn, "sharding"));
     SPMD_REQUIRE(ndim >= 0 && ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
                  "%s: ndim is %d; use 0..%d (SPMD_MAX_RANK)", fn, ndim, SPMD_MAX_RANK);
     SPMD_REQUIRE(ndim == 0 || local_shape != NULL, SPMD_ERR_INVALID_ARGUMENT,

@@ -13,6 +13,7 @@
 #include "runtime/worker.h" /* refusing calls from inside fn */
 #include "array/array_impl.h"
 #include "array/buffer.h"
+#include "sharding/mesh_impl.h"
 
 /* The mesh of this process's devices: the mesh's axis names, local sizes, same device order. */
 static spmd_status local_mesh_of(const spmd_mesh *mesh, spmd_mesh **out)
@@ -130,6 +131,9 @@ static spmd_status spmd_host_local_to_global_checked(const spmd_array *local, sp
     SPMD_CHECK(spmd__array_check(local, fn, "local"));
     if (!spmd_array_is_fully_addressable(local)) /* already global */
         return pass_through(local, mesh, spec, fn, global);
+    /* the real reason first: an abstract mesh has no devices, hence no local mesh either */
+    SPMD_CHECK(spmd__mesh_check(mesh, fn, "mesh"));
+    SPMD_CHECK(spmd__mesh_refuse_abstract(mesh, fn, "mesh"));
     int64_t global_shape[SPMD_MAX_RANK];
     SPMD_CHECK(spmd_local_to_global_shape(mesh, spec, local->ndim, local->shape, global_shape));
     spmd_sharding *global_sharding = NULL, *local_sharding = NULL;

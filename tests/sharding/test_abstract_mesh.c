@@ -40,6 +40,12 @@ static void test_pod_mesh_without_devices(void **state)
         assert_int_equal(spmd_sharding_replica_id(a_only, id), b); /* 'b' replicates */
     }
     assert_int_equal(spmd_sharding_num_addressable_devices(ab), 0);
+    /* before spmd_init too, the abstract mesh is the reason an array cannot be made */
+    float host[4] = {0};
+    spmd_array *x = NULL;
+    assert_status(spmd_array_from_process_local_data(ab, host, 2, global, NULL, SPMD_DTYPE_F32, &x),
+                  SPMD_ERR_INVALID_ARGUMENT, "argument 'sharding' is on an abstract mesh");
+    assert_null(x);
     spmd_sharding_destroy(ab);
     spmd_sharding_destroy(a_only);
     spmd_mesh_destroy(mesh);
@@ -82,6 +88,26 @@ static void test_equal_to_real_mesh(void **state)
         assert_status(spmd_device_put(host, 2, global, SPMD_DTYPE_F32, a, &x),
                       SPMD_ERR_INVALID_ARGUMENT, "abstract mesh", "spmd_mesh_create");
         assert_null(x);
+        /* the real reason first, with global_shape or without (it cannot be inferred either) */
+        for (int given = 0; given < 2; given++) {
+            x = (spmd_array *)host; /* set to NULL on failure */
+            assert_status(spmd_array_from_process_local_data(
+                              a, host, 2, global, given ? global : NULL, SPMD_DTYPE_F32, &x),
+                          SPMD_ERR_INVALID_ARGUMENT, "spmd_array_from_process_local_data",
+                          "argument 'sharding' is on an abstract mesh", "spmd_mesh_create");
+            assert_null(strstr(spmd_last_error(), "global_shape"));
+            assert_null(x);
+        }
+        /* the same for a host-local array made global on the abstract mesh */
+        if (k == 0) { /* a spec that divides the shape on the real mesh */
+            assert_ok(spmd_device_put(host, 2, global, SPMD_DTYPE_F32, r, &x));
+            spmd_array *g = (spmd_array *)host; /* set to NULL on failure */
+            assert_status(spmd_host_local_to_global(x, abstract, spmd_sharding_spec(a), &g),
+                          SPMD_ERR_INVALID_ARGUMENT, "spmd_host_local_to_global",
+                          "argument 'mesh' is on an abstract mesh", "spmd_mesh_create");
+            assert_null(g);
+            spmd_array_destroy(x);
+        }
         spmd_sharding_destroy(r);
         spmd_sharding_destroy(a);
     }
