@@ -235,7 +235,9 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_bl
  *     static const int positions[] = {0, 2, 3, 1};
  *     const spmd_axis_groups g = {2, NULL, positions};
  * The positions array is read during the call only. A mesh keeps the groups (and their
- * communicators, made once) of up to 32 distinct groupings.
+ * communicators, made once) of up to 32 distinct groupings; past them, a new grouping replaces
+ * the least recently used one (built again if it comes back). One shard_map call may use at most
+ * 32 distinct groupings per mesh: the 33rd is refused (SPMD_ERR_UNSUPPORTED).
  */
 typedef struct spmd_axis_groups {
     int num_groups;

@@ -58,6 +58,8 @@ static void mesh_state_destroy(spmd__attachment *a)
     int abandon = !spmd_is_initialized();
     for (unsigned m = 0; m < SPMD__NUM_TABLES; m++)
         table_free(table_at(state, m), abandon, state->broken);
+    for (int k = 0; k < SPMD__MAX_GROUPINGS; k++)
+        table_free(state->retired[k], abandon, 0); /* unused since they were evicted */
     if (abandon)
         spmd__comm_abandon(state->control);
     else
@@ -361,8 +363,10 @@ static spmd_status build_and_publish(spmd_mesh *mesh, spmd__mesh_state *s, unsig
     int spans = 0;
     spmd__group_table *t = NULL;
     spmd_status st = build_table(mesh, mask, grouping, me, &t, &spans);
-    if (st == SPMD_OK)
+    if (st == SPMD_OK) {
         t->lane_base = lane_base;
+        atomic_init(&t->last_call, call); /* before anyone can see it: not evictable now */
+    }
     if (st == SPMD_OK && spans && s->control)
         st = create_group_comms(s, mesh, t, call);
     if (st == SPMD_OK)
@@ -407,7 +411,9 @@ static int same_grouping(const spmd__grouping *a, const spmd__grouping *b)
     return 1;
 }
 
-/* The table of a grouping already built, or NULL. */
+/* The table of a grouping already built, or NULL. Read without the lock, a slot may be given
+ * another table meanwhile: the one it held is retired, not freed, so it stays readable until
+ * the call ends. */
 static spmd__group_table *find_grouped(spmd__mesh_state *s, const spmd__grouping *gr, int *count)
 {
     *count = atomic_load(&s->num_groupings);
@@ -419,13 +425,51 @@ static spmd__group_table *find_grouped(spmd__mesh_state *s, const spmd__grouping
     return NULL;
 }
 
+/*
+ * The grouping slot to reuse once all are taken: the least recently used table (the lowest
+ * slot among equals), or an empty slot; -1 when every table was used by call `call`, whose
+ * devices may hold pointers to any of them. Every process runs the same collectives in the same
+ * order, so every process picks the same slot, and the slot's lanes of tags stay paired.
+ */
+static int slot_to_evict(spmd__mesh_state *s, unsigned long call)
+{
+    int best = -1;
+    unsigned long oldest = call;
+    for (int k = 0; k < SPMD__MAX_GROUPINGS; k++) {
+        spmd__group_table *t = table_at(s, (1u << SPMD_MAX_MESH_AXES) + (unsigned)k);
+        if (!t) /* a build that failed left it empty */
+            return k;
+        unsigned long used = atomic_load(&t->last_call);
+        if (used < oldest) {
+            oldest = used;
+            best = k;
+        }
+    }
+    return best;
+}
+
+/* Unpublishes the table of grouping slot k; it is freed at the slot's next eviction (a later
+ * call: this call's devices may still be reading it), or with the mesh. Called locked. */
+static void retire(spmd__mesh_state *s, int k)
+{
+    unsigned m = (1u << SPMD_MAX_MESH_AXES) + (unsigned)k;
+    spmd__group_table *t = atomic_exchange(&s->tables[m], NULL);
+    if (!t)
+        return;
+    /* the previous one was evicted in an earlier call (a table built now is not evictable
+     * before the next one), which has ended: nothing reads it */
+    table_free(s->retired[k], 0, 0);
+    s->retired[k] = t;
+}
+
 spmd_status spmd__mesh_state_grouped_table(spmd_mesh *mesh, spmd__mesh_state *s,
                                            const spmd__grouping *gr, unsigned long call,
                                            spmd__group_table **out)
 {
     int count = 0;
     *out = find_grouped(s, gr, &count);
-    if (*out)
+    /* already marked by this call: nothing evicts it before the call ends */
+    if (*out && atomic_load(&(*out)->last_call) == call)
         return SPMD_OK;
     const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
     if (!rt)
@@ -433,22 +477,31 @@ spmd_status spmd__mesh_state_grouped_table(spmd_mesh *mesh, spmd__mesh_state *s,
     pthread_mutex_lock(&s->tables_lock);
     spmd_status st = SPMD_OK;
     spmd__group_table *t = find_grouped(s, gr, &count);
-    if (!t && count >= SPMD__MAX_GROUPINGS) {
-        st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
-                        "this mesh has already served %d different axis_index_groups, the most it "
-                        "keeps; reuse groupings, or create a new mesh for others",
-                        SPMD__MAX_GROUPINGS);
-    } else if (!t) {
-        /* Every process numbers its groupings in the order the collectives first use them, the
-         * same everywhere: the number gives the grouping's lanes of tags. */
-        unsigned mask = 0;
-        for (int k = 0; k < gr->naxes; k++)
-            mask |= 1u << gr->axes[k];
-        st = build_and_publish(mesh, s, mask, gr, ((1 << mesh->ndim) + count) * mesh->size,
-                               (1u << SPMD_MAX_MESH_AXES) + (unsigned)count, call,
-                               rt->process_index, &t);
-        if (st == SPMD_OK)
-            atomic_store(&s->num_groupings, count + 1);
+    if (t) {
+        atomic_store(&t->last_call, call);
+    } else {
+        /* Every process gives the groupings slots in the order the collectives first use them,
+         * the same everywhere: the slot gives the grouping's lanes of tags. */
+        int k = count < SPMD__MAX_GROUPINGS ? count : slot_to_evict(s, call);
+        if (k < 0) {
+            st = SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
+                            "this shard_map call uses more than %d distinct axis_index_groups on "
+                            "its mesh; a mesh serves at most %d distinct axis_index_groups per "
+                            "shard_map call (older ones make room between calls): reuse "
+                            "groupings, or split fn over several calls",
+                            SPMD__MAX_GROUPINGS, SPMD__MAX_GROUPINGS);
+        } else {
+            unsigned mask = 0;
+            for (int a = 0; a < gr->naxes; a++)
+                mask |= 1u << gr->axes[a];
+            retire(s, k);
+            /* a fresh table: its exchanges are counted from this call on (build_and_publish) */
+            st = build_and_publish(mesh, s, mask, gr, ((1 << mesh->ndim) + k) * mesh->size,
+                                   (1u << SPMD_MAX_MESH_AXES) + (unsigned)k, call,
+                                   rt->process_index, &t);
+            if (st == SPMD_OK && k == count)
+                atomic_store(&s->num_groupings, count + 1);
+        }
     }
     pthread_mutex_unlock(&s->tables_lock);
     *out = st == SPMD_OK ? t : NULL;
@@ -461,6 +514,10 @@ void spmd__mesh_state_discard_comms(spmd__mesh_state *s, int keep_scratch)
         spmd__group_table *t = atomic_exchange(&s->tables[m], NULL);
         table_free(t, 1, keep_scratch);
     }
+    for (int k = 0; k < SPMD__MAX_GROUPINGS; k++) { /* unused by this call: no data pending */
+        table_free(s->retired[k], 1, 0);
+        s->retired[k] = NULL;
+    }
     atomic_store(&s->num_groupings, 0); /* renumbered from 0 by every process alike */
 }
 
@@ -469,8 +526,9 @@ void spmd__mesh_state_break(spmd__mesh_state *s, const char *reason)
     if (!s->broken)
         snprintf(s->broken_reason, sizeof s->broken_reason, "%s", reason);
     s->broken = 1;
-    for (unsigned m = 0; m < SPMD__NUM_TABLES; m++) {
-        spmd__group_table *t = table_at(s, m);
+    for (unsigned m = 0; m < SPMD__NUM_TABLES + SPMD__MAX_GROUPINGS; m++) {
+        spmd__group_table *t =
+            m < SPMD__NUM_TABLES ? table_at(s, m) : s->retired[m - SPMD__NUM_TABLES];
         for (int id = 0; t && id < t->num_groups; id++)
             if (t->groups[id]) {
                 spmd__comm_abandon(t->groups[id]->comm);

@@ -53,7 +53,9 @@ typedef struct spmd__group {
     size_t scratch_bytes[3];
 } spmd__group;
 
-/* Most distinct axis_index_groups one mesh keeps tables for (each has tags of its own). */
+/* Most distinct axis_index_groups one mesh keeps tables for at once (each slot has tags of its
+ * own); past them the least recently used table makes room, but one call may use at most this
+ * many. */
 #define SPMD__MAX_GROUPINGS 32
 /* Table slots of a mesh: one per set of mesh axes, then one per grouping, in creation order. */
 #define SPMD__NUM_TABLES ((1u << SPMD_MAX_MESH_AXES) + SPMD__MAX_GROUPINGS)
@@ -83,6 +85,9 @@ typedef struct spmd__group_table {
     int *grouping_store;   /* sizes and positions of the key, and rank_in_subgroup */
     int *rank_in_subgroup; /* [grouping.total]; NULL for the table of an axis set */
     int lane_base;         /* its groups' lanes of tags on the mesh's communicator */
+    /* a grouping's table: the number of the last shard_map call that used it (written under
+     * tables_lock; a table used by the current call is never evicted) */
+    atomic_ulong last_call;
 } spmd__group_table;
 
 /* A word that one device thread writes and others rarely read, on a line pair of its own so
@@ -104,7 +109,11 @@ typedef struct spmd__mesh_state {
     /* [axes mask], then [1 << SPMD_MAX_MESH_AXES + k] for the k-th grouping used: published
      * once built with its communicators (read without the lock) */
     _Atomic(spmd__group_table *) tables[SPMD__NUM_TABLES];
-    atomic_int num_groupings;
+    atomic_int num_groupings; /* grouping slots in use */
+    /* [grouping slot]: the table last evicted from it, which a device of the call that evicted
+     * it may still be reading (looking for its own grouping); freed at the next eviction from
+     * the slot, in a later call, when no device of that call runs any more */
+    spmd__group_table *retired[SPMD__MAX_GROUPINGS];
     pthread_mutex_t tables_lock; /* one table built at a time in this process */
     /* [local slot]: the number of the last call whose fn the device returned from */
     spmd__private_word *returned;
@@ -136,7 +145,9 @@ spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *state, uns
 /**
  * The groups of `grouping` (subgroups of the groups of its axes), built by the first collective
  * that uses it, as spmd__mesh_state_table; positions within a subgroup come from the table's
- * rank_in_subgroup. SPMD_ERR_UNSUPPORTED past SPMD__MAX_GROUPINGS distinct groupings.
+ * rank_in_subgroup. Past SPMD__MAX_GROUPINGS distinct groupings the least recently used table
+ * not used by call `call` makes room; SPMD_ERR_UNSUPPORTED when every one is (more than
+ * SPMD__MAX_GROUPINGS distinct groupings in one call).
  */
 spmd_status spmd__mesh_state_grouped_table(spmd_mesh *mesh, spmd__mesh_state *state,
                                            const spmd__grouping *grouping, unsigned long call,

@@ -544,6 +544,133 @@ static void test_groups_in_pmap(void **state)
     spmd_mesh_destroy(local);
 }
 
+/* ---- more distinct groupings than a mesh keeps at once (32) ---- */
+
+enum { MANY = 40, PER_CALL = 8 };
+
+/* 40 distinct groupings of the N positions of a line: 0..N-5 in order, then the last four in
+ * the (k / 2)-th of their 24 orders (lexicographic), as one group (k even) or as groups of 1 and
+ * N - 1 (k odd). */
+typedef struct many_groupings {
+    int positions[MANY][MAX_DEV];
+    int sizes[2];
+    spmd_axis_groups g[MANY];
+} many_groupings;
+
+static void make_many_groupings(int n, many_groupings *m)
+{
+    m->sizes[0] = 1;
+    m->sizes[1] = n - 1;
+    for (int k = 0; k < MANY; k++) {
+        int *pos = m->positions[k];
+        for (int i = 0; i < n - 4; i++)
+            pos[i] = i;
+        int left[4] = {n - 4, n - 3, n - 2, n - 1}, rank = k / 2;
+        for (int i = 0, radix = 6; i < 4; i++) { /* rank in the factorial number system */
+            int digit = rank / radix;
+            rank %= radix;
+            pos[n - 4 + i] = left[digit];
+            memmove(&left[digit], &left[digit + 1], (size_t)(3 - i - digit) * sizeof(int));
+            radix /= i < 3 ? 3 - i : 1;
+        }
+        m->g[k] = k % 2 ? (spmd_axis_groups){2, m->sizes, pos} : (spmd_axis_groups){1, NULL, pos};
+    }
+}
+
+typedef struct many_job {
+    const spmd_axis_groups *g[MANY];
+    int count;
+} many_job;
+
+/* A psum within each of the job's groupings in turn, each into its slice of the output. */
+static spmd_status many_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                             spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout;
+    const many_job *j = user;
+    int d = spmd_mesh_device_position(spmd_ctx_mesh(ctx), spmd_ctx_device(ctx));
+    int64_t count = ELEMS;
+    spmd_block x;
+    spmd_status st = spmd_ctx_alloc(ctx, 1, &count, SPMD_DTYPE_F32, &x);
+    for (int k = 0; st == SPMD_OK && k < ELEMS; k++)
+        ((float *)x.data)[k] = value(d, k);
+    for (int i = 0; st == SPMD_OK && i < j->count; i++) {
+        spmd_block o = out[0];
+        o.data = (float *)out[0].data + (size_t)i * ELEMS;
+        o.shape[0] = ELEMS;
+        st = spmd_psum_groups(ctx, &x, &o, "i", j->g[i]);
+    }
+    return st;
+}
+
+/* Runs groupings first, first + 1, ... (count of them, modulo MANY) in one call and checks
+ * every device's sums against the host; returns the call's status otherwise. */
+static spmd_status run_many(spmd_mesh *line, const many_groupings *m, int first, int count)
+{
+    many_job j = {{NULL}, count};
+    for (int i = 0; i < count; i++)
+        j.g[i] = &m->g[(first + i) % MANY];
+    int per = count * ELEMS;
+    spmd_spec *spec = NULL;
+    assert_ok(spmd_spec_parse("'i'", &spec));
+    const spmd_spec *specs[1] = {spec};
+    spmd_out_desc desc = {1, {(int64_t)N * per}, SPMD_DTYPE_F32};
+    spmd_array *o = NULL;
+    spmd_status st = spmd_shard_map(line, many_body, &j, 0, NULL, NULL, 1, &desc, specs, NULL, &o);
+    spmd_spec_destroy(spec);
+    if (st != SPMD_OK)
+        return st;
+    float *got = malloc((size_t)N * (size_t)per * sizeof *got);
+    assert_non_null(got);
+    assert_ok(spmd_process_allgather(o, 1, got, (size_t)N * (size_t)per * sizeof *got));
+    layout l = {1, {1, N}, 1, {1, 0}};
+    for (int d = 0; d < N; d++)
+        for (int i = 0; i < count; i++) {
+            int members[MAX_DEV], me = 0;
+            int n = members_of(&l, j.g[i], d, members, &me);
+            for (int k = 0; k < ELEMS; k++) {
+                float want = 0;
+                for (int h = 0; h < n; h++)
+                    want += value(members[h], k);
+                float v = got[(size_t)d * (size_t)per + (size_t)i * ELEMS + (size_t)k];
+                if (v != want)
+                    fail_msg("grouping %d (call of %d from %d): device %d element %d is %g, "
+                             "want %g",
+                             (first + i) % MANY, count, first, d, k, (double)v, (double)want);
+            }
+        }
+    free(got);
+    spmd_array_destroy(o);
+    return SPMD_OK;
+}
+
+/* 40 groupings over several calls: the least recently used tables make room, and a grouping
+ * used again after its table went is built anew, with the right values. One call may use at
+ * most 32 distinct groupings: the 33rd is refused on every device, and the mesh goes on. */
+static void test_many_groupings(void **state)
+{
+    (void)state;
+    if (N < 4)
+        skip(); /* 20 orders of 4 positions, each as 1 or 2 groups: 40 groupings */
+    const char *name[1] = {"i"};
+    spmd_mesh *line = NULL;
+    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    many_groupings *m = malloc(sizeof *m);
+    assert_non_null(m);
+    make_many_groupings(N, m);
+    /* 0-7 ... 32-39 (the last evicts 0-7), then 0-7 again (evicting 8-15), then 8-15 */
+    for (int c = 0; c < MANY / PER_CALL + 2; c++)
+        assert_ok(run_many(line, m, (c % (MANY / PER_CALL)) * PER_CALL, PER_CALL));
+    spmd_status st = run_many(line, m, 0, 33);
+    if (st != SPMD_ERR_UNSUPPORTED ||
+        !strstr(spmd_last_error(), "at most 32 distinct axis_index_groups per shard_map call"))
+        fail_msg("33 groupings in one call: got %s (%s)", spmd_status_name(st), spmd_last_error());
+    assert_ok(run_many(line, m, 32, 8));
+    assert_ok(run_many(line, m, 36, 32)); /* 36-39, 0-27: all 32 slots in one call */
+    free(m);
+    spmd_mesh_destroy(line);
+}
+
 /* ---- pswapaxes, pshuffle, pargmax, pargmin ---- */
 
 typedef struct legacy_job {
@@ -829,6 +956,7 @@ int main(void)
         cmocka_unit_test(test_groups_on_a_grid),
         cmocka_unit_test(test_jax_docstring_values),
         cmocka_unit_test(test_groups_in_pmap),
+        cmocka_unit_test(test_many_groupings),
         cmocka_unit_test(test_legacy_collectives),
         cmocka_unit_test(test_pshuffle_size),
         cmocka_unit_test(test_group_errors),
