@@ -133,6 +133,44 @@ typedef void (*spmd_log_fn)(spmd_log_level level, int process, const char *messa
  */
 SPMD_API spmd_status spmd_set_log_callback(spmd_log_fn fn, void *user);
 
+/*
+ * Calls from several threads. Every call that reaches the devices or other processes
+ * (spmd_shard_map, spmd_plan_execute, spmd_pmap, spmd_reshard, spmd_device_put, the multihost
+ * functions, spmd_finalize ...) runs alone in its process: a call from another thread waits
+ * for it to end, first come first served, and each gets the process's next call number.
+ * Processes pair the calls they share by their order (on each mesh, each set of processes), as
+ * MPI pairs collectives: every process must issue them in the same order. A call from a
+ * thread that fn starts waits for the enclosing call to end (fn must not wait for that thread).
+ *
+ * When processes issue calls in different orders, the calls fail on every process that takes
+ * part, with SPMD_ERR_COLLECTIVE_MISMATCH naming both calls (their call numbers and threads),
+ * never with data of another call: calls that differ (in kind, mesh, devices, fn, specs,
+ * shapes, dtypes, thread name) are told apart by their fingerprints; a call that waits for a
+ * process which is inside another call needing this one ends once the processes compare notes
+ * (after a fraction of SPMD_COLLECTIVE_TIMEOUT: a fiftieth, within 20..200 ms), not at the
+ * timeout. Two calls alike in all of these, issued by two threads, are paired in whatever
+ * order the threads came: name the threads (spmd_thread_set_name) to have them told apart.
+ */
+
+/**
+ * Names the calling thread for libspmd: the name is part of the fingerprint of every call the
+ * thread makes (a call from thread 'a' on one process never pairs with one from thread 'b' on
+ * another) and appears in messages. NULL or "" removes the name. Not collective; name the
+ * corresponding threads of every process alike.
+ * @return SPMD_OK, or SPMD_ERR_INVALID_ARGUMENT for a name over 31 characters or with
+ *         characters other than printable ASCII (quotes excluded).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_thread_set_name(const char *name);
+
+/**
+ * JAX's thread_guard: enable = 1 makes the calling thread the only one allowed to make calls
+ * that reach the devices or other processes; such a call from another thread then fails at
+ * once with SPMD_ERR_INVALID_ARGUMENT naming both threads (nothing is sent). enable = 0
+ * releases the guard. A debugging aid for programs meant to call from one thread.
+ * @return SPMD_OK, or SPMD_ERR_INVALID_ARGUMENT when another thread holds the guard.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_thread_guard(int enable);
+
 SPMD_END_DECLS
 
 #endif /* SPMD_RUNTIME_H */

@@ -96,7 +96,11 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_shard_map_options_init(spmd_shard_map_o
  * in_specs, and assembles the outputs described by out_descs/out_specs.
  *
  * Collective over: every process that owns a device of `mesh`, in the same order, with the
- * same arguments. Processes outside the mesh do not call it.
+ * same arguments. Processes outside the mesh do not call it. From several threads: one call
+ * at a time per process, and calls pair by their order in each process (spmd/runtime.h,
+ * "Calls from several threads"); paired calls that differ in fn, specs, shapes, the
+ * collectives fn issues or the thread's name (spmd_thread_set_name) fail on every process
+ * with SPMD_ERR_COLLECTIVE_MISMATCH, never with another call's data.
  * @param in_arrays  their shardings must place the same boxes on the same devices as
  *        NamedSharding(mesh, in_specs[i]) (no implicit resharding).
  * @param out_arrays receives nout new arrays, sharded NamedSharding(mesh, out_specs[j]).

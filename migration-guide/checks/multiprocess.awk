@@ -40,8 +40,8 @@ BEGIN {
                    " did not arrive ", 1)
         want_match("^SPMD_ERR_DISTRIBUTED: spmd_shard_map: this mesh is unusable ", 1)
         want_match("^SPMD_ERR_COLLECTIVE_MISMATCH: processes issued different collectives: " \
-                   "process 0 called sync_global_devices\\('epoch 1'\\), process 1 called " \
-                   "sync_global_devices\\('epoch 2'\\)", 1)
+                   "process 0 called sync_global_devices\\('epoch 1'\\) \\(its call #[0-9]+, " \
+                   "thread 1\\), process 1 called sync_global_devices\\('epoch 2'\\)", 1)
         want_match("^SPMD_ERR_INVALID_ARGUMENT: spmd_device_put: the host data passed to " \
                    "device_put is not the same on each process: process\\(es\\) \\[" P - 1 \
                    "\\] passed other values than process\\(es\\) \\[0", 1)

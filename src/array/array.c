@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/calls.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/env.h"
@@ -263,7 +264,39 @@ static void describe_put(const void *arg, char *text, size_t size)
     spmd__strbuf_init(&sb, text, size);
     spmd__strbuf_printf(&sb, "spmd_device_put of %s", spmd_dtype_name(a->dtype));
     spmd__strbuf_shape(&sb, a->shape, a->ndim);
-    spmd__strbuf_printf(&sb, " onto %s", sharding);
+    /* the mesh's devices too: meshes in another device order format alike */
+    spmd__strbuf_printf(&sb, " onto %s on devices ", sharding);
+    spmd__strbuf_int_list(&sb, a->sharding->mesh->device_ids, a->sharding->mesh->size);
+    char thread[64];
+    spmd__thread_text(thread, sizeof thread);
+    spmd__strbuf_printf(&sb, " (its call #%lu, %s)", spmd__calls_number(), thread);
+}
+
+/* The parts of put_fingerprint, for a message whose descriptions read alike. */
+static void details_put(const void *arg, spmd__details *d)
+{
+    const spmd_array *a = arg;
+    const spmd_mesh *m = a->sharding->mesh;
+    char spec[SPMD__SPEC_TEXT];
+    spmd__ignore(spmd_spec_format(a->sharding->spec, spec, sizeof spec));
+    uint64_t h = spmd__fnv1a(SPMD__FNV1A_SEED, &a->dtype, sizeof a->dtype);
+    h = spmd__fnv1a(h, &a->ndim, sizeof a->ndim);
+    d->names[0] = "the array's dtype and shape";
+    d->hashes[0] = spmd__fnv1a(h, a->shape, (size_t)a->ndim * sizeof *a->shape);
+    d->names[1] = "the partition spec";
+    d->hashes[1] = spmd__fnv1a(SPMD__FNV1A_SEED, spec, strlen(spec));
+    d->names[2] = "the mesh's shape and axis names";
+    d->hashes[2] = spmd__fnv1a(spmd__fnv1a(SPMD__FNV1A_SEED, m->shape, (size_t)m->ndim * sizeof(int)),
+                               m->names, sizeof m->names);
+    d->names[3] = "the mesh's device ids";
+    d->hashes[3] = spmd__fnv1a(SPMD__FNV1A_SEED, m->device_ids, (size_t)m->size * sizeof(int));
+    d->names[4] = "the calling thread's name";
+    d->hashes[4] = spmd__thread_tag();
+    d->num_fields = 5;
+    d->list_name = "mesh's device ids";
+    d->list_length = m->size;
+    for (int k = 0; k < m->size && k < SPMD__DETAIL_LIST; k++)
+        d->list[k] = m->device_ids[k];
 }
 
 /* What the processes must agree on besides the data: the call, its shape, dtype and layout. */
@@ -272,7 +305,7 @@ static uint64_t put_fingerprint(const spmd_array *a)
     const spmd_mesh *m = a->sharding->mesh;
     char spec[SPMD__SPEC_TEXT];
     spmd__ignore(spmd_spec_format(a->sharding->spec, spec, sizeof spec));
-    uint64_t h = spmd__fnv1a(SPMD__FNV1A_SEED, "spmd_device_put", 15);
+    uint64_t h = spmd__fnv1a(SPMD__FNV1A_SEED ^ spmd__thread_tag(), "spmd_device_put", 15);
     h = spmd__fnv1a(h, &a->dtype, sizeof a->dtype);
     h = spmd__fnv1a(h, &a->ndim, sizeof a->ndim);
     h = spmd__fnv1a(h, a->shape, (size_t)a->ndim * sizeof *a->shape);
@@ -365,19 +398,21 @@ static spmd_status check_same_data(const spmd_array *a, const void *host)
     uint64_t mine = spmd__digest(host, bytes);
     digest_range range = {mine, mine};
     size_t range_bytes = sizeof range;
-    spmd__agreement agreement = {put_fingerprint(a), describe_put, a};
+    spmd__agreement agreement = {put_fingerprint(a), describe_put, a, details_put};
 
     pthread_mutex_lock(&put_lock);
     /* counted from here: waiting for another thread's device_put is not the others' delay */
     spmd__wait w = {.deadline_ns = spmd__now_ns() + rt->collective_timeout_ns, .what = fn};
     spmd_status st = SPMD_OK;
     spmd__set_comm *e = spmd__set_comm_find(&put_comms, processes, n, rt->session);
-    if (!e) { /* the first check over these processes: agree over a view, then make theirs */
-        char text[SPMD__SHARDING_TEXT + 128];
-        describe_put(a, text, sizeof text);
-        st = spmd__set_comm_create(&put_comms, processes, n, rt->session, DEVICE_PUT_TAG,
+    char text[SPMD__SHARDING_TEXT + 256];
+    describe_put(a, text, sizeof text);
+    unsigned long call = 0;
+    st = spmd__set_comm_call(&put_comms, &e, processes, n, DEVICE_PUT_TAG, fn, text, &call);
+    if (st == SPMD_OK && !e) /* the first check over these processes: agree over a view, then
+                                make theirs */
+        st = spmd__set_comm_create(&put_comms, processes, n, rt->session, DEVICE_PUT_TAG, call,
                                    agreement.fingerprint, text, &w, &e);
-    }
     int comm_failed = 0;
     if (st == SPMD_OK) {
         st = spmd__comm_reduce_record(e->comm, &agreement, &range, &range_bytes, sizeof range,
@@ -388,6 +423,7 @@ static spmd_status check_same_data(const spmd_array *a, const void *host)
         st = report_differing(e->comm, a, processes, n, mine, &comm_failed);
     if (comm_failed) /* it may hold unfinished messages: the next check starts afresh */
         spmd__set_comm_forget(&put_comms, e);
+    spmd__calls_about(NULL); /* its description is gone */
     pthread_mutex_unlock(&put_lock);
     return st;
 }
@@ -397,14 +433,22 @@ spmd_status spmd_device_put(const void *host, int ndim, const int64_t *shape, sp
 {
     SPMD_REQUIRE_NOT_NULL(out, "spmd_device_put");
     *out = NULL;
-    SPMD_CHECK(spmd__worker_refuse_nested("spmd_device_put")); /* before any communication */
-    SPMD_REQUIRE_NOT_NULL(host, "spmd_device_put");
+    spmd__call_entry lock; /* one call at a time in a process (calls.h), before communicating */
+    SPMD_CHECK(spmd__calls_enter("spmd_device_put", &lock));
+    spmd_status st = host ? SPMD_OK
+                          : SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                                       "spmd_device_put: argument 'host' is NULL");
     spmd_array *a = NULL;
-    SPMD_CHECK(spmd__array_create_empty(sharding, ndim, shape, dtype, "spmd_device_put", &a));
-    spmd_status st = check_same_data(a, host);
+    if (st == SPMD_OK)
+        st = spmd__array_create_empty(sharding, ndim, shape, dtype, "spmd_device_put", &a);
+    if (st == SPMD_OK)
+        st = check_same_data(a, host);
     if (st == SPMD_OK)
         st = spmd__array_for_shards("spmd_device_put", a, NULL, a->num_shards, put_shard,
                                     (void *)host);
+    spmd__calls_exit(&lock);
+    if (!a)
+        return st;
     return destroy_on_error(a, st, out);
 }
 

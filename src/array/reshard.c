@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/calls.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/pieces.h"
@@ -884,6 +885,10 @@ static spmd_status comm_agree(const spmd__runtime *rt, const int *processes, int
     spmd__wait w = {.deadline_ns = spmd__now_ns() + rt->collective_timeout_ns,
                     .what = "spmd_reshard"};
     spmd__set_comm *e = spmd__set_comm_find(&comms, processes, n, rt->session);
+    *out = NULL;
+    unsigned long call = 0;
+    SPMD_CHECK(spmd__set_comm_call(&comms, &e, processes, n, RESHARD_TAG, "spmd_reshard",
+                                   description, &call));
     if (e) {
         spmd_status st = spmd__comm_agree(e->comm, fingerprint, description, &w);
         if (st != SPMD_OK)
@@ -891,7 +896,7 @@ static spmd_status comm_agree(const spmd__runtime *rt, const int *processes, int
         *out = st == SPMD_OK ? e->comm : NULL;
         return st;
     }
-    spmd_status st = spmd__set_comm_create(&comms, processes, n, rt->session, RESHARD_TAG,
+    spmd_status st = spmd__set_comm_create(&comms, processes, n, rt->session, RESHARD_TAG, call,
                                            fingerprint, description, &w, &e);
     *out = st == SPMD_OK ? e->comm : NULL;
     return st;
@@ -1202,10 +1207,13 @@ static int copy_step(void *arg)
 /* Fingerprint and a short description of the batch, for the agreement between processes. */
 static uint64_t describe(const job *jobs, int n, char *text, size_t size)
 {
-    uint64_t h = SPMD__FNV1A_SEED;
+    uint64_t h = spmd__thread_tag() ^ SPMD__FNV1A_SEED;
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, text, size);
-    spmd__strbuf_printf(&sb, "spmd_reshard of %d array%s:", n, n == 1 ? "" : "s");
+    char thread[64];
+    spmd__thread_text(thread, sizeof thread);
+    spmd__strbuf_printf(&sb, "spmd_reshard of %d array%s (its call #%lu, %s):", n,
+                        n == 1 ? "" : "s", spmd__calls_number(), thread);
     for (int k = 0; k < n; k++) {
         const spmd_array *x = jobs[k].x, *out = jobs[k].out;
         char from[SPMD__SPEC_TEXT], to[SPMD__SPEC_TEXT];
@@ -1213,7 +1221,11 @@ static uint64_t describe(const job *jobs, int n, char *text, size_t size)
         spmd__ignore(spmd_spec_format(out->sharding->spec, to, sizeof to));
         spmd__strbuf_printf(&sb, " %s", spmd_dtype_name(x->dtype));
         spmd__strbuf_shape(&sb, x->shape, x->ndim);
-        spmd__strbuf_printf(&sb, " %s->%s", from, to);
+        /* the device sets too: reshards of one shape between other devices read alike */
+        spmd__strbuf_printf(&sb, " %s on devices ", from);
+        spmd__strbuf_int_list(&sb, x->sharding->mesh->device_ids, x->sharding->mesh->size);
+        spmd__strbuf_printf(&sb, " -> %s on devices ", to);
+        spmd__strbuf_int_list(&sb, out->sharding->mesh->device_ids, out->sharding->mesh->size);
         h = spmd__fnv1a(h, &x->dtype, sizeof x->dtype);
         h = spmd__fnv1a(h, x->shape, (size_t)x->ndim * sizeof *x->shape);
         h = spmd__fnv1a(h, from, strlen(from));
@@ -1306,8 +1318,8 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     spmd__comm *comm = NULL;
     /* Every process of the operation agrees, even one whose own part moves nothing: otherwise
      * processes in different reshards could exchange data meant for another. */
+    char text[240] = "";
     if (prepared && nproc > 1 && member[rt->process_index]) {
-        char text[120];
         uint64_t fingerprint = describe(jobs, n, text, sizeof text);
         if (st != SPMD_OK) {
             char reason[1024];
@@ -1361,11 +1373,26 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     return st;
 }
 
+static spmd_status reshard_batch_entered(const char *fn, int n, spmd_array *const *xs,
+                                         const spmd_sharding *const *to,
+                                         const spmd_reshard_options *options, spmd_array **outs);
+
+/* One call at a time in a process (calls.h). */
 static spmd_status reshard_batch(const char *fn, int n, spmd_array *const *xs,
                                  const spmd_sharding *const *to,
                                  const spmd_reshard_options *options, spmd_array **outs)
 {
-    SPMD_CHECK(spmd__worker_refuse_nested(fn));
+    spmd__call_entry lock;
+    SPMD_CHECK(spmd__calls_enter(fn, &lock));
+    spmd_status st = reshard_batch_entered(fn, n, xs, to, options, outs);
+    spmd__calls_exit(&lock);
+    return st;
+}
+
+static spmd_status reshard_batch_entered(const char *fn, int n, spmd_array *const *xs,
+                                         const spmd_sharding *const *to,
+                                         const spmd_reshard_options *options, spmd_array **outs)
+{
     spmd_reshard_options o = SPMD_RESHARD_OPTIONS_INIT;
     if (options) {
         SPMD_REQUIRE(options->version == SPMD_RESHARD_OPTIONS_VERSION, SPMD_ERR_INVALID_ARGUMENT,
@@ -1393,6 +1420,7 @@ static spmd_status reshard_batch(const char *fn, int n, spmd_array *const *xs,
     pthread_mutex_lock(&reshard_lock);
     spmd_status st = reshard_locked(fn, n, xs, to, &o, jobs, &stats);
     pthread_mutex_unlock(&reshard_lock);
+    spmd__calls_about(NULL); /* its description is gone */
     for (int k = 0; k < n; k++) {
         if (st == SPMD_OK)
             outs[k] = jobs[k].out;

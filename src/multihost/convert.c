@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/calls.h"
 #include "runtime/check.h"
 #include "runtime/env.h"
 #include "runtime/worker.h" /* refusing calls from inside fn */
@@ -211,16 +212,30 @@ static spmd_status spmd_global_to_host_local_checked(const spmd_array *global, s
 
 /* Public entry points: a failure in a callee is reported under the name the caller used. */
 
+/* Each runs as one call in its process (calls.h): the collectives it makes come together. */
+
 spmd_status spmd_host_local_to_global(const spmd_array *local, spmd_mesh *mesh,
                                       const spmd_spec *spec, spmd_array **global)
 {
-    return spmd__error_in(spmd_host_local_to_global_checked(local, mesh, spec, global),
-                          "spmd_host_local_to_global");
+    const char *fn = "spmd_host_local_to_global";
+    spmd__call_entry lock;
+    if (global)
+        *global = NULL;
+    SPMD_CHECK(spmd__calls_enter(fn, &lock));
+    spmd_status st = spmd_host_local_to_global_checked(local, mesh, spec, global);
+    spmd__calls_exit(&lock);
+    return spmd__error_in(st, fn);
 }
 
 spmd_status spmd_global_to_host_local(const spmd_array *global, spmd_mesh *mesh,
                                       const spmd_spec *spec, spmd_array **local)
 {
-    return spmd__error_in(spmd_global_to_host_local_checked(global, mesh, spec, local),
-                          "spmd_global_to_host_local");
+    const char *fn = "spmd_global_to_host_local";
+    spmd__call_entry lock;
+    if (local)
+        *local = NULL;
+    SPMD_CHECK(spmd__calls_enter(fn, &lock));
+    spmd_status st = spmd_global_to_host_local_checked(global, mesh, spec, local);
+    spmd__calls_exit(&lock);
+    return spmd__error_in(st, fn);
 }

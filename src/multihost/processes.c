@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/calls.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/process_sets.h"
@@ -24,6 +25,8 @@ enum { PROCESSES_TAG = 30002 };
 static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 static spmd__comm *processes_comm;
 static unsigned processes_session;
+static int *everyone;                 /* 0..count-1, what the notes say takes part */
+static int everyone_count;
 
 static uint64_t fingerprint_of(const char *description)
 {
@@ -33,64 +36,116 @@ static uint64_t fingerprint_of(const char *description)
 /* Agreement over a view of every process, when no communicator may be used (creating one would
  * wait for every process): the first call, which then makes processes_comm (`make_comm`), and
  * the roll call after a failure. */
-static spmd_status agree_on_view(int count, const char *description, spmd__wait *w, int make_comm)
+static spmd_status agree_on_view(int count, const char *description, uint64_t fingerprint,
+                                 spmd__wait *w, int make_comm)
 {
     int *all = malloc((size_t)count * sizeof *all);
     SPMD_REQUIRE(all != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     for (int p = 0; p < count; p++)
         all[p] = p;
     pthread_mutex_lock(&spmd__setup_lock);
-    spmd_status st = spmd__agree_on_view(all, count, fingerprint_of(description), description, w);
+    spmd_status st = spmd__agree_on_view(all, count, fingerprint, description, w);
     pthread_mutex_unlock(&spmd__setup_lock);
+    /* every process agreed, and no other call of this process comes between (calls.h) */
     if (st == SPMD_OK && make_comm)
         st = spmd__comm_create(all, count, PROCESSES_TAG, &processes_comm);
     free(all);
     return st;
 }
 
+static void drop_processes_comm(void)
+{
+    spmd__comm_abandon(processes_comm);
+    processes_comm = NULL;
+}
+
+static void describe_text(const void *arg, char *text, size_t size)
+{
+    spmd__copy_text(text, size, arg);
+}
+
+/* What this call is, for the other processes' notes (calls.h); fails when another process
+ * gave it up (the processes issued their calls in different orders). */
+static spmd_status say_what(const char *fn, const char *description, int count,
+                            unsigned long *number)
+{
+    if (everyone_count != count) {
+        int *all = realloc(everyone, (size_t)count * sizeof *all);
+        SPMD_REQUIRE(all != NULL, SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        everyone = all;
+        everyone_count = count;
+        for (int p = 0; p < count; p++)
+            everyone[p] = p;
+    }
+    /* numbered across the communicators over every process: each makes every call */
+    uint64_t id = PROCESSES_TAG;
+    unsigned long call = spmd__calls_next_call(id);
+    *number = call;
+    spmd__calls_comm_started(id, call);
+    spmd__call_about about = {id, call, everyone, count, describe_text, description};
+    spmd__calls_about(&about);
+    char reason[SPMD__NOTE_TEXT];
+    if (!spmd__calls_abandoned(id, call, reason, sizeof reason))
+        return SPMD_OK;
+    if (processes_comm) /* as the others drop theirs */
+        drop_processes_comm();
+    spmd__calls_about(NULL);
+    return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH, "%s: %s", fn, reason);
+}
+
 /*
  * Starts a collective described by `description` (which must differ between calls that must
- * not match). In one process *comm is NULL and nothing is locked; otherwise *comm is the
- * process communicator and engine_lock is held until finish().
+ * not match): the call lock (calls.h) is held until finish(). In one process *comm is NULL;
+ * otherwise *comm is the process communicator and engine_lock is held until finish().
  */
-static spmd_status begin(const char *fn, const char *description, spmd__comm **comm)
+static spmd_status begin(const char *fn, const char *description, spmd__comm **comm,
+                         spmd__call_entry *lock)
 {
     *comm = NULL;
-    SPMD_CHECK(spmd__worker_refuse_nested(fn));
+    SPMD_CHECK(spmd__calls_enter(fn, lock));
     const spmd__runtime *rt = spmd__runtime_get(fn);
-    if (!rt)
-        return SPMD_ERR_INVALID_ARGUMENT;
-    if (rt->process_count == 1)
-        return SPMD_OK;
+    if (!rt || rt->process_count == 1) {
+        spmd__calls_exit(lock);
+        return rt ? SPMD_OK : SPMD_ERR_INVALID_ARGUMENT;
+    }
     pthread_mutex_lock(&engine_lock);
-    if (processes_comm && processes_session != rt->session) {
-        spmd__comm_abandon(processes_comm); /* made before the last spmd_finalize */
-        processes_comm = NULL;
-    }
+    if (processes_comm && processes_session != rt->session)
+        drop_processes_comm(); /* made before the last spmd_finalize */
+    /* the thread's name is part of what must match */
+    char text[SPMD__MESSAGE_CAPACITY / 4 + 128], thread[64];
+    spmd__thread_text(thread, sizeof thread);
+    snprintf(text, sizeof text, "%s (its call #%lu, %s)", description, spmd__calls_number(),
+             thread);
+    uint64_t fingerprint = fingerprint_of(description) ^ spmd__thread_tag();
     spmd__wait w = {.deadline_ns = spmd__now_ns() + rt->collective_timeout_ns, .what = fn};
-    spmd_status st;
-    if (!processes_comm) {
-        st = agree_on_view(rt->process_count, description, &w, 1);
+    unsigned long call = 0;
+    spmd_status st = say_what(fn, text, rt->process_count, &call);
+    if (st == SPMD_OK && !processes_comm) {
+        /* the agreement that makes the communicator has tags of its call's own */
+        w.key = spmd__fnv1a(fingerprint_of("processes"), &call, sizeof call) | 1;
+        st = agree_on_view(rt->process_count, text, fingerprint, &w, 1);
         processes_session = rt->session;
-    } else {
-        st = spmd__comm_agree(processes_comm, fingerprint_of(description), description, &w);
-        if (st != SPMD_OK) { /* it may hold unfinished messages: the next call starts afresh */
-            spmd__comm_abandon(processes_comm);
-            processes_comm = NULL;
-        }
+    } else if (st == SPMD_OK) {
+        st = spmd__comm_agree(processes_comm, fingerprint, text, &w);
+        if (st != SPMD_OK) /* it may hold unfinished messages: the next call starts afresh */
+            drop_processes_comm();
     }
+    spmd__calls_about(NULL); /* its description is gone */
     if (st != SPMD_OK) {
         pthread_mutex_unlock(&engine_lock);
+        spmd__calls_exit(lock);
         return st;
     }
     *comm = processes_comm;
     return SPMD_OK;
 }
 
-static void finish(spmd__comm *comm)
+static void finish(spmd__comm *comm, const spmd__call_entry *lock)
 {
-    if (comm)
+    if (comm) {
         pthread_mutex_unlock(&engine_lock);
+        spmd__calls_exit(lock);
+    }
 }
 
 /* ---- what each process contributes ---- */
@@ -242,7 +297,8 @@ static spmd_status name_the_missing(const char *fn, spmd_status st)
     char description[128];
     snprintf(description, sizeof description, "the roll call after a failed %s", fn);
     spmd__wait w = {.deadline_ns = spmd__now_ns() + spmd__comm_grace_ns(), .what = description};
-    spmd_status roll = agree_on_view(rt->process_count, description, &w, 0);
+    spmd_status roll =
+        agree_on_view(rt->process_count, description, fingerprint_of(description), &w, 0);
     if (roll == SPMD_OK || !w.peer_missing)
         return SPMD_ERROR(st, "%s", first);
     char missing[SPMD__MESSAGE_CAPACITY];
@@ -275,7 +331,8 @@ static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int ro
     describe(description, sizeof description, root < 0 ? "process_allgather" : "process_gather", x,
              tiled, root);
     spmd__comm *comm = NULL;
-    SPMD_CHECK(begin(fn, description, &comm));
+    spmd__call_entry lock;
+    SPMD_CHECK(begin(fn, description, &comm, &lock));
     spmd_status st = SPMD_OK;
     size_t *counts = calloc((size_t)processes, sizeof *counts);
     char *packed = NULL, *mine = NULL;
@@ -321,7 +378,7 @@ static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int ro
         free(packed);
     }
     free(counts);
-    finish(comm);
+    finish(comm, &lock);
     return st;
 }
 
@@ -357,9 +414,10 @@ spmd_status spmd_broadcast_one_to_all(void *buffer, size_t bytes, int source)
     snprintf(description, sizeof description, "broadcast_one_to_all of %zu bytes from process %d",
              bytes, source);
     spmd__comm *comm = NULL;
-    SPMD_CHECK(begin(fn, description, &comm));
+    spmd__call_entry lock;
+    SPMD_CHECK(begin(fn, description, &comm, &lock));
     spmd_status st = comm ? spmd__comm_bcast(comm, source, buffer, bytes) : SPMD_OK;
-    finish(comm);
+    finish(comm, &lock);
     return st;
 }
 
@@ -387,8 +445,9 @@ spmd_status spmd_sync_global_devices(const char *name)
     snprintf(description, sizeof description, "sync_global_devices('%s')", name);
     /* the agreement is the barrier: it ends only once every process has arrived */
     spmd__comm *comm = NULL;
-    SPMD_CHECK(begin(fn, description, &comm));
-    finish(comm);
+    spmd__call_entry lock;
+    SPMD_CHECK(begin(fn, description, &comm, &lock));
+    finish(comm, &lock);
     return SPMD_OK;
 }
 
@@ -452,14 +511,16 @@ spmd_status spmd_assert_equal(const spmd_array *x, const char *message)
         st = whole ? spmd_array_to_host(x, all + bytes * (size_t)me, bytes)
                    : spmd_array_shard_to_host(x, 0, all + bytes * (size_t)me, bytes);
     spmd__comm *comm = NULL;
+    spmd__call_entry lock;
     if (st == SPMD_OK)
-        st = begin(fn, description, &comm);
+        st = begin(fn, description, &comm, &lock);
     if (st == SPMD_OK && comm) {
         for (int p = 0; p < processes; p++)
             counts[p] = bytes;
         st = spmd__comm_allgatherv(comm, NULL, all, counts);
     }
-    finish(comm);
+    if (comm)
+        finish(comm, &lock);
     size_t elem = spmd_dtype_size(x->dtype);
     for (int p = 1; p < processes && st == SPMD_OK; p++) {
         const char *a = all, *b = all + bytes * (size_t)p;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/calls.h"
 #include "runtime/check.h" /* error messages */
 #include "runtime/log.h"
 #include "runtime/worker.h"   /* refusing nested calls */
@@ -613,10 +614,16 @@ spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs
                       const int *out_axes, const char *axis_name, const int *devices,
                       int num_devices, const spmd_pmap_options *options, spmd_array **outputs)
 {
-    const char *outer = spmd__worker_entry("spmd_pmap"); /* names it to calls nested in fn */
-    spmd_status st = pmap_call(fn, user, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name,
-                               devices, num_devices, options, outputs);
-    spmd__worker_entry(outer);
+    /* one call in its process (calls.h): its conversions and its shard_map come together */
+    spmd__call_entry lock;
+    spmd_status st = spmd__calls_enter("spmd_pmap", &lock);
+    if (st == SPMD_OK) {
+        const char *outer = spmd__worker_entry("spmd_pmap"); /* names it to calls nested in fn */
+        st = pmap_call(fn, user, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name,
+                       devices, num_devices, options, outputs);
+        spmd__worker_entry(outer);
+        spmd__calls_exit(&lock);
+    }
     /* after the call: outputs may alias inputs, which validation still reads */
     for (int j = 0; st != SPMD_OK && outputs && nout <= MAX_ARGS && j < nout; j++)
         outputs[j] = NULL;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/calls.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_mpi_impl.h"
@@ -48,7 +49,7 @@ typedef struct note {
     int32_t tag;
 } note;
 /* Descriptions exchanged when fingerprints differ. */
-#define TEXT 120
+#define TEXT 240
 
 /* The shape of recursive doubling over n ranks, from one rank's point of view. */
 typedef struct topology {
@@ -74,6 +75,7 @@ static topology topology_of(int n, int me)
 typedef struct xchg {
     spmd__comm *c;
     spmd__wait *w;
+    const spmd__agreement *a;
     topology t;
     int tag;
     header h;
@@ -84,6 +86,8 @@ typedef struct xchg {
     int broken;          /* an MPI call failed: its message is recorded */
     int watch_notes;     /* the communicator's note receive is tested beside each step */
     int late_by;         /* rank whose note says it gave up on this one in this exchange, or -1 */
+    uint32_t stamp;      /* its messages' (spmd__comm_exchange_tag) */
+    int last_from;       /* the rank of the last message received */
 } xchg;
 
 /* ---- headers ---- */
@@ -165,34 +169,49 @@ static void take_note(xchg *x, const MPI_Status *status)
 enum { SEAL_COMPACT = 0x5eca1016u, SEAL_FULL = 0x5eca1048u };
 typedef struct seal_compact {
     uint64_t fp;
-    int32_t rank;
+    uint32_t stamp; /* the exchange's (spmd__comm_exchange_tag); the holder of fp: the sender */
     uint32_t kind;
 } seal_compact;
 typedef struct seal_full {
     header h;
-    uint32_t pad;
+    uint32_t stamp;
     uint32_t kind;
 } seal_full;
 #define SEAL_MAX ((size_t)sizeof(seal_full))
 
-/* Writes h after `payload` bytes of msg; returns the message's size. */
-static size_t seal(const header *h, char *msg, size_t payload)
+/* Writes h after `payload` bytes of msg, with the exchange's stamp; returns the message's
+ * size. */
+static size_t seal(const header *h, uint32_t stamp, char *msg, size_t payload)
 {
     if (h->fp_min == h->fp_max && h->missing[0] < 0 && h->flags == 0) {
-        seal_compact t = {h->fp_min, h->rank_min, SEAL_COMPACT};
+        seal_compact t = {h->fp_min, stamp, SEAL_COMPACT};
         memcpy(msg + payload, &t, sizeof t);
         return payload + sizeof t;
     }
     seal_full t;
     memset(&t, 0, sizeof t);
     t.h = *h;
+    t.stamp = stamp;
     t.kind = SEAL_FULL;
     memcpy(msg + payload, &t, sizeof t);
     return payload + sizeof t;
 }
 
-/* Reads the trailer of a message of `got` bytes; 0 when it is not one of ours (or was cut). */
-static int unseal(const char *msg, size_t got, header *h, size_t *payload)
+/* The stamp of a message of `got` bytes; 0 when it is not one of ours (or was cut). */
+static uint32_t stamp_of(const char *msg, size_t got)
+{
+    uint32_t kind = 0, stamp = 0;
+    if (got < sizeof(seal_compact))
+        return 0;
+    memcpy(&kind, msg + got - sizeof kind, sizeof kind);
+    if ((kind == SEAL_COMPACT) || (kind == SEAL_FULL && got >= sizeof(seal_full)))
+        memcpy(&stamp, msg + got - 2 * sizeof stamp, sizeof stamp);
+    return stamp;
+}
+
+/* Reads the trailer of a message of `got` bytes from rank `sender`; 0 when it is not one of
+ * ours (or was cut). */
+static int unseal(const char *msg, size_t got, int sender, header *h, size_t *payload)
 {
     uint32_t kind = 0;
     if (got < sizeof(seal_compact))
@@ -201,7 +220,7 @@ static int unseal(const char *msg, size_t got, header *h, size_t *payload)
     if (kind == SEAL_COMPACT) {
         seal_compact t;
         memcpy(&t, msg + got - sizeof t, sizeof t);
-        header_init(h, t.fp, t.rank);
+        header_init(h, t.fp, sender);
         *payload = got - sizeof t;
         return 1;
     }
@@ -231,16 +250,44 @@ enum { GOT, MISSED, STOPPED };
 #define CANCEL_FIRST_NS 50000
 #define CANCEL_EVERY_NS 1000000
 
+/* A verdict of the notes between processes (calls.h) that ends wait w, as its status. */
+static spmd_status verdict_for(const xchg *x)
+{
+    int kind = spmd__calls_has_verdict();
+    if (!kind || (kind == 1 && x->w->settled_only))
+        return SPMD_OK;
+    return spmd__calls_verdict(NULL);
+}
+
 static int cancelled(xchg *x, int64_t now)
 {
-    if (!x->w->cancelled || now < x->next_cancel_check)
+    if (now < x->next_cancel_check)
         return 0;
     x->next_cancel_check = now + CANCEL_EVERY_NS;
-    spmd_status st = x->w->cancelled(x->w->arg);
+    spmd_status st = verdict_for(x);
+    if (st == SPMD_OK && x->w->cancelled)
+        st = x->w->cancelled(x->w->arg);
     if (st == SPMD_OK)
         return 0;
     x->stopped = st;
     return 1;
+}
+
+static void copy_description(const void *arg, char *text, size_t size);
+
+/* A wait that lasts is told to the notes (calls.h): whom it waits for and where. */
+int spmd__comm_track(spmd__comm *c, const spmd__agreement *a, const spmd__wait *w, int rank)
+{
+    const spmd__wait_where *where = w->where;
+    spmd__wait_info info = {
+        .peer = rank >= 0 ? c->processes[rank] : -1,
+        .phase = where ? where->phase : 0,
+        .device = where ? where->device : -1,
+        .peer_device = where && where->rank_device && rank >= 0 ? where->rank_device[rank] : -1,
+        .fingerprint = a ? a->fingerprint : 0,
+        .describe = a && a->describe ? a->describe : copy_description,
+        .arg = a && a->describe ? a->arg : (w->what ? w->what : "an exchange between processes")};
+    return spmd__calls_wait_begin(&info);
 }
 
 static void broken(xchg *x, int rc, const char *what)
@@ -274,8 +321,9 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         reqs[2] = c->note_req;
     }
     unlock();
-    int outcome = GOT;
-    int64_t started = 0, received_at = 0;
+    int outcome = GOT, tracked = -1;
+    x->last_from = from;
+    int64_t started = 0, received_at = 0, probe_after = 0;
     for (;;) {
         /* one call tests both (each test runs MPI's progress, which may yield the core) */
         MPI_Status statuses[3];
@@ -311,6 +359,15 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
                 int count = 0;
                 MPI_Get_count(&statuses[k], MPI_BYTE, &count);
                 *got = (size_t)count;
+                uint32_t stamp = stamp_of(rbuf, *got);
+                if (stamp && stamp != x->stamp) {
+                    /* left by an exchange given up on that had this tag: not this one's */
+                    lock();
+                    MPI_Irecv(rbuf, (int)rcap, MPI_BYTE, c->peer[from], x->tag, c->comm,
+                              &reqs[0]);
+                    unlock();
+                    done[0] = 0;
+                }
             }
         }
         if (x->broken)
@@ -322,11 +379,16 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             started = now;
             if (x->next_cancel_check == 0)
                 x->next_cancel_check = now + CANCEL_FIRST_NS;
+            probe_after = spmd__calls_probe_after_ns();
         }
         if (now > deadline) {
             outcome = done[0] ? GOT : MISSED;
             break;
         }
+        if (tracked < 0 && now - started > probe_after)
+            tracked = spmd__comm_track(c, x->a, x->w, !done[0] ? from : to);
+        if (tracked >= 0)
+            spmd__notes_poll();
         /* Once the partner's message is in, its receive for ours is posted: our send ends
          * soon, unless the partner stopped since (a long message waits for it to take the
          * rest). The send then stays with MPI. */
@@ -339,6 +401,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             break;
         }
     }
+    spmd__calls_wait_end(tracked);
     if (!done[0]) { /* a receive that matched just before the cancel completes normally */
         MPI_Status status;
         int settled = spmd__comm_cancel_receive(&reqs[0], &status);
@@ -420,7 +483,7 @@ static int step_with_extra(xchg *x, int to, const char *S, size_t sent, int from
 static int accept(xchg *x, const char *R, size_t got, size_t want, size_t limit, size_t *payload)
 {
     header in;
-    if (!unseal(R, got, &in, payload)) { /* not one of ours, or cut short: it cannot be read */
+    if (!unseal(R, got, x->last_from, &in, payload)) { /* not ours, or cut: it cannot be read */
         x->h.flags |= FLAG_SIZE;
         return 0;
     }
@@ -462,7 +525,7 @@ static void take(xchg *x, const reducer *rd, char *S, const char *R, size_t got,
 /* The message of the current step: the payload while nothing failed, and the trailer. */
 static size_t outgoing(xchg *x, char *S, const reducer *rd)
 {
-    return seal(&x->h, S, header_failed(&x->h) ? 0 : *rd->bytes);
+    return seal(&x->h, x->stamp, S, header_failed(&x->h) ? 0 : *rd->bytes);
 }
 
 /*
@@ -476,7 +539,7 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
     int open = 0, last = t->levels + 1;
     if (t->is_extra) {
         int partner = t->me - t->p2;
-        size_t sent = outgoing(x, *S, rd);
+        size_t sent = outgoing(x, *S, rd); /* its only message */
         if (step_with_extra(x, partner, *S, sent, partner, *R, cap, last, &got) == GOT)
             take(x, rd, *S, *R, got, 1);
         return;
@@ -519,8 +582,15 @@ static void list_ranks(const spmd__comm *c, const header *h, char *out, size_t s
         spmd__strbuf_printf(&sb, " and others");
 }
 
+typedef struct side {
+    char text[TEXT];
+    int32_t num_fields, list_length;
+    uint64_t hashes[SPMD__DETAIL_FIELDS];
+    int32_t list[SPMD__DETAIL_LIST];
+} side;
+
 typedef struct texts {
-    char text[2][TEXT];
+    side side[2];
 } texts;
 
 static void merge_texts(void *mine, const void *theirs, size_t bytes, void *arg)
@@ -531,8 +601,45 @@ static void merge_texts(void *mine, const void *theirs, size_t bytes, void *arg)
     if (bytes < sizeof *t)
         return;
     for (int i = 0; i < 2; i++)
-        if (!m->text[i][0] && t->text[i][0])
-            memcpy(m->text[i], t->text[i], TEXT);
+        if (!m->side[i].text[0] && t->side[i].text[0])
+            m->side[i] = t->side[i];
+}
+
+/* " (they differ in ...; the device ids first differ at position 3: 2 against 5)": what two
+ * descriptions may not show. */
+static void differences(const spmd__agreement *a, const texts *t, int first, char *out,
+                        size_t size)
+{
+    out[0] = '\0';
+    if (!a->details)
+        return;
+    spmd__details mine;
+    memset(&mine, 0, sizeof mine);
+    a->details(a->arg, &mine); /* for the names, alike on every process */
+    const side *s0 = &t->side[first], *s1 = &t->side[!first]; /* in the message's order */
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, out, size);
+    int named = 0, alike = strcmp(s0->text, s1->text) == 0;
+    for (int f = 0; alike && f < mine.num_fields && f < s0->num_fields && f < s1->num_fields; f++)
+        if (s0->hashes[f] != s1->hashes[f])
+            spmd__strbuf_printf(&sb, "%s%s", named++ ? ", " : " (their descriptions read alike: "
+                                                               "they differ in ",
+                                mine.names[f]);
+    if (named)
+        spmd__strbuf_printf(&sb, ")");
+    if (!mine.list_name)
+        return;
+    int n = s0->list_length < s1->list_length ? s0->list_length : s1->list_length;
+    int shown = n < SPMD__DETAIL_LIST ? n : SPMD__DETAIL_LIST;
+    for (int k = 0; k < shown; k++)
+        if (s0->list[k] != s1->list[k]) {
+            spmd__strbuf_printf(&sb, " (the %s first differ at position %d: %d against %d)",
+                                mine.list_name, k, (int)s0->list[k], (int)s1->list[k]);
+            return;
+        }
+    if (s0->list_length != s1->list_length)
+        spmd__strbuf_printf(&sb, " (the %s number %d against %d)", mine.list_name,
+                            (int)s0->list_length, (int)s1->list_length);
 }
 
 static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__wait *w,
@@ -546,23 +653,36 @@ static void fetch_texts(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, 
                         const header *v, texts *out)
 {
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < 2; i++)
-        if (c->rank == (i ? v->rank_max : v->rank_min))
-            a->describe(a->arg, out->text[i], TEXT);
+    for (int i = 0; i < 2; i++) {
+        if (c->rank != (i ? v->rank_max : v->rank_min))
+            continue;
+        side *s = &out->side[i];
+        a->describe(a->arg, s->text, TEXT);
+        if (a->details) {
+            spmd__details d;
+            memset(&d, 0, sizeof d);
+            a->details(a->arg, &d);
+            s->num_fields = d.num_fields;
+            memcpy(s->hashes, d.hashes, sizeof s->hashes);
+            s->list_length = d.list_length;
+            memcpy(s->list, d.list, sizeof s->list);
+        }
+    }
     int64_t timeout = spmd__comm_timeout_ns();
     int64_t grace = spmd__comm_grace_ns();
-    spmd__agreement same = {0, NULL, NULL};
+    spmd__agreement same = {0, NULL, NULL, NULL};
     spmd__wait quick = {.deadline_ns = spmd__now_ns() + (grace < timeout ? grace : timeout),
                         .cancelled = w->cancelled,
                         .arg = w->arg,
                         .what = w->what,
                         .timeout_name = w->timeout_name,
-                        .late_told_later = 1};
+                        .late_told_later = 1,
+                        .settled_only = 1};
     size_t bytes = sizeof *out;
     header h;
     if (run_exchange(c, &same, &quick, tag + 1, quick.deadline_ns, out, &bytes, sizeof *out, 1,
                      merge_texts, NULL, &h) != SPMD_OK)
-        out->text[0][0] = out->text[1][0] = '\0'; /* the message says less, that is all */
+        out->side[0].text[0] = out->side[1].text[0] = '\0'; /* the message says less */
 }
 
 /* What the wait is for, for a message: w->what, or (NULL) the agreement's description. */
@@ -581,19 +701,50 @@ static const char *what_of(const spmd__wait *w, const spmd__agreement *a, char *
 static spmd_status missing_error(const spmd__comm *c, const header *h, const spmd__agreement *a,
                                  spmd__wait *w)
 {
-    char who[128], what[TEXT];
+    char who[128], what[TEXT], alive[1024] = "";
     list_ranks(c, h, who, sizeof who);
     w->peer_missing = 1;
+    /* What the notes between processes (calls.h) said of the missing processes: one that is
+     * alive (inside another call, or stuck waiting for one that said nothing: dead?) is not
+     * named as missing; the one it waits for is, first. */
+    int named[LISTED + 1], num_named = 0, any_alive = 0;
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, alive, sizeof alive);
+    for (int i = 0; i < LISTED && h->missing[i] >= 0; i++) {
+        int p = c->processes[h->missing[i]], q = p;
+        if (spmd__calls_heard_from(p)) {
+            char seen[512];
+            spmd__calls_peer_text(p, seen, sizeof seen);
+            spmd__strbuf_printf(&sb, "%s%s", any_alive++ ? "; " : " (", seen);
+            q = spmd__calls_blocking_process(p);
+        }
+        int known = q < 0;
+        for (int k = 0; k < num_named; k++)
+            known |= named[k] == q;
+        if (!known)
+            named[num_named++] = q;
+    }
+    if (any_alive)
+        spmd__strbuf_printf(&sb, ")");
+    if (any_alive && num_named > 0) {
+        spmd__strbuf wb;
+        spmd__strbuf_init(&wb, who, sizeof who);
+        for (int k = 0; k < num_named; k++)
+            spmd__strbuf_printf(&wb, "%s%d", k ? ", " : "", named[k]);
+        if (h->flags & FLAG_MORE_MISSING)
+            spmd__strbuf_printf(&wb, " and others");
+    }
     if (w->timeout_name)
         return SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                          "%s: process(es) %s did not arrive within %s; every process must make "
-                          "this call, and one that is only slow needs a larger %s",
-                          what_of(w, a, what, sizeof what), who, w->timeout_name, w->timeout_name);
+                          "%s: process(es) %s did not arrive within %s%s; every process must "
+                          "make this call, and one that is only slow needs a larger %s",
+                          what_of(w, a, what, sizeof what), who, w->timeout_name, alive,
+                          w->timeout_name);
     return SPMD_ERROR(SPMD_ERR_TIMEOUT,
                       "%s: process(es) %s did not arrive within the collective timeout "
-                      "(SPMD_COLLECTIVE_TIMEOUT); every process must issue the same collectives "
+                      "(SPMD_COLLECTIVE_TIMEOUT)%s; every process must issue the same collectives "
                       "in the same order",
-                      what_of(w, a, what, sizeof what), who);
+                      what_of(w, a, what, sizeof what), who, alive);
 }
 
 static spmd_status verdict(xchg *x, const spmd__agreement *a)
@@ -608,22 +759,35 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
         return missing_error(c, h, a, w);
     int pa = c->processes[h->rank_min], pb = c->processes[h->rank_max];
     if (h->fp_min != h->fp_max) {
-        texts t = {{{0}}};
-        if (a->describe)
-            fetch_texts(c, a, w, x->tag, h, &t);
+        texts *t = calloc(1, sizeof *t);
+        if (t && a->describe)
+            fetch_texts(c, a, w, x->tag, h, t);
         int first = pa > pb; /* the lower process first */
-        if (t.text[0][0] && t.text[1][0])
-            return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
-                              "processes issued different collectives: process %d called %s, "
-                              "process %d called %s; every process must issue the same "
-                              "collectives with the same shapes in the same order",
-                              first ? pb : pa, t.text[first], first ? pa : pb, t.text[!first]);
+        if (t && t->side[0].text[0] && t->side[1].text[0]) {
+            char diff[512];
+            differences(a, t, first, diff, sizeof diff);
+            spmd_status st = SPMD_ERROR(
+                SPMD_ERR_COLLECTIVE_MISMATCH,
+                "processes issued different collectives: process %d called %s, process %d "
+                "called %s%s; every process must issue the same collectives with the same "
+                "shapes in the same order",
+                first ? pb : pa, t->side[first].text, first ? pa : pb, t->side[!first].text,
+                diff);
+            free(t);
+            return st;
+        }
+        free(t);
+        /* the other side's text did not come: this one's own says which call it was */
+        char mine[TEXT] = "";
+        if (a->describe)
+            a->describe(a->arg, mine, sizeof mine);
         return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
                           "%s: processes %d and %d issued different collectives (fingerprints "
-                          "%016llx and %016llx); every process must issue the same collectives "
-                          "with the same shapes in the same order",
+                          "%016llx and %016llx); this process (%d) called %s; every process must "
+                          "issue the same collectives with the same shapes in the same order",
                           what_of(w, a, what, sizeof what), pa, pb, (unsigned long long)h->fp_min,
-                          (unsigned long long)h->fp_max);
+                          (unsigned long long)h->fp_max, c->processes[c->rank],
+                          mine[0] ? mine : "(no description)");
     }
     if (!(h->flags & FLAG_SIZE)) {
         int by = x->late_by;
@@ -670,8 +834,10 @@ static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wa
     memset(x, 0, sizeof *x);
     x->c = c;
     x->w = w;
+    x->a = a;
     x->t = topology_of(c->size, c->rank);
     x->tag = tag;
+    x->stamp = c->stamp; /* of the exchange whose tag the caller just took */
     /* at most half of a short window (a grace period) shared out over the steps */
     int64_t s = spmd__comm_stagger_ns();
     int64_t share = (deadline - spmd__now_ns()) / (2 * (int64_t)(x->t.levels + 2));
@@ -711,7 +877,8 @@ static void copy_description(const void *arg, char *text, size_t size)
     spmd__copy_text(text, size, arg);
 }
 
-static spmd_status check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag)
+static spmd_status check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd__wait *w,
+                                  int tag)
 {
     if (c->size == 1)
         return SPMD_OK;
@@ -728,7 +895,7 @@ spmd_status spmd__comm_check(spmd__comm *c, const spmd__agreement *a, spmd__wait
 spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *description,
                              spmd__wait *w)
 {
-    spmd__agreement a = {fingerprint, copy_description, description};
+    spmd__agreement a = {fingerprint, copy_description, description, NULL};
     return spmd__comm_check(c, &a, w);
 }
 
@@ -829,7 +996,7 @@ static int gather_round(xchg *x, const gather_layout *g, char *recv, int partner
         out = block_bytes(g, t, lo, lo + span);
         move_block(g, t, lo, lo + span, *S, recv, 1);
     }
-    size_t sent = seal(&x->h, *S, out);
+    size_t sent = seal(&x->h, x->stamp, *S, out);
     int o = step(x, partner, *S, sent, partner, R, recv_capacity(total), deadline_of(x, step_index),
                  &got, &open);
     if (open && !renew_send_buffer(x, S, total + SEAL_MAX))
@@ -867,7 +1034,7 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
         int partner = t->me - t->p2;
         size_t mine = g->counts[t->me];
         memcpy(S, recv + g->displ[t->me], mine);
-        size_t sent = seal(&x.h, S, mine);
+        size_t sent = seal(&x.h, x.stamp, S, mine);
         if (step_with_extra(&x, partner, S, sent, partner, R, rcap, last, &got) == GOT)
             take_block(&x, g, recv, R, got, total, 0, t->n, 1);
         return verdict(&x, a);
@@ -884,7 +1051,7 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
         size_t out = header_failed(&x.h) ? 0 : total;
         if (out)
             memcpy(S, recv, total);
-        size_t sent = seal(&x.h, S, out);
+        size_t sent = seal(&x.h, x.stamp, S, out);
         (void)step_with_extra(&x, t->me + t->p2, S, sent, -1, NULL, 0, last, &got);
     }
     return verdict(&x, a);
@@ -959,7 +1126,7 @@ static spmd_status reduce_scatter_combined(spmd__comm *c, const spmd__agreement 
     if (t->is_extra) { /* everything to the partner, this rank's part back */
         int partner = t->me - t->p2;
         memcpy(S, acc, total);
-        size_t sent = seal(&x.h, S, total);
+        size_t sent = seal(&x.h, x.stamp, S, total);
         size_t mine = g->counts[t->me], payload = 0;
         o = step_with_extra(&x, partner, S, sent, partner, R, rcap, last, &got);
         if (o == GOT && accept(&x, R, got, mine, mine, &payload))
@@ -980,7 +1147,7 @@ static spmd_status reduce_scatter_combined(spmd__comm *c, const spmd__agreement 
             out = block_bytes(g, t, plo, plo + span);
             move_block(g, t, plo, plo + span, S, acc, 1);
         }
-        size_t sent = seal(&x.h, S, out);
+        size_t sent = seal(&x.h, x.stamp, S, out);
         o = step(&x, partner, S, sent, partner, R, rcap, deadline_of(&x, round), &got, &open);
         if (open && !renew_send_buffer(&x, &S, total + SEAL_MAX))
             o = STOPPED;
@@ -994,7 +1161,7 @@ static spmd_status reduce_scatter_combined(spmd__comm *c, const spmd__agreement 
         size_t out = header_failed(&x.h) ? 0 : g->counts[e];
         if (out)
             memcpy(S, acc + g->displ[e], out);
-        size_t sent = seal(&x.h, S, out);
+        size_t sent = seal(&x.h, x.stamp, S, out);
         (void)step_with_extra(&x, e, S, sent, -1, NULL, 0, last, &got);
     }
     return verdict(&x, a);
@@ -1104,14 +1271,15 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
     }
     for (int i = 0, at = 0; i < nsend; i++) {
         memcpy(S + at, sends[i].data, sends[i].bytes);
-        size_t len = seal(&x.h, S + at, sends[i].bytes);
+        size_t len = seal(&x.h, x.stamp, S + at, sends[i].bytes);
         MPI_Isend(S + at, (int)len, MPI_BYTE, c->peer[sends[i].peer], x.tag, c->comm,
                   &reqs[nrecv + i]);
         at += (int)len;
         done[nrecv + i] = 0;
     }
     unlock();
-    int left = n, timed_out = 0, culprit = -1;
+    int left = n, timed_out = 0, culprit = -1, tracked = -1;
+    int64_t started = spmd__now_ns(), probe_after = spmd__calls_probe_after_ns();
     while (left > 0 && x.stopped == SPMD_OK) {
         int got = 0;
         lock();
@@ -1130,9 +1298,21 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             int count = 0;
             MPI_Get_count(&statuses[k], MPI_BYTE, &count);
             int err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
+            uint32_t stamp = err == MPI_SUCCESS ? stamp_of(R + slot[i], (size_t)count) : 0;
+            if (stamp && stamp != x.stamp) { /* left by an exchange given up on: not ours */
+                int cap = (int)(recvs[i].bytes + SEAL_MAX + PAIRED_SLACK);
+                lock();
+                MPI_Irecv(R + slot[i], cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm,
+                          &reqs[i]);
+                unlock();
+                done[i] = 0;
+                left++;
+                continue;
+            }
             header in;
             size_t payload = 0;
-            int ours = err == MPI_SUCCESS && unseal(R + slot[i], (size_t)count, &in, &payload);
+            int ours = err == MPI_SUCCESS &&
+                       unseal(R + slot[i], (size_t)count, recvs[i].peer, &in, &payload);
             if (!ours || in.fp_min != a->fingerprint || in.fp_max != a->fingerprint ||
                 payload != recvs[i].bytes) {
                 x.h.flags |= FLAG_SIZE; /* mismatch: told apart by the sender named below */
@@ -1151,10 +1331,19 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             timed_out = 1;
             break;
         }
-
+        if (left > 0 && tracked < 0 && now - started > probe_after) {
+            int peer = -1; /* the first receive still open: whom this waits for */
+            for (int i = 0; i < nrecv && peer < 0; i++)
+                if (!done[i])
+                    peer = recvs[i].peer;
+            tracked = spmd__comm_track(c, a, w, peer);
+        }
+        if (tracked >= 0)
+            spmd__notes_poll();
         if (left > 0)
             (void)cancelled(&x, now);
     }
+    spmd__calls_wait_end(tracked);
     int sends_open = 0;
     for (int i = 0; i < n; i++) {
         if (done[i])

@@ -17,7 +17,16 @@
 
 typedef struct spmd__comm spmd__comm;
 
-/** How a wait ends early: at `deadline_ns` (CLOCK_MONOTONIC), or when `cancelled` says so. */
+/** Where in a shard_map call a wait is, for the notes between processes (calls.h). */
+typedef struct spmd__wait_where {
+    int phase;              /**< the collective's number on its device; SPMD__PHASE_END: the
+                                 call's final agreement */
+    int device;             /**< the global id of the device that waits; -1: none */
+    const int *rank_device; /**< [rank]: the global id of the device expected there; or NULL */
+} spmd__wait_where;
+
+/** How a wait ends early: at `deadline_ns` (CLOCK_MONOTONIC), or when `cancelled` says so. A
+ * verdict of the notes between processes (calls.h) ends it too. */
 typedef struct spmd__wait {
     int64_t deadline_ns;
     /** Returns an error status to stop waiting (its message already recorded), else SPMD_OK. */
@@ -34,6 +43,11 @@ typedef struct spmd__wait {
     /** 1: a rank that arrives after the others gave up on it need not learn so here (shard_map's
      * outcome tells it): no receive for that news is watched beside the exchange */
     int late_told_later;
+    /** shard_map: where in the call the wait is (NULL: outside shard_map) */
+    const spmd__wait_where *where;
+    /** 1: only a verdict that abandons the call ends it early (a call's final agreement, in
+     * which the processes must meet to report a mismatch) */
+    int settled_only;
     int peer_missing; /**< out: the wait ended because a process never arrived */
     int data_pending; /**< out: after a failure, MPI may still read or write the data buffers */
 } spmd__wait;
@@ -43,10 +57,26 @@ typedef struct spmd__wait {
  * fingerprints are equal. On the failure path only, describe() writes what it is (e.g. "psum
  * float32[4] over ('i',) #2") for the message that quotes two processes that differ.
  */
+/* What a mismatch message compares of two processes' calls, beside their descriptions: the
+ * parts of the fingerprint, named (a message names the ones that differ when the descriptions
+ * read alike), and a list of numbers (a mesh's devices) compared place by place. */
+#define SPMD__DETAIL_FIELDS 6
+#define SPMD__DETAIL_LIST 64
+typedef struct spmd__details {
+    int num_fields;
+    const char *names[SPMD__DETAIL_FIELDS]; /* static text, alike on every process */
+    uint64_t hashes[SPMD__DETAIL_FIELDS];
+    const char *list_name; /* "device ids"; NULL: no list */
+    int list_length;
+    int32_t list[SPMD__DETAIL_LIST]; /* its first entries */
+} spmd__details;
+
 typedef struct spmd__agreement {
     uint64_t fingerprint;
     void (*describe)(const void *arg, char *text, size_t size);
     const void *arg;
+    /** optional, failure path only: fills the details of the call (arg as for describe) */
+    void (*details)(const void *arg, spmd__details *out);
 } spmd__agreement;
 
 /**

@@ -12,6 +12,7 @@
 
 #include <spmd/mpi.h>
 
+#include "runtime/calls.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_mpi_impl.h"
@@ -67,22 +68,41 @@ static int abort_tag(void) { return tag_top() - 1; }
 static int view_tag(void) { return tag_top() - 2 * SPMD__TAGS_PER_EXCHANGE; }
 int spmd__comm_pieces_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE; }
 int spmd__comm_note_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 1; }
+int spmd__comm_calls_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 2; }
 
 /* Exchanges keyed by a number (and those of communicators that are not subsets) use the first
  * KEYED_BLOCKS blocks; the subsets of a communicator share the rest, each its lane. */
 #define KEYED_BLOCKS (1ul << 12)
 
+static unsigned long mix_key(unsigned long k)
+{
+    uint64_t h = k;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return (unsigned long)(h ^ (h >> 33));
+}
+
 int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
 {
-    if (c->is_view)
+    if (c->is_view && !key) { /* an agreement that makes a communicator keys its tags */
+        c->stamp = 0x76696577u;
         return view_tag();
+    }
     unsigned long blocks =
         (unsigned long)((tag_top() - 4 * SPMD__TAGS_PER_EXCHANGE) / SPMD__TAGS_PER_EXCHANGE);
-    unsigned long n = key ? key * 0x9E3779B97F4A7C15ul : c->exchanges++, block;
+    /* a key's bits all count: keys of calls a few apart must not share a block */
+    unsigned long n = key ? mix_key(key) : c->exchanges++, block;
+    c->stamp = (uint32_t)(mix_key(n ^ ((unsigned long)c->lane << 40) ^ (key ? 1ul << 63 : 0)) >>
+                          32) |
+               1u;
     if (c->lanes) {
         unsigned long per_lane = (blocks - KEYED_BLOCKS) / (unsigned long)c->lanes;
         block = KEYED_BLOCKS + (n % (per_lane ? per_lane : 1)) * (unsigned long)c->lanes +
                 (unsigned long)c->lane;
+    } else if (c->is_view) { /* nothing else uses the private communicator's blocks */
+        block = n % blocks;
     } else {
         block = n % (blocks < KEYED_BLOCKS ? blocks : KEYED_BLOCKS);
     }
@@ -487,24 +507,44 @@ int64_t spmd__comm_grace_ns(void)
 spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
                                  const char *what)
 {
-    int64_t start = spmd__now_ns();
+    int64_t start = spmd__now_ns(), probe_after = spmd__calls_probe_after_ns();
     int64_t deadline = start + atomic_load(&data_timeout_ns) - spmd__comm_count_back_ns(c->size);
+    int tracked = -1;
     for (;;) {
         /* one test of them all: each test runs MPI's progress, which may yield the core */
         int all = 0;
         lock();
         int rc = MPI_Testall(n, reqs, &all, MPI_STATUSES_IGNORE);
         unlock();
-        if (rc != MPI_SUCCESS)
-            return spmd__mpi_failure(rc, what);
-        if (all)
-            return SPMD_OK;
+        if (rc != MPI_SUCCESS || all) {
+            spmd__calls_wait_end(tracked);
+            return all ? SPMD_OK : spmd__mpi_failure(rc, what);
+        }
         int64_t now = spmd__now_ns();
         if (now > deadline)
             break;
+        if (now - start > probe_after) {
+            if (tracked < 0) { /* the notes say whom this waits for: an open receive's sender */
+                int from_rank = -1;
+                lock();
+                for (int i = 0; from && i < n && from_rank < 0; i++) {
+                    int flag = 0;
+                    if (reqs[i] != MPI_REQUEST_NULL && from[i] >= 0)
+                        MPI_Request_get_status(reqs[i], &flag, MPI_STATUS_IGNORE);
+                    if (reqs[i] != MPI_REQUEST_NULL && from[i] >= 0 && !flag)
+                        from_rank = from[i];
+                }
+                unlock();
+                spmd__wait w = {.what = what};
+                tracked = spmd__comm_track(c, NULL, &w, from_rank);
+            }
+            spmd__notes_poll(); /* to answer: a verdict does not end it, as the others
+                                   agreed to this data and may finish with it */
+        }
         if (now - start > 100000) /* a long wait: leave the core to the others */
             sched_yield();
     }
+    spmd__calls_wait_end(tracked);
     /* one by one: a completed request becomes MPI_REQUEST_NULL, so the open ones show */
     lock();
     for (int i = 0; i < n; i++) {

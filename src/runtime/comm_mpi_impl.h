@@ -21,6 +21,7 @@ struct spmd__comm {
     int is_view;
     int lane, lanes;         /* a subset: its share of the parent's tags (lanes 0: not a subset) */
     unsigned long exchanges; /* exchanges begun, counted alike on every rank */
+    uint32_t stamp;          /* the last exchange's stamp (spmd__comm_exchange_tag) */
     /* buffers of sends never waited for: they live as long as the communicator */
     void **kept;
     int num_kept;
@@ -51,12 +52,26 @@ spmd_status spmd__mpi_failure(int rc, const char *what);
 
 /** Tags: each exchange owns a block of SPMD__TAGS_PER_EXCHANGE consecutive tags. */
 #define SPMD__TAGS_PER_EXCHANGE 4
-/** The first tag of the next exchange on c: from w->key when it is set, else c's count. */
+/**
+ * The first tag of the next exchange on c: from w->key when it is set, else c's count. It also
+ * sets c->stamp, which the exchange's messages carry: tags are reused (a few thousand blocks),
+ * and a message that an exchange given up left behind is told apart by it, and dropped.
+ */
 int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key);
 /** The tag of resharding's data messages (outside every exchange's block). */
 int spmd__comm_pieces_tag(void);
 /** The tag of the notes to a rank that was given up on (outside every exchange's block). */
 int spmd__comm_note_tag(void);
+/** The tag of the notes between processes about their calls (calls.h), on the private
+ * communicator (outside every exchange's block). */
+int spmd__comm_calls_tag(void);
+
+/**
+ * Tells the notes between processes (calls.h) about a wait on c that lasts: for agreement `a`
+ * (NULL: data after one), where w says, for rank `rank` (-1: several). Returns the slot to give
+ * spmd__calls_wait_end.
+ */
+int spmd__comm_track(spmd__comm *c, const spmd__agreement *a, const spmd__wait *w, int rank);
 
 /** A copy of `bytes` of data that lives as long as c, for a send never waited for. */
 void *spmd__comm_keep_copy(spmd__comm *c, const void *data, size_t bytes);

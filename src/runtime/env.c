@@ -27,13 +27,8 @@ spmd_status spmd__env_int(const char *name, long min, long max, long *value, int
 spmd_status spmd__env_seconds(const char *name, double *seconds)
 {
     const char *text = getenv(name);
-    if (!text)
+    if (!text || !*text) /* set but empty means unset, as for every variable */
         return SPMD_OK;
-    /* set but empty: most likely a script that meant to set it (-x VAR=$UNSET) */
-    SPMD_REQUIRE(*text, SPMD_ERR_INVALID_ARGUMENT,
-                 "environment variable %s is set but empty; set it to a number of seconds in "
-                 "(0, 1e7], or unset it for the default (%g s)",
-                 name, *seconds);
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/calls.h"
 #include "runtime/check.h"
 
 /* One set-up at a time in this process, so that communicator creations (collective over
@@ -21,6 +22,16 @@ spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprin
     else
         spmd__comm_abandon(view); /* it may hold unfinished messages */
     return st;
+}
+
+/* Salts the key of an attempt to make a communicator: each has tags of its own. */
+#define ATTEMPT_SALT 0x5e7a77e3b7c0ffeeull
+
+/* What identifies a set's communicators: the set and the user's tag. */
+static uint64_t set_key(const int *processes, int n, int tag)
+{
+    uint64_t h = spmd__fnv1a(SPMD__FNV1A_SEED, &tag, sizeof tag);
+    return spmd__fnv1a(h, processes, (size_t)n * sizeof *processes);
 }
 
 static void set_comm_free(spmd__set_comm *e)
@@ -57,11 +68,43 @@ void spmd__set_comm_forget(spmd__set_comm **list, spmd__set_comm *gone)
         }
 }
 
+static void describe_text(const void *arg, char *text, size_t size)
+{
+    spmd__copy_text(text, size, arg);
+}
+
+spmd_status spmd__set_comm_call(spmd__set_comm **list, spmd__set_comm **e, const int *processes,
+                                int n, int tag, const char *fn, const char *description,
+                                unsigned long *call)
+{
+    /* the set's calls are numbered across its communicators: every member makes them all */
+    uint64_t id = set_key(processes, n, tag);
+    *call = spmd__calls_next_call(id);
+    spmd__calls_comm_started(id, *call);
+    spmd__call_about about = {id, *call, processes, n, describe_text, description};
+    spmd__calls_about(&about);
+    char reason[SPMD__NOTE_TEXT];
+    if (!spmd__calls_abandoned(id, *call, reason, sizeof reason))
+        return SPMD_OK;
+    /* another process gave this call up (the processes issued their calls in different
+     * orders): drop it alike, with the communicator the others dropped */
+    if (*e) {
+        spmd__set_comm_forget(list, *e);
+        *e = NULL;
+    }
+    spmd__calls_about(NULL);
+    return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH, "%s: %s", fn, reason);
+}
+
 spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, int n,
-                                  unsigned session, int tag, uint64_t fingerprint,
-                                  const char *description, spmd__wait *w, spmd__set_comm **out)
+                                  unsigned session, int tag, unsigned long call,
+                                  uint64_t fingerprint, const char *description, spmd__wait *w,
+                                  spmd__set_comm **out)
 {
     *out = NULL;
+    uint64_t key = set_key(processes, n, tag);
+    /* each attempt has tags of its own: an abandoned one leaves nothing the next could take */
+    w->key = spmd__fnv1a(key ^ ATTEMPT_SALT, &call, sizeof call) | 1;
     pthread_mutex_lock(&spmd__setup_lock);
     spmd_status st = spmd__agree_on_view(processes, n, fingerprint, description, w);
     pthread_mutex_unlock(&spmd__setup_lock);
@@ -77,12 +120,14 @@ spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, i
     memcpy(e->processes, processes, (size_t)n * sizeof(int));
     e->n = n;
     e->session = session;
+    /* every member agreed, and no other call of this process comes between (calls.h) */
     st = spmd__comm_create(processes, n, tag, &e->comm);
     if (st != SPMD_OK) {
         free(e->processes);
         free(e);
         return st;
     }
+
     e->next = *list;
     *list = e;
     *out = e;

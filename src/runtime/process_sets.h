@@ -32,17 +32,30 @@ typedef struct spmd__set_comm {
     spmd__comm *comm;
 } spmd__set_comm;
 
+/**
+ * Starts a call over the set (*e: its entry, or NULL before the first): says what the call is
+ * for the notes between processes (calls.h; `description` must live until the call's
+ * agreement ends, then spmd__calls_about(NULL)), and refuses it, SPMD_ERR_COLLECTIVE_MISMATCH,
+ * when another process abandoned it; the set's communicator is then forgotten (*e NULL), as
+ * the others forget theirs.
+ */
+spmd_status spmd__set_comm_call(spmd__set_comm **list, spmd__set_comm **e, const int *processes,
+                                int n, int tag, const char *fn, const char *description,
+                                unsigned long *call);
+
 /** The entry of `processes` in *list, or NULL; entries of an earlier session are dropped. */
 spmd__set_comm *spmd__set_comm_find(spmd__set_comm **list, const int *processes, int n,
                                     unsigned session);
 /** Drops an entry whose communicator a failed exchange may have left messages in. */
 void spmd__set_comm_forget(spmd__set_comm **list, spmd__set_comm *gone);
 /**
- * The first call over a set: agrees over a view of `processes` (fingerprint, description,
- * within w), then creates their communicator with `tag` and adds it to *list.
+ * The first call over a set (`call`, from spmd__set_comm_call): agrees over a view of
+ * `processes` (fingerprint, description, within w), then creates their communicator with `tag`
+ * and adds it to *list.
  */
 spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, int n,
-                                  unsigned session, int tag, uint64_t fingerprint,
-                                  const char *description, spmd__wait *w, spmd__set_comm **out);
+                                  unsigned session, int tag, unsigned long call,
+                                  uint64_t fingerprint, const char *description, spmd__wait *w,
+                                  spmd__set_comm **out);
 
 #endif /* SPMD_PROCESS_SETS_H */

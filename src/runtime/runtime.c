@@ -11,6 +11,7 @@
 #include <spmd/config.h>
 #include <spmd/version.h>
 
+#include "runtime/calls.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/env.h"
@@ -295,7 +296,7 @@ static spmd_status exchange_records(const process_record *mine, process_record *
     char version[64];
     snprintf(version, sizeof version, "libspmd start-up %s", SPMD_VERSION_STRING);
     spmd__agreement a = {spmd__fnv1a(SPMD__FNV1A_SEED, version, strlen(version)), describe_start_up,
-                         NULL};
+                         NULL, NULL};
     int64_t timeout = rt.init_timeout_ns;
     spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout,
                     .what = "spmd_init",
@@ -439,6 +440,8 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
     }
     choose_wait_policy(processes_here);
     rt.session = ++last_session;
+    spmd__calls_open(rt.num_local, rt.process_index, rt.collective_timeout_ns);
+    spmd__notes_open();
     return SPMD_OK;
 }
 
@@ -469,11 +472,14 @@ static spmd_status spmd_init_checked(const spmd_init_options *opts)
 
 static spmd_status spmd_finalize_checked(void)
 {
-    /* from fn it would join the worker that calls it, or tear the runtime down mid-call */
-    SPMD_CHECK(spmd__worker_refuse_nested("spmd_finalize"));
+    /* from fn it would join the worker that calls it, or tear the runtime down mid-call; from
+     * another thread it waits for the call under way */
+    spmd__call_entry entry;
+    SPMD_CHECK(spmd__calls_enter("spmd_finalize", &entry));
     pthread_mutex_lock(&init_lock);
     if (init_count == 0) {
         pthread_mutex_unlock(&init_lock);
+        spmd__calls_exit(&entry);
         return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
                           "spmd_finalize: libspmd is not initialized (more spmd_finalize calls "
                           "than successful spmd_init calls)");
@@ -485,11 +491,14 @@ static spmd_status spmd_finalize_checked(void)
         spmd__workers_stop();
         rt.backend->shutdown();
         free(rt.devices);
+        spmd__notes_close();
+        spmd__calls_close();
         st = spmd__proc_finalize();
         memset(&rt, 0, sizeof rt);
         spmd__runtime_clear();
     }
     pthread_mutex_unlock(&init_lock);
+    spmd__calls_exit(&entry);
     return st;
 }
 

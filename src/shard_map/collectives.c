@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/calls.h"
 #include "runtime/log.h"
 #include "sharding/mesh_impl.h"
 #include "array/copy.h"
@@ -66,7 +67,8 @@ typedef struct coll {
     int64_t shape[SPMD_MAX_RANK];
     unsigned seq;
     int nblocks;           /* > 0: a collective over that many blocks (shape: the first's) */
-    char description[120]; /* "" until formatted */
+    spmd__wait_where where; /* for the notes between processes (calls.h) */
+    char description[240]; /* "" until formatted */
     size_t scratch_need[3];
 } coll;
 
@@ -189,6 +191,9 @@ static void describe_into(const void *arg, char *text, size_t size)
                             (unsigned)(c->grouping_hash >> 48), c->seq);
     else
         spmd__strbuf_printf(&sb, ") #%u", c->seq);
+    /* which call: processes whose threads' calls crossed differ here */
+    spmd__strbuf_printf(&sb, " (call #%lu on this mesh; its call #%lu, %s)",
+                        c->call->seq, c->call->number, c->call->thread_text);
 }
 
 static const char *describe(coll *c)
@@ -196,6 +201,24 @@ static const char *describe(coll *c)
     if (!c->description[0])
         describe_into(c, c->description, sizeof c->description);
     return c->description;
+}
+
+void spmd__collective_format(const void *arg, const uint64_t *what, char *text, size_t size)
+{
+    const spmd__call *call = arg;
+    unsigned op = (unsigned)(what[0] & 0xff), naxes = (unsigned)(what[0] >> 8 & 0xff);
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, text, size);
+    spmd__strbuf_printf(&sb, "%s over (", op < sizeof op_names / sizeof op_names[0]
+                                               ? op_names[op] : "a collective");
+    for (unsigned k = 0; k < naxes && k < SPMD_MAX_MESH_AXES; k++) {
+        int a = (int)(what[0] >> (16 + 4 * k) & 0xf);
+        spmd__strbuf_printf(&sb, "%s'%s'", k ? ", " : "",
+                            a < call->mesh->ndim ? call->mesh->names[a] : "?");
+    }
+    spmd__strbuf_printf(&sb, ")");
+    if (what[1])
+        spmd__strbuf_printf(&sb, " in axis_index_groups %04x", (unsigned)(what[1] >> 48));
 }
 
 /* ---- failures ---- */
@@ -351,9 +374,34 @@ static spmd_status crossed(coll *c, spmd_status st, const spmd__wait *w)
 }
 
 /* The agreement of a collective between processes: its fingerprint, described on demand. */
+/* The parts of a collective's fingerprint, for a message whose descriptions read alike. */
+static void details_of(const void *arg, spmd__details *d)
+{
+    const coll *c = arg;
+    uint64_t what = mix((uint64_t)c->op, c->grouping_hash);
+    for (int k = 0; k < c->naxes; k++)
+        what = mix(what, (uint64_t)c->axes[k]);
+    uint64_t block = mix((uint64_t)c->dtype, (uint64_t)c->ndim);
+    for (int j = 0; j < c->ndim; j++)
+        block = mix(block, (uint64_t)c->shape[j]);
+    d->names[0] = "the collective (its op, axes and axis_index_groups)";
+    d->hashes[0] = what;
+    d->names[1] = "the block (dtype and shape)";
+    d->hashes[1] = mix(block, (uint64_t)c->nblocks);
+    d->names[2] = "the collective's number in fn";
+    d->hashes[2] = c->seq;
+    d->names[3] = "the call's number on the mesh";
+    d->hashes[3] = c->call->seq;
+    d->names[4] = "what the call runs (fn, specs, shapes)";
+    d->hashes[4] = c->call->signature ^ c->call->thread_tag;
+    d->names[5] = "the calling thread's name";
+    d->hashes[5] = c->call->thread_tag;
+    d->num_fields = 6;
+}
+
 static spmd__agreement agreement_of(const coll *c)
 {
-    spmd__agreement a = {c->fingerprint, describe_into, c};
+    spmd__agreement a = {c->fingerprint, describe_into, c, details_of};
     return a;
 }
 
@@ -376,7 +424,8 @@ static spmd__wait cross_wait(coll *c)
     spmd__wait w = {.deadline_ns = spmd__now_ns() + c->call->timeout_ns,
                     .cancelled = spmd__call_check_cancel,
                     .arg = c->call,
-                    .late_told_later = 1};
+                    .late_told_later = 1,
+                    .where = &c->where};
     return w;
 }
 
@@ -501,13 +550,20 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
     if (st != SPMD_OK)
         return fail(c, st);
     c->g = t->groups[t->group_of_flat[ctx->flat]];
+    /* never the in-process path for a group that spans processes */
+    if (c->g->num_ranks > 1 && !c->g->comm)
+        return fail(c, SPMD_ERROR(SPMD_ERR_DISTRIBUTED,
+                                  "%s: this mesh's communicators were given up after an earlier "
+                                  "failure; destroy it and create a new mesh",
+                                  op_names[op]));
     c->n = c->g->size;
     c->nl = c->g->num_local;
     c->li = spmd__group_local_index(c->g, ctx->flat);
     c->rank_in_subgroup = t->rank_in_subgroup;
     c->pos = member_position(c, ctx->flat);
-    /* the call's number too: collectives of different calls never look alike */
-    uint64_t h = mix(mix(mix(0, ctx->call->seq), ctx->seq), (uint64_t)op);
+    /* the call's number and what it runs too: collectives of different calls never look
+     * alike */
+    uint64_t h = mix(mix(mix(ctx->call->signature, ctx->call->seq), ctx->seq), (uint64_t)op);
     for (int k = 0; k < c->naxes; k++)
         h = mix(h, (uint64_t)c->axes[k]);
     if (groups) {
@@ -515,12 +571,22 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
         c->grouping_hash = grouping.hash;
     }
     c->fingerprint = mix_block(h, in);
+    c->where = (spmd__wait_where){(int)c->seq, ctx->device_id, c->g->rank_device};
     return SPMD_OK;
 }
 
 /* Publishes this device's buffers and meets the other local members. */
 static spmd_status arrive(coll *c, const void *in, void *out, const void *extra)
 {
+    /* where this device is, for the other processes' notes (its fingerprint is final now) */
+    uint64_t what[2] = {(uint64_t)c->op | (uint64_t)c->naxes << 8, c->grouping_hash};
+    for (int k = 0; k < c->naxes; k++)
+        what[0] |= (uint64_t)c->axes[k] << (16 + 4 * k);
+    spmd__calls_device(c->ctx->ordinal, c->ctx->device_id, SPMD__DEVICE_WAITING, c->seq,
+                       c->fingerprint, what);
+    /* the call's end compares what every process's devices issued: collectives within one
+     * process (axis_index_groups that differ between processes, say) meet nobody else */
+    c->ctx->digest = mix(c->ctx->digest, c->fingerprint);
     spmd__slot *s = &c->g->slots[c->li];
     s->fingerprint = c->fingerprint;
     s->device_id = c->ctx->device_id;

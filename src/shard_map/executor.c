@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dlfcn.h>
+
+#include "runtime/calls.h"
 #include "runtime/log.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/worker.h"
@@ -44,6 +47,7 @@ struct spmd_plan {
     int *local_ordinal;
     int *slot_of_ordinal; /* [local device count]: index into local_flat */
     int *slot_of_flat;    /* [mesh size]: index into local_flat, or -1 */
+    uint64_t signature;   /* fn, specs, shapes, dtypes and options: alike on every process */
 };
 
 spmd_status spmd_shard_map_options_init(spmd_shard_map_options *opts, unsigned int version)
@@ -215,6 +219,53 @@ static spmd_status plan_fill(spmd_plan *p, const spmd_in_desc *in_descs,
     return SPMD_OK;
 }
 
+/* fn as every process of the same program sees it: its offset in the object that holds it
+ * (processes load objects at different addresses), with the object's name. */
+static uint64_t fn_identity(spmd_fn fn)
+{
+    uint64_t h = SPMD__FNV1A_SEED;
+    Dl_info info;
+    void *address = NULL;
+    memcpy(&address, &fn, sizeof address < sizeof fn ? sizeof address : sizeof fn);
+    if (dladdr(address, &info) && info.dli_fbase) {
+        uintptr_t offset = (uintptr_t)address - (uintptr_t)info.dli_fbase;
+        const char *name = info.dli_fname ? strrchr(info.dli_fname, '/') : NULL;
+        name = name ? name + 1 : info.dli_fname ? info.dli_fname : "";
+        h = spmd__fnv1a(h, name, strlen(name));
+        return spmd__fnv1a(h, &offset, sizeof offset);
+    }
+    return h; /* unknown: calls are then told apart by the rest alone */
+}
+
+static uint64_t hash_sharding(uint64_t h, const spmd_sharding *sh)
+{
+    char text[SPMD__SPEC_TEXT];
+    spmd__ignore(spmd_spec_format(sh->spec, text, sizeof text));
+    return spmd__fnv1a(h, text, strlen(text));
+}
+
+/* What the plan runs, alike on every process of the program: calls that differ in it must not
+ * pair with each other (their data would land in the other's). */
+static uint64_t plan_signature(const spmd_plan *p, const int *donate)
+{
+    uint64_t h = fn_identity(p->fn);
+    h = spmd__fnv1a(h, &p->nin, sizeof p->nin);
+    h = spmd__fnv1a(h, &p->nout, sizeof p->nout);
+    for (int i = 0; i < p->nin; i++) {
+        h = spmd__fnv1a(h, &p->in_descs[i].dtype, sizeof p->in_descs[i].dtype);
+        h = spmd__fnv1a(h, p->in_descs[i].shape, (size_t)p->in_descs[i].ndim * sizeof(int64_t));
+        h = hash_sharding(h, p->in_shardings[i]);
+        int d = donate ? donate[i] : 0;
+        h = spmd__fnv1a(h, &d, sizeof d);
+    }
+    for (int j = 0; j < p->nout; j++) {
+        h = spmd__fnv1a(h, &p->out_descs[j].dtype, sizeof p->out_descs[j].dtype);
+        h = spmd__fnv1a(h, p->out_descs[j].shape, (size_t)p->out_descs[j].ndim * sizeof(int64_t));
+        h = hash_sharding(h, p->out_shardings[j]);
+    }
+    return spmd__fnv1a(h, &p->check_replication, sizeof p->check_replication);
+}
+
 static spmd_status spmd_plan_create_checked(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
                                             const spmd_in_desc *in_descs,
                                             const spmd_spec *const *in_specs, int nout,
@@ -255,6 +306,8 @@ static spmd_status spmd_plan_create_checked(spmd_mesh *mesh, spmd_fn fn, void *u
     p->nout = nout;
     p->check_replication = opts.check_replication != 0;
     spmd_status st = plan_fill(p, in_descs, in_specs, out_descs, out_specs);
+    if (st == SPMD_OK)
+        p->signature = plan_signature(p, opts.donate);
     for (int i = 0; st == SPMD_OK && opts.donate && i < nin; i++)
         if (opts.donate[i] < 0 || opts.donate[i] > SPMD_DONATE_IN_PLACE)
             st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
@@ -395,6 +448,13 @@ spmd_status spmd__call_check_cancel(void *arg)
     spmd__call *call = arg;
     if (atomic_load(&call->aborted))
         return spmd__call_aborted_status(call);
+    if (spmd__calls_has_verdict()) { /* the notes between processes ended the call */
+        spmd_status st = spmd__calls_verdict(NULL);
+        char message[SPMD__MESSAGE_CAPACITY];
+        spmd__copy_text(message, sizeof message, spmd_last_error());
+        record_abort(call, st, message, 0);
+        return spmd__call_aborted_status(call);
+    }
     abort_record r;
     if (call->state->control &&
         spmd__comm_poll_abort(call->state->control, call->seq, &r, sizeof r)) {
@@ -413,6 +473,7 @@ typedef struct call_job {
     spmd_array **outputs;
     const int *aliased;             /* per output: a donated input's buffers were handed over */
     spmd__allocation **allocations; /* per local device: its spmd_ctx_alloc temporaries */
+    uint64_t first_digest;          /* the collectives of the first local device's fn */
 } call_job;
 
 /* `keep`: data movement between processes was given up, and MPI may still read or write the
@@ -439,6 +500,10 @@ static void fill_block(spmd_block *b, void *data, spmd_dtype dtype, int ndim, co
         b->shape[j] = shape[j];
 }
 
+static const uint64_t no_collective[2] = {0, 0};
+
+static void set_formatter(void) { spmd__calls_set_formatter(spmd__collective_format); }
+
 static spmd_status device_task(int ordinal, void *arg)
 {
     call_job *job = arg;
@@ -448,6 +513,7 @@ static spmd_status device_task(int ordinal, void *arg)
     memset(&ctx, 0, sizeof ctx);
     ctx.call = job->call;
     ctx.flat = p->local_flat[k];
+    ctx.ordinal = ordinal;
     ctx.device_id = p->mesh->device_ids[ctx.flat];
     spmd__mesh_coords(p->mesh, ctx.flat, ctx.coords);
 
@@ -480,6 +546,7 @@ static spmd_status device_task(int ordinal, void *arg)
     }
     if (st == SPMD_OK) {
         spmd_clear_error(); /* a message left by earlier work on this thread is not fn's */
+        spmd__calls_device(ordinal, ctx.device_id, SPMD__DEVICE_RUNNING, 0, 0, no_collective);
         spmd__worker_set_context(&ctx);
         st = p->fn(&ctx, p->nin, in, p->nout, out, p->user);
         /* fn's kernels must be done before anyone reads its outputs */
@@ -492,6 +559,8 @@ static spmd_status device_task(int ordinal, void *arg)
      * still be finishing a collective that reads or writes them. */
     if (ctx.allocations) /* a write only when needed: the devices' entries share lines */
         job->allocations[k] = ctx.allocations;
+    if (k == 0)
+        job->first_digest = ctx.digest;
     if (in != stack_blocks)
         free(in);
     /* fn's own error is the cause: record it before the others can see this device finished
@@ -512,7 +581,9 @@ static spmd_status device_task(int ordinal, void *arg)
             spmd__call_abort(job->call, SPMD_ERROR(st, "fn failed on device %d (process %d): %s",
                                                    ctx.device_id, spmd_process_index(), detail));
     }
-    /* Devices still waiting for this one in a collective can now tell it never will come. */
+    /* Devices still waiting for this one in a collective can now tell it never will come;
+     * so can other processes (calls.h). */
+    spmd__calls_device(ordinal, ctx.device_id, SPMD__DEVICE_RETURNED, ctx.seq, 0, NULL);
     atomic_store(&job->call->state->returned[k].value, job->call->seq);
     if (atomic_load(&job->call->state->waiting) > 0)
         spmd__mesh_state_wake_all(job->call->state);
@@ -684,10 +755,13 @@ static void describe_search(const void *arg, char *text, size_t size)
 /* One reduction of the search, keyed by the call and the round. */
 static spmd_status search_round(spmd__call *call, int round, search_record *r)
 {
-    spmd__agreement a = {call->seq, describe_search, &call->seq};
+    spmd__agreement a = {call->seq, describe_search, &call->seq, NULL};
+    static const spmd__wait_where end = {SPMD__PHASE_END, -1, NULL};
     spmd__wait w = {.deadline_ns = spmd__now_ns() + call->timeout_ns,
                     .what = "spmd_shard_map (finding the replicas that differ)",
-                    .key = call->seq * 1024 + 300 + (unsigned long)round};
+                    .key = call->seq * 1024 + 300 + (unsigned long)round,
+                    .where = &end,
+                    .settled_only = 1};
     size_t bytes = sizeof *r;
     return spmd__comm_reduce_record(call->state->control, &a, r, &bytes, sizeof *r, merge_search,
                                     NULL, &w);
@@ -762,13 +836,18 @@ static spmd_status find_differing_replicas(const spmd_plan *p, spmd__call *call,
 /* What every process learns at the end of a call: reduced over the processes, never gathered. */
 typedef struct outcome {
     uint64_t replication; /* the sum of the replication check (0: the claims hold) */
+    uint64_t signature;   /* the least of the calls' signatures ... */
     int32_t status;       /* of the failure reported, SPMD_OK when none */
     int32_t process;      /* ... and where it happened */
     int32_t consequence;  /* ... only following from another process's */
-    int32_t abandoned;    /* some process gave up a wait: communicators are suspect */
+    int32_t flags;        /* OUTCOME_ABANDONED, OUTCOME_SIGNATURES */
     uint32_t message_bytes;
     char message[1000];
 } outcome;
+enum {
+    OUTCOME_ABANDONED = 1, /* some process gave up a wait: communicators are suspect */
+    OUTCOME_SIGNATURES = 2 /* ... which differ: the processes ran other calls as this one */
+};
 #define OUTCOME_FIXED offsetof(outcome, message)
 
 /* The failure every process reports: a root cause before a consequence, then the lowest
@@ -789,7 +868,11 @@ static void merge_outcome(void *mine, const void *theirs, size_t bytes, void *ar
     if (bytes < OUTCOME_FIXED)
         return;
     m->replication += t->replication;
-    m->abandoned |= t->abandoned;
+    m->flags |= t->flags;
+    if (t->signature != m->signature)
+        m->flags |= OUTCOME_SIGNATURES;
+    if (t->signature < m->signature)
+        m->signature = t->signature;
     if (t->status != SPMD_OK && reported_before(t, m)) {
         m->status = t->status;
         m->process = t->process;
@@ -804,7 +887,73 @@ static void merge_outcome(void *mine, const void *theirs, size_t bytes, void *ar
 
 static void describe_call(const void *arg, char *text, size_t size)
 {
-    snprintf(text, size, "spmd_shard_map call #%lu on this mesh", *(const unsigned long *)arg);
+    const spmd__call *call = arg;
+    snprintf(text, size,
+             "the end of call #%lu on this mesh (its call #%lu, %s)", call->seq,
+             call->number, call->thread_text);
+}
+
+/* "call #3 on this mesh: fn test_fn, 1 in, 1 out (...) (its call #7, thread 2)":
+ * what the processes compare when their calls' signatures differ. */
+static void describe_signature(const void *arg, char *text, size_t size)
+{
+    const spmd__call *call = arg;
+    const spmd_plan *p = call->plan;
+    char fn[96] = "";
+    Dl_info info;
+    void *address = NULL;
+    memcpy(&address, &p->fn, sizeof address < sizeof p->fn ? sizeof address : sizeof p->fn);
+    if (dladdr(address, &info) && info.dli_sname)
+        snprintf(fn, sizeof fn, " fn %s", info.dli_sname);
+    else if (dladdr(address, &info) && info.dli_fbase)
+        snprintf(fn, sizeof fn, " fn at +0x%lx", (unsigned long)((uintptr_t)address -
+                                                                 (uintptr_t)info.dli_fbase));
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, text, size);
+    spmd__strbuf_printf(&sb, "call #%lu on this mesh:%s, %d in, %d out", call->seq,
+                        fn, p->nin, p->nout);
+    for (int i = 0; i < p->nin && i < 2; i++) {
+        char spec[64];
+        spmd__ignore(spmd_spec_format(p->in_shardings[i]->spec, spec, sizeof spec));
+        spmd__strbuf_printf(&sb, "%s%s", i ? " " : " (in ", spmd_dtype_name(p->in_descs[i].dtype));
+        spmd__strbuf_shape(&sb, p->in_descs[i].shape, p->in_descs[i].ndim);
+        spmd__strbuf_printf(&sb, " %s%s", spec, i + 1 == p->nin || i == 1 ? ")" : ",");
+    }
+    spmd__strbuf_printf(&sb, " (its call #%lu, %s)", call->number, call->thread_text);
+}
+
+/* The parts of a call's signature, for a message whose descriptions read alike. */
+static void details_signature(const void *arg, spmd__details *d)
+{
+    const spmd__call *call = arg;
+    const spmd_plan *p = call->plan;
+    uint64_t in = SPMD__FNV1A_SEED, out = SPMD__FNV1A_SEED;
+    for (int i = 0; i < p->nin; i++) {
+        in = spmd__fnv1a(in, &p->in_descs[i], sizeof p->in_descs[i]);
+        in = hash_sharding(in, p->in_shardings[i]);
+        in = spmd__fnv1a(in, &p->donate[i], sizeof p->donate[i]);
+    }
+    for (int j = 0; j < p->nout; j++) {
+        out = spmd__fnv1a(out, &p->out_descs[j], sizeof p->out_descs[j]);
+        out = hash_sharding(out, p->out_shardings[j]);
+    }
+    d->names[0] = "fn";
+    d->hashes[0] = fn_identity(p->fn);
+    d->names[1] = "the inputs (dtypes, shapes, in_specs, donation)";
+    d->hashes[1] = in;
+    d->names[2] = "the outputs (dtypes, shapes, out_specs, the replication check)";
+    d->hashes[2] = spmd__fnv1a(out, &p->check_replication, sizeof p->check_replication);
+    d->names[3] = "the calling thread's name";
+    d->hashes[3] = call->thread_tag;
+    d->names[4] = "the collectives fn issued (their ops, axes, axis_index_groups and blocks)";
+    d->hashes[4] = call->digest;
+    d->num_fields = 5;
+}
+
+/* What the call ran, with what its fn issued, as every process compares it at the end. */
+static uint64_t call_signature(const spmd__call *call)
+{
+    return mix64(call->signature ^ mix64(call->digest));
 }
 
 /* Every process learns every other's outcome, reduced (so that all return the same status: a
@@ -818,7 +967,8 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
     mine.replication = *replication;
     mine.status = local;
     mine.process = spmd_process_index();
-    mine.abandoned = atomic_load(&call->abandoned);
+    mine.flags = atomic_load(&call->abandoned) ? OUTCOME_ABANDONED : 0;
+    mine.signature = call_signature(call);
     mine.consequence = atomic_load(&call->aborted) && call->abort_is_consequence;
     if (local != SPMD_OK) {
         spmd__copy_text(mine.message, sizeof mine.message, spmd_last_error());
@@ -840,14 +990,22 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
         if (deadline < now + grace / 5)
             deadline = now + grace / 5;
     }
-    /* One tag for every call's outcome: when this exchange fails the mesh is given up, so
-     * nothing of it meets a later call; and processes at different calls meet and see it. */
-    spmd__agreement a = {mix64(call->seq), describe_call, &call->seq};
-    spmd__wait w = {
-        .deadline_ns = deadline, .what = "spmd_shard_map (agreeing on the outcome)", .key = 1};
+    /* Tags of each call's own: a call abandoned without this exchange (calls.h) leaves no
+     * message that a later one could take; processes at different calls tell each other by
+     * their notes instead. Only a verdict that abandons the call ends it early: a mismatch
+     * found meanwhile is reported through it. */
+    static const spmd__wait_where end = {SPMD__PHASE_END, -1, NULL};
+    spmd__agreement a = {mix64(call->seq), describe_call, call, NULL};
+    spmd__wait w = {.deadline_ns = deadline,
+                    .what = "spmd_shard_map (agreeing on the outcome)",
+                    .key = call->seq * 1024 + 299,
+                    .where = &end,
+                    .settled_only = 1};
     spmd_status st = spmd__comm_reduce_record(s->control, &a, &mine, &bytes, sizeof mine,
                                               merge_outcome, &bytes, &w);
-    *everyone_finished = st == SPMD_OK;
+    /* a mismatch means every process took part to the end (a message of another call, left
+     * by one abandoned, met this exchange): nothing of it lingers */
+    *everyone_finished = st == SPMD_OK || (st == SPMD_ERR_COLLECTIVE_MISMATCH && !w.peer_missing);
     if (st != SPMD_OK) {
         *abandoned = 1;
         if (local != SPMD_OK) { /* the call's own failure is the cause; who went missing helps */
@@ -865,8 +1023,28 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
         }
         return st;
     }
-    *abandoned |= mine.abandoned;
+    *abandoned |= (mine.flags & OUTCOME_ABANDONED) != 0;
     *replication = mine.replication;
+    if (mine.status == SPMD_OK && (mine.flags & OUTCOME_SIGNATURES)) {
+        /* The processes ran different calls as this one (another fn, specs, shapes, or thread
+         * name): its outputs are not one call's. A second exchange, on the failure path only,
+         * quotes two of them. */
+        spmd__agreement sig = {call_signature(call), describe_signature, call,
+                               details_signature};
+        spmd__wait again = {.deadline_ns = spmd__now_ns() + grace,
+                            .what = "spmd_shard_map (comparing the calls)",
+                            .key = call->seq * 1024 + 298,
+                            .settled_only = 1};
+        spmd_status found = spmd__comm_check(s->control, &sig, &again);
+        if (found == SPMD_OK) /* nothing differs after all: say so rather than pass */
+            found = SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                               "call #%lu on this mesh: the processes ran calls "
+                               "with different fn, specs, shapes or thread names",
+                               call->seq);
+        if (found != SPMD_ERR_COLLECTIVE_MISMATCH)
+            *everyone_finished = 0; /* a process stopped meanwhile */
+        return found;
+    }
     if (mine.status == SPMD_OK)
         return SPMD_OK;
     mine.message[sizeof mine.message - 1] = '\0';
@@ -928,7 +1106,7 @@ static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     }
     apply_donations(p, inputs, outputs, aliased);
-    *job = (call_job){p, call, inputs, outputs, aliased, allocations};
+    *job = (call_job){p, call, inputs, outputs, aliased, allocations, 0};
     spmd_status st = spmd__run_on_devices(spmd__worker_entry_or(entry), p->num_local,
                                           p->local_ordinal, device_task, job);
     for (int k = 0; k < p->num_local; k++)
@@ -936,6 +1114,7 @@ static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd
     free(allocations);
     if (atomic_load(&call->aborted))
         st = spmd__call_aborted_status(call); /* the root cause, not a bystander's error */
+    call->digest = job->first_digest;
     free(aliased);
     return st;
 }
@@ -946,6 +1125,26 @@ static void keep_buffers(spmd_plan *p, spmd_array *const *inputs, spmd_array **o
 {
     for (int k = 0; k < p->nin + p->nout; k++)
         spmd__array_keep_buffers(k < p->nin ? inputs[k] : outputs[k - p->nin]);
+}
+
+/* "spmd_shard_map on Mesh('i': 4) (devices [0, 1, 2, 3]), call #3 on that mesh" */
+static void describe_mesh_call(const void *arg, char *text, size_t size)
+{
+    const spmd__call *call = arg;
+    char mesh[SPMD__MESH_TEXT];
+    spmd__ignore(spmd_mesh_format(call->mesh, mesh, sizeof mesh));
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, text, size);
+    spmd__strbuf_printf(&sb, "spmd_shard_map on %s (devices ", mesh);
+    spmd__strbuf_int_list(&sb, call->mesh->device_ids, call->mesh->size);
+    spmd__strbuf_printf(&sb, "), call #%lu on that mesh", call->seq);
+}
+
+/* A call another process abandoned is dropped here too, with the tables its peers dropped. */
+static const char *abandon_then_discard(spmd__mesh_state *state, const char *reason)
+{
+    spmd__mesh_state_discard_comms(state, 0);
+    return reason;
 }
 
 static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *inputs,
@@ -961,7 +1160,8 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     spmd__mesh_state *state = spmd__mesh_state_get(p->mesh);
     if (!state)
         return SPMD_ERR_OUT_OF_MEMORY;
-    SPMD_CHECK(spmd__mesh_state_setup(p->mesh, state, rt->collective_timeout_ns));
+    static pthread_once_t formatter_once = PTHREAD_ONCE_INIT;
+    pthread_once(&formatter_once, set_formatter);
     for (int j = 0; j < p->nout; j++)
         outputs[j] = NULL;
     /* The job and the head of the call, which every device thread reads first, side by side. */
@@ -974,10 +1174,37 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     spmd__call *const call = &frame.call;
     call->mesh = p->mesh;
     call->state = state;
+    call->plan = p;
+    /* numbered first: a set-up that fails counts as a call on every process alike */
     call->seq = ++state->call_seq;
+    call->number = spmd__calls_number();
+    call->thread = spmd__thread_number();
+    spmd__thread_text(call->thread_text, sizeof call->thread_text);
+    call->thread_tag = spmd__thread_tag();
+    call->signature = p->signature ^ call->thread_tag;
     call->timeout_ns = rt->collective_timeout_ns;
-    pthread_mutex_init(&call->abort_lock, NULL);
     call->slot_of_flat = p->slot_of_flat;
+    int spans = p->mesh->num_processes > 1;
+    spmd__call_about about = {0, call->seq, p->mesh->processes, p->mesh->num_processes,
+                              describe_mesh_call, call};
+    if (spans) { /* what this process is doing, for the others' notes (calls.h) */
+        char reason[SPMD__NOTE_TEXT];
+        about.comm_id = spmd__mesh_state_identity(p->mesh, state);
+        spmd__calls_about(&about);
+        spmd__calls_comm_started(about.comm_id, call->seq);
+        /* another process gave up on this call: it issued its calls in another order */
+        SPMD_REQUIRE(!spmd__calls_abandoned(about.comm_id, call->seq, reason, sizeof reason),
+                     SPMD_ERR_COLLECTIVE_MISMATCH, "spmd_shard_map: call #%lu on this mesh: %s",
+                     call->seq, abandon_then_discard(state, reason));
+    }
+    SPMD_CHECK(spmd__mesh_state_setup(p->mesh, state, rt->collective_timeout_ns, call->seq));
+    if (spans) {
+        /* never the in-process path for a mesh that spans processes */
+        SPMD_REQUIRE(state->control != NULL, SPMD_ERR_DISTRIBUTED,
+                     "spmd_shard_map: this mesh's communicators were given up after an earlier "
+                     "failure; destroy it and create a new mesh");
+    }
+    pthread_mutex_init(&call->abort_lock, NULL);
 
     spmd_status st = create_outputs(p, outputs);
     int ran = st == SPMD_OK;
@@ -990,8 +1217,11 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
             checked++;
             checked_shards += p->num_local;
         }
-    int abandoned = atomic_load(&call->abandoned), everyone_finished = 0;
-    if (state->control) {
+    int abandoned = atomic_load(&call->abandoned), everyone_finished = 0, settled = 0;
+    if (spans && spmd__calls_has_verdict() == 2) {
+        /* abandoned without the final agreement: every process taking part does the same */
+        st = spmd__calls_verdict(&settled);
+    } else if (spans) {
         /* this process's digests, and the sum that checks them everywhere at once */
         uint64_t *local = calloc((size_t)(checked_shards ? checked_shards : 1), sizeof *local);
         if (!local && st == SPMD_OK)
@@ -1002,6 +1232,8 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
         uint64_t sum =
             st == SPMD_OK && checked ? replication_sum(p, outputs, local, 0, INT64_MAX) : 0;
         st = exchange_outcomes(call, st, &sum, &abandoned, &everyone_finished);
+        if (st != SPMD_OK && spmd__calls_has_verdict() == 2)
+            st = spmd__calls_verdict(&settled); /* abandoned while agreeing */
         if (st == SPMD_OK && sum != 0) {
             st = find_differing_replicas(p, call, outputs, local, checked);
             if (st != SPMD_ERR_SPEC) { /* a process stopped during the search */
@@ -1029,7 +1261,9 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
      * mesh (a process is stuck or gone, and creating communicators would wait for it). */
     /* After any failure between processes the tables go too: some processes may have built
      * tables (and numbered groupings) in the failed call that others never reached. */
-    if ((abandoned || (st != SPMD_OK && state->control)) && everyone_finished)
+    /* An abandoned call (calls.h) is dropped alike by every process taking part: the tables
+     * go, and no message of it can meet a later call (its exchanges had tags of their own). */
+    if (settled || ((abandoned || (st != SPMD_OK && spans)) && everyone_finished))
         spmd__mesh_state_discard_comms(state, atomic_load(&call->data_abandoned));
     else if (abandoned)
         spmd__mesh_state_break(state, spmd_last_error());
@@ -1051,10 +1285,24 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     return st;
 }
 
+static spmd_status plan_execute_locked(const char *entry, spmd_plan *plan,
+                                      spmd_array *const *in_arrays, spmd_array **out_arrays);
+
+/* One call at a time in a process (calls.h): the plan's accepted shardings, the mesh's numbering
+ * and its communicators are the call's alone. */
 static spmd_status spmd_plan_execute_checked(const char *entry, spmd_plan *plan,
                                              spmd_array *const *in_arrays, spmd_array **out_arrays)
 {
-    SPMD_CHECK(spmd__worker_refuse_nested(entry));
+    spmd__call_entry lock;
+    SPMD_CHECK(spmd__calls_enter(entry, &lock));
+    spmd_status st = plan_execute_locked(entry, plan, in_arrays, out_arrays);
+    spmd__calls_exit(&lock);
+    return st;
+}
+
+static spmd_status plan_execute_locked(const char *entry, spmd_plan *plan,
+                                      spmd_array *const *in_arrays, spmd_array **out_arrays)
+{
     SPMD_REQUIRE(plan != NULL && plan->magic == SPMD__MAGIC_PLAN, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_plan_execute: argument 'plan' is NULL or not a live spmd_plan");
     SPMD_REQUIRE(plan->nout == 0 || out_arrays != NULL, SPMD_ERR_INVALID_ARGUMENT,

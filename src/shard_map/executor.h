@@ -17,7 +17,16 @@ typedef struct spmd__call {
     /* first what every device reads, then the failure record */
     spmd_mesh *mesh;
     spmd__mesh_state *state;
+    const struct spmd_plan *plan;
     unsigned long seq;       /* this call's number on the mesh (same on every process) */
+    uint64_t signature;      /* what fn, specs and shapes the call runs (and the thread's
+                                name): part of every fingerprint, so calls that differ never
+                                pair */
+    unsigned long number;    /* the call's number in this process (calls.h), for messages */
+    int thread;              /* the calling thread's number in the process */
+    char thread_text[48];    /* ... and name: "thread 2 'loader'" */
+    uint64_t thread_tag;     /* ... and its hash (spmd__thread_tag) */
+    uint64_t digest;         /* the collectives fn issued on this process's first device */
     const int *slot_of_flat; /* [mesh size]: local slot of a mesh position, or -1 */
     int64_t timeout_ns;
     atomic_int aborted;
@@ -60,7 +69,9 @@ void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const voi
 struct spmd_ctx {
     spmd__call *call;
     int device_id;
-    int flat; /* mesh position */
+    int flat;    /* mesh position */
+    int ordinal; /* the device's local ordinal */
+    uint64_t digest; /* of the fingerprints of the collectives issued so far (local ones too) */
     int coords[SPMD_MAX_MESH_AXES];
     unsigned seq;                  /* collectives issued so far in this call */
     spmd__allocation *allocations; /* spmd_ctx_alloc, freed at the end of the call */
@@ -91,6 +102,10 @@ spmd_status spmd__call_aborted_status(spmd__call *call);
  */
 spmd_status spmd__ctx_check(const spmd_ctx *ctx, const char *fn);
 spmd_status spmd__ctx_check_optional(const spmd_ctx *ctx, const char *fn);
+
+/** Writes a device's collective for the notes between processes (spmd__calls_set_formatter):
+ * `arg` is the spmd__call. */
+void spmd__collective_format(const void *arg, const uint64_t *what, char *text, size_t size);
 
 /** Cancellation check for cross-process waits: a local abort, or another process's. */
 spmd_status spmd__call_check_cancel(void *call);

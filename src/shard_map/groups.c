@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/calls.h"
 #include "runtime/check.h"
 #include "runtime/process.h"
 #include "runtime/process_sets.h"
@@ -54,6 +55,8 @@ static spmd__group_table *table_at(spmd__mesh_state *s, unsigned m)
 static void mesh_state_destroy(spmd__attachment *a)
 {
     spmd__mesh_state *state = (spmd__mesh_state *)a;
+    if (state->comm_id)
+        spmd__calls_comm_forget(state->comm_id);
     /* After spmd_finalize MPI is gone: drop the communicators without calling it. */
     int abandon = !spmd_is_initialized();
     for (unsigned m = 0; m < SPMD__NUM_TABLES; m++)
@@ -118,7 +121,7 @@ static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, i
         for (int f = 0; f < m->size; f++)
             n += t->group_of_flat[f] == id;
     /* one allocation for the per-member and per-rank arrays (at most n ranks) */
-    g->member_flat = malloc((size_t)n * 7 * sizeof(int));
+    g->member_flat = malloc((size_t)n * 8 * sizeof(int));
     if (!g->member_flat) {
         free(g);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
@@ -128,6 +131,7 @@ static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, i
     g->rank_process = g->member_index + n;
     g->rank_members = g->rank_process + n;
     g->local_flat = g->rank_members + n;
+    g->rank_device = g->local_flat + n;
     g->id = id;
     g->size = n;
     int k = 0;
@@ -153,6 +157,8 @@ static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, i
         int r = 0;
         while (g->rank_process[r] != p)
             r++;
+        if (g->rank_members[r] == 0) /* members ascend: the first is the lowest position */
+            g->rank_device[r] = m->device_ids[g->member_flat[i]];
         g->member_rank[i] = r;
         g->member_index[i] = g->rank_members[r]++;
         if (p == me)
@@ -305,31 +311,49 @@ static spmd_status create_group_comms(spmd__mesh_state *s, const spmd_mesh *m, s
     return st;
 }
 
-static spmd_status agree_on_mesh(spmd_mesh *mesh, int64_t timeout_ns)
+/* Salts the key of a set-up attempt's tags: each attempt has its own, so that messages an
+ * abandoned attempt left behind never meet the next. */
+#define ATTEMPT_SALT 0x5e7a77e3b7c0ffeeull
+
+static spmd_status agree_on_mesh(spmd_mesh *mesh, int64_t timeout_ns, unsigned long call)
 {
-    char text[SPMD__MESH_TEXT], description[120];
+    char text[SPMD__MESH_TEXT], description[240];
     spmd__ignore(spmd_mesh_format(mesh, text, sizeof text));
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, description, sizeof description);
-    spmd__strbuf_printf(&sb, "shard_map on %s (devices %d..%d)", text, mesh->device_ids[0],
-                        mesh->device_ids[mesh->size - 1]);
+    spmd__strbuf_printf(&sb, "shard_map on %s (devices ", text);
+    spmd__strbuf_int_list(&sb, mesh->device_ids, mesh->size);
+    spmd__strbuf_printf(&sb, ")");
+    uint64_t fingerprint = mesh_fingerprint(mesh);
+    /* keyed by the call: an attempt abandoned leaves nothing that the next could take */
+    uint64_t h = fingerprint ^ ATTEMPT_SALT;
     spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout_ns,
-                    .what = "setting up the mesh for shard_map"};
-    return spmd__agree_on_view(mesh->processes, mesh->num_processes, mesh_fingerprint(mesh),
-                               description, &w);
+                    .what = "setting up the mesh for shard_map",
+                    .key = spmd__fnv1a(h, &call, sizeof call) | 1};
+    return spmd__agree_on_view(mesh->processes, mesh->num_processes, fingerprint, description,
+                               &w);
 }
 
-static spmd_status setup_locked(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
+static spmd_status setup_locked(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns,
+                                unsigned long call)
 {
     if (mesh->num_processes < 2)
         return SPMD_OK;
     /* Only after every process has shown up is it safe to create a communicator, whose
-     * creation blocks. */
-    SPMD_CHECK(agree_on_mesh(mesh, timeout_ns));
-    return spmd__comm_create(mesh->processes, mesh->num_processes, 1, &s->control);
+     * creation blocks; no other call of this process comes between (calls.h). */
+    SPMD_CHECK(agree_on_mesh(mesh, timeout_ns, call));
+    SPMD_CHECK(spmd__comm_create(mesh->processes, mesh->num_processes, 1, &s->control));
+    s->comm_id = spmd__calls_identity(mesh_fingerprint(mesh), 1);
+    return SPMD_OK;
 }
 
-spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns)
+uint64_t spmd__mesh_state_identity(const spmd_mesh *mesh, spmd__mesh_state *s)
+{
+    return s->comm_id ? s->comm_id : spmd__calls_identity(mesh_fingerprint(mesh), 0);
+}
+
+spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns,
+                                   unsigned long call)
 {
     pthread_mutex_lock(&s->lock);
     spmd_status st = SPMD_OK;
@@ -340,11 +364,13 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
                         s->broken_reason);
     } else if (!s->ready) {
         pthread_mutex_lock(&spmd__setup_lock);
-        st = setup_locked(mesh, s, timeout_ns);
+        st = setup_locked(mesh, s, timeout_ns, call);
         pthread_mutex_unlock(&spmd__setup_lock);
         if (st == SPMD_OK) {
             s->ready = 1;
-        } else {
+        } else if (st != SPMD_ERR_COLLECTIVE_MISMATCH) {
+            /* A process missing: the next set-up would wait for it. A mismatch (every process
+             * came, with something else) leaves nothing behind: the next call tries again. */
             char reason[512];
             snprintf(reason, sizeof reason, "its set-up failed: %s", spmd_last_error());
             spmd__mesh_state_break(s, reason);

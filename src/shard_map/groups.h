@@ -35,6 +35,8 @@ typedef struct spmd__group {
     int *member_rank;  /* [size] rank of the member's process in `comm` */
     int *member_index; /* [size] index of the member among its process's, ascending */
     int num_ranks;     /* processes with members */
+    int *rank_device;  /* [num_ranks] global id of the rank's first member (which makes the
+                          group's exchanges for its process) */
     int *rank_process; /* [num_ranks] runtime process of each rank, ascending */
     int *rank_members; /* [num_ranks] members per rank */
     spmd__comm *comm;  /* NULL when every member is in this process; else a subset of the
@@ -105,6 +107,7 @@ typedef struct spmd__mesh_state {
     int broken; /* a process did not finish a failed call: the mesh is unusable */
     char broken_reason[1024];
     spmd__comm *control; /* all mesh processes; NULL in one process */
+    uint64_t comm_id;    /* control's identity, alike on every process (calls.h); 0 before */
     unsigned long call_seq;
     /* [axes mask], then [1 << SPMD_MAX_MESH_AXES + k] for the k-th grouping used: published
      * once built with its communicators (read without the lock) */
@@ -132,7 +135,14 @@ spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh);
  * mesh (with a deadline) and creates the communicator over them. Fails fast when an earlier
  * call left the mesh broken.
  */
-spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *state, int64_t timeout_ns);
+spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *state, int64_t timeout_ns,
+                                   unsigned long call);
+
+/**
+ * The identity of the mesh's communicator between processes (calls.h), alike on every process:
+ * the one it has, or the one its set-up will give it.
+ */
+uint64_t spmd__mesh_state_identity(const spmd_mesh *mesh, spmd__mesh_state *state);
 
 /**
  * The groups of axis set `mask`, built by the first collective over it (not collective: the

@@ -226,6 +226,15 @@ static void reference(const layout *l, const job *j, int d, float *want)
 
 static int N; /* devices */
 
+/* Every device on one axis 'i'. */
+static spmd_mesh *line_mesh(void)
+{
+    const char *name[1] = {"i"};
+    spmd_mesh *line = NULL;
+    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    return line;
+}
+
 /* The spec that shards an output's flat blocks over every axis of the mesh, in flat order. */
 static spmd_spec *all_axes_spec(const spmd_mesh *mesh)
 {
@@ -321,9 +330,7 @@ static void check_all_ops(spmd_mesh *mesh, const layout *l, const char *axes)
 static void test_groups_on_a_line(void **state)
 {
     (void)state;
-    const char *name[1] = {"i"};
-    spmd_mesh *line = NULL;
-    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    spmd_mesh *line = line_mesh();
     layout l = {1, {1, N}, 1, {1, 0}}; /* a line is a 1 x N grid's second axis */
     check_all_ops(line, &l, "i");
     spmd_mesh_destroy(line);
@@ -336,9 +343,7 @@ static void test_large_groups(void **state)
     (void)state;
     if (N < 2 || N % 2)
         skip();
-    const char *name[1] = {"i"};
-    spmd_mesh *line = NULL;
-    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    spmd_mesh *line = line_mesh();
     layout l = {1, {1, N}, 1, {1, 0}};
     groupings gs;
     make_groupings(N, &gs);
@@ -389,9 +394,7 @@ static void test_grouping_after_failed_call(void **state)
     int L = spmd_local_device_count();
     if (spmd_process_count() < 2 || L % 2)
         skip();
-    const char *name[1] = {"i"};
-    spmd_mesh *line = NULL;
-    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    spmd_mesh *line = line_mesh();
     groupings gs;
     make_groupings(N, &gs); /* pairs [2k, 2k+1] lie within a process: L is even */
     spmd_status st =
@@ -652,9 +655,7 @@ static void test_many_groupings(void **state)
     (void)state;
     if (N < 4)
         skip(); /* 20 orders of 4 positions, each as 1 or 2 groups: 40 groupings */
-    const char *name[1] = {"i"};
-    spmd_mesh *line = NULL;
-    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    spmd_mesh *line = line_mesh();
     many_groupings *m = malloc(sizeof *m);
     assert_non_null(m);
     make_many_groupings(N, m);
@@ -715,18 +716,9 @@ static spmd_status legacy_body(spmd_ctx *ctx, int nin, const spmd_block *in, int
     return st;
 }
 
-static void test_legacy_collectives(void **state)
+/* legacy_body on every device of `line`: pswapaxes, pshuffle, pargmax and pargmin into o. */
+static void run_legacy(spmd_mesh *line, legacy_job *j, spmd_array *o[4])
 {
-    (void)state;
-    const char *name[1] = {"i"};
-    spmd_mesh *line = NULL;
-    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
-    int perm[MAX_DEV];
-    for (int i = 0; i < N; i++)
-        perm[i] = (i * 3 + 1) % N; /* a permutation when gcd(3, N) == 1 */
-    if (N % 3 == 0)
-        for (int i = 0; i < N; i++)
-            perm[i] = N - 1 - i;
     spmd_spec *spec = NULL;
     assert_ok(spmd_spec_parse("'i'", &spec));
     const spmd_spec *specs[4] = {spec, spec, spec, spec};
@@ -734,10 +726,24 @@ static void test_legacy_collectives(void **state)
                               {1, {(int64_t)N * N * 2}, SPMD_DTYPE_F32},
                               {1, {(int64_t)N * 4}, SPMD_DTYPE_I32},
                               {1, {(int64_t)N * 4}, SPMD_DTYPE_I32}};
+    assert_ok(spmd_shard_map(line, legacy_body, j, 0, NULL, NULL, 4, descs, specs, NULL, o));
+    spmd_spec_destroy(spec);
+}
+
+static void test_legacy_collectives(void **state)
+{
+    (void)state;
+    spmd_mesh *line = line_mesh();
+    int perm[MAX_DEV];
+    for (int i = 0; i < N; i++)
+        perm[i] = (i * 3 + 1) % N; /* a permutation when gcd(3, N) == 1 */
+    if (N % 3 == 0)
+        for (int i = 0; i < N; i++)
+            perm[i] = N - 1 - i;
     for (int with_nan = 0; with_nan < 2; with_nan++) {
         legacy_job j = {N, perm, with_nan ? (float)(N - 1) : -1.0f};
         spmd_array *o[4] = {NULL, NULL, NULL, NULL};
-        assert_ok(spmd_shard_map(line, legacy_body, &j, 0, NULL, NULL, 4, descs, specs, NULL, o));
+        run_legacy(line, &j, o);
         size_t block = (size_t)N * 2;
         float *sw = malloc((size_t)N * block * sizeof(float)),
               *sh = malloc((size_t)N * block * sizeof(float));
@@ -775,7 +781,6 @@ static void test_legacy_collectives(void **state)
         for (int k = 0; k < 4; k++)
             spmd_array_destroy(o[k]);
     }
-    spmd_spec_destroy(spec);
     spmd_mesh_destroy(line);
 }
 
@@ -853,9 +858,7 @@ static void test_pshuffle_size(void **state)
     (void)state;
     if (N < 2)
         skip();
-    const char *name[1] = {"i"};
-    spmd_mesh *line = NULL;
-    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    spmd_mesh *line = line_mesh();
     int perm[MAX_DEV + 1];
     for (int i = 0; i <= N; i++)
         perm[i] = i; /* 0..n-1 is a permutation of range(n) for every n: only the size is off */
@@ -879,15 +882,8 @@ static void test_pshuffle_size(void **state)
     for (int i = 0; i < N; i++)
         reversed[i] = N - 1 - i;
     legacy_job lj = {N, reversed, -1.0f};
-    spmd_spec *spec = NULL;
-    assert_ok(spmd_spec_parse("'i'", &spec));
-    const spmd_spec *specs[4] = {spec, spec, spec, spec};
-    spmd_out_desc descs[4] = {{1, {(int64_t)N * N * 2}, SPMD_DTYPE_F32},
-                              {1, {(int64_t)N * N * 2}, SPMD_DTYPE_F32},
-                              {1, {(int64_t)N * 4}, SPMD_DTYPE_I32},
-                              {1, {(int64_t)N * 4}, SPMD_DTYPE_I32}};
     spmd_array *o[4] = {NULL, NULL, NULL, NULL};
-    assert_ok(spmd_shard_map(line, legacy_body, &lj, 0, NULL, NULL, 4, descs, specs, NULL, o));
+    run_legacy(line, &lj, o);
     size_t block = (size_t)N * 2;
     float *sh = malloc((size_t)N * block * sizeof(float));
     assert_non_null(sh);
@@ -898,7 +894,6 @@ static void test_pshuffle_size(void **state)
     free(sh);
     for (int k = 0; k < 4; k++)
         spmd_array_destroy(o[k]);
-    spmd_spec_destroy(spec);
     spmd_mesh_destroy(line);
 }
 
@@ -907,9 +902,7 @@ static void test_group_errors(void **state)
     (void)state;
     if (N < 4)
         skip();
-    const char *name[1] = {"i"};
-    spmd_mesh *line = NULL;
-    assert_ok(spmd_mesh_create(1, &N, name, NULL, 0, &line));
+    spmd_mesh *line = line_mesh();
     int order[MAX_DEV], dup[MAX_DEV], wide[MAX_DEV];
     for (int p = 0; p < N; p++)
         order[p] = dup[p] = wide[p] = p;

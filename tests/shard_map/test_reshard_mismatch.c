@@ -144,11 +144,11 @@ static void test_local_only_against_moving(void **state)
     /* even processes: to P() (moves rows between processes); odd: to P('p', None) (every row
      * stays in its process) */
     int even = me % 2 == 0;
-    expect_mismatch(x, even ? l.all : l.by_host, even ? "->P()" : "->P('p', None)",
-                    even ? "->P('p', None)" : "->P()", l.all, "local-only against moving");
+    expect_mismatch(x, even ? l.all : l.by_host, even ? "-> P()" : "-> P('p', None)",
+                    even ? "-> P('p', None)" : "-> P()", l.all, "local-only against moving");
     /* twice in a row, with the roles swapped: no call is matched with another's */
-    expect_mismatch(x, even ? l.by_host : l.all, even ? "->P('p', None)" : "->P()",
-                    even ? "->P()" : "->P('p', None)", l.by_cols, "swapped");
+    expect_mismatch(x, even ? l.by_host : l.all, even ? "-> P('p', None)" : "-> P()",
+                    even ? "-> P()" : "-> P('p', None)", l.by_cols, "swapped");
     spmd_array_destroy(x);
     layouts_free(&l);
 }
@@ -162,8 +162,8 @@ static void test_different_targets(void **state)
     layouts_build(&l);
     spmd_array *x = filled(l.by_block, 2 * P, 4 * spmd_local_device_count(), 0);
     int even = me % 2 == 0;
-    expect_mismatch(x, even ? l.all : l.by_cols, even ? "->P()" : "->P(None, ('p', 'l'))",
-                    even ? "->P(None, ('p', 'l'))" : "->P()", l.by_cols, "different targets");
+    expect_mismatch(x, even ? l.all : l.by_cols, even ? "-> P()" : "-> P(None, ('p', 'l'))",
+                    even ? "-> P(None, ('p', 'l'))" : "-> P()", l.by_cols, "different targets");
     spmd_array_destroy(x);
     layouts_free(&l);
 }

@@ -34,6 +34,7 @@
 #include "sweep_functions.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1020,7 +1021,7 @@ static void sweep_spmd_init(void)
     BAD_INIT(init_with_env("SPMD_COLLECTIVE_TIMEOUT", "soon"), 0);
     BAD_INIT(init_with_env("SPMD_INIT_TIMEOUT", "-1"), 0);
     BAD_INIT(init_with_env("SPMD_INIT_TIMEOUT", "soon"), 0);
-    BAD_INIT(init_with_env("SPMD_INIT_TIMEOUT", ""), 0);
+    BAD_INIT(init_with_env("SPMD_INIT_TIMEOUT", "inf"), 0);
     BAD_INIT(init_with_env("SPMD_BUFFER_POOL_MB", "-1"), 0);
     /* nested: the options are checked, and a failure takes no reference */
     runtime_up();
@@ -1153,6 +1154,42 @@ static void sweep_spmd_set_log_callback(void)
     Q_THAT(st = spmd_set_log_callback(sweep_log_sink, &user), st == SPMD_OK,
            "refused a callback after spmd_init");
     Q_THAT(st = spmd_set_log_callback(NULL, NULL), st == SPMD_OK, "refused NULL after spmd_init");
+}
+
+static void sweep_spmd_thread_set_name(void)
+{
+    char longest[64];
+    memset(longest, 'a', sizeof longest - 1);
+    longest[sizeof longest - 1] = '\0';
+    BAD(INV, spmd_thread_set_name(longest));
+    BAD(INV, spmd_thread_set_name("it's"));
+    BAD(INV, spmd_thread_set_name("tab\there"));
+    spmd_status st = SPMD_OK;
+    Q_THAT(st = spmd_thread_set_name(NULL), st == SPMD_OK, "refused NULL (no name)");
+    Q_THAT(st = spmd_thread_set_name("loader"), st == SPMD_OK, "refused a good name");
+    Q_THAT(st = spmd_thread_set_name(""), st == SPMD_OK, "refused \"\" (no name)");
+}
+
+static void *sweep_guard_thread(void *arg)
+{
+    spmd_status *st = arg;
+    *st = spmd_thread_guard(0); /* not its guard to release */
+    return NULL;
+}
+
+static void sweep_spmd_thread_guard(void)
+{
+    spmd_status st = SPMD_OK;
+    Q_THAT(st = spmd_thread_guard(1), st == SPMD_OK, "refused to set the guard");
+    pthread_t t;
+    spmd_status other = SPMD_OK;
+    if (pthread_create(&t, NULL, sweep_guard_thread, &other) == 0) {
+        pthread_join(t, NULL);
+        Q_THAT((void)0, other == SPMD_ERR_INVALID_ARGUMENT,
+               "another thread released the guard this thread holds");
+    }
+    Q_THAT(st = spmd_thread_guard(0), st == SPMD_OK, "refused to release the guard");
+    Q_THAT(st = spmd_thread_guard(INT_MIN), st == SPMD_OK, "refused to release again");
 }
 
 /* ==== mpi.h =================================================================================== */

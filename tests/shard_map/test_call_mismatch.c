@@ -1,0 +1,308 @@
+/*
+ * Processes that make different calls: each case fails on every process with
+ * SPMD_ERR_COLLECTIVE_MISMATCH, at once (not after the collective timeout, 300 s here), and the
+ * message shows what differs, quoting two calls whose texts differ (or naming the field that
+ * differs where the texts read alike). Run with 2 processes of 2 devices:
+ *   - axis_index_groups that differ between the processes: [[0,1],[2,3]] against [[0,2],[1,3]]
+ *     (a psum), and the same members in another order (an all_gather, every group within one
+ *     process: only the end of the call sees it);
+ *   - spmd_device_put onto meshes whose device order differs (the device lists, and where they
+ *     first differ);
+ *   - spmd_reshard from arrays on other devices to one sharding (the source devices);
+ *   - shard_maps whose fn differ, all else alike (the field: what the call runs);
+ *   - the thread guard: a call from another thread is refused at once, naming both threads.
+ * After each case the processes still agree (a barrier), and the mesh still works.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <spmd.h>
+
+static int me;
+static spmd_mesh *g_mesh; /* 'i' over every device */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The two calls quoted by "process A called X, process B called Y": X and Y must differ. */
+static void check_quotes(const char *what, const char *msg)
+{
+    const char *a = strstr(msg, " called "), *b = a ? strstr(a + 8, " called ") : NULL;
+    SPMD_TEST_CHECK(a && b, "%s: the message quotes no two calls: %s", what, msg);
+    if (!a || !b)
+        return;
+    const char *end_a = strstr(a + 8, ", process ");
+    const char *end_b = strstr(b + 8, "; every ");
+    SPMD_TEST_CHECK(end_a && end_b, "%s: cannot cut the quotes out of: %s", what, msg);
+    if (!end_a || !end_b)
+        return;
+    size_t la = (size_t)(end_a - (a + 8)), lb = (size_t)(end_b - (b + 8));
+    SPMD_TEST_CHECK(la != lb || strncmp(a + 8, b + 8, la) != 0 || strstr(msg, "they differ in"),
+                    "%s: the two quoted calls read alike and no field is named: %s", what, msg);
+}
+
+static void expect_mismatch(const char *what, spmd_status st, double took, const char *must)
+{
+    const char *msg = spmd_last_error();
+    SPMD_TEST_CHECK(st == SPMD_ERR_COLLECTIVE_MISMATCH, "%s: %s, want a mismatch: %s", what,
+                    spmd_status_name(st), msg);
+    SPMD_TEST_CHECK(took < 1.0, "%s: the mismatch took %.2f s (want < 1 s)", what, took);
+    if (must)
+        SPMD_TEST_CHECK(strstr(msg, must) != NULL, "%s: the message lacks \"%s\": %s", what,
+                        must, msg);
+    printf("p%d %s (%.3f s): %.600s\n", me, what, took, msg);
+}
+
+static void barrier(const char *what)
+{
+    spmd_status st = spmd_sync_global_devices(what);
+    SPMD_TEST_CHECK(st == SPMD_OK, "the barrier after %s failed: %s", what, spmd_last_error());
+}
+
+/* ---- axis_index_groups ---- */
+
+static const int g_pairs[2][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}};
+static const int g_swapped[2][4] = {{0, 1, 2, 3}, {1, 0, 3, 2}};
+
+static spmd_status fn_groups(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                             spmd_block *out, void *user)
+{
+    (void)nin, (void)nout;
+    const int *positions = user;
+    spmd_axis_groups g = {2, NULL, positions};
+    return spmd_psum_groups(ctx, &in[0], &out[0], "i", &g);
+}
+
+static spmd_status fn_gather_groups(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                    spmd_block *out, void *user)
+{
+    (void)nin, (void)nout;
+    const int *positions = user;
+    spmd_axis_groups g = {2, NULL, positions};
+    return spmd_all_gather_groups(ctx, &in[0], &out[0], "i", 0, 1, &g);
+}
+
+static spmd_status fn_psum_a(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                             spmd_block *out, void *user)
+{
+    (void)nin, (void)nout, (void)user;
+    return spmd_psum(ctx, &in[0], &out[0], "i");
+}
+
+static spmd_status fn_psum_b(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                             spmd_block *out, void *user)
+{
+    (void)nin, (void)nout, (void)user;
+    return spmd_psum(ctx, &in[0], &out[0], "i"); /* the same, in another function */
+}
+
+/* A shard_map over g_mesh of x (sharded over 'i') into an output of `rows` per device. */
+static spmd_status run(spmd_fn fn, void *user, spmd_array *x, int64_t out_rows, int replicated,
+                       spmd_array **out)
+{
+    spmd_spec *in_spec = NULL, *out_spec = NULL;
+    assert_ok(spmd_spec_parse("'i'", &in_spec));
+    assert_ok(spmd_spec_parse(replicated ? "" : "'i'", &out_spec));
+    spmd_out_desc od = {1, {out_rows}, SPMD_DTYPE_F32};
+    spmd_status st = spmd_shard_map(g_mesh, fn, user, 1, &x, (const spmd_spec *const *)&in_spec,
+                                    1, &od, (const spmd_spec *const *)&out_spec, NULL, out);
+    spmd_spec_destroy(in_spec);
+    spmd_spec_destroy(out_spec);
+    return st;
+}
+
+static spmd_array *make_x(int ndev)
+{
+    spmd_spec *spec = NULL;
+    spmd_sharding *sh = NULL;
+    assert_ok(spmd_spec_parse("'i'", &spec));
+    assert_ok(spmd_sharding_create(g_mesh, spec, &sh));
+    float host[64];
+    int64_t n = ndev;
+    for (int k = 0; k < ndev; k++)
+        host[k] = (float)(k + 1);
+    spmd_array *x = NULL;
+    assert_ok(spmd_device_put(host, 1, &n, SPMD_DTYPE_F32, sh, &x));
+    spmd_sharding_destroy(sh);
+    spmd_spec_destroy(spec);
+    return x;
+}
+
+static void test_groupings(spmd_array *x, int ndev)
+{
+    spmd_array *out = NULL;
+    double t0 = now_s();
+    spmd_status st = run(fn_groups, (void *)g_pairs[me], x, ndev, 0, &out);
+    expect_mismatch("psum in groups [[0,1],[2,3]] against [[0,2],[1,3]]", st, now_s() - t0,
+                    "axis_index_groups");
+    spmd_array_destroy(out);
+    barrier("the groupings");
+    t0 = now_s();
+    st = run(fn_gather_groups, (void *)g_swapped[me], x, 2 * ndev, 0, &out);
+    expect_mismatch("all_gather in groups with their members in another order", st,
+                    now_s() - t0, NULL);
+    spmd_array_destroy(out);
+    barrier("the reordered groups");
+    /* the mesh still works: the same grouping everywhere, against a host loop */
+    st = run(fn_groups, (void *)g_pairs[0], x, ndev, 0, &out);
+    SPMD_TEST_CHECK(st == SPMD_OK, "a psum in groups after the mismatch failed: %s",
+                    spmd_last_error());
+    if (st == SPMD_OK) {
+        float got[4];
+        for (int s = 0; s < spmd_array_num_shards(out); s++) {
+            spmd_shard info;
+            assert_ok(spmd_array_shard(out, s, &info));
+            assert_ok(spmd_array_shard_to_host(out, s, got, sizeof got));
+            int d = (int)info.index.start[0], partner = d ^ 1;
+            SPMD_TEST_CHECK(got[0] == (float)(d + 1 + partner + 1),
+                            "psum in groups: device position %d holds %g, want %g", d, got[0],
+                            (double)(d + 1 + partner + 1));
+        }
+    }
+    spmd_array_destroy(out);
+}
+
+static void test_signature(spmd_array *x)
+{
+    spmd_array *out = NULL;
+    double t0 = now_s();
+    spmd_status st = run(me == 0 ? fn_psum_a : fn_psum_b, NULL, x, 1, 1, &out);
+    expect_mismatch("shard_maps of two fns alike", st, now_s() - t0, NULL);
+    check_quotes("shard_maps of two fns alike", spmd_last_error());
+    SPMD_TEST_CHECK(strstr(spmd_last_error(), "what the call runs") != NULL ||
+                        strstr(spmd_last_error(), "fn") != NULL,
+                    "the message does not say that fn differs: %s", spmd_last_error());
+    spmd_array_destroy(out);
+    barrier("the fns");
+}
+
+/* ---- device_put and reshard onto other device orders ---- */
+
+static spmd_mesh *mesh_in_order(const int *order, int ndev)
+{
+    const char *names[1] = {"i"};
+    spmd_mesh *m = NULL;
+    assert_ok(spmd_mesh_create(1, &ndev, names, order, ndev, &m));
+    return m;
+}
+
+static spmd_status fill(const spmd_box *index, void *dst, void *user)
+{
+    (void)user;
+    float *f = dst;
+    for (int64_t k = index->start[0]; k < index->stop[0]; k++)
+        f[k - index->start[0]] = (float)k;
+    return SPMD_OK;
+}
+
+static void test_device_orders(int ndev)
+{
+    int order[2][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}};
+    spmd_mesh *m = mesh_in_order(order[me], ndev);
+    spmd_spec *spec = NULL, *rep = NULL;
+    spmd_sharding *sh = NULL;
+    assert_ok(spmd_spec_parse("'i'", &spec));
+    assert_ok(spmd_spec_parse("", &rep));
+    assert_ok(spmd_sharding_create(m, spec, &sh));
+    float host[16] = {0};
+    int64_t n = 16;
+    spmd_array *a = NULL;
+    double t0 = now_s();
+    spmd_status st = spmd_device_put(host, 1, &n, SPMD_DTYPE_F32, sh, &a);
+    expect_mismatch("device_put onto meshes in other device orders", st, now_s() - t0,
+                    "first differ at position 1");
+    check_quotes("device_put onto meshes in other device orders", spmd_last_error());
+    SPMD_TEST_CHECK(strstr(spmd_last_error(), "[0, 1, 2, 3]") &&
+                        strstr(spmd_last_error(), "[0, 2, 1, 3]"),
+                    "the message does not show both device orders: %s", spmd_last_error());
+    spmd_array_destroy(a);
+    barrier("device_put");
+
+    /* an array on this process's device order (no check: a callback), resharded to 'i' of
+     * the common mesh: the source devices differ */
+    spmd_sharding *src = NULL, *dst = NULL;
+    assert_ok(spmd_sharding_create(m, rep, &src));
+    assert_ok(spmd_sharding_create(g_mesh, spec, &dst));
+    spmd_array *x = NULL, *y = NULL;
+    assert_ok(spmd_array_from_callback(1, &n, SPMD_DTYPE_F32, src, fill, NULL, &x));
+    t0 = now_s();
+    st = spmd_reshard(x, dst, NULL, &y);
+    expect_mismatch("reshard from arrays on other devices", st, now_s() - t0, NULL);
+    check_quotes("reshard from arrays on other devices", spmd_last_error());
+    spmd_array_destroy(y);
+    spmd_array_destroy(x);
+    barrier("reshard");
+    spmd_sharding_destroy(src);
+    spmd_sharding_destroy(dst);
+    spmd_sharding_destroy(sh);
+    spmd_spec_destroy(spec);
+    spmd_spec_destroy(rep);
+    spmd_mesh_destroy(m);
+}
+
+/* ---- the thread guard ---- */
+
+typedef struct guarded {
+    spmd_array *x;
+    spmd_status st;
+    char message[1024];
+} guarded;
+
+static void *other_thread(void *arg)
+{
+    guarded *g = arg;
+    spmd_array *out = NULL;
+    g->st = run(fn_psum_a, NULL, g->x, 1, 1, &out);
+    snprintf(g->message, sizeof g->message, "%s", spmd_last_error());
+    spmd_array_destroy(out);
+    return NULL;
+}
+
+static void test_thread_guard(spmd_array *x)
+{
+    assert_ok(spmd_thread_guard(1));
+    guarded g = {x, SPMD_OK, ""};
+    pthread_t t;
+    SPMD_TEST_CHECK(pthread_create(&t, NULL, other_thread, &g) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    SPMD_TEST_CHECK(g.st == SPMD_ERR_INVALID_ARGUMENT && strstr(g.message, "thread guard"),
+                    "a call from another thread under the guard: %s: %s",
+                    spmd_status_name(g.st), g.message);
+    assert_ok(spmd_thread_guard(0));
+    pthread_create(&t, NULL, other_thread, &g);
+    pthread_join(t, NULL);
+    SPMD_TEST_CHECK(g.st == SPMD_OK, "a call from another thread once the guard is released: %s",
+                    g.message);
+}
+
+int main(void)
+{
+    spmd_test_init();
+    me = spmd_process_index();
+    int ndev = spmd_device_count();
+    if (spmd_process_count() != 2 || ndev != 4) {
+        printf("skipped: needs 2 processes of 2 devices\n");
+        spmd_test_finish(0);
+        return SPMD_TEST_SKIP;
+    }
+    const char *names[1] = {"i"};
+    assert_ok(spmd_mesh_create(1, &ndev, names, NULL, 0, &g_mesh));
+    spmd_array *x = make_x(ndev);
+    test_groupings(x, ndev);
+    test_signature(x);
+    test_device_orders(ndev);
+    test_thread_guard(x);
+    spmd_array_destroy(x);
+    spmd_mesh_destroy(g_mesh);
+    return spmd_test_finish(spmd_test_failed_checks());
+}
