@@ -756,19 +756,22 @@ static const peer_note *latest_of(int process)
     return NULL;
 }
 
-
 static const char *device_state_text(const spmd__note_device *d, unsigned phase, char *buf,
                                      size_t size)
 {
-    char last[128] = "";
-    if (d->what[0])
+    char last[128] = "", what[96] = "";
+    if (d->what[0]) {
         snprintf(last, sizeof last, " (its collective #%u: %.80s)", d->seq, d->what);
-    if (d->state == SPMD__DEVICE_RETURNED)
+        snprintf(what, sizeof what, ": %.80s", d->what);
+    }
+    int returned = d->state == SPMD__DEVICE_RETURNED;
+    if (returned && d->seq < phase)
         snprintf(buf, size, "returned from fn without calling it%s", last);
     else if (d->seq > phase)
         snprintf(buf, size, "has gone on past it%s", last);
     else
-        snprintf(buf, size, "issued another collective as its #%u%s", d->seq, last);
+        snprintf(buf, size, "issued another collective as its #%u%s%s", d->seq, what,
+                 returned ? ", then returned from fn" : "");
     return buf;
 }
 

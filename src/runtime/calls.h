@@ -140,7 +140,7 @@ void spmd__calls_device(int ordinal, int device, int state, unsigned seq, uint64
                         const uint64_t *what);
 /**
  * The layer above says how to write a device's collective (its two words) for a note, given
- * the current call's `arg` (spmd__call_about): "psum over ('i') in axis_index_groups 5a1c".
+ * the current call's `arg` (spmd__call_about): "psum over ('i') in axis_index_groups [[0, 1], [2, 3]]".
  */
 void spmd__calls_set_formatter(void (*format)(const void *arg, const uint64_t *what, char *text,
                                               size_t size));

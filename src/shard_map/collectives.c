@@ -57,6 +57,7 @@ typedef struct coll {
     int pos;                     /* this device's position in the group (axis order of the call) */
     const int *rank_in_subgroup; /* axis_index_groups: a position's member index; else NULL */
     uint64_t grouping_hash;      /* tells groupings apart in messages */
+    const spmd__grouping *grouping; /* the table's copy of the call's groups; else NULL */
     int naxes;
     int axes[SPMD_MAX_MESH_AXES];
     uint64_t fingerprint;
@@ -170,6 +171,38 @@ static uint64_t mix_block(uint64_t h, const spmd_block *b)
     return h;
 }
 
+/* Appends "[[0, 2], [1, 3]]", cut with "..." once past `budget` characters. */
+static void grouping_text(spmd__strbuf *sb, const spmd__grouping *g, size_t budget)
+{
+    size_t start = sb->len;
+    spmd__strbuf_printf(sb, "[");
+    for (int k = 0, i = 0; k < g->num_groups; k++) {
+        int size = g->sizes ? g->sizes[k] : g->total / g->num_groups;
+        spmd__strbuf_printf(sb, k ? ", [" : "[");
+        for (int m = 0; m < size; m++, i++) {
+            if (sb->len - start > budget) {
+                spmd__strbuf_printf(sb, "%s...]]", m ? ", " : "");
+                return;
+            }
+            spmd__strbuf_printf(sb, m ? ", %d" : "%d", g->positions[i]);
+        }
+        spmd__strbuf_printf(sb, "]");
+    }
+    spmd__strbuf_printf(sb, "]");
+}
+
+/* The grouping of this process's current call with hash `hash`: its table is in use by the
+ * call, so it is neither freed nor changed while the call lasts; NULL when none. */
+static const spmd__grouping *find_grouping(const spmd__call *call, uint64_t hash)
+{
+    for (unsigned k = 1u << SPMD_MAX_MESH_AXES; k < SPMD__NUM_TABLES; k++) {
+        const spmd__group_table *t = atomic_load(&call->state->tables[k]);
+        if (t && t->grouping.hash == hash)
+            return &t->grouping;
+    }
+    return NULL;
+}
+
 /* "psum float32[4,3] over ('i',) #2": what a device called, for messages. */
 static void describe_into(const void *arg, char *text, size_t size)
 {
@@ -186,10 +219,11 @@ static void describe_into(const void *arg, char *text, size_t size)
     spmd__strbuf_printf(&sb, c->nblocks ? "]) over (" : "] over (");
     for (int k = 0; k < c->naxes; k++)
         spmd__strbuf_printf(&sb, "%s'%s'", k ? ", " : "", c->mesh->names[c->axes[k]]);
-    if (c->rank_in_subgroup)
-        spmd__strbuf_printf(&sb, ") in axis_index_groups %04x #%u",
-                            (unsigned)(c->grouping_hash >> 48), c->seq);
-    else
+    if (c->grouping) {
+        spmd__strbuf_printf(&sb, ") in axis_index_groups ");
+        grouping_text(&sb, c->grouping, 120);
+        spmd__strbuf_printf(&sb, " #%u", c->seq);
+    } else
         spmd__strbuf_printf(&sb, ") #%u", c->seq);
     /* which call: processes whose threads' calls crossed differ here */
     spmd__strbuf_printf(&sb, " (call #%lu on this mesh; its call #%lu, %s)",
@@ -217,8 +251,14 @@ void spmd__collective_format(const void *arg, const uint64_t *what, char *text, 
                             a < call->mesh->ndim ? call->mesh->names[a] : "?");
     }
     spmd__strbuf_printf(&sb, ")");
-    if (what[1])
-        spmd__strbuf_printf(&sb, " in axis_index_groups %04x", (unsigned)(what[1] >> 48));
+    if (what[1]) {
+        const spmd__grouping *g = find_grouping(call, what[1]);
+        spmd__strbuf_printf(&sb, " in axis_index_groups ");
+        if (g)
+            grouping_text(&sb, g, 40);
+        else
+            spmd__strbuf_printf(&sb, "%04x", (unsigned)(what[1] >> 48));
+    }
 }
 
 /* ---- failures ---- */
@@ -560,6 +600,7 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
     c->nl = c->g->num_local;
     c->li = spmd__group_local_index(c->g, ctx->flat);
     c->rank_in_subgroup = t->rank_in_subgroup;
+    c->grouping = groups ? &t->grouping : NULL;
     c->pos = member_position(c, ctx->flat);
     /* the call's number and what it runs too: collectives of different calls never look
      * alike */
@@ -582,6 +623,7 @@ static spmd_status arrive(coll *c, const void *in, void *out, const void *extra)
     uint64_t what[2] = {(uint64_t)c->op | (uint64_t)c->naxes << 8, c->grouping_hash};
     for (int k = 0; k < c->naxes; k++)
         what[0] |= (uint64_t)c->axes[k] << (16 + 4 * k);
+    memcpy(c->ctx->last_what, what, sizeof what);
     spmd__calls_device(c->ctx->ordinal, c->ctx->device_id, SPMD__DEVICE_WAITING, c->seq,
                        c->fingerprint, what);
     /* the call's end compares what every process's devices issued: collectives within one

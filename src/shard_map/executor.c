@@ -474,6 +474,8 @@ typedef struct call_job {
     const int *aliased;             /* per output: a donated input's buffers were handed over */
     spmd__allocation **allocations; /* per local device: its spmd_ctx_alloc temporaries */
     uint64_t first_digest;          /* the collectives of the first local device's fn */
+    unsigned first_count;           /* ... how many */
+    uint64_t first_last[2];         /* ... the last */
 } call_job;
 
 /* `keep`: data movement between processes was given up, and MPI may still read or write the
@@ -559,8 +561,11 @@ static spmd_status device_task(int ordinal, void *arg)
      * still be finishing a collective that reads or writes them. */
     if (ctx.allocations) /* a write only when needed: the devices' entries share lines */
         job->allocations[k] = ctx.allocations;
-    if (k == 0)
+    if (k == 0) {
         job->first_digest = ctx.digest;
+        job->first_count = ctx.seq;
+        memcpy(job->first_last, ctx.last_what, sizeof job->first_last);
+    }
     if (in != stack_blocks)
         free(in);
     /* fn's own error is the cause: record it before the others can see this device finished
@@ -920,6 +925,12 @@ static void describe_signature(const void *arg, char *text, size_t size)
         spmd__strbuf_printf(&sb, " %s%s", spec, i + 1 == p->nin || i == 1 ? ")" : ",");
     }
     spmd__strbuf_printf(&sb, " (its call #%lu, %s)", call->number, call->thread_text);
+    if (call->first_count) { /* where fn's collectives differ, the last may show how */
+        char last[SPMD__NOTE_WHAT];
+        spmd__collective_format(call, call->first_last, last, sizeof last);
+        spmd__strbuf_printf(&sb, "; its first device's collective #%u: %s", call->first_count,
+                            last);
+    }
 }
 
 /* The parts of a call's signature, for a message whose descriptions read alike. */
@@ -1106,7 +1117,8 @@ static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     }
     apply_donations(p, inputs, outputs, aliased);
-    *job = (call_job){p, call, inputs, outputs, aliased, allocations, 0};
+    *job = (call_job){.plan = p, .call = call, .inputs = inputs, .outputs = outputs,
+                      .aliased = aliased, .allocations = allocations};
     spmd_status st = spmd__run_on_devices(spmd__worker_entry_or(entry), p->num_local,
                                           p->local_ordinal, device_task, job);
     for (int k = 0; k < p->num_local; k++)
@@ -1115,6 +1127,8 @@ static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd
     if (atomic_load(&call->aborted))
         st = spmd__call_aborted_status(call); /* the root cause, not a bystander's error */
     call->digest = job->first_digest;
+    call->first_count = job->first_count;
+    memcpy(call->first_last, job->first_last, sizeof call->first_last);
     free(aliased);
     return st;
 }

@@ -27,6 +27,8 @@ typedef struct spmd__call {
     char thread_text[48];    /* ... and name: "thread 2 'loader'" */
     uint64_t thread_tag;     /* ... and its hash (spmd__thread_tag) */
     uint64_t digest;         /* the collectives fn issued on this process's first device */
+    unsigned first_count;    /* ... how many */
+    uint64_t first_last[2];  /* ... and the last, for messages (spmd__collective_format) */
     const int *slot_of_flat; /* [mesh size]: local slot of a mesh position, or -1 */
     int64_t timeout_ns;
     atomic_int aborted;
@@ -72,6 +74,7 @@ struct spmd_ctx {
     int flat;    /* mesh position */
     int ordinal; /* the device's local ordinal */
     uint64_t digest; /* of the fingerprints of the collectives issued so far (local ones too) */
+    uint64_t last_what[2]; /* the last one, as spmd__collective_format reads it */
     int coords[SPMD_MAX_MESH_AXES];
     unsigned seq;                  /* collectives issued so far in this call */
     spmd__allocation *allocations; /* spmd_ctx_alloc, freed at the end of the call */

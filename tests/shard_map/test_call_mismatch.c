@@ -2,10 +2,11 @@
  * Processes that make different calls: each case fails on every process with
  * SPMD_ERR_COLLECTIVE_MISMATCH, at once (not after the collective timeout, 300 s here), and the
  * message shows what differs, quoting two calls whose texts differ (or naming the field that
- * differs where the texts read alike). Run with 2 processes of 2 devices:
- *   - axis_index_groups that differ between the processes: [[0,1],[2,3]] against [[0,2],[1,3]]
- *     (a psum), and the same members in another order (an all_gather, every group within one
- *     process: only the end of the call sees it);
+ * differs where the texts read alike). Run with 2 or 3 processes of 2 devices; process 0 makes one
+ * call, the others another:
+ *   - axis_index_groups that differ between the processes: pairs [[0,1],[2,3],...] against
+ *     [[0,n/2],[1,n/2+1],...] (a psum), and the same members in another order (an all_gather,
+ *     every group within one process: only the end of the call sees it);
  *   - spmd_device_put onto meshes whose device order differs (the device lists, and where they
  *     first differ);
  *   - spmd_reshard from arrays on other devices to one sharding (the source devices);
@@ -71,15 +72,28 @@ static void barrier(const char *what)
 
 /* ---- axis_index_groups ---- */
 
-static const int g_pairs[2][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}};
-static const int g_swapped[2][4] = {{0, 1, 2, 3}, {1, 0, 3, 2}};
+#define MAX_DEV 8
+
+/* Groups of two positions, flat: kind 0 [[0,1],[2,3],...], 1 [[0,n/2],[1,n/2+1],...],
+ * 2 [[1,0],[3,2],...] (kind 0's members in another order). */
+static void pairs(int kind, int ndev, int *positions)
+{
+    for (int g = 0; g < ndev / 2; g++) {
+        int a = kind == 1 ? g : 2 * g, b = kind == 1 ? g + ndev / 2 : 2 * g + 1;
+        positions[2 * g] = kind == 2 ? b : a;
+        positions[2 * g + 1] = kind == 2 ? a : b;
+    }
+}
 
 static spmd_status fn_groups(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
                              spmd_block *out, void *user)
 {
     (void)nin, (void)nout;
-    const int *positions = user;
-    spmd_axis_groups g = {2, NULL, positions};
+    int n = 0;
+    spmd_status st = spmd_axis_size(ctx, "i", &n);
+    spmd_axis_groups g = {n / 2, NULL, user}; /* pairs */
+    if (st != SPMD_OK)
+        return st;
     return spmd_psum_groups(ctx, &in[0], &out[0], "i", &g);
 }
 
@@ -87,8 +101,11 @@ static spmd_status fn_gather_groups(spmd_ctx *ctx, int nin, const spmd_block *in
                                     spmd_block *out, void *user)
 {
     (void)nin, (void)nout;
-    const int *positions = user;
-    spmd_axis_groups g = {2, NULL, positions};
+    int n = 0;
+    spmd_status st = spmd_axis_size(ctx, "i", &n);
+    spmd_axis_groups g = {n / 2, NULL, user}; /* pairs */
+    if (st != SPMD_OK)
+        return st;
     return spmd_all_gather_groups(ctx, &in[0], &out[0], "i", 0, 1, &g);
 }
 
@@ -138,27 +155,47 @@ static spmd_array *make_x(int ndev)
     return x;
 }
 
+/* The message names both groupings: their first two groups, as "[[0, 1], [2, 3]". */
+static void check_groupings_named(const char *what, const int *a, const int *b)
+{
+    const int *both[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        const int *g = both[k];
+        char text[64];
+        snprintf(text, sizeof text, "[[%d, %d], [%d, %d]", g[0], g[1], g[2], g[3]);
+        SPMD_TEST_CHECK(strstr(spmd_last_error(), text) != NULL,
+                        "%s: the message does not name the grouping %s...: %s", what, text,
+                        spmd_last_error());
+    }
+}
+
 static void test_groupings(spmd_array *x, int ndev)
 {
+    int consecutive[MAX_DEV], halves[MAX_DEV], swapped[MAX_DEV];
+    pairs(0, ndev, consecutive);
+    pairs(1, ndev, halves);
+    pairs(2, ndev, swapped);
     spmd_array *out = NULL;
     double t0 = now_s();
-    spmd_status st = run(fn_groups, (void *)g_pairs[me], x, ndev, 0, &out);
-    expect_mismatch("psum in groups [[0,1],[2,3]] against [[0,2],[1,3]]", st, now_s() - t0,
+    spmd_status st = run(fn_groups, me == 0 ? consecutive : halves, x, ndev, 0, &out);
+    expect_mismatch("psum in groups [[0,1],[2,3],...] against [[0,n/2],...]", st, now_s() - t0,
                     "axis_index_groups");
+    check_groupings_named("psum in groups", consecutive, halves);
     spmd_array_destroy(out);
     barrier("the groupings");
     t0 = now_s();
-    st = run(fn_gather_groups, (void *)g_swapped[me], x, 2 * ndev, 0, &out);
+    st = run(fn_gather_groups, me == 0 ? consecutive : swapped, x, 2 * ndev, 0, &out);
     expect_mismatch("all_gather in groups with their members in another order", st,
                     now_s() - t0, NULL);
+    check_groupings_named("all_gather in groups", consecutive, swapped);
     spmd_array_destroy(out);
     barrier("the reordered groups");
     /* the mesh still works: the same grouping everywhere, against a host loop */
-    st = run(fn_groups, (void *)g_pairs[0], x, ndev, 0, &out);
+    st = run(fn_groups, consecutive, x, ndev, 0, &out);
     SPMD_TEST_CHECK(st == SPMD_OK, "a psum in groups after the mismatch failed: %s",
                     spmd_last_error());
     if (st == SPMD_OK) {
-        float got[4];
+        float got[MAX_DEV];
         for (int s = 0; s < spmd_array_num_shards(out); s++) {
             spmd_shard info;
             assert_ok(spmd_array_shard(out, s, &info));
@@ -207,23 +244,27 @@ static spmd_status fill(const spmd_box *index, void *dst, void *user)
 
 static void test_device_orders(int ndev)
 {
-    int order[2][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}};
-    spmd_mesh *m = mesh_in_order(order[me], ndev);
+    int order[MAX_DEV]; /* process 0: the devices in order; the others: 1 and 2 swapped */
+    for (int d = 0; d < ndev; d++)
+        order[d] = d;
+    if (me != 0)
+        order[1] = 2, order[2] = 1;
+    spmd_mesh *m = mesh_in_order(order, ndev);
     spmd_spec *spec = NULL, *rep = NULL;
     spmd_sharding *sh = NULL;
     assert_ok(spmd_spec_parse("'i'", &spec));
     assert_ok(spmd_spec_parse("", &rep));
     assert_ok(spmd_sharding_create(m, spec, &sh));
-    float host[16] = {0};
-    int64_t n = 16;
+    float host[4 * MAX_DEV] = {0};
+    int64_t n = 4 * ndev;
     spmd_array *a = NULL;
     double t0 = now_s();
     spmd_status st = spmd_device_put(host, 1, &n, SPMD_DTYPE_F32, sh, &a);
     expect_mismatch("device_put onto meshes in other device orders", st, now_s() - t0,
                     "first differ at position 1");
     check_quotes("device_put onto meshes in other device orders", spmd_last_error());
-    SPMD_TEST_CHECK(strstr(spmd_last_error(), "[0, 1, 2, 3]") &&
-                        strstr(spmd_last_error(), "[0, 2, 1, 3]"),
+    SPMD_TEST_CHECK(strstr(spmd_last_error(), "[0, 1, 2, 3") &&
+                        strstr(spmd_last_error(), "[0, 2, 1, 3"),
                     "the message does not show both device orders: %s", spmd_last_error());
     spmd_array_destroy(a);
     barrier("device_put");
@@ -290,8 +331,8 @@ int main(void)
     spmd_test_init();
     me = spmd_process_index();
     int ndev = spmd_device_count();
-    if (spmd_process_count() != 2 || ndev != 4) {
-        printf("skipped: needs 2 processes of 2 devices\n");
+    if (spmd_process_count() < 2 || ndev % 2 || ndev < 4 || ndev > MAX_DEV) {
+        printf("skipped: needs 2 or more processes, 4 to %d devices in all, even\n", MAX_DEV);
         spmd_test_finish(0);
         return SPMD_TEST_SKIP;
     }
