@@ -286,8 +286,9 @@ static void details_put(const void *arg, spmd__details *d)
     d->names[1] = "the partition spec";
     d->hashes[1] = spmd__fnv1a(SPMD__FNV1A_SEED, spec, strlen(spec));
     d->names[2] = "the mesh's shape and axis names";
-    d->hashes[2] = spmd__fnv1a(spmd__fnv1a(SPMD__FNV1A_SEED, m->shape, (size_t)m->ndim * sizeof(int)),
-                               m->names, sizeof m->names);
+    d->hashes[2] =
+        spmd__fnv1a(spmd__fnv1a(SPMD__FNV1A_SEED, m->shape, (size_t)m->ndim * sizeof(int)),
+                    m->names, sizeof m->names);
     d->names[3] = "the mesh's device ids";
     d->hashes[3] = spmd__fnv1a(SPMD__FNV1A_SEED, m->device_ids, (size_t)m->size * sizeof(int));
     d->names[4] = "the calling thread's name";
@@ -435,9 +436,9 @@ spmd_status spmd_device_put(const void *host, int ndim, const int64_t *shape, sp
     *out = NULL;
     spmd__call_entry lock; /* one call at a time in a process (calls.h), before communicating */
     SPMD_CHECK(spmd__calls_enter("spmd_device_put", &lock));
-    spmd_status st = host ? SPMD_OK
-                          : SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
-                                       "spmd_device_put: argument 'host' is NULL");
+    spmd_status st =
+        host ? SPMD_OK
+             : SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT, "spmd_device_put: argument 'host' is NULL");
     spmd_array *a = NULL;
     if (st == SPMD_OK)
         st = spmd__array_create_empty(sharding, ndim, shape, dtype, "spmd_device_put", &a);

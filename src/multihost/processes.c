@@ -25,7 +25,7 @@ enum { PROCESSES_TAG = 30002 };
 static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 static spmd__comm *processes_comm;
 static unsigned processes_session;
-static int *everyone;                 /* 0..count-1, what the notes say takes part */
+static int *everyone; /* 0..count-1, what the notes say takes part */
 static int everyone_count;
 
 static uint64_t fingerprint_of(const char *description)

@@ -60,7 +60,8 @@ static spmd_status spmd_thread_set_name_checked(const char *name)
                  "spmd_thread_set_name: name \"%.40s...\" has %zu characters; use at most %zu",
                  name, len, sizeof thread_name - 1);
     for (size_t i = 0; i < len; i++)
-        SPMD_REQUIRE(name[i] >= 0x20 && name[i] < 0x7f && name[i] != '\'', SPMD_ERR_INVALID_ARGUMENT,
+        SPMD_REQUIRE(name[i] >= 0x20 && name[i] < 0x7f && name[i] != '\'',
+                     SPMD_ERR_INVALID_ARGUMENT,
                      "spmd_thread_set_name: name has character %d at position %zu; use printable "
                      "ASCII without quotes",
                      (int)(unsigned char)name[i], i);
@@ -70,10 +71,7 @@ static spmd_status spmd_thread_set_name_checked(const char *name)
     return SPMD_OK;
 }
 
-spmd_status spmd_thread_set_name(const char *name)
-{
-    return spmd_thread_set_name_checked(name);
-}
+spmd_status spmd_thread_set_name(const char *name) { return spmd_thread_set_name_checked(name); }
 
 /* ---- the call lock: a ticket lock, first come first served ---- */
 
@@ -85,7 +83,7 @@ static int owner_depth;
 static unsigned long calls_made;
 static atomic_ulong current_number;
 static atomic_int guard_thread; /* thread number holding the thread guard; 0: none */
-static char owner_text[64];      /* the holder's thread, for notes (under state) */
+static char owner_text[64];     /* the holder's thread, for notes (under state) */
 
 /* What the current call is, its waits and its verdict (state). */
 static pthread_mutex_t state = PTHREAD_MUTEX_INITIALIZER;
@@ -264,8 +262,8 @@ static void map_free(u64map *m)
 typedef struct tracked {
     int used;
     spmd__wait_info info;
-    int64_t since;        /* registered at */
-    int64_t next_probe;   /* when to ask the peer again */
+    int64_t since;      /* registered at */
+    int64_t next_probe; /* when to ask the peer again */
     int64_t backoff;
     uint64_t first_probe; /* the first probe sent for it: older answers are not about it */
 } tracked;
@@ -303,13 +301,13 @@ void spmd__calls_set_formatter(void (*format)(const void *arg, const uint64_t *w
 
 static spmd__call_about about;
 static unsigned long about_number; /* the call `about` belongs to */
-static int64_t about_since;         /* ... which said so then */
+static int64_t about_since;        /* ... which said so then */
 static tracked waits[WAIT_SLOTS];
 static peer_note peers[PEER_NOTES];
 static abandoned_call abandoned[ABANDONED];
 static int abandoned_next, abandoned_count;
-static u64map started;   /* communicator identity -> last call started there */
-static u64map ordinals;  /* identity key -> communicators made over it */
+static u64map started;  /* communicator identity -> last call started there */
+static u64map ordinals; /* identity key -> communicators made over it */
 static int me = -1;
 static int64_t probe_after_ns = 200000000;
 static uint64_t probes_sent;
@@ -513,8 +511,7 @@ static int abandon_pending(void)
 }
 
 int spmd__calls_pending_abandon(int **processes, int *n, uint64_t *comm_id,
-                                unsigned long *comm_call, int *told_all, char *reason,
-                                size_t size)
+                                unsigned long *comm_call, int *told_all, char *reason, size_t size)
 {
     pthread_mutex_lock(&state);
     int pending = push_count > 0;
@@ -818,16 +815,14 @@ static void weigh_my_waits(const spmd__note *n, const char *mine)
     for (int i = 0; i < WAIT_SLOTS && atomic_load(&verdict_set) != 2; i++) {
         const tracked *t = &waits[i];
         /* only an answer to a probe of this wait tells where the peer is now */
-        if (!t->used || t->info.peer != n->process || !t->first_probe ||
-            n->probe < t->first_probe)
+        if (!t->used || t->info.peer != n->process || !t->first_probe || n->probe < t->first_probe)
             continue;
         if (!same) {
             /* Neither can end its call: the peer's needs this process, which has not started
              * it, and this one needs the peer, which has not started it either. Since the peer
              * sent nothing in this call, no process can finish it: abandoning it is safe
              * wherever this process is in it. */
-            if (n->peer_is_member && !n->started_yours &&
-                !has_started(n->comm_id, n->comm_call))
+            if (n->peer_is_member && !n->started_yours && !has_started(n->comm_id, n->comm_call))
                 conflict(n, mine, 1);
             continue;
         }
@@ -927,8 +922,8 @@ void spmd__calls_peer_text(int process, char *text, size_t size)
         for (int k = 0; k < p->note.num_waits && k < 2; k++) {
             const spmd__note_wait *w = &p->note.waits[k];
             if (w->peer >= 0)
-                spmd__strbuf_printf(&sb, "%s waiting for process %d in %s", k ? ";" : ",",
-                                    w->peer, w->what);
+                spmd__strbuf_printf(&sb, "%s waiting for process %d in %s", k ? ";" : ",", w->peer,
+                                    w->what);
         }
     }
     pthread_mutex_unlock(&state);

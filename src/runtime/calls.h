@@ -55,9 +55,9 @@ unsigned long spmd__calls_number(void);
 /* ---- what the current call is ---- */
 
 typedef struct spmd__call_about {
-    uint64_t comm_id;         /* the identity of its communicator, alike on every process */
-    unsigned long comm_call;  /* its number on that communicator */
-    const int *processes;     /* the processes taking part, ascending */
+    uint64_t comm_id;        /* the identity of its communicator, alike on every process */
+    unsigned long comm_call; /* its number on that communicator */
+    const int *processes;    /* the processes taking part, ascending */
     int num_processes;
     /* writes what the call is, for messages ("spmd_shard_map on Mesh('i': 4) ...") */
     void (*describe)(const void *arg, char *text, size_t size);
@@ -140,7 +140,8 @@ void spmd__calls_device(int ordinal, int device, int state, unsigned seq, uint64
                         const uint64_t *what);
 /**
  * The layer above says how to write a device's collective (its two words) for a note, given
- * the current call's `arg` (spmd__call_about): "psum over ('i') in axis_index_groups [[0, 1], [2, 3]]".
+ * the current call's `arg` (spmd__call_about):
+ * "psum over ('i') in axis_index_groups [[0, 1], [2, 3]]".
  */
 void spmd__calls_set_formatter(void (*format)(const void *arg, const uint64_t *what, char *text,
                                               size_t size));
@@ -168,7 +169,7 @@ typedef struct spmd__note_device {
 
 typedef struct spmd__note {
     uint32_t magic, kind;
-    int32_t process; /* the sender */
+    int32_t process;        /* the sender */
     int32_t peer_is_member; /* the recipient takes part in the sender's call */
     uint64_t probe;         /* PROBE: its number; REPLY: the number of the probe answered */
     int32_t started_yours;  /* REPLY: the sender has started the prober's call (it took part) */
@@ -215,8 +216,7 @@ void spmd__notes_flush(void);
  * array the caller frees), the call and the reason; 0 when there is none.
  */
 int spmd__calls_pending_abandon(int **processes, int *n, uint64_t *comm_id,
-                                unsigned long *comm_call, int *told_all, char *reason,
-                                size_t size);
+                                unsigned long *comm_call, int *told_all, char *reason, size_t size);
 
 /* transport (notes_mpi.c; nothing in a single process) */
 /** Reads the notes that arrived, answers the ones that ask, sends the due probes (cheap when

@@ -363,8 +363,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
                 if (stamp && stamp != x->stamp) {
                     /* left by an exchange given up on that had this tag: not this one's */
                     lock();
-                    MPI_Irecv(rbuf, (int)rcap, MPI_BYTE, c->peer[from], x->tag, c->comm,
-                              &reqs[0]);
+                    MPI_Irecv(rbuf, (int)rcap, MPI_BYTE, c->peer[from], x->tag, c->comm, &reqs[0]);
                     unlock();
                     done[0] = 0;
                 }
@@ -607,8 +606,7 @@ static void merge_texts(void *mine, const void *theirs, size_t bytes, void *arg)
 
 /* " (they differ in ...; the device ids first differ at position 3: 2 against 5)": what two
  * descriptions may not show. */
-static void differences(const spmd__agreement *a, const texts *t, int first, char *out,
-                        size_t size)
+static void differences(const spmd__agreement *a, const texts *t, int first, char *out, size_t size)
 {
     out[0] = '\0';
     if (!a->details)
@@ -622,8 +620,10 @@ static void differences(const spmd__agreement *a, const texts *t, int first, cha
     int named = 0, alike = strcmp(s0->text, s1->text) == 0;
     for (int f = 0; alike && f < mine.num_fields && f < s0->num_fields && f < s1->num_fields; f++)
         if (s0->hashes[f] != s1->hashes[f])
-            spmd__strbuf_printf(&sb, "%s%s", named++ ? ", " : " (their descriptions read alike: "
-                                                               "they differ in ",
+            spmd__strbuf_printf(&sb, "%s%s",
+                                named++ ? ", "
+                                        : " (their descriptions read alike: "
+                                          "they differ in ",
                                 mine.names[f]);
     if (named)
         spmd__strbuf_printf(&sb, ")");
@@ -771,8 +771,7 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
                 "processes issued different collectives: process %d called %s, process %d "
                 "called %s%s; every process must issue the same collectives with the same "
                 "shapes in the same order",
-                first ? pb : pa, t->side[first].text, first ? pa : pb, t->side[!first].text,
-                diff);
+                first ? pb : pa, t->side[first].text, first ? pa : pb, t->side[!first].text, diff);
             free(t);
             return st;
         }
@@ -877,8 +876,7 @@ static void copy_description(const void *arg, char *text, size_t size)
     spmd__copy_text(text, size, arg);
 }
 
-static spmd_status check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd__wait *w,
-                                  int tag)
+static spmd_status check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag)
 {
     if (c->size == 1)
         return SPMD_OK;

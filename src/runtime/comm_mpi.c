@@ -94,9 +94,8 @@ int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
         (unsigned long)((tag_top() - 4 * SPMD__TAGS_PER_EXCHANGE) / SPMD__TAGS_PER_EXCHANGE);
     /* a key's bits all count: keys of calls a few apart must not share a block */
     unsigned long n = key ? mix_key(key) : c->exchanges++, block;
-    c->stamp = (uint32_t)(mix_key(n ^ ((unsigned long)c->lane << 40) ^ (key ? 1ul << 63 : 0)) >>
-                          32) |
-               1u;
+    c->stamp =
+        (uint32_t)(mix_key(n ^ ((unsigned long)c->lane << 40) ^ (key ? 1ul << 63 : 0)) >> 32) | 1u;
     if (c->lanes) {
         unsigned long per_lane = (blocks - KEYED_BLOCKS) / (unsigned long)c->lanes;
         block = KEYED_BLOCKS + (n % (per_lane ? per_lane : 1)) * (unsigned long)c->lanes +

@@ -155,8 +155,7 @@ static void poll_locked(void);
 void spmd__notes_poll(void)
 {
     int64_t now = spmd__now_ns(), last = atomic_load_explicit(&last_poll, memory_order_relaxed);
-    if (now - last < POLL_EVERY_NS ||
-        !atomic_compare_exchange_strong(&last_poll, &last, now))
+    if (now - last < POLL_EVERY_NS || !atomic_compare_exchange_strong(&last_poll, &last, now))
         return;
     if (pthread_mutex_trylock(&transport) != 0)
         return;

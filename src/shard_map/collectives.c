@@ -67,9 +67,9 @@ typedef struct coll {
     int ndim;
     int64_t shape[SPMD_MAX_RANK];
     unsigned seq;
-    int nblocks;           /* > 0: a collective over that many blocks (shape: the first's) */
+    int nblocks;            /* > 0: a collective over that many blocks (shape: the first's) */
     spmd__wait_where where; /* for the notes between processes (calls.h) */
-    char description[240]; /* "" until formatted */
+    char description[240];  /* "" until formatted */
     size_t scratch_need[3];
 } coll;
 
@@ -226,8 +226,8 @@ static void describe_into(const void *arg, char *text, size_t size)
     } else
         spmd__strbuf_printf(&sb, ") #%u", c->seq);
     /* which call: processes whose threads' calls crossed differ here */
-    spmd__strbuf_printf(&sb, " (call #%lu on this mesh; its call #%lu, %s)",
-                        c->call->seq, c->call->number, c->call->thread_text);
+    spmd__strbuf_printf(&sb, " (call #%lu on this mesh; its call #%lu, %s)", c->call->seq,
+                        c->call->number, c->call->thread_text);
 }
 
 static const char *describe(coll *c)
@@ -243,8 +243,8 @@ void spmd__collective_format(const void *arg, const uint64_t *what, char *text, 
     unsigned op = (unsigned)(what[0] & 0xff), naxes = (unsigned)(what[0] >> 8 & 0xff);
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, text, size);
-    spmd__strbuf_printf(&sb, "%s over (", op < sizeof op_names / sizeof op_names[0]
-                                               ? op_names[op] : "a collective");
+    spmd__strbuf_printf(&sb, "%s over (",
+                        op < sizeof op_names / sizeof op_names[0] ? op_names[op] : "a collective");
     for (unsigned k = 0; k < naxes && k < SPMD_MAX_MESH_AXES; k++) {
         int a = (int)(what[0] >> (16 + 4 * k) & 0xf);
         spmd__strbuf_printf(&sb, "%s'%s'", k ? ", " : "",

@@ -893,8 +893,7 @@ static void merge_outcome(void *mine, const void *theirs, size_t bytes, void *ar
 static void describe_call(const void *arg, char *text, size_t size)
 {
     const spmd__call *call = arg;
-    snprintf(text, size,
-             "the end of call #%lu on this mesh (its call #%lu, %s)", call->seq,
+    snprintf(text, size, "the end of call #%lu on this mesh (its call #%lu, %s)", call->seq,
              call->number, call->thread_text);
 }
 
@@ -911,12 +910,12 @@ static void describe_signature(const void *arg, char *text, size_t size)
     if (dladdr(address, &info) && info.dli_sname)
         snprintf(fn, sizeof fn, " fn %s", info.dli_sname);
     else if (dladdr(address, &info) && info.dli_fbase)
-        snprintf(fn, sizeof fn, " fn at +0x%lx", (unsigned long)((uintptr_t)address -
-                                                                 (uintptr_t)info.dli_fbase));
+        snprintf(fn, sizeof fn, " fn at +0x%lx",
+                 (unsigned long)((uintptr_t)address - (uintptr_t)info.dli_fbase));
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, text, size);
-    spmd__strbuf_printf(&sb, "call #%lu on this mesh:%s, %d in, %d out", call->seq,
-                        fn, p->nin, p->nout);
+    spmd__strbuf_printf(&sb, "call #%lu on this mesh:%s, %d in, %d out", call->seq, fn, p->nin,
+                        p->nout);
     for (int i = 0; i < p->nin && i < 2; i++) {
         char spec[64];
         spmd__ignore(spmd_spec_format(p->in_shardings[i]->spec, spec, sizeof spec));
@@ -1040,8 +1039,7 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
         /* The processes ran different calls as this one (another fn, specs, shapes, or thread
          * name): its outputs are not one call's. A second exchange, on the failure path only,
          * quotes two of them. */
-        spmd__agreement sig = {call_signature(call), describe_signature, call,
-                               details_signature};
+        spmd__agreement sig = {call_signature(call), describe_signature, call, details_signature};
         spmd__wait again = {.deadline_ns = spmd__now_ns() + grace,
                             .what = "spmd_shard_map (comparing the calls)",
                             .key = call->seq * 1024 + 298,
@@ -1117,8 +1115,12 @@ static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     }
     apply_donations(p, inputs, outputs, aliased);
-    *job = (call_job){.plan = p, .call = call, .inputs = inputs, .outputs = outputs,
-                      .aliased = aliased, .allocations = allocations};
+    *job = (call_job){.plan = p,
+                      .call = call,
+                      .inputs = inputs,
+                      .outputs = outputs,
+                      .aliased = aliased,
+                      .allocations = allocations};
     spmd_status st = spmd__run_on_devices(spmd__worker_entry_or(entry), p->num_local,
                                           p->local_ordinal, device_task, job);
     for (int k = 0; k < p->num_local; k++)
@@ -1199,8 +1201,8 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     call->timeout_ns = rt->collective_timeout_ns;
     call->slot_of_flat = p->slot_of_flat;
     int spans = p->mesh->num_processes > 1;
-    spmd__call_about about = {0, call->seq, p->mesh->processes, p->mesh->num_processes,
-                              describe_mesh_call, call};
+    spmd__call_about about = {
+        0, call->seq, p->mesh->processes, p->mesh->num_processes, describe_mesh_call, call};
     if (spans) { /* what this process is doing, for the others' notes (calls.h) */
         char reason[SPMD__NOTE_TEXT];
         about.comm_id = spmd__mesh_state_identity(p->mesh, state);
@@ -1300,7 +1302,7 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
 }
 
 static spmd_status plan_execute_locked(const char *entry, spmd_plan *plan,
-                                      spmd_array *const *in_arrays, spmd_array **out_arrays);
+                                       spmd_array *const *in_arrays, spmd_array **out_arrays);
 
 /* One call at a time in a process (calls.h): the plan's accepted shardings, the mesh's numbering
  * and its communicators are the call's alone. */
@@ -1315,7 +1317,7 @@ static spmd_status spmd_plan_execute_checked(const char *entry, spmd_plan *plan,
 }
 
 static spmd_status plan_execute_locked(const char *entry, spmd_plan *plan,
-                                      spmd_array *const *in_arrays, spmd_array **out_arrays)
+                                       spmd_array *const *in_arrays, spmd_array **out_arrays)
 {
     SPMD_REQUIRE(plan != NULL && plan->magic == SPMD__MAGIC_PLAN, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_plan_execute: argument 'plan' is NULL or not a live spmd_plan");

@@ -71,8 +71,8 @@ void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const voi
 struct spmd_ctx {
     spmd__call *call;
     int device_id;
-    int flat;    /* mesh position */
-    int ordinal; /* the device's local ordinal */
+    int flat;        /* mesh position */
+    int ordinal;     /* the device's local ordinal */
     uint64_t digest; /* of the fingerprints of the collectives issued so far (local ones too) */
     uint64_t last_what[2]; /* the last one, as spmd__collective_format reads it */
     int coords[SPMD_MAX_MESH_AXES];

@@ -59,8 +59,8 @@ static void expect_mismatch(const char *what, spmd_status st, double took, const
                     spmd_status_name(st), msg);
     SPMD_TEST_CHECK(took < 1.0, "%s: the mismatch took %.2f s (want < 1 s)", what, took);
     if (must)
-        SPMD_TEST_CHECK(strstr(msg, must) != NULL, "%s: the message lacks \"%s\": %s", what,
-                        must, msg);
+        SPMD_TEST_CHECK(strstr(msg, must) != NULL, "%s: the message lacks \"%s\": %s", what, must,
+                        msg);
     printf("p%d %s (%.3f s): %.600s\n", me, what, took, msg);
 }
 
@@ -131,8 +131,8 @@ static spmd_status run(spmd_fn fn, void *user, spmd_array *x, int64_t out_rows, 
     assert_ok(spmd_spec_parse("'i'", &in_spec));
     assert_ok(spmd_spec_parse(replicated ? "" : "'i'", &out_spec));
     spmd_out_desc od = {1, {out_rows}, SPMD_DTYPE_F32};
-    spmd_status st = spmd_shard_map(g_mesh, fn, user, 1, &x, (const spmd_spec *const *)&in_spec,
-                                    1, &od, (const spmd_spec *const *)&out_spec, NULL, out);
+    spmd_status st = spmd_shard_map(g_mesh, fn, user, 1, &x, (const spmd_spec *const *)&in_spec, 1,
+                                    &od, (const spmd_spec *const *)&out_spec, NULL, out);
     spmd_spec_destroy(in_spec);
     spmd_spec_destroy(out_spec);
     return st;
@@ -185,8 +185,8 @@ static void test_groupings(spmd_array *x, int ndev)
     barrier("the groupings");
     t0 = now_s();
     st = run(fn_gather_groups, me == 0 ? consecutive : swapped, x, 2 * ndev, 0, &out);
-    expect_mismatch("all_gather in groups with their members in another order", st,
-                    now_s() - t0, NULL);
+    expect_mismatch("all_gather in groups with their members in another order", st, now_s() - t0,
+                    NULL);
     check_groupings_named("all_gather in groups", consecutive, swapped);
     spmd_array_destroy(out);
     barrier("the reordered groups");
@@ -317,8 +317,8 @@ static void test_thread_guard(spmd_array *x)
     SPMD_TEST_CHECK(pthread_create(&t, NULL, other_thread, &g) == 0, "pthread_create");
     pthread_join(t, NULL);
     SPMD_TEST_CHECK(g.st == SPMD_ERR_INVALID_ARGUMENT && strstr(g.message, "thread guard"),
-                    "a call from another thread under the guard: %s: %s",
-                    spmd_status_name(g.st), g.message);
+                    "a call from another thread under the guard: %s: %s", spmd_status_name(g.st),
+                    g.message);
     assert_ok(spmd_thread_guard(0));
     pthread_create(&t, NULL, other_thread, &g);
     pthread_join(t, NULL);

@@ -39,8 +39,8 @@ typedef struct inner {
 static inner g_inner[ROUNDS];
 static atomic_int g_round;
 
-static spmd_status fn_psum(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
-                           spmd_block *out, void *user)
+static spmd_status fn_psum(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
+                           void *user)
 {
     (void)nin, (void)nout, (void)user;
     return spmd_psum(ctx, &in[0], &out[0], "i");
@@ -50,9 +50,9 @@ static spmd_status psum_of(spmd_array *x, double *got)
 {
     spmd_out_desc od = {1, {2}, SPMD_DTYPE_F64};
     spmd_array *out = NULL;
-    spmd_status st = spmd_shard_map(g_mesh, fn_psum, NULL, 1, &x,
-                                    (const spmd_spec *const *)&g_sharded, 1, &od,
-                                    (const spmd_spec *const *)&g_replicated, NULL, &out);
+    spmd_status st =
+        spmd_shard_map(g_mesh, fn_psum, NULL, 1, &x, (const spmd_spec *const *)&g_sharded, 1, &od,
+                       (const spmd_spec *const *)&g_replicated, NULL, &out);
     if (st == SPMD_OK)
         st = spmd_array_to_host(out, got, 2 * sizeof *got);
     spmd_array_destroy(out);
@@ -68,8 +68,8 @@ static void *inner_main(void *arg)
     return NULL;
 }
 
-static spmd_status fn_outer(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
-                            spmd_block *out, void *user)
+static spmd_status fn_outer(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
+                            void *user)
 {
     (void)user;
     spmd_status st = fn_psum(ctx, nin, in, nout, out, NULL);
@@ -92,8 +92,8 @@ static void check(const char *what, spmd_status st, const double *got, double ba
     }
     if (st == SPMD_OK && (got[0] != want0 || got[1] != want1)) {
         atomic_fetch_add(&g_wrong, 1);
-        SPMD_TEST_CHECK(0, "%s: SPMD_OK with [%g, %g], want [%g, %g]", what, got[0], got[1],
-                        want0, want1);
+        SPMD_TEST_CHECK(0, "%s: SPMD_OK with [%g, %g], want [%g, %g]", what, got[0], got[1], want0,
+                        want1);
     } else if (st == SPMD_OK) {
         atomic_fetch_add(&g_ok, 1);
     } else if (st == SPMD_ERR_COLLECTIVE_MISMATCH) {
@@ -140,9 +140,9 @@ int main(void)
     for (int r = 0; r < ROUNDS; r++) {
         atomic_store(&g_round, r);
         spmd_array *out = NULL;
-        spmd_status st = spmd_shard_map(g_mesh, fn_outer, NULL, 1, &g_a,
-                                        (const spmd_spec *const *)&g_sharded, 1, &od,
-                                        (const spmd_spec *const *)&g_replicated, NULL, &out);
+        spmd_status st =
+            spmd_shard_map(g_mesh, fn_outer, NULL, 1, &g_a, (const spmd_spec *const *)&g_sharded, 1,
+                           &od, (const spmd_spec *const *)&g_replicated, NULL, &out);
         double got[2] = {0, 0};
         char message[512] = "";
         if (st == SPMD_OK)

@@ -54,8 +54,8 @@ static double value_of(int t, int iteration, int64_t k)
     return 1000.0 * t + 10.0 * (iteration % 7) + (double)k;
 }
 
-static spmd_status fn_psum(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
-                           spmd_block *out, void *user)
+static spmd_status fn_psum(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
+                           void *user)
 {
     (void)nin, (void)nout;
     return spmd_psum(ctx, &in[0], &out[0], (const char *)user);
@@ -101,8 +101,9 @@ static void check_values(int t, int i, const char *what, const double *got, cons
     for (int64_t k = 0; k < n; k++)
         if (got[k] != want[k]) {
             atomic_fetch_add(&g_wrong, 1);
-            SPMD_TEST_CHECK(0, "p%d thread %d call %d (%s): SPMD_OK with element %lld = %g, "
-                               "want %g",
+            SPMD_TEST_CHECK(0,
+                            "p%d thread %d call %d (%s): SPMD_OK with element %lld = %g, "
+                            "want %g",
                             spmd_process_index(), t, i, what, (long long)k, got[k], want[k]);
             return;
         }
