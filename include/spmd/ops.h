@@ -74,7 +74,9 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_ki
                                                    const spmd_block *in, int axis, spmd_block *out);
 /**
  * C = alpha * op(A) op(B) + beta * C for 2-D blocks, op = transpose when trans_* is nonzero.
- * float32/float64 through OpenBLAS; float16/bfloat16 accumulate in float32.
+ * float32/float64 through OpenBLAS; float16/bfloat16 accumulate in float32. On CPU devices the
+ * BLAS runs with SPMD_BLAS_THREADS threads (default 1) per call, whatever the machine's cores,
+ * so the bits do not change with the layout or the process binding.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b,
                                                  double alpha, const spmd_block *a,

@@ -185,6 +185,11 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, cons
 /**
  * Sum over the group; f32 f64 i32 i64, and f16/bf16 accumulated in f32. out: in's shape and
  * dtype, except for bool, whose true values are counted into an int32 out (as JAX).
+ * The order of the additions depends only on the group's positions (the same bits in every
+ * layout of the mesh, CPU or CUDA): with p2 the largest power of two <= n and rem = n - p2, a
+ * binary tree over p2 leaves, leaf i being x[2i] + x[2i + 1] for i < rem and x[i + rem] after,
+ * each node its left child plus its right child (README "Reduction order"). pmean,
+ * psum_scatter and the _groups and _many forms add in the same order.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_psum(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                               const char *axes);

@@ -504,6 +504,7 @@ typedef struct reducer {
     int fixed; /* every rank's payload has exactly *bytes bytes */
     spmd__combine_fn combine;
     void *arg;
+    const spmd__tree_inputs *order; /* NULL: any order (rank order) */
 } reducer;
 
 /* What arrived in R (got bytes): header merged, payload combined into S's (or, `replace`,
@@ -527,6 +528,38 @@ static size_t outgoing(xchg *x, char *S, const reducer *rd)
     return seal(&x->h, x->stamp, S, header_failed(&x->h) ? 0 : *rd->bytes);
 }
 
+/* Whom a rank meets in the reduction: in rank order, the ranks r >= p2 first fold into
+ * r - p2; in the canonical order of runtime/tree.h (rd->order: one block per rank), block
+ * 2i + 1 < 2 rem folds into block 2i, and the p2 blocks left meet by recursive doubling in
+ * block order. */
+typedef struct pairing {
+    int is_extra, has_extra, extra; /* the rank folded into, or folding into this one */
+    int index;                      /* this rank's among the p2 */
+    int rem;
+    const spmd__tree_inputs *order;
+} pairing;
+
+static pairing pairing_of(const topology *t, const spmd__tree_inputs *order)
+{
+    pairing p = {t->is_extra, t->has_extra, t->is_extra ? t->me - t->p2 : t->me + t->p2,
+                 t->me,       t->n - t->p2, order};
+    if (order) {
+        int v = order->my_vrank;
+        p.is_extra = v < 2 * p.rem && (v & 1);
+        p.has_extra = v < 2 * p.rem && !(v & 1);
+        p.extra = p.is_extra || p.has_extra ? order->rank_of_vrank[v ^ 1] : -1;
+        p.index = v < 2 * p.rem ? v / 2 : v - p.rem;
+    }
+    return p;
+}
+
+/* The rank this one meets in round k. */
+static int partner_at(const pairing *p, int k)
+{
+    int i = p->index ^ (1 << k);
+    return p->order ? p->order->rank_of_vrank[i < p->rem ? 2 * i : i + p->rem] : i;
+}
+
 /*
  * Runs the exchange with this rank's payload already at the start of S. S and R are the
  * communicator's staging buffers 0 (capacity + SEAL_MAX long) and 1 (recv_capacity).
@@ -534,24 +567,24 @@ static size_t outgoing(xchg *x, char *S, const reducer *rd)
 static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
 {
     const topology *t = &x->t;
+    pairing p = pairing_of(t, rd->order);
     size_t cap = recv_capacity(rd->capacity), scap = rd->capacity + SEAL_MAX, got = 0;
     int open = 0, last = t->levels + 1;
-    if (t->is_extra) {
-        int partner = t->me - t->p2;
+    if (p.is_extra) {
         size_t sent = outgoing(x, *S, rd); /* its only message */
-        if (step_with_extra(x, partner, *S, sent, partner, *R, cap, last, &got) == GOT)
+        if (step_with_extra(x, p.extra, *S, sent, p.extra, *R, cap, last, &got) == GOT)
             take(x, rd, *S, *R, got, 1);
         return;
     }
-    if (t->has_extra) {
-        int o = step_with_extra(x, -1, NULL, 0, t->me + t->p2, *R, cap, 0, &got);
+    if (p.has_extra) {
+        int o = step_with_extra(x, -1, NULL, 0, p.extra, *R, cap, 0, &got);
         if (o == STOPPED)
             return;
         if (o == GOT)
             take(x, rd, *S, *R, got, 0);
     }
     for (int k = 0; k < t->levels; k++) {
-        int partner = t->me ^ (1 << k);
+        int partner = partner_at(&p, k);
         size_t sent = outgoing(x, *S, rd);
         int o = step(x, partner, *S, sent, partner, *R, cap, deadline_of(x, k + 1), &got, &open);
         if (open && !renew_send_buffer(x, S, scap))
@@ -563,9 +596,9 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
         else
             missed(x, partner);
     }
-    if (t->has_extra) {
+    if (p.has_extra) {
         size_t sent = outgoing(x, *S, rd);
-        (void)step_with_extra(x, t->me + t->p2, *S, sent, -1, NULL, 0, last, &got);
+        (void)step_with_extra(x, p.extra, *S, sent, -1, NULL, 0, last, &got);
     }
 }
 
@@ -645,7 +678,7 @@ static void differences(const spmd__agreement *a, const texts *t, int first, cha
 static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__wait *w,
                                 int tag_base, int64_t deadline, void *payload, size_t *bytes,
                                 size_t capacity, int fixed, spmd__combine_fn combine, void *arg,
-                                header *verdict);
+                                const spmd__tree_inputs *order, header *verdict);
 
 /* Second exchange, after fingerprints differed: the two processes named in the verdict send
  * their descriptions (deadline: a grace period, since everyone is already there). */
@@ -681,7 +714,7 @@ static void fetch_texts(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, 
     size_t bytes = sizeof *out;
     header h;
     if (run_exchange(c, &same, &quick, tag + 1, quick.deadline_ns, out, &bytes, sizeof *out, 1,
-                     merge_texts, NULL, &h) != SPMD_OK)
+                     merge_texts, NULL, NULL, &h) != SPMD_OK)
         out->side[0].text[0] = out->side[1].text[0] = '\0'; /* the message says less */
 }
 
@@ -851,7 +884,8 @@ static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wa
 
 static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
                                 int64_t deadline, void *payload, size_t *bytes, size_t capacity,
-                                int fixed, spmd__combine_fn combine, void *arg, header *out)
+                                int fixed, spmd__combine_fn combine, void *arg,
+                                const spmd__tree_inputs *order, header *out)
 {
     xchg x;
     xchg_init(&x, c, a, w, tag, deadline);
@@ -861,7 +895,7 @@ static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__w
                  "out of memory for a %zu-byte message between processes", capacity + SEAL_MAX);
     if (*bytes)
         memcpy(S, payload, *bytes);
-    reducer rd = {bytes, capacity, fixed, combine, arg};
+    reducer rd = {bytes, capacity, fixed, combine, arg, order};
     run_reduce(&x, &rd, &S, &R);
     if (x.stopped == SPMD_OK && !header_failed(&x.h) && *bytes)
         memcpy(payload, S, *bytes);
@@ -882,7 +916,7 @@ static spmd_status check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd_
         return SPMD_OK;
     size_t bytes = 0;
     header h;
-    return run_exchange(c, a, w, tag, w->deadline_ns, NULL, &bytes, 0, 1, NULL, NULL, &h);
+    return run_exchange(c, a, w, tag, w->deadline_ns, NULL, &bytes, 0, 1, NULL, NULL, NULL, &h);
 }
 
 spmd_status spmd__comm_check(spmd__comm *c, const spmd__agreement *a, spmd__wait *w)
@@ -905,32 +939,26 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
         return SPMD_OK;
     header h;
     return run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, record, bytes,
-                        capacity, 0, combine, combine_arg, &h);
+                        capacity, 0, combine, combine_arg, NULL, &h);
 }
 
-spmd_status spmd__comm_checked_allreduce(spmd__comm *c, const spmd__agreement *a, const void *send,
-                                         void *recv, size_t count, spmd_dtype dtype,
-                                         spmd__reduce_op op, spmd__combine_fn combine,
-                                         void *combine_arg, spmd__wait *w)
+spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreement *a,
+                                              const spmd__tree_inputs *in, void *acc, size_t count,
+                                              spmd_dtype dtype, spmd__combine_fn combine,
+                                              void *combine_arg, spmd__wait *w)
 {
-    size_t bytes = count * spmd_dtype_size(dtype);
-    if (c->size == 1) {
-        if (send != recv)
-            memmove(recv, send, bytes);
-        return SPMD_OK;
+    size_t elem = spmd_dtype_size(dtype), bytes = count * elem;
+    if (bytes <= SPMD__COMM_COMBINED_BYTES && in->block > 0 && c->size > 1) {
+        header h; /* the agreement travels with the data, blocks meeting in the tree's order */
+        return run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, acc,
+                            &bytes, bytes, 1, combine, combine_arg, in, &h);
     }
-    if (bytes > SPMD__COMM_COMBINED_BYTES) {
-        SPMD_CHECK(spmd__comm_check(c, a, w));
-        spmd_status st = spmd__comm_allreduce_agreed(c, send, recv, count, dtype, op);
-        if (st != SPMD_OK)
-            w->data_pending = 1;
-        return st;
-    }
-    if (send != recv)
-        memcpy(recv, send, bytes);
-    header h;
-    return run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, recv, &bytes,
-                        bytes, 1, combine, combine_arg, &h);
+    int tag = spmd__comm_exchange_tag(c, w->key);
+    SPMD_CHECK(check_with_tag(c, a, w, tag));
+    spmd_status st =
+        spmd__comm_tree_allreduce_agreed(c, tag + 2, in, acc, count, elem, combine, combine_arg);
+    w->data_pending = st != SPMD_OK;
+    return st;
 }
 
 /* ---- all_gather: recursive doubling that gathers along the way ---- */
@@ -1079,126 +1107,6 @@ spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *
         st = gather_combined(c, a, recv, &g, w);
     }
     free(displ);
-    return st;
-}
-
-/* ---- psum_scatter: recursive halving, each rank keeping its part ---- */
-
-/* acc's block of ranks [lo, hi) (with their extras, as in a gather) op= the packed block in. */
-static void combine_block(const gather_layout *g, const topology *t, int lo, int hi, char *acc,
-                          const char *in, spmd__combine_fn combine, void *arg)
-{
-    size_t real = g->displ[hi] - g->displ[lo];
-    if (real)
-        combine(acc + g->displ[lo], in, real, arg);
-    int elo = lo + t->p2, ehi = (hi < t->n - t->p2 ? hi : t->n - t->p2) + t->p2;
-    if (elo < ehi && g->displ[ehi] > g->displ[elo])
-        combine(acc + g->displ[elo], in + real, g->displ[ehi] - g->displ[elo], arg);
-}
-
-/* One halving step's message: the header merged and, when all is well, the block combined. */
-static void take_half(xchg *x, const gather_layout *g, char *acc, const char *R, size_t got,
-                      size_t want, int lo, int hi, spmd__combine_fn combine, void *arg)
-{
-    size_t payload = 0;
-    if (accept(x, R, got, want, want, &payload))
-        combine_block(g, &x->t, lo, hi, acc, R, combine, arg);
-}
-
-/*
- * Rank r ends with the reduction of its part (bytes displ[r]..displ[r + 1] of acc): in each
- * round it sends the half of its range its partner keeps and combines the half it keeps, so
- * every byte travels once per round it is in flight (half as many as reducing everything).
- * Ranks beyond the largest power of two hand all over first and get their part back last.
- */
-static spmd_status reduce_scatter_combined(spmd__comm *c, const spmd__agreement *a, char *acc,
-                                           const gather_layout *g, spmd__combine_fn combine,
-                                           void *arg, spmd__wait *w)
-{
-    xchg x;
-    char *S = NULL, *R = NULL;
-    SPMD_CHECK(start_over_layout(&x, c, a, w, g, &S, &R));
-    const topology *t = &x.t;
-    size_t total = g->displ[t->n], got = 0, rcap = recv_capacity(total);
-    int last = t->levels + 1, open = 0, o = GOT;
-    if (t->is_extra) { /* everything to the partner, this rank's part back */
-        int partner = t->me - t->p2;
-        memcpy(S, acc, total);
-        size_t sent = seal(&x.h, x.stamp, S, total);
-        size_t mine = g->counts[t->me], payload = 0;
-        o = step_with_extra(&x, partner, S, sent, partner, R, rcap, last, &got);
-        if (o == GOT && accept(&x, R, got, mine, mine, &payload))
-            memcpy(acc + g->displ[t->me], R, mine);
-        return verdict(&x, a);
-    }
-    if (t->has_extra) {
-        size_t payload = 0;
-        o = step_with_extra(&x, -1, NULL, 0, t->me + t->p2, R, rcap, 0, &got);
-        if (o == GOT && accept(&x, R, got, total, total, &payload) && total)
-            combine(acc, R, total, arg);
-    }
-    for (int k = t->levels - 1, round = 1; k >= 0 && o != STOPPED; k--, round++) {
-        int span = 1 << k, partner = t->me ^ span;
-        int lo = t->me & ~(span - 1), plo = partner & ~(span - 1);
-        size_t out = 0, want = block_bytes(g, t, lo, lo + span);
-        if (!header_failed(&x.h)) {
-            out = block_bytes(g, t, plo, plo + span);
-            move_block(g, t, plo, plo + span, S, acc, 1);
-        }
-        size_t sent = seal(&x.h, x.stamp, S, out);
-        o = step(&x, partner, S, sent, partner, R, rcap, deadline_of(&x, round), &got, &open);
-        if (open && !renew_send_buffer(&x, &S, total + SEAL_MAX))
-            o = STOPPED;
-        if (o == GOT)
-            take_half(&x, g, acc, R, got, want, lo, lo + span, combine, arg);
-        else if (o == MISSED)
-            missed(&x, partner);
-    }
-    if (t->has_extra && o != STOPPED) {
-        int e = t->me + t->p2;
-        size_t out = header_failed(&x.h) ? 0 : g->counts[e];
-        if (out)
-            memcpy(S, acc + g->displ[e], out);
-        size_t sent = seal(&x.h, x.stamp, S, out);
-        (void)step_with_extra(&x, e, S, sent, -1, NULL, 0, last, &got);
-    }
-    return verdict(&x, a);
-}
-
-spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreement *a,
-                                              const void *send, void *recv, const size_t *counts,
-                                              spmd_dtype dtype, spmd__reduce_op op,
-                                              spmd__combine_fn combine, void *combine_arg,
-                                              spmd__wait *w)
-{
-    size_t elem = spmd_dtype_size(dtype), total = 0;
-    for (int r = 0; r < c->size; r++)
-        total += counts[r];
-    if (c->size > 1 && total * elem > SPMD__COMM_COMBINED_BYTES) {
-        SPMD_CHECK(spmd__comm_check(c, a, w));
-        spmd_status st = spmd__comm_reduce_scatter_agreed(c, send, recv, counts, dtype, op);
-        w->data_pending = st != SPMD_OK;
-        return st;
-    }
-    size_t *bytes = malloc(2 * ((size_t)c->size + 1) * sizeof *bytes);
-    char *acc = malloc(total ? total * elem : 1);
-    spmd_status st = bytes && acc ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    if (st == SPMD_OK) {
-        size_t *displ = bytes + c->size + 1;
-        displ[0] = 0;
-        for (int r = 0; r < c->size; r++) {
-            bytes[r] = counts[r] * elem;
-            displ[r + 1] = displ[r] + bytes[r];
-        }
-        memcpy(acc, send, total * elem);
-        gather_layout g = {bytes, displ};
-        if (c->size > 1)
-            st = reduce_scatter_combined(c, a, acc, &g, combine, combine_arg, w);
-        if (st == SPMD_OK)
-            memcpy(recv, acc + displ[c->rank], bytes[c->rank]);
-    }
-    free(bytes);
-    free(acc);
     return st;
 }
 
@@ -1490,22 +1398,6 @@ spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agree
         return SPMD_OK;
     SPMD_CHECK(spmd__comm_check(c, a, w));
     spmd_status st = spmd__comm_allgather_placed_agreed(c, recv, layout, counts, displs);
-    w->data_pending = st != SPMD_OK;
-    return st;
-}
-
-spmd_status spmd__comm_checked_allreduce_many(spmd__comm *c, const spmd__agreement *a, int n,
-                                              const spmd__reduction_item *items, spmd__wait *w)
-{
-    if (c->size == 1) {
-        for (int i = 0; i < n; i++)
-            if (items[i].send != items[i].recv)
-                memmove(items[i].recv, items[i].send,
-                        items[i].count * spmd_dtype_size(items[i].dtype));
-        return SPMD_OK;
-    }
-    SPMD_CHECK(spmd__comm_check(c, a, w));
-    spmd_status st = spmd__comm_allreduce_many_agreed(c, n, items);
     w->data_pending = st != SPMD_OK;
     return st;
 }

@@ -158,22 +158,37 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
  * movement beyond. They wait at most the collective timeout in all. */
 #define SPMD__COMM_COMBINED_BYTES (64 * 1024)
 
-/** recv = op over ranks of send (send == recv: in place); combine() applies op to `count`
- * elements (acc op= in) for the combined path, MPI's op serves beyond. */
-spmd_status spmd__comm_checked_allreduce(spmd__comm *c, const spmd__agreement *a, const void *send,
-                                         void *recv, size_t count, spmd_dtype dtype,
-                                         spmd__reduce_op op, spmd__combine_fn combine,
-                                         void *combine_arg, spmd__wait *w);
+/** Where a reduction's inputs sit in its canonical order (runtime/tree.h). */
+typedef struct spmd__tree_inputs {
+    int n;              /* positions */
+    const int *rank_of; /* [n] the rank holding each position */
+    /* > 0: every rank holds an aligned block of `block` positions (a power of two), already
+       added up in acc, the block of rank rank_of_vrank[v] being [v * block, (v + 1) * block) */
+    int block;
+    const int *rank_of_vrank;
+    int my_vrank;
+    int split; /* combine() applies to any run of whole elements: large blocks may go by
+                  reduce-scatter and all-gather */
+    /* block 0: this rank's positions, ascending, and their inputs (accumulator dtype) */
+    int count;
+    const int *positions;
+    const void *const *inputs;
+} spmd__tree_inputs;
+
+/**
+ * A reduction in the canonical order of runtime/tree.h, whatever the ranks hold: acc (count
+ * elements of the accumulator dtype) receives the result; with in->block > 0 it holds this
+ * rank's block on entry. combine() applies op (acc op= in). Small messages with blocks carry the
+ * agreement (one exchange); the others run the agreement first.
+ */
+spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreement *a,
+                                              const spmd__tree_inputs *in, void *acc, size_t count,
+                                              spmd_dtype dtype, spmd__combine_fn combine,
+                                              void *combine_arg, spmd__wait *w);
 /** recv receives counts[r] bytes from each rank r, packed in rank order; send NULL: this
  * rank's part already sits in place in recv. */
 spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                           void *recv, const size_t *counts, spmd__wait *w);
-/** Reduces send (sum over ranks of counts[] elements) and leaves rank r its counts[r]. */
-spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreement *a,
-                                              const void *send, void *recv, const size_t *counts,
-                                              spmd_dtype dtype, spmd__reduce_op op,
-                                              spmd__combine_fn combine, void *combine_arg,
-                                              spmd__wait *w);
 /** send_counts[r] bytes to rank r (packed in rank order); recv_counts[r] bytes from it.
  * `large`, which every rank must give alike, picks the protocol: the agreement beside the data
  * (large), or the messages checking each other (at most SPMD__COMM_COMBINED_BYTES a rank). */
@@ -196,21 +211,6 @@ spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agree
                                                 const spmd__block_layout *layout,
                                                 const size_t *counts, const size_t *displs,
                                                 spmd__wait *w);
-
-/** One reduction of spmd__comm_checked_allreduce_many: recv = op over ranks of send. */
-typedef struct spmd__reduction_item {
-    const void *send; /* == recv: in place */
-    void *recv;
-    size_t count;
-    spmd_dtype dtype;
-    spmd__reduce_op op;
-} spmd__reduction_item;
-/**
- * Several all-reduces behind one agreement: checks `a` once, then starts every item at once
- * (they are in flight together) and waits for them all.
- */
-spmd_status spmd__comm_checked_allreduce_many(spmd__comm *c, const spmd__agreement *a, int n,
-                                              const spmd__reduction_item *items, spmd__wait *w);
 
 /** One point-to-point message of spmd__comm_checked_exchange. */
 typedef struct spmd__message {

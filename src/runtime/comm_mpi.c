@@ -461,30 +461,6 @@ int spmd__comm_cancel_receive(MPI_Request *req, MPI_Status *status)
     return SPMD__STUCK;
 }
 
-MPI_Datatype spmd__mpi_type(spmd_dtype dtype)
-{
-    switch (dtype) {
-    case SPMD_DTYPE_F32:
-        return MPI_FLOAT;
-    case SPMD_DTYPE_F64:
-        return MPI_DOUBLE;
-    case SPMD_DTYPE_I32:
-        return MPI_INT32_T;
-    case SPMD_DTYPE_I64:
-        return MPI_INT64_T;
-    case SPMD_DTYPE_U8:
-    case SPMD_DTYPE_BOOL:
-        return MPI_UINT8_T;
-    default:
-        return MPI_DATATYPE_NULL;
-    }
-}
-
-MPI_Op spmd__mpi_op(spmd__reduce_op op)
-{
-    return op == SPMD__OP_SUM ? MPI_SUM : op == SPMD__OP_MAX ? MPI_MAX : MPI_MIN;
-}
-
 /* How long a wait may take: the collective timeout ($SPMD_COLLECTIVE_TIMEOUT). */
 static _Atomic int64_t data_timeout_ns = (int64_t)300 * 1000000000;
 
@@ -503,11 +479,21 @@ int64_t spmd__comm_grace_ns(void)
  * collective cannot be cancelled): the caller abandons the communicator, and the buffers must
  * outlive the process.
  */
+int64_t spmd__comm_data_deadline(const spmd__comm *c)
+{
+    return spmd__now_ns() + atomic_load(&data_timeout_ns) - spmd__comm_count_back_ns(c->size);
+}
+
 spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
                                  const char *what)
 {
+    return spmd__comm_wait_data_until(c, n, reqs, from, what, spmd__comm_data_deadline(c));
+}
+
+spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
+                                       const char *what, int64_t deadline)
+{
     int64_t start = spmd__now_ns(), probe_after = spmd__calls_probe_after_ns();
-    int64_t deadline = start + atomic_load(&data_timeout_ns) - spmd__comm_count_back_ns(c->size);
     int tracked = -1;
     for (;;) {
         /* one test of them all: each test runs MPI's progress, which may yield the core */
@@ -590,30 +576,6 @@ spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const 
     } while (0)
 
 /* ---- data movement, once every rank agreed to it ---- */
-
-spmd_status spmd__comm_allreduce_agreed(spmd__comm *c, const void *send, void *recv, size_t count,
-                                        spmd_dtype dtype, spmd__reduce_op op)
-{
-    MPI_Datatype t = spmd__mpi_type(dtype);
-    SPMD_REQUIRE(t != MPI_DATATYPE_NULL, SPMD_ERR_INTERNAL, "no MPI type for %s",
-                 spmd_dtype_name(dtype));
-    size_t elem = spmd_dtype_size(dtype);
-    MPI_Comm whole;
-    SPMD_CHECK(spmd__comm_whole(c, &whole));
-    /* MPI counts are ints: reduce very large buffers in pieces. */
-    for (size_t done = 0; done < count;) {
-        size_t n = count - done < (size_t)INT_MAX ? count - done : (size_t)INT_MAX;
-        const void *from = send == recv ? MPI_IN_PLACE : (const char *)send + done * elem;
-        spmd_status st;
-        MPI_DATA(st, c,
-                 MPI_Iallreduce(from, (char *)recv + done * elem, (int)n, t, spmd__mpi_op(op),
-                                whole, &req_),
-                 "MPI_Iallreduce");
-        SPMD_CHECK(st);
-        done += n;
-    }
-    return SPMD_OK;
-}
 
 /* int counts and displacements for the v-collectives; SPMD_ERR_UNSUPPORTED past 2 GiB. */
 static spmd_status int_counts(const spmd__comm *c, const size_t *counts, int *icounts, int *displs,
@@ -699,49 +661,6 @@ spmd_status spmd__comm_allgather_placed_agreed(spmd__comm *c, void *recv,
     return st;
 }
 
-spmd_status spmd__comm_allreduce_many_agreed(spmd__comm *c, int n,
-                                             const spmd__reduction_item *items)
-{
-    MPI_Comm whole;
-    SPMD_CHECK(spmd__comm_whole(c, &whole));
-    /* All in flight at once: Open MPI's nonblocking collectives then overlap one another's
-     * latencies (measured: one at a time is 1.5-3x slower, bench_gradients). MPI counts are
-     * ints: very large items go in pieces. */
-    size_t nreq = 0;
-    for (int i = 0; i < n; i++) {
-        SPMD_REQUIRE(spmd__mpi_type(items[i].dtype) != MPI_DATATYPE_NULL, SPMD_ERR_INTERNAL,
-                     "no MPI type for %s", spmd_dtype_name(items[i].dtype));
-        nreq += (items[i].count + INT_MAX - 1) / INT_MAX;
-    }
-    MPI_Request *reqs = malloc((nreq ? nreq : 1) * sizeof *reqs);
-    SPMD_REQUIRE(reqs != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    int posted = 0, rc = MPI_SUCCESS;
-    lock();
-    for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
-        const spmd__reduction_item *it = &items[i];
-        size_t elem = spmd_dtype_size(it->dtype);
-        for (size_t done = 0; done < it->count && rc == MPI_SUCCESS;) {
-            size_t k = it->count - done < (size_t)INT_MAX ? it->count - done : (size_t)INT_MAX;
-            const void *from =
-                it->send == it->recv ? MPI_IN_PLACE : (const char *)it->send + done * elem;
-            rc = MPI_Iallreduce(from, (char *)it->recv + done * elem, (int)k,
-                                spmd__mpi_type(it->dtype), spmd__mpi_op(it->op), whole,
-                                &reqs[posted]);
-            posted += rc == MPI_SUCCESS;
-            done += k;
-        }
-    }
-    unlock();
-    spmd_status st = rc != MPI_SUCCESS ? spmd__mpi_failure(rc, "MPI_Iallreduce") : SPMD_OK;
-    if (st == SPMD_OK)
-        st = spmd__comm_wait_data(c, posted, reqs, NULL, "MPI_Iallreduce");
-    if (st == SPMD_OK || posted == 0)
-        free(reqs);
-    else
-        spmd__comm_keep(reqs); /* MPI still holds the requests */
-    return st;
-}
-
 spmd_status spmd__comm_gatherv(spmd__comm *c, int root, const void *send, void *recv,
                                const size_t *counts)
 {
@@ -772,25 +691,6 @@ spmd_status spmd__comm_bcast(spmd__comm *c, int root, void *data, size_t bytes)
         SPMD_CHECK(st);
     }
     return SPMD_OK;
-}
-
-spmd_status spmd__comm_reduce_scatter_agreed(spmd__comm *c, const void *send, void *recv,
-                                             const size_t *counts, spmd_dtype dtype,
-                                             spmd__reduce_op op)
-{
-    MPI_Datatype t = spmd__mpi_type(dtype);
-    SPMD_REQUIRE(t != MPI_DATATYPE_NULL, SPMD_ERR_INTERNAL, "no MPI type for %s",
-                 spmd_dtype_name(dtype));
-    MPI_Comm whole;
-    SPMD_CHECK(spmd__comm_whole(c, &whole));
-    int *icounts = malloc(2 * (size_t)c->size * sizeof(int));
-    SPMD_REQUIRE(icounts != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    spmd_status st = int_counts(c, counts, icounts, icounts + c->size, "psum_scatter");
-    if (st == SPMD_OK)
-        MPI_DATA(st, c, MPI_Ireduce_scatter(send, recv, icounts, t, spmd__mpi_op(op), whole, &req_),
-                 "MPI_Ireduce_scatter");
-    free(icounts);
-    return st;
 }
 
 spmd_status spmd__comm_post_alltoallv(spmd__comm *c, int tag, const void *send,

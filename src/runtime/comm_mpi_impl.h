@@ -102,6 +102,19 @@ int64_t spmd__comm_count_back_ns(int n);
  */
 spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
                                  const char *what);
+/** The deadline spmd__comm_wait_data would set now: for several waits that share one. */
+int64_t spmd__comm_data_deadline(const spmd__comm *c);
+/** spmd__comm_wait_data up to a deadline (spmd__now_ns's clock). */
+spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
+                                       const char *what, int64_t deadline);
+/**
+ * The data of a canonical-order reduction (runtime/tree.h) once every rank agreed to it, by
+ * recursive doubling over the tree's nodes at `tag`: a rank whose positions do not fill a node
+ * exchanges with every rank holding part of the node it lacks. Result in acc.
+ */
+spmd_status spmd__comm_tree_allreduce_agreed(spmd__comm *c, int tag, const spmd__tree_inputs *in,
+                                             void *acc, size_t count, size_t elem,
+                                             spmd__combine_fn combine, void *combine_arg);
 
 /**
  * Cancels a receive and lets it settle: SPMD__CANCELLED, SPMD__ARRIVED (it had matched a whole
@@ -119,21 +132,11 @@ void spmd__comm_leave_send(spmd__comm *c, MPI_Request *req, int which);
 /** Gives up on unfinished sends (their buffers must outlive them). */
 void spmd__comm_abandon_sends(int n, MPI_Request *reqs, const int *done);
 
-/** MPI datatype and op of a libspmd dtype and reduction; MPI_DATATYPE_NULL when none. */
-MPI_Datatype spmd__mpi_type(spmd_dtype dtype);
-MPI_Op spmd__mpi_op(spmd__reduce_op op);
 
 /* The data movement behind the checked collectives once the ranks agreed (comm_mpi.c). */
-spmd_status spmd__comm_allreduce_agreed(spmd__comm *c, const void *send, void *recv, size_t count,
-                                        spmd_dtype dtype, spmd__reduce_op op);
-spmd_status spmd__comm_reduce_scatter_agreed(spmd__comm *c, const void *send, void *recv,
-                                             const size_t *counts, spmd_dtype dtype,
-                                             spmd__reduce_op op);
 spmd_status spmd__comm_allgather_placed_agreed(spmd__comm *c, void *recv,
                                                const spmd__block_layout *layout,
                                                const size_t *counts, const size_t *displs);
-spmd_status spmd__comm_allreduce_many_agreed(spmd__comm *c, int n,
-                                             const spmd__reduction_item *items);
 /** Posts messages made of boxes (no wait; nothing when it fails): one MPI message each, so
  * reqs and from hold nsend + nrecv entries; from[i] is the peer of a receive, -1 for a send. */
 spmd_status spmd__comm_post_pieces(spmd__comm *c, int tag, int nsend,

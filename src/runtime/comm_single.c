@@ -82,13 +82,16 @@ int64_t spmd__comm_grace_ns(void) { return timeout / 10 > 500000000 ? timeout / 
 
 void spmd__comm_keep(void *block) { free(block); } /* nothing is ever abandoned here */
 
-spmd_status spmd__comm_checked_allreduce(spmd__comm *c, const spmd__agreement *a, const void *send,
-                                         void *recv, size_t count, spmd_dtype dtype,
-                                         spmd__reduce_op op, spmd__combine_fn combine,
-                                         void *combine_arg, spmd__wait *w)
+spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreement *a,
+                                              const spmd__tree_inputs *in, void *acc, size_t count,
+                                              spmd_dtype dtype, spmd__combine_fn combine,
+                                              void *combine_arg, spmd__wait *w)
 {
-    (void)c, (void)a, (void)op, (void)combine, (void)combine_arg, (void)w;
-    memmove(recv, send, count * spmd_dtype_size(dtype));
+    (void)c, (void)a, (void)acc, (void)count, (void)dtype, (void)combine, (void)combine_arg,
+        (void)w;
+    /* one process holds every position: its block is the whole tree */
+    SPMD_REQUIRE(in->block > 0, SPMD_ERR_INTERNAL,
+                 "a reduction between processes in a build without MPI");
     return SPMD_OK;
 }
 
@@ -97,17 +100,6 @@ spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *
 {
     (void)a, (void)w;
     return spmd__comm_allgatherv(c, send, recv, counts);
-}
-
-spmd_status spmd__comm_checked_reduce_scatter(spmd__comm *c, const spmd__agreement *a,
-                                              const void *send, void *recv, const size_t *counts,
-                                              spmd_dtype dtype, spmd__reduce_op op,
-                                              spmd__combine_fn combine, void *combine_arg,
-                                              spmd__wait *w)
-{
-    (void)c, (void)a, (void)op, (void)combine, (void)combine_arg, (void)w;
-    memmove(recv, send, counts[0] * spmd_dtype_size(dtype));
-    return SPMD_OK;
 }
 
 spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
@@ -189,16 +181,6 @@ spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agree
 {
     (void)c, (void)a, (void)recv, (void)layout, (void)counts, (void)displs, (void)w;
     return SPMD_OK; /* one rank: its blocks are in place */
-}
-
-spmd_status spmd__comm_checked_allreduce_many(spmd__comm *c, const spmd__agreement *a, int n,
-                                              const spmd__reduction_item *items, spmd__wait *w)
-{
-    (void)c, (void)a, (void)w;
-    for (int i = 0; i < n; i++)
-        if (items[i].send != items[i].recv)
-            memmove(items[i].recv, items[i].send, items[i].count * spmd_dtype_size(items[i].dtype));
-    return SPMD_OK;
 }
 
 spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreement *a, int nsend,

@@ -204,6 +204,9 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     long pool_mb = DEFAULT_BUFFER_POOL_MB;
     SPMD_CHECK(spmd__env_int("SPMD_BUFFER_POOL_MB", 0, 1L << 30, &pool_mb, &from_env));
     rt.buffer_pool_bytes = (size_t)pool_mb << 20;
+    long blas_threads = 1;
+    SPMD_CHECK(spmd__env_int("SPMD_BLAS_THREADS", 1, 1024, &blas_threads, &from_env));
+    rt.blas_threads = (int)blas_threads;
     int gpus = 0;
 #ifdef SPMD_HAVE_CUDA
     if (platform == SPMD_AUTO) {
@@ -458,6 +461,7 @@ spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_c
     if (st == SPMD_OK) {
         if (init_count++ == 0) {
             spmd__memory_pool_open(rt.buffer_pool_bytes);
+            spmd__cpu_set_blas_threads(rt.blas_threads);
             spmd__runtime_publish(&rt);
         }
     }

@@ -309,6 +309,84 @@ static spmd_status missing_members(coll *c, unsigned gen, int *any_finished)
                       c->ctx->device_id, describe(c), list, (double)c->call->timeout_ns / 1e9);
 }
 
+/* g->positions for this collective's axis order (or grouping), when it differs from the last
+ * one's: which rank holds each position, and whether every rank holds an aligned block. */
+static spmd_status map_positions(const coll *c)
+{
+    spmd__group *g = c->g;
+    spmd__position_map *pm = &g->positions;
+    uint64_t key = (uint64_t)c->naxes << 1;
+    for (int k = 0; k < c->naxes; k++)
+        key |= (uint64_t)c->axes[k] << (8 + 6 * k);
+    if (c->grouping)
+        key = c->grouping_hash | 1u;
+    if (pm->key == key)
+        return SPMD_OK;
+    pm->key = 0;
+    int n = g->size, nr = g->num_ranks;
+    int *store = realloc(pm->rank_of, (size_t)(n + nr) * sizeof *store);
+    SPMD_REQUIRE(store != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    pm->rank_of = store;
+    pm->rank_of_vrank = store + n;
+    for (int i = 0; i < n; i++)
+        pm->rank_of[member_position(c, g->member_flat[i])] = g->member_rank[i];
+    int block = g->rank_members[0];
+    for (int r = 1; r < nr; r++)
+        if (g->rank_members[r] != block)
+            block = 0;
+    if (block & (block - 1))
+        block = 0;
+    for (int v = 0; block && v < nr; v++) {
+        pm->rank_of_vrank[v] = pm->rank_of[v * block];
+        for (int j = 1; j < block; j++)
+            if (pm->rank_of[v * block + j] != pm->rank_of_vrank[v])
+                block = 0;
+        if (block && pm->rank_of_vrank[v] == spmd__comm_rank(g->comm))
+            pm->my_vrank = v;
+    }
+    pm->block = block;
+    pm->key = key;
+    return SPMD_OK;
+}
+
+static int by_position(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* g->local_order: the local members in position order, the order reductions add in. */
+static void order_locals(spmd__group *g)
+{
+    int nl = g->num_local, sorted = 1;
+    for (int k = 0; k < nl; k++) {
+        g->local_order[k] = k;
+        sorted &= k == 0 || g->slots[k - 1].position < g->slots[k].position;
+    }
+    if (sorted)
+        return;
+    int *pairs = malloc(2 * (size_t)nl * sizeof *pairs);
+    if (!pairs) { /* without memory: a slower sort in place */
+        for (int k = 1; k < nl; k++)
+            for (int j = k; j > 0 && g->slots[g->local_order[j - 1]].position >
+                                         g->slots[g->local_order[j]].position;
+                 j--) {
+                int t = g->local_order[j];
+                g->local_order[j] = g->local_order[j - 1];
+                g->local_order[j - 1] = t;
+            }
+        return;
+    }
+    for (int k = 0; k < nl; k++) {
+        pairs[2 * k] = g->slots[k].position;
+        pairs[2 * k + 1] = k;
+    }
+    qsort(pairs, (size_t)nl, 2 * sizeof *pairs, by_position);
+    for (int k = 0; k < nl; k++)
+        g->local_order[k] = pairs[2 * k + 1];
+    free(pairs);
+}
+
 /* The last arrival at the first barrier: same collective everywhere? scratch large enough? */
 static spmd_status last_arrival(coll *c)
 {
@@ -326,7 +404,8 @@ static spmd_status last_arrival(coll *c)
         }
     for (int i = 0; i < 3; i++)
         SPMD_CHECK(spmd__group_scratch(g, i, c->scratch_need[i]));
-    return SPMD_OK;
+    order_locals(g);
+    return g->comm ? map_positions(c) : SPMD_OK;
 }
 
 /* A barrier of the group's local members; `arrive` also publishes this device's slot. */
@@ -816,6 +895,72 @@ static spmd_status prepare_reduction(op_kind op, const spmd_block *in, spmd_bloc
     return check_out_shape(out, reduced->dtype, reduced->ndim, reduced->shape, name);
 }
 
+/*
+ * The step between processes of a reduction, by the first local member: acc holds the process's
+ * block already added up where every process holds an aligned block (g->positions), else the
+ * inputs (in position order) go on their own; acc receives the result.
+ */
+static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype src_dtype, void *acc,
+                                  size_t count, spmd_dtype acc_dtype, spmd__reduce_op rop,
+                                  spmd__combine_fn fn, void *fn_arg)
+{
+    spmd__group *g = c->g;
+    const spmd__position_map *pm = &g->positions;
+    spmd__tree_inputs in = {.n = g->size,
+                            .rank_of = pm->rank_of,
+                            .block = pm->block,
+                            .rank_of_vrank = pm->rank_of_vrank,
+                            .my_vrank = pm->my_vrank,
+                            .split = fn == combine}; /* not the fused buffer's segments */
+    int *positions = NULL;
+    void **converted = NULL;
+    spmd_status st = SPMD_OK;
+    if (!pm->block) {
+        positions = malloc((size_t)c->nl * sizeof *positions);
+        converted = calloc((size_t)c->nl, sizeof *converted);
+        if (!positions || !converted)
+            st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+        for (int k = 0; k < c->nl && st == SPMD_OK; k++) {
+            positions[k] = g->slots[g->local_order[k]].position;
+            if (acc_dtype == src_dtype)
+                continue;
+            /* 16-bit inputs go in the accumulator's dtype, as a process's block would */
+            converted[k] = malloc(count * spmd_dtype_size(acc_dtype));
+            if (!converted[k])
+                st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+            else
+                spmd__reduce_many(src_dtype, rop, converted[k], &srcs[k], 1, 0, count);
+        }
+        in.count = c->nl;
+        in.positions = positions;
+        in.inputs = acc_dtype == src_dtype ? srcs : (const void *const *)converted;
+    }
+    if (st != SPMD_OK) {
+        free(positions);
+        free(converted);
+        return fail(c, st);
+    }
+    spmd__agreement a = agreement_of(c);
+    spmd__wait w = cross_wait(c);
+    st = crossed(
+        c,
+        spmd__comm_checked_tree_allreduce(g->comm, &a, &in, acc, count, acc_dtype, fn, fn_arg, &w),
+        &w);
+    for (int k = 0; converted && k < c->nl; k++)
+        free(converted[k]);
+    free(converted);
+    free(positions);
+    return st;
+}
+
+/* reduce_between for one block of the collective's dtype. */
+static spmd_status reduce_between_processes(coll *c, const void *const *srcs, void *acc,
+                                            size_t count, spmd_dtype acc_dtype, spmd__reduce_op rop)
+{
+    reduction r = {acc_dtype, rop};
+    return reduce_between(c, srcs, c->dtype, acc, count, acc_dtype, rop, combine, &r);
+}
+
 static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *out, const char *axes,
                           op_kind op, spmd__reduce_op rop, const spmd_axis_groups *groups)
 {
@@ -849,8 +994,8 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *ou
             free(dsts);
         return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
     }
-    for (int k = 0; k < c.nl; k++) {
-        srcs[k] = g->slots[k].in;
+    for (int k = 0; k < c.nl; k++) { /* inputs in position order: the order of runtime/tree.h */
+        srcs[k] = g->slots[g->local_order[k]].in;
         dsts[k] = g->slots[k].out;
     }
     int small = count * elem < SPLIT_BYTES || c.nl == 1;
@@ -870,22 +1015,15 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *ou
         if (!small || c.li == 0)
             st = reduce_slice(ctx, in->dtype, rop, dsts, c.nl, srcs, b, e, count * elem);
     } else {
-        /* The process's partial result goes through MPI once, then out to every output. */
+        /* The process's block goes between processes once, then out to every output. */
         void *acc = half ? g->scratch[0] : dsts[0];
-        const void *send = c.nl == 1 && !half ? srcs[0] : acc; /* MPI reads a lone input */
-        if ((!small || c.li == 0) && send == acc)
+        int blocks = g->positions.block > 0; /* else every position goes on its own */
+        if ((!small || c.li == 0) && blocks)
             spmd__reduce_many(in->dtype, rop, acc, srcs, c.nl, b, e);
         if (!small)
             st = barrier(&c, 0);
-        if (st == SPMD_OK && c.li == 0) {
-            spmd__agreement a = agreement_of(&c);
-            spmd__wait w = cross_wait(&c);
-            reduction r = {acc_dtype, rop};
-            st = crossed(&c,
-                         spmd__comm_checked_allreduce(g->comm, &a, send, acc, count, acc_dtype, rop,
-                                                      combine, &r, &w),
-                         &w);
-        }
+        if (st == SPMD_OK && c.li == 0)
+            st = reduce_between_processes(&c, srcs, acc, count, acc_dtype, rop);
         if (st == SPMD_OK && !small)
             st = barrier(&c, 0);
         for (int k = 0; st == SPMD_OK && k < c.nl && (!small || c.li == 0); k++)
@@ -1338,31 +1476,10 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
     spmd_dtype acc_dtype = spmd__accumulator_dtype(in->dtype);
     size_t acc_elem = spmd_dtype_size(acc_dtype);
     int half = spmd__is_half(in->dtype);
-    /* Between processes, when the chunks lie in rank order (contiguous chunks, each process's
-     * positions consecutive and following the previous process's), MPI scatters the partial
-     * sum as it is: no packing; and a lone local member's input and output serve MPI directly. */
-    int direct = 0;
-    if (g->comm && !half && k.outer == 1 && blocks_on_host(ctx)) {
-        members m;
-        size_t *first = malloc((size_t)g->num_ranks * sizeof *first);
-        st = first ? members_init(&c, &m) : SPMD_ERR_OUT_OF_MEMORY;
-        if (st != SPMD_OK) {
-            free(first);
-            return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
-        }
-        direct = ranks_contiguous(&c, &m, first, 1);
-        free(first);
-        free(m.pos);
-    }
-    if (direct) {
-        if (c.nl > 1) {
-            c.scratch_need[0] = count * acc_elem;                  /* the partial sum */
-            c.scratch_need[2] = (size_t)c.nl * k.elems * acc_elem; /* this process's results */
-        }
-    } else if (g->comm) {
-        c.scratch_need[0] = count * acc_elem;                  /* this process's partial sum */
-        c.scratch_need[1] = count * acc_elem;                  /* its chunks in rank order */
-        c.scratch_need[2] = (size_t)c.nl * k.elems * acc_elem; /* this process's results */
+    if (g->comm) {
+        c.scratch_need[0] = count * acc_elem; /* the sum over every position */
+        if (half)
+            c.scratch_need[2] = (size_t)c.nl * k.elems * acc_elem;
     } else if (half) {
         c.scratch_need[0] = (size_t)c.nl * k.elems * acc_elem;
     }
@@ -1370,8 +1487,8 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
     const void **srcs = malloc(2 * (size_t)c.nl * sizeof *srcs);
     if (!srcs)
         return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
-    for (int i = 0; i < c.nl; i++)
-        srcs[i] = g->slots[i].in;
+    for (int i = 0; i < c.nl; i++) /* in position order: the order of runtime/tree.h */
+        srcs[i] = g->slots[g->local_order[i]].in;
     if (!g->comm && c.nl > 1 && blocks_on_host(ctx)) {
         /* The threads claim pieces of the members' chunks and sum each over the members. */
         size_t piece = piece_elements(k.elems, 1, spmd_dtype_size(in->dtype));
@@ -1401,89 +1518,30 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
                 spmd__from_accumulator(in->dtype, out->data, acc, 0, k.elems);
         }
         st = st == SPMD_OK ? barrier(&c, 0) : fail(&c, st);
-    } else if (direct) {
-        const void *send = srcs[0];
-        void *recv = out->data;
-        if (c.nl > 1) {
-            size_t b, e;
-            slice_of(count, c.nl, c.li, &b, &e);
-            spmd__reduce_many(in->dtype, SPMD__OP_SUM, g->scratch[0], srcs, c.nl, b, e);
-            st = barrier(&c, 0);
-            send = g->scratch[0];
-            recv = g->scratch[2];
-        }
-        if (st == SPMD_OK && c.li == 0) {
-            size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);
-            if (!counts)
-                st = fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
-            for (int r = 0; counts && r < g->num_ranks; r++)
-                counts[r] = (size_t)g->rank_members[r] * k.elems;
-            if (st == SPMD_OK) {
-                spmd__agreement ag = agreement_of(&c);
-                spmd__wait w = cross_wait(&c);
-                reduction r = {acc_dtype, SPMD__OP_SUM};
-                st = crossed(&c,
-                             spmd__comm_checked_reduce_scatter(g->comm, &ag, send, recv, counts,
-                                                               acc_dtype, SPMD__OP_SUM, combine, &r,
-                                                               &w),
-                             &w);
-            }
-            free(counts);
-        }
-        if (st == SPMD_OK && c.nl > 1) {
-            st = barrier(&c, 0);
-            if (st == SPMD_OK) /* member li is this process's li-th position */
-                memcpy(out->data, (char *)g->scratch[2] + (size_t)c.li * k.elems * acc_elem,
-                       k.elems * acc_elem);
-        }
     } else {
+        /* The whole sum in the canonical order (as psum), each device taking its chunk: a
+         * reduce-scatter between processes would add in its algorithm's order. */
+        void *acc = g->scratch[0];
+        int blocks = g->positions.block > 0;
         size_t b, e;
         slice_of(count, c.nl, c.li, &b, &e);
-        spmd__reduce_many(in->dtype, SPMD__OP_SUM, g->scratch[0], srcs, c.nl, b, e);
+        if (blocks)
+            spmd__reduce_many(in->dtype, SPMD__OP_SUM, acc, srcs, c.nl, b, e);
         st = barrier(&c, 0);
-        if (st == SPMD_OK && c.li == 0) {
-            members m;
-            size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);
-            st = counts ? members_init(&c, &m) : SPMD_ERR_OUT_OF_MEMORY;
-            if (st != SPMD_OK) {
-                free(counts);
-                st = fail(&c, SPMD_ERROR(st, "out of memory"));
-            } else {
-                /* rank r's members' chunks, in member-index order, one after another */
-                size_t *roff = malloc((size_t)g->num_ranks * sizeof *roff);
-                if (roff) {
-                    rank_offsets(g, roff);
-                    for (int i = 0; i < c.n; i++)
-                        pack_chunk(acc_elem,
-                                   (char *)g->scratch[1] +
-                                       (roff[g->member_rank[i]] + (size_t)g->member_index[i]) *
-                                           k.elems * acc_elem,
-                                   g->scratch[0], &k, m.pos[i]);
-                }
-                for (int r = 0; r < g->num_ranks; r++)
-                    counts[r] = (size_t)g->rank_members[r] * k.elems;
-                st = roff ? SPMD_OK : fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
-                if (st == SPMD_OK) {
-                    spmd__agreement ag = agreement_of(&c);
-                    spmd__wait w = cross_wait(&c);
-                    reduction r = {acc_dtype, SPMD__OP_SUM};
-                    st = crossed(&c,
-                                 spmd__comm_checked_reduce_scatter(g->comm, &ag, g->scratch[1],
-                                                                   g->scratch[2], counts, acc_dtype,
-                                                                   SPMD__OP_SUM, combine, &r, &w),
-                                 &w);
-                }
-                free(roff);
-                free(counts);
-                free(m.pos);
-            }
-        }
+        if (st == SPMD_OK && c.li == 0)
+            st = reduce_between_processes(&c, srcs, acc, count, acc_dtype, SPMD__OP_SUM);
         if (st == SPMD_OK)
             st = barrier(&c, 0);
-        if (st == SPMD_OK)
-            spmd__from_accumulator(in->dtype, out->data,
-                                   (char *)g->scratch[2] + (size_t)c.li * k.elems * acc_elem, 0,
-                                   k.elems);
+        if (st == SPMD_OK && half) {
+            void *mine = (char *)g->scratch[2] + (size_t)c.li * k.elems * acc_elem;
+            pack_chunk(acc_elem, mine, acc, &k, c.pos);
+            spmd__from_accumulator(in->dtype, out->data, mine, 0, k.elems);
+        } else if (st == SPMD_OK) {
+            pack_chunk(acc_elem, out->data, acc, &k, c.pos);
+        }
+        /* every device reads acc: none may return (and start another collective) before */
+        if (st == SPMD_OK && c.nl > 1)
+            st = barrier(&c, 0);
     }
     free(srcs);
     return st;
@@ -1964,18 +2022,12 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
 
 /* ---- many blocks in one collective (a pytree's leaves) ---- */
 
-/* Between processes, blocks from this size on travel as MPI operations of their own, straight
- * between the blocks, all in flight together; smaller ones are fused, one buffer per
- * accumulator dtype, where packing costs less than an operation's latency (bench_gradients:
- * 16-32 KiB best of 1-256 KiB on the 2-core VM). */
-#define MANY_OWN_BYTES (32 * 1024)
-
 /* What every local member computes alike about block i of a many-block reduction. */
 typedef struct many_block {
     spmd_dtype dtype; /* of the reduction (out's) */
     size_t count, bytes;
-    int own;      /* between processes: its own MPI operation, in place in the first member's out */
-    size_t fused; /* else: byte offset of its accumulator elements in the fused buffer */
+    size_t fused; /* between processes: byte offset of its accumulator elements in the fused
+                     buffer */
     int owner;    /* a small block's local member (-1: split between them all) */
 } many_block;
 
@@ -2016,7 +2068,7 @@ static size_t fuse_blocks(many_block *mb, int n, size_t *seg_begin, size_t *seg_
         at = (at + 15) / 16 * 16;
         seg_begin[t] = at;
         for (int i = 0; i < n; i++)
-            if (!mb[i].own && spmd__accumulator_dtype(mb[i].dtype) == (spmd_dtype)t) {
+            if (spmd__accumulator_dtype(mb[i].dtype) == (spmd_dtype)t) {
                 mb[i].fused = at;
                 at += mb[i].count * spmd_dtype_size((spmd_dtype)t);
             }
@@ -2042,49 +2094,38 @@ static void combine_fused(void *acc, const void *in, size_t bytes, void *arg)
                               (f->seg_end[t] - f->seg_begin[t]) / spmd_dtype_size((spmd_dtype)t));
 }
 
-/* The reduction between processes of what the members left in the fused buffer and in the
- * first member's outputs: one agreement, then every MPI operation at once (a fused buffer of
- * SPMD__COMM_COMBINED_BYTES at most, and no block of its own, travels with the agreement). */
-static spmd_status many_between_processes(coll *c, const many_block *mb, int n, spmd__reduce_op rop,
+/* The reduction between processes of the fused buffer, by the first local member: the
+ * process's blocks already added up in it (ranks holding aligned blocks of positions), or each
+ * member's blocks packed in its own fused buffer of g->scratch[1] (in position order). */
+static spmd_status many_between_processes(coll *c, size_t fused, spmd__reduce_op rop,
                                           const size_t *seg_begin, const size_t *seg_end)
 {
     spmd__group *g = c->g;
-    const spmd_block *first_out = g->slots[0].out;
-    const void *const *first_src = g->slots[0].in;
-    spmd__reduction_item *items = malloc(((size_t)n + SPMD_DTYPE_COUNT) * sizeof *items);
-    if (!items)
+    const void **packed = malloc((size_t)c->nl * sizeof *packed);
+    if (!packed)
         return fail(c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
-    int k = 0, own = 0;
+    for (int k = 0; k < c->nl; k++)
+        packed[k] = (char *)g->scratch[1] + (size_t)k * fused;
+    int segments = 0, only = 0;
     for (int t = 0; t < SPMD_DTYPE_COUNT; t++)
-        if (seg_end[t] > seg_begin[t]) {
-            void *seg = (char *)g->scratch[0] + seg_begin[t];
-            items[k++] = (spmd__reduction_item){
-                seg, seg, (seg_end[t] - seg_begin[t]) / spmd_dtype_size((spmd_dtype)t),
-                (spmd_dtype)t, rop};
-        }
-    for (int i = 0; i < n; i++)
-        if (mb[i].own) {
-            /* a lone local member's block goes from its source; else in place in its out */
-            const void *send = c->nl == 1 ? first_src[i] : first_out[i].data;
-            items[k++] =
-                (spmd__reduction_item){send, first_out[i].data, mb[i].count, mb[i].dtype, rop};
-            own++;
-        }
-    spmd__agreement a = agreement_of(c);
-    spmd__wait w = cross_wait(c);
+        if (seg_end[t] > seg_begin[t])
+            segments++, only = t;
     spmd_status st;
-    size_t fused = 0;
-    for (int t = 0; t < SPMD_DTYPE_COUNT; t++)
-        fused = seg_end[t] > seg_begin[t] ? seg_end[t] : fused;
-    if (!own && fused <= SPMD__COMM_COMBINED_BYTES) {
-        fused_reduction f = {seg_begin, seg_end, rop};
-        st = spmd__comm_checked_allreduce(g->comm, &a, g->scratch[0], g->scratch[0], fused,
-                                          SPMD_DTYPE_U8, rop, combine_fused, &f, &w);
+    if (segments == 1) { /* one accumulator dtype: a plain reduction, which large blocks split */
+        size_t elem = spmd_dtype_size((spmd_dtype)only);
+        for (int k = 0; k < c->nl; k++)
+            packed[k] = (const char *)packed[k] + seg_begin[only];
+        reduction r = {(spmd_dtype)only, rop};
+        st = reduce_between(c, packed, (spmd_dtype)only, (char *)g->scratch[0] + seg_begin[only],
+                            (seg_end[only] - seg_begin[only]) / elem, (spmd_dtype)only, rop,
+                            combine, &r);
     } else {
-        st = spmd__comm_checked_allreduce_many(g->comm, &a, k, items, &w);
+        fused_reduction f = {seg_begin, seg_end, rop};
+        st = reduce_between(c, packed, SPMD_DTYPE_U8, g->scratch[0], fused, SPMD_DTYPE_U8, rop,
+                            combine_fused, &f);
     }
-    free(items);
-    return crossed(c, st, &w);
+    free(packed);
+    return st;
 }
 
 static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, spmd_block *out,
@@ -2146,11 +2187,14 @@ static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, 
     c.fingerprint = h;
     spmd__group *g = c.g;
     int cross = g->comm != NULL;
-    size_t seg_begin[SPMD_DTYPE_COUNT], seg_end[SPMD_DTYPE_COUNT];
-    for (int i = 0; i < n; i++)
-        mb[i].own = cross && mb[i].bytes >= MANY_OWN_BYTES && !spmd__is_half(mb[i].dtype);
-    if (cross)
-        c.scratch_need[0] = fuse_blocks(mb, n, seg_begin, seg_end);
+    /* Between processes every block goes in one fused buffer: one reduction in the canonical
+     * order, whatever the number of blocks. */
+    size_t seg_begin[SPMD_DTYPE_COUNT], seg_end[SPMD_DTYPE_COUNT], fused = 0;
+    if (cross) {
+        fused = fuse_blocks(mb, n, seg_begin, seg_end);
+        c.scratch_need[0] = fused;
+        c.scratch_need[1] = (size_t)c.nl * fused; /* used where positions are scattered */
+    }
     assign_blocks(mb, n, c.nl);
     const void **srcs = malloc(2 * (size_t)c.nl * sizeof *srcs);
     if (!srcs) {
@@ -2160,23 +2204,30 @@ static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, 
     }
     void **dsts = (void **)(srcs + c.nl);
     st = arrive(&c, src, out, NULL);
-    /* 1. each member reduces its part of the local blocks: into every local output (one
-     *    process), or into the fused buffer or the first member's output (several) */
-    for (int i = 0; i < n && st == SPMD_OK; i++) {
+    int blocks = cross && st == SPMD_OK && g->positions.block > 0;
+    if (cross && st == SPMD_OK && !blocks) { /* each member packs its own blocks */
+        int at = 0;
+        while (g->local_order[at] != c.li)
+            at++;
+        char *mine = (char *)g->scratch[1] + (size_t)at * fused;
+        for (int i = 0; i < n; i++)
+            spmd__reduce_many(mb[i].dtype, rop, mine + mb[i].fused, &src[i], 1, 0, mb[i].count);
+    }
+    /* 1. each member reduces its part of the local blocks (inputs in position order): into
+     *    every local output (one process), or into the fused buffer (several) */
+    for (int i = 0; i < n && st == SPMD_OK && (!cross || blocks); i++) {
         size_t b, e;
         if (!my_part(&mb[i], c.nl, c.li, &b, &e))
             continue;
         for (int k = 0; k < c.nl; k++) {
-            srcs[k] = ((const void *const *)g->slots[k].in)[i];
+            srcs[k] = ((const void *const *)g->slots[g->local_order[k]].in)[i];
             dsts[k] = ((spmd_block *)g->slots[k].out)[i].data;
         }
         if (!cross)
             st = reduce_slice(ctx, mb[i].dtype, rop, dsts, c.nl, srcs, b, e, mb[i].bytes);
-        else if (!mb[i].own)
+        else
             spmd__reduce_many(mb[i].dtype, rop, (char *)g->scratch[0] + mb[i].fused, srcs, c.nl, b,
                               e);
-        else if (c.nl > 1)
-            spmd__reduce_many(mb[i].dtype, rop, dsts[0], srcs, c.nl, b, e);
         if (st != SPMD_OK)
             st = fail(&c, st);
     }
@@ -2185,24 +2236,16 @@ static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, 
         if (st == SPMD_OK && c.nl > 1)
             st = barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0)
-            st = many_between_processes(&c, mb, n, rop, seg_begin, seg_end);
+            st = many_between_processes(&c, fused, rop, seg_begin, seg_end);
         if (st == SPMD_OK && c.nl > 1)
             st = barrier(&c, 0);
         for (int i = 0; i < n && st == SPMD_OK; i++) {
             size_t b, e;
             if (!my_part(&mb[i], c.nl, c.li, &b, &e))
                 continue;
-            size_t elem = spmd_dtype_size(mb[i].dtype);
-            const spmd_block *first_out = g->slots[0].out;
-            for (int k = 0; k < c.nl; k++) {
-                void *dst = ((spmd_block *)g->slots[k].out)[i].data;
-                if (!mb[i].own)
-                    spmd__from_accumulator(mb[i].dtype, dst, (char *)g->scratch[0] + mb[i].fused, b,
-                                           e);
-                else if (k > 0)
-                    memcpy((char *)dst + b * elem, (const char *)first_out[i].data + b * elem,
-                           (e - b) * elem);
-            }
+            for (int k = 0; k < c.nl; k++)
+                spmd__from_accumulator(mb[i].dtype, ((spmd_block *)g->slots[k].out)[i].data,
+                                       (char *)g->scratch[0] + mb[i].fused, b, e);
         }
     }
     /* members wrote into each other's outputs: nobody returns before all are done */

@@ -29,6 +29,8 @@ static void group_free(spmd__group *g, int abandon, int keep_scratch)
             free(g->scratch[i]);
     }
     free(g->slots);
+    free(g->local_order);
+    free(g->positions.rank_of);
     free(g->member_flat);
     free(g);
 }
@@ -169,7 +171,8 @@ static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, i
     atomic_init(&g->generation, 0);
     atomic_init(&g->next_piece, 0);
     g->slots = calloc((size_t)g->num_local, sizeof *g->slots);
-    if (!g->slots) {
+    g->local_order = malloc((size_t)(g->num_local ? g->num_local : 1) * sizeof *g->local_order);
+    if (!g->slots || !g->local_order) {
         group_free(g, 0, 0);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
     }

@@ -27,6 +27,17 @@ typedef struct spmd__slot {
     const void *coll;
 } spmd__slot;
 
+/* Where a group's positions sit, for one order of its axes (or its grouping): what a reduction
+ * across processes needs for its canonical order (runtime/tree.h). */
+typedef struct spmd__position_map {
+    uint64_t key;       /* the axis order or grouping it is for; 0: none yet */
+    int *rank_of;       /* [size] rank holding each position */
+    int block;          /* > 0: every rank holds `block` positions [v * block, (v + 1) *
+                           block), block a power of two; 0: not so */
+    int *rank_of_vrank; /* [num_ranks] with block > 0: the rank holding block v */
+    int my_vrank;
+} spmd__position_map;
+
 /* One group (devices that share every coordinate off the table's axes) with local members. */
 typedef struct spmd__group {
     int id;
@@ -51,7 +62,10 @@ typedef struct spmd__group {
     _Alignas(64) atomic_size_t next_piece;
     spmd__event event;
     spmd__slot *slots; /* [num_local] */
-    void *scratch[3];  /* staging buffers shared by the members, grown on demand */
+    int *local_order;  /* [num_local] local indices in position order (set at each rendezvous) */
+    spmd__position_map positions; /* for the axis order last used (groups spanning processes);
+                                     set by the last local member to arrive */
+    void *scratch[3];             /* staging buffers shared by the members, grown on demand */
     size_t scratch_bytes[3];
 } spmd__group;
 

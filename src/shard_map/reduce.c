@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/scalar_ops.h"
+#include "runtime/tree.h"
 #include "array/copy.h"
 
 int spmd__reducible(spmd_dtype dtype)
@@ -105,29 +106,81 @@ static void half_to_f32(spmd_dtype dtype, float *dst, const uint16_t *src, size_
             dst[i] = spmd_bf16_to_f32(src[i]);
 }
 
+/* Elements per pass of the tree: one slot per level, all in the L1 cache (32 KiB). */
+#define TREE_BLOCK 128
+#define TREE_SLOTS 34 /* levels of any int-sized n, and two spares */
+
+/* Input k's elements [b, b + len) into slot, as accumulator-dtype elements. */
+static void load_leaf(spmd_dtype dtype, void *slot, const void *src, size_t b, size_t len)
+{
+    if (spmd__is_half(dtype))
+        half_to_f32(dtype, slot, (const uint16_t *)src + b, len);
+    else
+        memcpy(slot, (const char *)src + b * spmd_dtype_size(dtype), len * spmd_dtype_size(dtype));
+}
+
+/*
+ * The canonical order of runtime/tree.h over the n inputs, one block at a time: the leaves are
+ * visited left to right and a node is added up as soon as both its children are known (a binary
+ * counter of slots, one per level), so each block is read once and the slots stay in cache.
+ */
 void spmd__reduce_many(spmd_dtype dtype, spmd__reduce_op op, void *dst, const void *const *srcs,
                        int n, size_t begin, size_t end)
 {
-    size_t elem = spmd_dtype_size(dtype);
     spmd_dtype acc_dtype = spmd__accumulator_dtype(dtype);
-    size_t acc_elem = spmd_dtype_size(acc_dtype);
-    float converted[BLOCK];
-    for (size_t b = begin; b < end; b += BLOCK) {
-        size_t len = end - b < BLOCK ? end - b : BLOCK;
-        char *d = (char *)dst + b * acc_elem;
-        if (spmd__is_half(dtype)) {
-            half_to_f32(dtype, (float *)d, (const uint16_t *)srcs[0] + b, len);
-            for (int k = 1; k < n; k++) {
-                half_to_f32(dtype, converted, (const uint16_t *)srcs[k] + b, len);
-                reduce_f32(op, (float *)d, converted, len);
+    size_t acc_elem = spmd_dtype_size(acc_dtype), elem = spmd_dtype_size(dtype);
+    int half = spmd__is_half(dtype);
+    spmd__tree t = spmd__tree_of(n);
+    double slots[TREE_SLOTS][TREE_BLOCK];
+    double *spare = slots[TREE_SLOTS - 1]; /* a pair leaf's or a 16-bit leaf's value */
+    /* the root's slot is dst itself unless dst is an input (its block is read to the end) */
+    int direct = 1;
+    for (int k = 0; k < n; k++)
+        direct &= (const void *)dst != srcs[k];
+    for (size_t b = begin; b < end; b += TREE_BLOCK) {
+        size_t len = end - b < TREE_BLOCK ? end - b : TREE_BLOCK;
+        void *root = direct ? (char *)dst + b * acc_elem : (void *)slots[0];
+        int depth = 0;
+        for (int i = 0; i < t.p2; i++) {
+            int first = spmd__tree_leaf_first(&t, i), pair = spmd__tree_leaf_size(&t, i) == 2;
+            const void *second = (const char *)srcs[first + pair] + b * elem;
+            if (half && pair) {
+                load_leaf(dtype, spare, srcs[first + 1], b, len);
+                second = spare;
             }
-            continue;
+            if (!(i & 1)) { /* a left child: a slot of its own */
+                void *slot = depth ? (void *)slots[depth] : root;
+                depth++;
+                load_leaf(dtype, slot, srcs[first], b, len);
+                if (pair)
+                    spmd__reduce_into(acc_dtype, op, slot, second, len);
+                continue;
+            }
+            /* a right child: added straight into its left sibling, then the nodes it completes */
+            if (pair) {
+                if (!half) {
+                    load_leaf(dtype, spare, srcs[first], b, len);
+                    spmd__reduce_into(acc_dtype, op, spare, second, len);
+                } else {
+                    load_leaf(dtype, slots[TREE_SLOTS - 2], srcs[first], b, len);
+                    spmd__reduce_into(acc_dtype, op, slots[TREE_SLOTS - 2], spare, len);
+                    memcpy(spare, slots[TREE_SLOTS - 2], len * acc_elem);
+                }
+                second = spare;
+            } else if (half) {
+                load_leaf(dtype, spare, srcs[first], b, len);
+                second = spare;
+            } else {
+                second = (const char *)srcs[first] + b * elem;
+            }
+            void *left = depth > 1 ? (void *)slots[depth - 1] : root;
+            spmd__reduce_into(acc_dtype, op, left, second, len);
+            for (unsigned m = ((unsigned)i + 1) >> 1; !(m & 1u); m >>= 1, depth--)
+                spmd__reduce_into(acc_dtype, op, depth > 2 ? (void *)slots[depth - 2] : root,
+                                  slots[depth - 1], len);
         }
-        const char *first = (const char *)srcs[0] + b * elem;
-        if (d != first)
-            memcpy(d, first, len * elem);
-        for (int k = 1; k < n; k++)
-            spmd__reduce_into(acc_dtype, op, d, (const char *)srcs[k] + b * elem, len);
+        if (!direct) /* written after every input of the block was read: dst is one of them */
+            memcpy((char *)dst + b * acc_elem, slots[0], len * acc_elem);
     }
 }
 

@@ -11,8 +11,8 @@
  * spmd_sync_global_devices), allgather (before spmd_process_allgather), reshard (before a
  * reshard that needs its data); psum_exchange (a small psum, whose check travels with its data:
  * killed just after sending its first message of it); and in the middle of the data movement,
- * after every process agreed to it: psum_data (a psum of 128 KiB, as its MPI_Iallreduce
- * starts) and reshard_data (as the resharding exchange builds its messages). The last three
+ * after every process agreed to it: psum_data (a psum of 128 KiB, as its data's first receive
+ * is posted) and reshard_data (as the resharding exchange builds its messages). The last three
  * intercept MPI calls through MPI's profiling interface (PMPI), so the library itself has no
  * test hook. Each surviving process prints "survivor N: ok" or "survivor N: check failed"
  * (mpirun --enable-recovery exits with 0 whatever the processes return; run_case.sh checks).
@@ -49,13 +49,16 @@ static void die_if_victim(void)
 #ifdef SPMD_HAVE_MPI
 #include <mpi.h>
 
-/* The victim dies where the library starts moving data, after the agreement. */
-int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype type, MPI_Op op,
-                   MPI_Comm comm, MPI_Request *request)
+/* psum_data: the victim dies where the library starts moving the psum's data (its first
+ * receive of a whole 128 KiB block), after the agreement. */
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request *request)
 {
-    if (die_in_data_phase)
+    int size = 0;
+    PMPI_Type_size(type, &size);
+    if (die_in_data_phase && (long)count * size >= 32768 * 4)
         die_if_victim();
-    return PMPI_Iallreduce(send, recv, count, type, op, comm, request);
+    return PMPI_Irecv(buf, count, type, source, tag, comm, request);
 }
 
 /* psum_exchange: the victim dies once its first message of the psum is on its way. */

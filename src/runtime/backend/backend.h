@@ -38,6 +38,12 @@ typedef struct spmd__backend {
 } spmd__backend;
 
 extern const spmd__backend spmd__backend_cpu;
+/**
+ * Threads of every BLAS call in the process (spmd_op_gemm on CPU devices): fixed, so that a
+ * gemm's bits do not depend on the machine's cores or on how processes are bound to them, and
+ * so that P x L device threads calling the BLAS do not oversubscribe the cores.
+ */
+void spmd__cpu_set_blas_threads(int threads);
 #ifdef SPMD_HAVE_CUDA
 extern const spmd__backend spmd__backend_cuda;
 #endif

@@ -79,3 +79,18 @@ const spmd__backend spmd__backend_cpu = {
     .blas = cpu_stream, /* no handle: gemm calls OpenBLAS */
     .shutdown = cpu_shutdown,
 };
+
+/* Whichever BLAS is linked (weak: the others are absent). */
+extern void openblas_set_num_threads(int threads) __attribute__((weak));
+extern void bli_thread_set_num_threads(long threads) __attribute__((weak));
+extern void MKL_Set_Num_Threads(int threads) __attribute__((weak));
+
+void spmd__cpu_set_blas_threads(int threads)
+{
+    if (openblas_set_num_threads)
+        openblas_set_num_threads(threads);
+    if (bli_thread_set_num_threads)
+        bli_thread_set_num_threads(threads);
+    if (MKL_Set_Num_Threads)
+        MKL_Set_Num_Threads(threads);
+}

@@ -10,6 +10,7 @@
 #include "runtime/backend/cuda.h"
 #include "runtime/check.h"
 #include "runtime/scalar_ops.h"
+#include "runtime/tree.h"
 
 namespace
 {
@@ -63,14 +64,23 @@ template <typename T, typename Acc, typename Load, typename Store, typename Comb
 __global__ void reduce_to_all(peers p, int n, int ndst, size_t begin, size_t end, Load ld, Store st,
                               Combine cb)
 {
+    spmd__tree t = spmd__tree_of(n);
     GRID_STRIDE(j, end - begin)
     {
         size_t i = begin + j;
-        Acc acc = ld(p.src[0], i);
-        for (int k = 1; k < n; k++)
-            acc = cb(acc, ld(p.src[k], i));
+        Acc stack[8]; /* a slot per level: n <= SPMD__CUDA_MAX_PEERS */
+        int depth = 0;
+        for (int l = 0; l < t.p2; l++) { /* runtime/tree.h's order, as spmd__reduce_many */
+            int first = spmd__tree_leaf_first(&t, l);
+            Acc v = ld(p.src[first], i);
+            if (spmd__tree_leaf_size(&t, l) == 2)
+                v = cb(v, ld(p.src[first + 1], i));
+            stack[depth++] = v;
+            for (unsigned m = (unsigned)l + 1; !(m & 1u); m >>= 1, depth--)
+                stack[depth - 2] = cb(stack[depth - 2], stack[depth - 1]);
+        }
         for (int d = 0; d < ndst; d++)
-            st(p.dst[d], i, acc);
+            st(p.dst[d], i, stack[0]);
     }
 }
 
