@@ -948,7 +948,7 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
                                               void *combine_arg, spmd__wait *w)
 {
     size_t elem = spmd_dtype_size(dtype), bytes = count * elem;
-    if (bytes <= SPMD__COMM_COMBINED_BYTES && in->block > 0 && c->size > 1) {
+    if (bytes <= SPMD__COMM_COMBINED_BYTES && in->block > 0 && !in->nruns && c->size > 1) {
         header h; /* the agreement travels with the data, blocks meeting in the tree's order */
         return run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, acc,
                             &bytes, bytes, 1, combine, combine_arg, in, &h);

@@ -158,6 +158,12 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
  * movement beyond. They wait at most the collective timeout in all. */
 #define SPMD__COMM_COMBINED_BYTES (64 * 1024)
 
+/** A run of `count` elements at `data`: part of a reduction's vector (spmd__tree_inputs). */
+typedef struct spmd__piece_run {
+    void *data;
+    size_t count;
+} spmd__piece_run;
+
 /** Where a reduction's inputs sit in its canonical order (runtime/tree.h). */
 typedef struct spmd__tree_inputs {
     int n;              /* positions */
@@ -169,6 +175,10 @@ typedef struct spmd__tree_inputs {
     int my_vrank;
     int split; /* combine() applies to any run of whole elements: large blocks may go by
                   reduce-scatter and all-gather */
+    /* nruns > 0 (with a block, split, beyond SPMD__COMM_COMBINED_BYTES): the vector is these
+       runs one after another, in place of acc (a many-block reduction, packed by MPI only) */
+    int nruns;
+    const spmd__piece_run *runs;
     /* block 0: this rank's positions, ascending, and their inputs (accumulator dtype) */
     int count;
     const int *positions;

@@ -32,7 +32,8 @@ typedef struct tree_run {
     int tag;
     const spmd__tree_inputs *in;
     spmd__tree t;
-    size_t bytes;
+    size_t bytes, elem;
+    size_t *run_at; /* [nruns + 1] each run's first element in the vector, with runs */
     spmd__combine_fn combine;
     void *arg;
     int64_t deadline;
@@ -81,6 +82,50 @@ static int room_for_requests(tree_run *r, int more)
     return 1;
 }
 
+/* Bytes a many-block reduction moves at a time (its buckets). */
+#define BUCKET_BYTES ((size_t)2 << 20)
+
+/* What one message reads or writes: a buffer of bytes, or (MPI_BOTTOM) a datatype over runs. */
+typedef struct span {
+    int active; /* 0: no message */
+    void *buf;  /* MPI_BOTTOM (which may be NULL) with a datatype over runs */
+    int count;
+    MPI_Datatype type;
+} span;
+
+static span bytes_span(const void *buf, size_t bytes)
+{
+    return (span){buf != NULL, (void *)buf, (int)bytes, MPI_BYTE};
+}
+
+/* Posts a receive from rank `peer` into recv and a send from send (either may be absent); a
+ * datatype of either is freed once posted (MPI keeps it while the message is under way). */
+static spmd_status post_spans(tree_run *r, int peer, span send, span recv)
+{
+    SPMD_REQUIRE(room_for_requests(r, 2), SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    spmd__comm *c = r->c;
+    int rc = MPI_SUCCESS;
+    lock();
+    if (recv.active) {
+        r->from[r->nreqs] = peer;
+        rc = MPI_Irecv(recv.buf, recv.count, recv.type, c->peer[peer], r->tag, c->comm,
+                       &r->reqs[r->nreqs]);
+        r->nreqs += rc == MPI_SUCCESS;
+    }
+    if (send.active && rc == MPI_SUCCESS) {
+        r->from[r->nreqs] = -1;
+        rc = MPI_Isend(send.buf, send.count, send.type, c->peer[peer], r->tag, c->comm,
+                       &r->reqs[r->nreqs]);
+        r->nreqs += rc == MPI_SUCCESS;
+    }
+    if (send.type != MPI_BYTE)
+        MPI_Type_free(&send.type);
+    if (recv.type != MPI_BYTE)
+        MPI_Type_free(&recv.type);
+    unlock();
+    return rc == MPI_SUCCESS ? SPMD_OK : spmd__mpi_failure(rc, "the reduction's messages");
+}
+
 /* Posts a receive of rbytes from rank `peer` into recv and a send of sbytes from send (either
  * may be absent: NULL). */
 static spmd_status post_pair(tree_run *r, int peer, const void *send, size_t sbytes, void *recv,
@@ -90,24 +135,7 @@ static spmd_status post_pair(tree_run *r, int peer, const void *send, size_t sby
                  "a reduction of %zu bytes between processes exceeds MPI's int counts; split "
                  "the array",
                  r->bytes);
-    SPMD_REQUIRE(room_for_requests(r, 2), SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    spmd__comm *c = r->c;
-    int rc = MPI_SUCCESS;
-    lock();
-    if (recv) {
-        r->from[r->nreqs] = peer;
-        rc = MPI_Irecv(recv, (int)rbytes, MPI_BYTE, c->peer[peer], r->tag, c->comm,
-                       &r->reqs[r->nreqs]);
-        r->nreqs += rc == MPI_SUCCESS;
-    }
-    if (send && rc == MPI_SUCCESS) {
-        r->from[r->nreqs] = -1;
-        rc = MPI_Isend(send, (int)sbytes, MPI_BYTE, c->peer[peer], r->tag, c->comm,
-                       &r->reqs[r->nreqs]);
-        r->nreqs += rc == MPI_SUCCESS;
-    }
-    unlock();
-    return rc == MPI_SUCCESS ? SPMD_OK : spmd__mpi_failure(rc, "the reduction's messages");
+    return post_spans(r, peer, bytes_span(send, sbytes), bytes_span(recv, rbytes));
 }
 
 /* A swap with rank `peer`: `mine` goes out, the peer's value arrives in `theirs`. */
@@ -285,8 +313,93 @@ static spmd_status finish_run(tree_run *r, spmd_status st)
     else
         spmd__comm_keep_with(r->c, r->reqs);
     free(r->from);
+    free(r->run_at);
     free(r->bufs);
     free(r->leaves);
+    return st;
+}
+
+/* Elements [a, b) of the vector: of acc, or of the runs (r->run_at: each run's first element). */
+static spmd_status span_of(tree_run *r, char *acc, size_t a, size_t b, span *out)
+{
+    size_t elem = r->elem;
+    const spmd__tree_inputs *in = r->in;
+    if (!in->nruns) {
+        SPMD_REQUIRE((b - a) * elem <= INT_MAX, SPMD_ERR_UNSUPPORTED,
+                     "a reduction of %zu bytes between processes exceeds MPI's int counts; split "
+                     "the array",
+                     r->bytes);
+        *out = bytes_span(acc + a * elem, (b - a) * elem);
+        return SPMD_OK;
+    }
+    int n = 0;
+    int *lengths = malloc((size_t)in->nruns * (sizeof(int) + sizeof(MPI_Aint)));
+    SPMD_REQUIRE(lengths != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    MPI_Aint *at = (MPI_Aint *)(lengths + in->nruns);
+    int fits = 1;
+    lock(); /* below MPI_THREAD_MULTIPLE, one thread in MPI at a time */
+    for (int k = 0; k < in->nruns; k++) {
+        size_t lo = r->run_at[k] > a ? r->run_at[k] : a;
+        size_t hi = r->run_at[k + 1] < b ? r->run_at[k + 1] : b;
+        if (lo >= hi)
+            continue;
+        fits &= (hi - lo) * elem <= INT_MAX;
+        lengths[n] = (int)((hi - lo) * elem);
+        MPI_Get_address((char *)in->runs[k].data + (lo - r->run_at[k]) * elem, &at[n++]);
+    }
+    unlock();
+    *out = (span){1, MPI_BOTTOM, 1, MPI_BYTE};
+    int rc = MPI_SUCCESS;
+    if (fits) {
+        lock();
+        rc = MPI_Type_create_hindexed(n, lengths, at, MPI_BYTE, &out->type);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Type_commit(&out->type);
+        unlock();
+    }
+    free(lengths);
+    SPMD_REQUIRE(fits, SPMD_ERR_UNSUPPORTED,
+                 "a block of more than 2 GiB in a reduction between processes exceeds MPI's int "
+                 "counts; split the array");
+    return rc == MPI_SUCCESS ? SPMD_OK : spmd__mpi_failure(rc, "MPI_Type_create_hindexed");
+}
+
+/* Elements [a, b) of the vector op= `in` (b - a elements). */
+static void combine_into(tree_run *r, char *acc, size_t a, size_t b, const char *in)
+{
+    size_t elem = r->elem;
+    if (!r->in->nruns) {
+        r->combine(acc + a * elem, in, (b - a) * elem, r->arg);
+        return;
+    }
+    for (int k = 0; k < r->in->nruns; k++) {
+        size_t lo = r->run_at[k] > a ? r->run_at[k] : a;
+        size_t hi = r->run_at[k + 1] < b ? r->run_at[k + 1] : b;
+        if (lo < hi)
+            r->combine((char *)r->in->runs[k].data + (lo - r->run_at[k]) * elem,
+                       in + (lo - a) * elem, (hi - lo) * elem, r->arg);
+    }
+}
+
+/* Posts a swap of vector ranges with rank `peer`: [sa, sb) goes out, the peer's [ra, rb) arrives
+ * into `into` (NULL: in place, into the vector). An empty range is no message, on both sides
+ * alike. */
+static spmd_status swap_ranges(tree_run *r, int peer, char *acc, size_t sa, size_t sb, size_t ra,
+                               size_t rb, char *into)
+{
+    span send = {0, NULL, 0, MPI_BYTE}, recv = {0, NULL, 0, MPI_BYTE};
+    spmd_status st = sb > sa ? span_of(r, acc, sa, sb, &send) : SPMD_OK;
+    if (st == SPMD_OK && rb > ra && into)
+        recv = bytes_span(into, (rb - ra) * r->elem);
+    else if (st == SPMD_OK && rb > ra)
+        st = span_of(r, acc, ra, rb, &recv);
+    if (st == SPMD_OK)
+        return post_spans(r, peer, send, recv);
+    if (send.type != MPI_BYTE) {
+        lock();
+        MPI_Type_free(&send.type);
+        unlock();
+    }
     return st;
 }
 
@@ -295,31 +408,32 @@ static spmd_status finish_run(tree_run *r, spmd_status st)
  * reduce-scatter by recursive halving, then an all-gather by recursive doubling, over the blocks
  * in the tree's order (Rabenseifner's algorithm, distances doubling from 1): each rank sends
  * about 2N bytes instead of log2(P) N, and every element is still the tree's sum, node by node
- * (blocks 2i + 1 < 2 rem first fold into block 2i, as the tree's pair leaves).
+ * (blocks 2i + 1 < 2 rem first fold into block 2i, as the tree's pair leaves). The vector is acc,
+ * or runs that MPI reads and writes in place through datatypes.
  */
-static spmd_status halving_doubling(tree_run *r, char *acc, size_t count, size_t elem)
+static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t count)
 {
     const spmd__tree_inputs *in = r->in;
     spmd__tree t = spmd__tree_of(r->c->size);
     int v = in->my_vrank;
-    size_t bytes = count * elem;
+    size_t elem = r->elem, end = first + count;
     if (v < 2 * t.rem && (v & 1)) { /* hands its block to v - 1, gets the sum back */
         int peer = in->rank_of_vrank[v - 1];
-        SPMD_CHECK(post_pair(r, peer, acc, bytes, NULL, 0));
+        SPMD_CHECK(swap_ranges(r, peer, acc, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
-        SPMD_CHECK(post_pair(r, peer, NULL, 0, acc, bytes));
+        SPMD_CHECK(swap_ranges(r, peer, acc, 0, 0, first, end, NULL));
         return finish_round(r);
     }
-    char *tmp = spmd__comm_buffer(r->c, 1, bytes + 1);
+    char *tmp = spmd__comm_buffer(r->c, 1, count * elem + 1);
     r->staging_taken = 1;
     SPMD_REQUIRE(tmp != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a reduction");
     if (v < 2 * t.rem) {
-        SPMD_CHECK(post_pair(r, in->rank_of_vrank[v + 1], NULL, 0, tmp, bytes));
+        SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, 0, first, end, tmp));
         SPMD_CHECK(finish_round(r));
-        r->combine(acc, tmp, bytes, r->arg);
+        combine_into(r, acc, first, end, tmp);
     }
     int i = v < 2 * t.rem ? v / 2 : v - t.rem, peer[32];
-    size_t lo[32], mid[32], hi[32], a = 0, b = count;
+    size_t lo[32], mid[32], hi[32], a = first, b = end;
     for (int k = 0; k < t.levels; k++) { /* my region halves; the partner's copy of it arrives */
         int j = i ^ (1 << k);
         peer[k] = in->rank_of_vrank[j < t.rem ? 2 * j : j + t.rem];
@@ -327,21 +441,20 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t count, size_t
         int upper = (i >> k) & 1;
         size_t ka = upper ? mid[k] : a, kb = upper ? b : mid[k];
         size_t sa = upper ? a : mid[k], sb = upper ? mid[k] : b;
-        SPMD_CHECK(post_pair(r, peer[k], acc + sa * elem, (sb - sa) * elem, tmp, (kb - ka) * elem));
+        SPMD_CHECK(swap_ranges(r, peer[k], acc, sa, sb, ka, kb, tmp));
         SPMD_CHECK(finish_round(r));
-        r->combine(acc + ka * elem, tmp, (kb - ka) * elem, r->arg);
+        combine_into(r, acc, ka, kb, tmp);
         a = ka, b = kb;
     }
     for (int k = t.levels - 1; k >= 0; k--) { /* the partner's half of each region arrives */
         int upper = (i >> k) & 1;
         size_t pa = upper ? lo[k] : mid[k], pb = upper ? mid[k] : hi[k];
-        SPMD_CHECK(post_pair(r, peer[k], acc + a * elem, (b - a) * elem, acc + pa * elem,
-                             (pb - pa) * elem));
+        SPMD_CHECK(swap_ranges(r, peer[k], acc, a, b, pa, pb, NULL));
         SPMD_CHECK(finish_round(r));
         a = lo[k], b = hi[k];
     }
     if (v < 2 * t.rem) {
-        SPMD_CHECK(post_pair(r, in->rank_of_vrank[v + 1], acc, bytes, NULL, 0));
+        SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
     }
     return SPMD_OK;
@@ -359,11 +472,25 @@ spmd_status spmd__comm_tree_allreduce_agreed(spmd__comm *c, int tag, const spmd_
                   .in = in,
                   .t = spmd__tree_of(in->n),
                   .bytes = count * elem,
+                  .elem = elem,
                   .combine = combine,
                   .arg = combine_arg,
                   .deadline = spmd__comm_data_deadline(c)};
-    if (in->block > 0 && in->split)
-        return finish_run(&r, halving_doubling(&r, acc, count, elem));
+    if (in->block > 0 && in->split) {
+        spmd_status st = SPMD_OK;
+        if (in->nruns) { /* where each run starts in the vector */
+            r.run_at = malloc(((size_t)in->nruns + 1) * sizeof *r.run_at);
+            st = r.run_at ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+            for (int k = 0; r.run_at && k <= in->nruns; k++)
+                r.run_at[k] = k ? r.run_at[k - 1] + in->runs[k - 1].count : 0;
+        }
+        /* many blocks (runs) go in buckets of a few MiB, one after another: each step's
+           arrival is added while it is still in the caches (bench_gradients) */
+        size_t bucket = in->nruns ? BUCKET_BYTES / elem : count;
+        for (size_t at = 0; st == SPMD_OK && at < count; at += bucket)
+            st = halving_doubling(&r, acc, at, count - at < bucket ? count - at : bucket);
+        return finish_run(&r, st);
+    }
     if (in->block == 1 && in->my_vrank < 2 * r.t.rem) { /* half a leaf: from its position */
         positions = *in;
         positions.block = 0;

@@ -71,6 +71,9 @@ typedef struct coll {
     spmd__wait_where where; /* for the notes between processes (calls.h) */
     char description[240];  /* "" until formatted */
     size_t scratch_need[3];
+    /* where every process holds an aligned block of positions (g->positions), these instead */
+    int scratch_if_blocks;
+    size_t scratch_blocks[3];
 } coll;
 
 /* ---- axes ---- */
@@ -402,10 +405,13 @@ static spmd_status last_arrival(coll *c)
                               "same shapes in the same order",
                               g->slots[0].device_id, a, g->slots[k].device_id, b);
         }
-    for (int i = 0; i < 3; i++)
-        SPMD_CHECK(spmd__group_scratch(g, i, c->scratch_need[i]));
     order_locals(g);
-    return g->comm ? map_positions(c) : SPMD_OK;
+    if (g->comm)
+        SPMD_CHECK(map_positions(c));
+    int blocks = c->scratch_if_blocks && g->comm && g->positions.block > 0;
+    for (int i = 0; i < 3; i++)
+        SPMD_CHECK(spmd__group_scratch(g, i, blocks ? c->scratch_blocks[i] : c->scratch_need[i]));
+    return SPMD_OK;
 }
 
 /* A barrier of the group's local members; `arrive` also publishes this device's slot. */
@@ -902,7 +908,8 @@ static spmd_status prepare_reduction(op_kind op, const spmd_block *in, spmd_bloc
  */
 static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype src_dtype, void *acc,
                                   size_t count, spmd_dtype acc_dtype, spmd__reduce_op rop,
-                                  spmd__combine_fn fn, void *fn_arg)
+                                  spmd__combine_fn fn, void *fn_arg, const spmd__piece_run *runs,
+                                  int nruns)
 {
     spmd__group *g = c->g;
     const spmd__position_map *pm = &g->positions;
@@ -911,7 +918,9 @@ static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype s
                             .block = pm->block,
                             .rank_of_vrank = pm->rank_of_vrank,
                             .my_vrank = pm->my_vrank,
-                            .split = fn == combine}; /* not the fused buffer's segments */
+                            .split = fn == combine, /* not the fused buffer's segments */
+                            .nruns = nruns,
+                            .runs = runs};
     int *positions = NULL;
     void **converted = NULL;
     spmd_status st = SPMD_OK;
@@ -958,7 +967,7 @@ static spmd_status reduce_between_processes(coll *c, const void *const *srcs, vo
                                             size_t count, spmd_dtype acc_dtype, spmd__reduce_op rop)
 {
     reduction r = {acc_dtype, rop};
-    return reduce_between(c, srcs, c->dtype, acc, count, acc_dtype, rop, combine, &r);
+    return reduce_between(c, srcs, c->dtype, acc, count, acc_dtype, rop, combine, &r, NULL, 0);
 }
 
 static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *out, const char *axes,
@@ -2118,13 +2127,34 @@ static spmd_status many_between_processes(coll *c, size_t fused, spmd__reduce_op
         reduction r = {(spmd_dtype)only, rop};
         st = reduce_between(c, packed, (spmd_dtype)only, (char *)g->scratch[0] + seg_begin[only],
                             (seg_end[only] - seg_begin[only]) / elem, (spmd_dtype)only, rop,
-                            combine, &r);
+                            combine, &r, NULL, 0);
     } else {
         fused_reduction f = {seg_begin, seg_end, rop};
         st = reduce_between(c, packed, SPMD_DTYPE_U8, g->scratch[0], fused, SPMD_DTYPE_U8, rop,
-                            combine_fused, &f);
+                            combine_fused, &f, NULL, 0);
     }
     free(packed);
+    return st;
+}
+
+/* The reduction between processes of large blocks of one dtype, in place in the first local
+ * member's outputs (the process's blocks already added up there): MPI reads and writes them
+ * through datatypes, no packing. */
+static spmd_status many_in_place(coll *c, const many_block *mb, int n, spmd__reduce_op rop)
+{
+    const spmd_block *first_out = c->g->slots[0].out;
+    spmd__piece_run *runs = malloc((size_t)n * sizeof *runs);
+    if (!runs)
+        return fail(c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+    size_t count = 0;
+    for (int i = 0; i < n; i++) {
+        runs[i] = (spmd__piece_run){first_out[i].data, mb[i].count};
+        count += mb[i].count;
+    }
+    reduction r = {mb[0].dtype, rop};
+    spmd_status st =
+        reduce_between(c, NULL, mb[0].dtype, NULL, count, mb[0].dtype, rop, combine, &r, runs, n);
+    free(runs);
     return st;
 }
 
@@ -2190,10 +2220,16 @@ static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, 
     /* Between processes every block goes in one fused buffer: one reduction in the canonical
      * order, whatever the number of blocks. */
     size_t seg_begin[SPMD_DTYPE_COUNT], seg_end[SPMD_DTYPE_COUNT], fused = 0;
+    int in_place = cross; /* large blocks of one dtype reduced in place (MPI reads the outputs) */
     if (cross) {
         fused = fuse_blocks(mb, n, seg_begin, seg_end);
+        for (int i = 0; i < n; i++)
+            in_place &= mb[i].dtype == mb[0].dtype && !spmd__is_half(mb[i].dtype);
+        in_place &= fused > SPMD__COMM_COMBINED_BYTES;
         c.scratch_need[0] = fused;
-        c.scratch_need[1] = (size_t)c.nl * fused; /* used where positions are scattered */
+        c.scratch_need[1] = (size_t)c.nl * fused; /* each position's blocks, packed */
+        c.scratch_if_blocks = 1;
+        c.scratch_blocks[0] = in_place ? 0 : fused;
     }
     assign_blocks(mb, n, c.nl);
     const void **srcs = malloc(2 * (size_t)c.nl * sizeof *srcs);
@@ -2205,6 +2241,7 @@ static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, 
     void **dsts = (void **)(srcs + c.nl);
     st = arrive(&c, src, out, NULL);
     int blocks = cross && st == SPMD_OK && g->positions.block > 0;
+    in_place &= blocks;
     if (cross && st == SPMD_OK && !blocks) { /* each member packs its own blocks */
         int at = 0;
         while (g->local_order[at] != c.li)
@@ -2225,7 +2262,9 @@ static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, 
         }
         if (!cross)
             st = reduce_slice(ctx, mb[i].dtype, rop, dsts, c.nl, srcs, b, e, mb[i].bytes);
-        else
+        else if (in_place && (c.nl > 1 || srcs[0] != dsts[0])) /* first member's output */
+            spmd__reduce_many(mb[i].dtype, rop, dsts[0], srcs, c.nl, b, e);
+        else if (!in_place)
             spmd__reduce_many(mb[i].dtype, rop, (char *)g->scratch[0] + mb[i].fused, srcs, c.nl, b,
                               e);
         if (st != SPMD_OK)
@@ -2236,16 +2275,21 @@ static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, 
         if (st == SPMD_OK && c.nl > 1)
             st = barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0)
-            st = many_between_processes(&c, fused, rop, seg_begin, seg_end);
+            st = in_place ? many_in_place(&c, mb, n, rop)
+                          : many_between_processes(&c, fused, rop, seg_begin, seg_end);
         if (st == SPMD_OK && c.nl > 1)
             st = barrier(&c, 0);
         for (int i = 0; i < n && st == SPMD_OK; i++) {
             size_t b, e;
             if (!my_part(&mb[i], c.nl, c.li, &b, &e))
                 continue;
-            for (int k = 0; k < c.nl; k++)
-                spmd__from_accumulator(mb[i].dtype, ((spmd_block *)g->slots[k].out)[i].data,
-                                       (char *)g->scratch[0] + mb[i].fused, b, e);
+            const char *result = in_place ? ((spmd_block *)g->slots[0].out)[i].data
+                                          : (char *)g->scratch[0] + mb[i].fused;
+            for (int k = 0; k < c.nl; k++) {
+                void *dst = ((spmd_block *)g->slots[k].out)[i].data;
+                if (dst != result)
+                    spmd__from_accumulator(mb[i].dtype, dst, result, b, e);
+            }
         }
     }
     /* members wrote into each other's outputs: nobody returns before all are done */
