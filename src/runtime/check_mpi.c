@@ -956,7 +956,7 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
     int tag = spmd__comm_exchange_tag(c, w->key);
     SPMD_CHECK(check_with_tag(c, a, w, tag));
     spmd_status st =
-        spmd__comm_tree_allreduce_agreed(c, tag + 2, in, acc, count, elem, combine, combine_arg);
+        spmd__comm_tree_allreduce_agreed(c, tag + 2, in, acc, count, elem, combine, combine_arg, w);
     w->data_pending = st != SPMD_OK;
     return st;
 }

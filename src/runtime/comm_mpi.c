@@ -487,13 +487,17 @@ int64_t spmd__comm_data_deadline(const spmd__comm *c)
 spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
                                  const char *what)
 {
-    return spmd__comm_wait_data_until(c, n, reqs, from, what, spmd__comm_data_deadline(c));
+    return spmd__comm_wait_data_until(c, n, reqs, from, what, spmd__comm_data_deadline(c), NULL);
 }
 
+/* How often a data wait asks whether its call was given up. */
+#define DATA_CANCEL_EVERY_NS 1000000
+
 spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
-                                       const char *what, int64_t deadline)
+                                       const char *what, int64_t deadline, const spmd__wait *cancel)
 {
     int64_t start = spmd__now_ns(), probe_after = spmd__calls_probe_after_ns();
+    int64_t next_cancel_check = start + DATA_CANCEL_EVERY_NS;
     int tracked = -1;
     for (;;) {
         /* one test of them all: each test runs MPI's progress, which may yield the core */
@@ -508,6 +512,16 @@ spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, 
         int64_t now = spmd__now_ns();
         if (now > deadline)
             break;
+        if (cancel && cancel->cancelled && now > next_cancel_check) {
+            /* the call was given up (here, or by a process whose data this waits for, which
+             * may never send it): the open requests stay with MPI, the caller abandons c */
+            next_cancel_check = now + DATA_CANCEL_EVERY_NS;
+            spmd_status st = cancel->cancelled(cancel->arg);
+            if (st != SPMD_OK) {
+                spmd__calls_wait_end(tracked);
+                return st;
+            }
+        }
         if (now - start > probe_after) {
             if (tracked < 0) { /* the notes say whom this waits for: an open receive's sender */
                 int from_rank = -1;

@@ -104,9 +104,11 @@ spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const 
                                  const char *what);
 /** The deadline spmd__comm_wait_data would set now: for several waits that share one. */
 int64_t spmd__comm_data_deadline(const spmd__comm *c);
-/** spmd__comm_wait_data up to a deadline (spmd__now_ns's clock). */
+/** spmd__comm_wait_data up to a deadline (spmd__now_ns's clock); it also ends, with its status,
+ * when cancel (if given) says the call was given up. */
 spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
-                                       const char *what, int64_t deadline);
+                                       const char *what, int64_t deadline,
+                                       const spmd__wait *cancel);
 /**
  * The data of a canonical-order reduction (runtime/tree.h) once every rank agreed to it, by
  * recursive doubling over the tree's nodes at `tag`: a rank whose positions do not fill a node
@@ -114,7 +116,8 @@ spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, 
  */
 spmd_status spmd__comm_tree_allreduce_agreed(spmd__comm *c, int tag, const spmd__tree_inputs *in,
                                              void *acc, size_t count, size_t elem,
-                                             spmd__combine_fn combine, void *combine_arg);
+                                             spmd__combine_fn combine, void *combine_arg,
+                                             const spmd__wait *w);
 
 /**
  * Cancels a receive and lets it settle: SPMD__CANCELLED, SPMD__ARRIVED (it had matched a whole
@@ -131,7 +134,6 @@ int spmd__comm_cancel_receive(MPI_Request *req, MPI_Status *status);
 void spmd__comm_leave_send(spmd__comm *c, MPI_Request *req, int which);
 /** Gives up on unfinished sends (their buffers must outlive them). */
 void spmd__comm_abandon_sends(int n, MPI_Request *reqs, const int *done);
-
 
 /* The data movement behind the checked collectives once the ranks agreed (comm_mpi.c). */
 spmd_status spmd__comm_allgather_placed_agreed(spmd__comm *c, void *recv,

@@ -37,7 +37,8 @@ typedef struct tree_run {
     spmd__combine_fn combine;
     void *arg;
     int64_t deadline;
-    int *leaves; /* leaves holding this rank's positions, ascending */
+    const spmd__wait *wait; /* whose cancellation ends the waits (the call given up) */
+    int *leaves;            /* leaves holding this rank's positions, ascending */
     int nleaves;
     /* buffers MPI may use: kept with the communicator when a wait fails */
     int staging_taken; /* the communicator's staging buffer 1 receives */
@@ -146,9 +147,10 @@ static spmd_status post_swap(tree_run *r, int peer, const char *mine, char *thei
 
 static spmd_status finish_round(tree_run *r)
 {
-    spmd_status st = r->nreqs ? spmd__comm_wait_data_until(r->c, r->nreqs, r->reqs, r->from,
-                                                           "the reduction's data", r->deadline)
-                              : SPMD_OK;
+    spmd_status st = r->nreqs
+                         ? spmd__comm_wait_data_until(r->c, r->nreqs, r->reqs, r->from,
+                                                      "the reduction's data", r->deadline, r->wait)
+                         : SPMD_OK;
     if (st == SPMD_OK)
         r->nreqs = 0;
     return st;
@@ -462,7 +464,8 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
 
 spmd_status spmd__comm_tree_allreduce_agreed(spmd__comm *c, int tag, const spmd__tree_inputs *in,
                                              void *acc, size_t count, size_t elem,
-                                             spmd__combine_fn combine, void *combine_arg)
+                                             spmd__combine_fn combine, void *combine_arg,
+                                             const spmd__wait *w)
 {
     spmd__tree_inputs positions;
     const void *acc_input[1] = {acc};
@@ -475,7 +478,8 @@ spmd_status spmd__comm_tree_allreduce_agreed(spmd__comm *c, int tag, const spmd_
                   .elem = elem,
                   .combine = combine,
                   .arg = combine_arg,
-                  .deadline = spmd__comm_data_deadline(c)};
+                  .deadline = spmd__comm_data_deadline(c),
+                  .wait = w};
     if (in->block > 0 && in->split) {
         spmd_status st = SPMD_OK;
         if (in->nruns) { /* where each run starts in the vector */

@@ -62,6 +62,33 @@ static void test_bad_device_counts(void **state)
     unsetenv("SPMD_CUDA_DEVICES_PER_GPU");
 }
 
+/* SPMD_BLAS_THREADS: every BLAS call runs with that many threads (1 unless set), whatever the
+ * machine's cores; a bad value is refused by name. */
+extern int openblas_get_num_threads(void) __attribute__((weak));
+
+static void test_blas_threads(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"0", "-1", "x", "2000"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("SPMD_BLAS_THREADS", bad[i], 1);
+        assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, "SPMD_BLAS_THREADS", bad[i]);
+    }
+    unsetenv("SPMD_BLAS_THREADS");
+    if (!openblas_get_num_threads) {
+        print_message("the BLAS is not OpenBLAS: its thread count is not read back here\n");
+        return;
+    }
+    assert_ok(spmd_init(NULL));
+    assert_int_equal(openblas_get_num_threads(), 1);
+    finalize_ok();
+    setenv("SPMD_BLAS_THREADS", "3", 1);
+    assert_ok(spmd_init(NULL));
+    assert_int_equal(openblas_get_num_threads(), 3);
+    finalize_ok();
+    unsetenv("SPMD_BLAS_THREADS");
+}
+
 /* An option set in code wins over the environment. */
 static void test_options_override_environment(void **state)
 {
@@ -261,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_cuda_request),
         cmocka_unit_test(test_cpu_after_failure),
         cmocka_unit_test(test_bad_device_counts),
+        cmocka_unit_test(test_blas_threads),
         cmocka_unit_test(test_options_override_environment),
         cmocka_unit_test(test_finalize_without_init),
         cmocka_unit_test(test_log_level),
