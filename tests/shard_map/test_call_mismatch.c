@@ -85,28 +85,31 @@ static void pairs(int kind, int ndev, int *positions)
     }
 }
 
+/* The pairs of `user` (positions) over the axis 'i' of ctx's mesh. */
+static spmd_status pairs_over_i(spmd_ctx *ctx, void *user, spmd_axis_groups *g)
+{
+    int n = 0;
+    spmd_status st = spmd_axis_size(ctx, "i", &n);
+    *g = (spmd_axis_groups){n / 2, NULL, user};
+    return st;
+}
+
 static spmd_status fn_groups(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
                              spmd_block *out, void *user)
 {
     (void)nin, (void)nout;
-    int n = 0;
-    spmd_status st = spmd_axis_size(ctx, "i", &n);
-    spmd_axis_groups g = {n / 2, NULL, user}; /* pairs */
-    if (st != SPMD_OK)
-        return st;
-    return spmd_psum_groups(ctx, &in[0], &out[0], "i", &g);
+    spmd_axis_groups g;
+    spmd_status st = pairs_over_i(ctx, user, &g);
+    return st != SPMD_OK ? st : spmd_psum_groups(ctx, &in[0], &out[0], "i", &g);
 }
 
 static spmd_status fn_gather_groups(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
                                     spmd_block *out, void *user)
 {
     (void)nin, (void)nout;
-    int n = 0;
-    spmd_status st = spmd_axis_size(ctx, "i", &n);
-    spmd_axis_groups g = {n / 2, NULL, user}; /* pairs */
-    if (st != SPMD_OK)
-        return st;
-    return spmd_all_gather_groups(ctx, &in[0], &out[0], "i", 0, 1, &g);
+    spmd_axis_groups g;
+    spmd_status st = pairs_over_i(ctx, user, &g);
+    return st != SPMD_OK ? st : spmd_all_gather_groups(ctx, &in[0], &out[0], "i", 0, 1, &g);
 }
 
 static spmd_status fn_psum_a(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
