@@ -44,7 +44,8 @@ static spmd_status agree_on_view(int count, const char *description, uint64_t fi
     for (int p = 0; p < count; p++)
         all[p] = p;
     pthread_mutex_lock(&spmd__setup_lock);
-    spmd_status st = spmd__agree_on_view(all, count, fingerprint, description, w);
+    spmd_status st = make_comm ? spmd__agree_to_create(all, count, fingerprint, description, w)
+                               : spmd__agree_on_view(all, count, fingerprint, description, w);
     pthread_mutex_unlock(&spmd__setup_lock);
     /* every process agreed, and no other call of this process comes between (calls.h) */
     if (st == SPMD_OK && make_comm)

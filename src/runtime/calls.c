@@ -779,27 +779,28 @@ static int device_passed(const spmd__note_device *d, unsigned phase, uint64_t fp
            (d->seq == phase && d->state == SPMD__DEVICE_WAITING && d->fingerprint != fp);
 }
 
-/* Conflict: each process is in a call the other must join but cannot reach before its own
- * ends. `mine` is this process's call text. */
-static void conflict(const spmd__note *n, const char *mine, int waiting_for_them)
+/* Conflict: this process is in a call the peer must join, and the peer in one this process
+ * must join, which it has not started: neither can end before the other. `mine` is this
+ * process's call text. */
+static void conflict(const spmd__note *n, const char *mine)
 {
     char message[SPMD__MESSAGE_CAPACITY];
     snprintf(message, sizeof message,
-             "processes issued their calls in different orders: process %d is in %s and %s "
-             "process %d, which is in %s and %s process %d there; neither call can end before "
-             "the other, so both are abandoned on every process that takes part in them. Every "
-             "process must issue the calls it shares with others in the same order: calls "
-             "from several threads of a process run one at a time, in the order they come "
-             "(order them, or give each thread a name with spmd_thread_set_name so that such "
-             "mix-ups are told apart)",
-             me, mine, waiting_for_them ? "waits there for" : "needs", n->process, n->call,
-             waiting_for_them ? "needs" : "waits there for", me);
-    /* Both calls go. This process never takes part in the peer's (recorded before anything
-     * else can start it), and says so to the peer after it says so of its own call to all of
-     * its processes: the notes between two processes arrive in order, so a process that
-     * learns the peer's call is gone has learnt this one's too. */
+             "processes issued their calls in different orders: process %d is in %s and waits "
+             "there for process %d, which is in %s and needs process %d there; neither call can "
+             "end before the other, so process %d gave up the one it had not started, on every "
+             "process that takes part in it. Every process must issue the calls it shares with "
+             "others in the same order: calls from several threads of a process run one at a "
+             "time, in the order they come (order them, or give each thread a name with "
+             "spmd_thread_set_name so that such mix-ups are told apart)",
+             me, mine, n->process, n->call, me, me);
+    /* Only the peer's call goes, never this one: this process may have sent its part of its
+     * own call already, and the others could then finish that call's agreement without it
+     * and go on where this one would not. The peer's call cannot end anywhere, since this
+     * process never takes part in it (recorded before anything else can start it). The peer
+     * tells that call's other processes; when it waits for this one in turn, it gives up this
+     * call the same way. */
     remember_abandoned(n->comm_id, n->comm_call, message);
-    set_verdict(SPMD_ERR_COLLECTIVE_MISMATCH, 1, message, 1);
     queue_push(&n->process, 1, 0, n->comm_id, n->comm_call, message);
 }
 
@@ -819,11 +820,11 @@ static void weigh_my_waits(const spmd__note *n, const char *mine)
             continue;
         if (!same) {
             /* Neither can end its call: the peer's needs this process, which has not started
-             * it, and this one needs the peer, which has not started it either. Since the peer
-             * sent nothing in this call, no process can finish it: abandoning it is safe
-             * wherever this process is in it. */
-            if (n->peer_is_member && !n->started_yours && !has_started(n->comm_id, n->comm_call))
-                conflict(n, mine, 1);
+             * it, and this one needs the peer, which has not started it either. */
+            if (n->peer_is_member && !n->started_yours && !has_started(n->comm_id, n->comm_call)) {
+                conflict(n, mine);
+                return;
+            }
             continue;
         }
         char what[SPMD__NOTE_WHAT] = "its collective", why[256], message[SPMD__MESSAGE_CAPACITY];

@@ -10,8 +10,11 @@
  * process it waits for what it is doing, in a note, and that process answers with its own
  * (notes_mpi.c carries them). From the two, both can tell the waits that never end:
  *   - each is in a call the other must join but cannot reach before its own call ends (the
- *     processes issued their calls in different orders): both calls are abandoned, on every
- *     process that takes part in them, without their final agreement (settled);
+ *     processes issued their calls in different orders): each process gives up the other's
+ *     call, which it has not started, on every process that takes part in it, without its
+ *     final agreement (settled). A process never gives up a call it has started on its own
+ *     (it may have sent its part, and the others finished with it): only another process
+ *     that never started it does;
  *   - both are in the same shard_map call, but one waits in a collective that the other's
  *     device has passed, returned from fn without, or meets with another collective: a
  *     mismatch, which the call's final agreement then reports everywhere.

@@ -261,7 +261,7 @@ static spmd_status verdict_for(const xchg *x)
 
 static int cancelled(xchg *x, int64_t now)
 {
-    if (now < x->next_cancel_check)
+    if (now < x->next_cancel_check || x->w->no_stop)
         return 0;
     x->next_cancel_check = now + CANCEL_EVERY_NS;
     spmd_status st = verdict_for(x);
@@ -1083,6 +1083,38 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
     return verdict(&x, a);
 }
 
+/* Salts the key of the round before a subset's MPI communicator is made. */
+#define WHOLE_SALT 0x3a0e1c0d5b7f9e21ul
+
+/*
+ * The check, then, on a subset's first collective that runs in MPI, the subset's own MPI
+ * communicator (spmd__comm_whole), whose creation blocks until every member calls it. The
+ * check alone may end on one member and be stopped on another after it sent its part (its
+ * device aborted, its call given up), so a second round runs first, in which nothing but a
+ * deadline (a fresh one) stops a member that sent its part: a member finishes it only when
+ * every member will make the communicator.
+ */
+static spmd_status check_then_whole(spmd__comm *c, const spmd__agreement *a, spmd__wait *w)
+{
+    int64_t budget = w->deadline_ns - spmd__now_ns();
+    SPMD_CHECK(spmd__comm_check(c, a, w));
+    if (c->whole != MPI_COMM_NULL)
+        return SPMD_OK;
+    spmd_status st = w->cancelled ? w->cancelled(w->arg) : SPMD_OK;
+    if (st != SPMD_OK) /* before this member sends anything of the second round */
+        return st;
+    int64_t fresh = spmd__now_ns() + budget;
+    spmd__wait round = {.deadline_ns = fresh > w->deadline_ns ? fresh : w->deadline_ns,
+                        .what = w->what,
+                        .timeout_name = w->timeout_name,
+                        .late_told_later = w->late_told_later,
+                        .where = w->where,
+                        .no_stop = 1};
+    SPMD_CHECK(
+        check_with_tag(c, a, &round, spmd__comm_exchange_tag(c, w->key ? w->key ^ WHOLE_SALT : 0)));
+    return spmd__comm_make_whole(c);
+}
+
 spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                           void *recv, const size_t *counts, spmd__wait *w)
 {
@@ -1097,7 +1129,7 @@ spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *
     if (c->size == 1) {
         /* nothing to exchange */
     } else if (displ[c->size] > SPMD__COMM_COMBINED_BYTES) {
-        st = spmd__comm_check(c, a, w);
+        st = check_then_whole(c, a, w);
         if (st == SPMD_OK) {
             st = spmd__comm_allgatherv(c, NULL, recv, counts);
             w->data_pending = st != SPMD_OK;
@@ -1396,7 +1428,7 @@ spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agree
 {
     if (c->size == 1)
         return SPMD_OK;
-    SPMD_CHECK(spmd__comm_check(c, a, w));
+    SPMD_CHECK(check_then_whole(c, a, w));
     spmd_status st = spmd__comm_allgather_placed_agreed(c, recv, layout, counts, displs);
     w->data_pending = st != SPMD_OK;
     return st;

@@ -48,6 +48,9 @@ typedef struct spmd__wait {
     /** 1: only a verdict that abandons the call ends it early (a call's final agreement, in
      * which the processes must meet to report a mismatch) */
     int settled_only;
+    /** 1: only the deadline ends it (the round before a subset's MPI communicator is made,
+     * which every member that sent its part must go on to make) */
+    int no_stop;
     int peer_missing; /**< out: the wait ended because a process never arrived */
     int data_pending; /**< out: after a failure, MPI may still read or write the data buffers */
 } spmd__wait;

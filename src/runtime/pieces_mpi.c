@@ -253,9 +253,7 @@ spmd_status spmd__comm_exchange_wires(spmd__comm *c, int nsend, const spmd__wire
         for (int i = 0; i < n; i++)
             from[i] = i < nrecv ? recvs[i].peer : -1;
         st = spmd__comm_wait_data(c, n, reqs, from, "the exchange of resharded data");
-        lock();
-        if (st != SPMD_OK)
-            reqs = NULL; /* MPI still holds them */
+        lock(); /* after a failure MPI keeps the operations; the array of handles may go */
     }
     for (int i = 0; i < ready; i++)
         if (made[i])

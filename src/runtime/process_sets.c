@@ -24,6 +24,49 @@ spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprin
     return st;
 }
 
+/* Salts the key of the second round of an agreement that precedes a communicator's creation. */
+#define COMMIT_SALT 0xc0a117edc0a117edull
+
+/*
+ * The second round: a process sends its part only once it has agreed and means to create the
+ * communicator, and from then on gives the call up only when another member does (an abandon
+ * note from a process that never sent its part) or when a whole fresh timeout passes. So no
+ * member can finish this round while another has given the call up, whatever the timing: the
+ * first round alone could end here and be abandoned elsewhere (a process that sent its part
+ * may learn afterwards that the processes issued their calls in different orders).
+ */
+static spmd_status commit(spmd__comm *view, uint64_t fingerprint, const char *description,
+                          const spmd__wait *w, int64_t budget_ns)
+{
+    spmd__notes_poll(); /* news that came during the first round: before anything is sent */
+    if (spmd__calls_has_verdict() == 2)
+        return spmd__calls_verdict(NULL);
+    int64_t fresh = spmd__now_ns() + budget_ns;
+    spmd__wait round = {.deadline_ns = fresh > w->deadline_ns ? fresh : w->deadline_ns,
+                        .what = w->what,
+                        .timeout_name = w->timeout_name,
+                        .key =
+                            spmd__fnv1a(w->key ^ COMMIT_SALT, &fingerprint, sizeof fingerprint) | 1,
+                        .settled_only = 1};
+    return spmd__comm_agree(view, fingerprint, description, &round);
+}
+
+spmd_status spmd__agree_to_create(const int *processes, int n, uint64_t fingerprint,
+                                  const char *description, spmd__wait *w)
+{
+    int64_t budget = w->deadline_ns - spmd__now_ns();
+    spmd__comm *view = NULL;
+    SPMD_CHECK(spmd__comm_view(processes, n, &view));
+    spmd_status st = spmd__comm_agree(view, fingerprint, description, w);
+    if (st == SPMD_OK)
+        st = commit(view, fingerprint, description, w, budget);
+    if (st == SPMD_OK)
+        spmd__comm_destroy(view);
+    else
+        spmd__comm_abandon(view); /* it may hold unfinished messages */
+    return st;
+}
+
 /* Salts the key of an attempt to make a communicator: each has tags of its own. */
 #define ATTEMPT_SALT 0x5e7a77e3b7c0ffeeull
 
@@ -105,17 +148,21 @@ spmd_status spmd__set_comm_create(spmd__set_comm **list, const int *processes, i
     uint64_t key = set_key(processes, n, tag);
     /* each attempt has tags of its own: an abandoned one leaves nothing the next could take */
     w->key = spmd__fnv1a(key ^ ATTEMPT_SALT, &call, sizeof call) | 1;
-    pthread_mutex_lock(&spmd__setup_lock);
-    spmd_status st = spmd__agree_on_view(processes, n, fingerprint, description, w);
-    pthread_mutex_unlock(&spmd__setup_lock);
-    if (st != SPMD_OK)
-        return st;
+    /* allocated first: after the agreement, every member must go on to the creation */
     spmd__set_comm *e = calloc(1, sizeof *e);
     if (e)
         e->processes = malloc((size_t)n * sizeof(int));
     if (!e || !e->processes) {
         free(e);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator's record");
+    }
+    pthread_mutex_lock(&spmd__setup_lock);
+    spmd_status st = spmd__agree_to_create(processes, n, fingerprint, description, w);
+    pthread_mutex_unlock(&spmd__setup_lock);
+    if (st != SPMD_OK) {
+        free(e->processes);
+        free(e);
+        return st;
     }
     memcpy(e->processes, processes, (size_t)n * sizeof(int));
     e->n = n;

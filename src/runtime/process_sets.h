@@ -13,11 +13,22 @@ extern pthread_mutex_t spmd__setup_lock;
 
 /**
  * Agreement (spmd__comm_agree) over a view of `processes`, for a set that has no communicator
- * yet: creating one blocks until every member arrives, so it may only follow this. The caller
- * holds spmd__setup_lock (views share the set-up tags).
+ * (a roll call after a failure). The caller holds spmd__setup_lock (views share the set-up
+ * tags). A creation follows spmd__agree_to_create instead.
  */
 spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprint,
                                 const char *description, spmd__wait *w);
+
+/**
+ * The agreement that must precede the creation of a communicator over `processes` (which
+ * blocks until every member calls it, with no deadline): spmd__agree_on_view, then a second
+ * round in which a member takes part only once it means to create the communicator. It ends
+ * SPMD_OK on a member only when every member sent its part of that round, so never where
+ * another member gave the call up (its own timeout, or a mismatch in the order of calls found
+ * by the notes, calls.h). The caller holds spmd__setup_lock.
+ */
+spmd_status spmd__agree_to_create(const int *processes, int n, uint64_t fingerprint,
+                                  const char *description, spmd__wait *w);
 
 /*
  * Communicators over sets of processes for the collectives outside shard_map (reshard,

@@ -333,7 +333,8 @@ static spmd_status agree_on_mesh(spmd_mesh *mesh, int64_t timeout_ns, unsigned l
     spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout_ns,
                     .what = "setting up the mesh for shard_map",
                     .key = spmd__fnv1a(h, &call, sizeof call) | 1};
-    return spmd__agree_on_view(mesh->processes, mesh->num_processes, fingerprint, description, &w);
+    return spmd__agree_to_create(mesh->processes, mesh->num_processes, fingerprint, description,
+                                 &w);
 }
 
 static spmd_status setup_locked(spmd_mesh *mesh, spmd__mesh_state *s, int64_t timeout_ns,
