@@ -236,9 +236,14 @@ int main(void)
     model init;
     make_problem(&init, x, y);
     const float *my_x = x + (size_t)first_row * D_IN, *my_y = y + (size_t)first_row * D_OUT;
-    printf("data_parallel_mlp: layers %d-%d-%d relu, batch %d = %d devices x %d, %d process(es), "
-           "lr %g\n",
-           D_IN, HIDDEN, D_OUT, BATCH, NDEV, PER_DEVICE, procs, LEARNING_RATE);
+    /* Process 0 reports on stdout, which then reads the same in every layout (spmd launch
+     * --layouts compares it); the others print their copy of the replicated results, and
+     * what depends on the layout, on stderr. */
+    FILE *report = spmd_process_index() == 0 ? stdout : stderr;
+    fprintf(report, "data_parallel_mlp: layers %d-%d-%d relu, batch %d = %d devices x %d, lr %g\n",
+            D_IN, HIDDEN, D_OUT, BATCH, NDEV, PER_DEVICE, LEARNING_RATE);
+    fprintf(stderr, "data_parallel_mlp: process %d of %d process(es)\n", spmd_process_index(),
+            procs);
 
     /* pmap: host-local inputs on a mesh of this process's devices, stacked (local, 8, .) for
      * the batch (in_axes 0) and whole for the parameters (in_axes None). */
@@ -298,7 +303,7 @@ int main(void)
         CHECK(spmd_array_to_host(pm_out[NPARAMS], &pm_loss, sizeof pm_loss));
         CHECK(spmd_array_to_host(sm_out[NPARAMS], &sm_loss, sizeof sm_loss));
         /* %.9g tells every float32 apart: equal text is equal bits */
-        printf("step %d pmap_loss=%.9g shard_map_loss=%.9g\n", step, pm_loss, sm_loss);
+        fprintf(report, "step %d pmap_loss=%.9g shard_map_loss=%.9g\n", step, pm_loss, sm_loss);
         for (int p = 0; p < NPARAMS; p++) { /* the updated parameters feed the next step */
             spmd_array_destroy(pm_in[2 + p]);
             spmd_array_destroy(sm_in[2 + p]);
@@ -318,9 +323,9 @@ int main(void)
         for (size_t k = 0; k < param_bytes(p) / sizeof(float); k++)
             sumsq += (double)v[k] * v[k];
     }
-    printf("final param_sumsq=%.9g\n", sumsq);
-    printf("params pmap vs shard_map: %s\n",
-           memcmp(&pm_final, &sm_final, sizeof pm_final) == 0 ? "bit-identical" : "DIFFERENT");
+    fprintf(report, "final param_sumsq=%.9g\n", sumsq);
+    fprintf(report, "params pmap vs shard_map: %s\n",
+            memcmp(&pm_final, &sm_final, sizeof pm_final) == 0 ? "bit-identical" : "DIFFERENT");
     fflush(stdout);
 
     for (int i = 0; i < 2 + NPARAMS; i++) {

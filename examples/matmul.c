@@ -181,7 +181,9 @@ static void run(spmd_mesh *mesh, const char *tag, int64_t m, int64_t k, int64_t 
         CHECK(spmd_sharding_format(spmd_array_sharding(z), text, sizeof text));
         printf("\n%s\n", text);
     }
-    /* z.addressable_shards: no communication, each process sees its own devices' blocks. */
+    /* z.addressable_shards: no communication, each process sees its own devices' blocks. They
+     * go to stderr, with what else depends on the layout: stdout (process 0's drawing and
+     * total) then reads the same in every layout (spmd launch --layouts compares it). */
     int64_t rows = m / spmd_sharding_num_blocks(spmd_array_sharding(z), 0);
     float *block = malloc((size_t)(rows * n) * sizeof *block);
     if (!block) {
@@ -201,24 +203,27 @@ static void run(spmd_mesh *mesh, const char *tag, int64_t m, int64_t k, int64_t 
                 hi = block[e] > hi ? block[e] : hi;
                 acc += block[e];
             }
-            printf("%s process=%d device=%d index=[%" PRId64 ":%" PRId64 ", %" PRId64 ":%" PRId64
-                   "] min=%.9g max=%.9g sum=%.17g\n",
-                   tag, me, shard.device_id, b->start[0], b->stop[0], b->start[1], b->stop[1], lo,
-                   hi, acc);
+            fprintf(stderr,
+                    "%s process=%d device=%d index=[%" PRId64 ":%" PRId64 ", %" PRId64 ":%" PRId64
+                    "] min=%.9g max=%.9g sum=%.17g\n",
+                    tag, me, shard.device_id, b->start[0], b->stop[0], b->start[1], b->stop[1], lo,
+                    hi, acc);
             continue;
         }
-        for (int64_t r = 0; r < rows; r++) {
-            printf("%s process=%d device=%d row=%" PRId64 ":", tag, me, shard.device_id,
-                   b->start[0] + r);
-            for (int64_t c = 0; c < n; c++)
-                printf(" %.9g", block[r * n + c]);
-            printf("\n");
+        for (int64_t r = 0; r < rows; r++) { /* one write per line: lines stay whole */
+            char line[1024];
+            int len = snprintf(line, sizeof line, "%s process=%d device=%d row=%" PRId64 ":", tag,
+                               me, shard.device_id, b->start[0] + r);
+            for (int64_t c = 0; c < n && len < (int)sizeof line; c++)
+                len += snprintf(line + len, sizeof line - (size_t)len, " %.9g", block[r * n + c]);
+            fprintf(stderr, "%s\n", line);
         }
     }
     free(block);
     float value = 0;
     CHECK(spmd_array_to_host(sum, &value, sizeof value)); /* replicated: every process has it */
-    printf("%s process=%d total=%.9g\n", tag, me, value);
+    /* process 0 on stdout; the others' copies on stderr */
+    fprintf(me == 0 ? stdout : stderr, "%s total=%.9g\n", tag, value);
     fflush(stdout);
 
     spmd_array_destroy(sum);

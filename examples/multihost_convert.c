@@ -110,8 +110,10 @@ static void run_case(const char *name, spmd_mesh *mesh, const char *spec_text, i
     CHECK(spmd_spec_format(spec, spec_buf, sizeof spec_buf));
     format_shape(shape_a, sizeof shape_a, ndim, local_shape);
     format_values(values, sizeof values, ndim, local_shape, local);
-    printf("case=%s process=%d mesh=%s spec=%s local_shape=%s local=%s\n", name, me, mesh_text,
-           spec_buf, shape_a, values);
+    /* What each process holds depends on the layout: stderr. Process 0's verdict on the round
+     * trip goes to stdout, which then reads the same in every layout (spmd launch --layouts). */
+    fprintf(stderr, "case=%s process=%d mesh=%s spec=%s local_shape=%s local=%s\n", name, me,
+            mesh_text, spec_buf, shape_a, values);
 
     /* The local mesh: this process's subcube, in the mesh's flat order. */
     int mesh_ndim = spmd_mesh_ndim(mesh), local_mesh_shape[SPMD_MAX_MESH_AXES];
@@ -134,8 +136,8 @@ static void run_case(const char *name, spmd_mesh *mesh, const char *spec_text, i
     CHECK(spmd_host_local_to_global(local_array, mesh, spec, &global));
     format_shape(shape_a, sizeof shape_a, ndim, computed);
     format_shape(shape_b, sizeof shape_b, spmd_array_ndim(global), spmd_array_shape(global));
-    printf("case=%s process=%d global_shape=%s local_to_global_shape=%s zero_copy=%d\n", name, me,
-           shape_b, shape_a, shares_buffers(global, local_array));
+    fprintf(stderr, "case=%s process=%d global_shape=%s local_to_global_shape=%s zero_copy=%d\n",
+            name, me, shape_b, shape_a, shares_buffers(global, local_array));
 
     for (int i = 0; i < spmd_array_num_shards(global); i++) {
         spmd_shard shard;
@@ -148,8 +150,8 @@ static void run_case(const char *name, spmd_mesh *mesh, const char *spec_text, i
             block_shape[d] = shard.index.stop[d] - shard.index.start[d];
         format_box(box, sizeof box, &shard.index);
         format_values(values, sizeof values, ndim, block_shape, block);
-        printf("case=%s process=%d device=%d replica=%d index=%s values=%s\n", name, me,
-               shard.device_id, shard.replica_id, box, values);
+        fprintf(stderr, "case=%s process=%d device=%d replica=%d index=%s values=%s\n", name, me,
+                shard.device_id, shard.replica_id, box, values);
     }
 
     /* The whole value, to show it: a process gather, not part of the conversion. */
@@ -164,7 +166,7 @@ static void run_case(const char *name, spmd_mesh *mesh, const char *spec_text, i
     }
     CHECK(spmd_process_allgather(global, 1, all, gathered_bytes));
     format_values(values, sizeof values, gathered_ndim, gathered_shape, all);
-    printf("case=%s process=%d global_value=%s\n", name, me, values);
+    fprintf(stderr, "case=%s process=%d global_value=%s\n", name, me, values);
     free(all);
 
     /* And back: this process's part, over the same buffers. */
@@ -173,8 +175,18 @@ static void run_case(const char *name, spmd_mesh *mesh, const char *spec_text, i
     CHECK(spmd_array_to_host(back, mine, sizeof mine));
     format_shape(shape_a, sizeof shape_a, spmd_array_ndim(back), spmd_array_shape(back));
     format_values(values, sizeof values, spmd_array_ndim(back), spmd_array_shape(back), mine);
-    printf("case=%s process=%d back_shape=%s back=%s zero_copy=%d\n", name, me, shape_a, values,
-           shares_buffers(back, global));
+    fprintf(stderr, "case=%s process=%d back_shape=%s back=%s zero_copy=%d\n", name, me, shape_a,
+            values, shares_buffers(back, global));
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++)
+        count *= local_shape[d];
+    int same =
+        spmd_array_ndim(back) == ndim &&
+        memcmp(spmd_array_shape(back), local_shape, (size_t)ndim * sizeof *local_shape) == 0 &&
+        memcmp(mine, local, (size_t)count * sizeof *local) == 0;
+    if (me == 0)
+        printf("case=%s spec=%s round trip host-local -> global -> host-local: %s\n", name,
+               spec_buf, same ? "the same data" : "DIFFERENT");
     fflush(stdout);
 
     spmd_array_destroy(back);

@@ -35,11 +35,13 @@
 #define COLS 3
 #define MAX_DEVICES 1024
 
-/* Prints "process=p step=s shards=k", then one line per shard: device, index box, values. */
+/* Prints "process=p step=s shards=k", then one line per shard: device, index box, values; on
+ * stderr, with everything else that depends on the layout: stdout (process 0's results) then
+ * reads the same in every layout (spmd launch --layouts compares it). */
 static void print_shards(const char *step, const spmd_array *x)
 {
     const int me = spmd_process_index();
-    printf("process=%d step=%s shards=%d\n", me, step, spmd_array_num_shards(x));
+    fprintf(stderr, "process=%d step=%s shards=%d\n", me, step, spmd_array_num_shards(x));
     for (int i = 0; i < spmd_array_num_shards(x); i++) {
         spmd_shard shard;
         float block[MAX_DEVICES * COLS];
@@ -54,9 +56,8 @@ static void print_shards(const char *step, const spmd_array *x)
         n += (size_t)snprintf(line + n, sizeof line - n, "] values=[");
         for (size_t k = 0; k < shard.nbytes / sizeof(float) && n < sizeof line; k++)
             n += (size_t)snprintf(line + n, sizeof line - n, k ? " %g" : "%g", (double)block[k]);
-        printf("%s]\n", line);
+        fprintf(stderr, "%s]\n", line);
     }
-    fflush(stdout);
 }
 
 /* shard_map body: this device's column sums, then their sum over the (subset) mesh. */
@@ -84,8 +85,8 @@ static spmd_array *reshard(const char *step, spmd_array *x, const spmd_sharding 
     opts.stats = &stats;
     spmd_array *out = NULL;
     CHECK(spmd_reshard(x, to, &opts, &out));
-    printf("process=%d step=%s received_bytes=%llu\n", spmd_process_index(), step,
-           (unsigned long long)stats.bytes_received);
+    fprintf(stderr, "process=%d step=%s received_bytes=%llu\n", spmd_process_index(), step,
+            (unsigned long long)stats.bytes_received);
     print_shards(step, out);
     return out;
 }
@@ -117,7 +118,7 @@ int main(void)
     CHECK(spmd_sharding_create_parse(all, "'x'", &all_rows));
     CHECK(spmd_sharding_create_parse(all, "", &all_replicated));
     const int mine = spmd_mesh_num_local_devices(subset);
-    printf("process=%d subset_mesh_devices=%d local_devices_in_it=%d\n", me, half, mine);
+    fprintf(stderr, "process=%d subset_mesh_devices=%d local_devices_in_it=%d\n", me, half, mine);
 
     /* (n, 3) with x[i, j] = 3i + j + 1; identical on every process, as device_put wants. */
     float *host = malloc((size_t)n * COLS * sizeof *host);
@@ -144,7 +145,7 @@ int main(void)
     } else {
         /* Not in the mesh: shard_map is not ours to call, but the reshard below is, on an
          * array that describes the same result and holds none of it. */
-        printf("process=%d step=psum not_in_mesh\n", me);
+        fprintf(stderr, "process=%d step=psum not_in_mesh\n", me);
         CHECK(spmd_array_from_single_device_arrays(1, sums_shape, SPMD_DTYPE_F32, subset_replicated,
                                                    0, NULL, &sums));
     }
@@ -156,7 +157,10 @@ int main(void)
     double total = 0;
     for (int j = 0; j < COLS; j++)
         total += total_cols[j];
-    printf("process=%d total=%g\n", me, total);
+    fprintf(stderr, "process=%d total=%g\n", me, total);
+    if (me == 0)
+        printf("column sums of x [%g %g %g], total %g\n", total_cols[0], total_cols[1],
+               total_cols[2], total);
 
     spmd_array *x_all = reshard("x_to_all", x, all_rows);
     spmd_array *x_back = reshard("x_back", x_all, subset_rows);

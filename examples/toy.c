@@ -1,8 +1,8 @@
 /*
  * The toy program of JAX's multi-controller guide, in C: a (4, 2) mesh named ('i', 'j') over
- * all 8 devices, the global array arange(32).reshape(4, 8) sharded P('i', 'j'); each process
- * prints the shards it holds, then computes sum(sin(x)) with shard_map and psum and prints the
- * replicated result.
+ * all 8 devices, the global array arange(32).reshape(4, 8) sharded P('i', 'j'); computes
+ * sum(sin(x)) with shard_map and psum, which process 0 prints (the result is replicated), then
+ * each process prints the shards it holds.
  *
  *   mpirun -np 4 -x SPMD_NUM_CPU_DEVICES=2 ./toy     # 4 processes x 2 devices
  *   SPMD_NUM_CPU_DEVICES=8 ./toy                     # 1 process x 8 devices
@@ -94,16 +94,6 @@ int main(void)
     CHECK(spmd_array_from_callback(2, global_shape, SPMD_DTYPE_I32, sharding, arange_block, NULL,
                                    &global));
 
-    for (int i = 0; i < spmd_array_num_shards(global); i++) {
-        spmd_shard shard;
-        CHECK(spmd_array_shard(global, i, &shard));
-        int32_t block[ROWS * COLS];
-        CHECK(spmd_array_shard_to_host(global, i, block, sizeof block));
-        print_block(shard.device_id, block, shard.index.stop[0] - shard.index.start[0],
-                    shard.index.stop[1] - shard.index.start[1]);
-    }
-    fflush(stdout);
-
     /* out_specs P(): the scalar result is replicated on every device of the mesh. */
     spmd_spec *in_spec = NULL, *out_spec = NULL;
     CHECK(spmd_spec_parse("'i', 'j'", &in_spec));
@@ -114,8 +104,19 @@ int main(void)
                          &scalar, (const spmd_spec *const *)&out_spec, NULL, &result));
     float value = 0;
     CHECK(spmd_array_to_host(result, &value, sizeof value));
-    /* %.9g: every bit of the float32, the same in every layout (README "Reduction order") */
-    printf("process=%d got result: %.9g\n", spmd_process_index(), value);
+    /* %.9g: every bit of the float32, the same in every layout (README "Reduction order").
+     * Process 0 prints it, then every process its shards in device order: the output in
+     * process order (spmd launch --layouts) reads the same in every layout. */
+    if (spmd_process_index() == 0)
+        printf("process=0 got result: %.9g\n", value);
+    for (int i = 0; i < spmd_array_num_shards(global); i++) {
+        spmd_shard shard;
+        CHECK(spmd_array_shard(global, i, &shard));
+        int32_t block[ROWS * COLS];
+        CHECK(spmd_array_shard_to_host(global, i, block, sizeof block));
+        print_block(shard.device_id, block, shard.index.stop[0] - shard.index.start[0],
+                    shard.index.stop[1] - shard.index.start[1]);
+    }
     fflush(stdout);
 
     spmd_array_destroy(result);

@@ -68,16 +68,16 @@ int main(void)
     static int devices[MAX_DEVICES];
     for (int d = 0; d < n; d++)
         devices[d] = d;
-    printf("process=%d devices=%d local_devices=%d slice_shape=(%d, %d) slice_bytes=%zu\n", me, n,
-           local, ROWS, COLS, slice_bytes);
+    fprintf(stderr, "process=%d devices=%d local_devices=%d slice_shape=(%d, %d) slice_bytes=%zu\n",
+            me, n, local, ROWS, COLS, slice_bytes);
 
     /* (n, 3, 4): params on every device, each shard written from `params` */
     spmd_array *stacked = NULL;
     CHECK(spmd_device_put_replicated(params, 2, shape, SPMD_DTYPE_F32, devices, n, &stacked));
     const int64_t *s = spmd_array_shape(stacked);
-    printf("process=%d stacked shape=(%lld, %lld, %lld) shards=%d stacked_replicas=%d\n", me,
-           (long long)s[0], (long long)s[1], (long long)s[2], spmd_array_num_shards(stacked),
-           spmd_array_has_stacked_replicas(stacked));
+    fprintf(stderr, "process=%d stacked shape=(%lld, %lld, %lld) shards=%d stacked_replicas=%d\n",
+            me, (long long)s[0], (long long)s[1], (long long)s[2], spmd_array_num_shards(stacked),
+            spmd_array_has_stacked_replicas(stacked));
 
     /* Anti-pattern: np.asarray(x)[0]. The whole array first; across processes it is not ours
      * to read, so the legacy code needs a process gather. */
@@ -93,7 +93,7 @@ int main(void)
         return 1;
     }
     spmd_status st = spmd_array_to_host(stacked, all, gathered_bytes);
-    printf("process=%d antipattern array_to_host=%s\n", me, spmd_status_name(st));
+    fprintf(stderr, "process=%d antipattern array_to_host=%s\n", me, spmd_status_name(st));
     spmd_clear_error();
     CHECK(spmd_process_allgather(stacked, 1, all, gathered_bytes));
     spmd_array *legacy = NULL; /* x[0], back on this process's first device */
@@ -104,9 +104,10 @@ int main(void)
     CHECK(spmd_array_to_host(legacy, anti, sizeof anti));
     format_slice(text, sizeof text, anti);
     const int remote = n - spmd_array_num_shards(stacked);
-    printf("process=%d antipattern gathered_bytes=%zu from_other_processes=%zu "
-           "index0_copy_bytes=%zu values=%s\n",
-           me, gathered_bytes, (size_t)remote * slice_bytes, slice_bytes, text);
+    fprintf(stderr,
+            "process=%d antipattern gathered_bytes=%zu from_other_processes=%zu "
+            "index0_copy_bytes=%zu values=%s\n",
+            me, gathered_bytes, (size_t)remote * slice_bytes, slice_bytes, text);
 
     /* Fix: this process's first shard, viewed without the leading axis. */
     spmd_array *fixed = NULL;
@@ -119,14 +120,21 @@ int main(void)
     CHECK(spmd_array_to_host(fixed, fix, sizeof fix)); /* only to print it */
     const int64_t *fs = spmd_array_shape(fixed);
     format_slice(text, sizeof text, fix);
-    printf("process=%d fix unreplicate device=%d shape=(%lld, %lld) bytes_moved=%zu values=%s\n",
-           me, view.device_id, (long long)fs[0], (long long)fs[1], moved, text);
+    fprintf(stderr,
+            "process=%d fix unreplicate device=%d shape=(%lld, %lld) bytes_moved=%zu values=%s\n",
+            me, view.device_id, (long long)fs[0], (long long)fs[1], moved, text);
     CHECK(spmd_unreplicate_to_host(stacked, fix_host, sizeof fix_host));
     format_slice(text, sizeof text, fix_host);
-    printf("process=%d fix unreplicate_to_host host_copy_bytes=%zu values=%s\n", me, slice_bytes,
-           text);
-    printf("process=%d identical=%d\n", me,
-           memcmp(anti, fix, sizeof anti) == 0 && memcmp(anti, fix_host, sizeof anti) == 0);
+    fprintf(stderr, "process=%d fix unreplicate_to_host host_copy_bytes=%zu values=%s\n", me,
+            slice_bytes, text);
+    const int identical =
+        memcmp(anti, fix, sizeof anti) == 0 && memcmp(anti, fix_host, sizeof anti) == 0;
+    fprintf(stderr, "process=%d identical=%d\n", me, identical);
+    /* What each process holds and moves depends on the layout: stderr, above. Process 0's
+     * result goes to stdout, the same in every layout (spmd launch --layouts compares it). */
+    if (me == 0)
+        printf("x[0] = %s, %s by the gather, spmd_unreplicate and spmd_unreplicate_to_host\n", text,
+               identical ? "the same" : "NOT the same");
     fflush(stdout);
 
     spmd_array_destroy(fixed);

@@ -13,13 +13,19 @@ work=${TMPDIR:-/tmp}/guide_$name.$$
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT INT TERM
 
+# Snippets print what is the same in every layout on stdout (spmd launch --layouts compares it)
+# and what depends on the layout (process numbers, messages naming processes) on stderr: the
+# checks read both.
 status=0
 if [ "$procs" -gt 1 ]; then
     "$mpiexec" -n "$procs" -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" \
-        ${SPMD_COLLECTIVE_TIMEOUT:+-x SPMD_COLLECTIVE_TIMEOUT} "$prog" >"$work/out" || status=$?
+        ${SPMD_COLLECTIVE_TIMEOUT:+-x SPMD_COLLECTIVE_TIMEOUT} "$prog" >"$work/stdout" \
+        2>"$work/stderr" || status=$?
 else
-    SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" >"$work/out" || status=$?
+    SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" >"$work/stdout" \
+        2>"$work/stderr" || status=$?
 fi
+cat "$work/stdout" "$work/stderr" >"$work/out"
 cat "$work/out"
 if [ "$status" -ne 0 ]; then
     echo "FAIL: $prog exited with status $status"

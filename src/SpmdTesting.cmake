@@ -19,8 +19,9 @@
 #
 # With COMPARE, <name>_compare runs after the layouts (a ctest fixture) and fails when their
 # outputs differ: `exact`, or `tolerance=<t>`, where numbers may differ by t x max(1, |a|, |b|)
-# and every other word must be equal (`spmd compare`). Print results from one process (process
-# 0): lines of several processes interleave in any order.
+# and every other word must be equal (`spmd compare`). Each saved output is in process order
+# (process 0's lines, then process 1's, ...): print results from process 0, or per device in
+# device order, and what depends on the layout on stderr.
 #
 # Layouts of several processes need a libspmd built with MPI; without it they are left out
 # with a message. SPMD_TESTING_CLI names the spmd CLI (find_package(spmd) sets it).

@@ -11,6 +11,7 @@ BEGIN {
     g = ""
     for (p = 0; p < P; p++)
         g = g " " 10 * p
+    want("seed 1234, total 36") # process 0's, on stdout
     for (p = 0; p < P; p++) {
         want("process " p ": seed 1234, total 36, gathered" g)
         # the local pmap: process p sums 10 p + i over its own L devices, p + 1 times

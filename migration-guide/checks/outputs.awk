@@ -4,6 +4,9 @@
 # step(params) = (1, 2, 3) / 2 + 1 = 1.5 2 2.5, by unreplicate (on the process's first
 # device, nothing copied) and by the replicated P() spelling.
 BEGIN {
+    for (r = 0; r < N; r++) # process 0's, on stdout
+        want("allgather row " r ": " y(r, 0) " " y(r, 1) " " y(r, 2))
+    want("replicated P(): 1.5 2 2.5")
     for (p = 0; p < P; p++) {
         want("process " p ": reading all of y here: " (P == 1 ? "SPMD_OK" : \
                                                         "SPMD_ERR_NOT_ADDRESSABLE"))

@@ -40,11 +40,10 @@ static spmd_status affine(spmd_ctx *ctx, int nin, const spmd_block *in, int nout
 }
 /* [end] */
 
-static void print_rows(const char *how, const float *y, int L)
+static void print_row(const char *how, int k, const float *y)
 {
-    for (int k = 0; k < L; k++)
-        printf("%s: device %d: %g %g %g %g\n", how, spmd_local_device_id(k), y[k * COLS],
-               y[k * COLS + 1], y[k * COLS + 2], y[k * COLS + 3]);
+    printf("%s: device %d: %g %g %g %g\n", how, spmd_local_device_id(k), y[k * COLS],
+           y[k * COLS + 1], y[k * COLS + 2], y[k * COLS + 3]);
 }
 
 int main(void)
@@ -98,11 +97,13 @@ int main(void)
         CHECK(spmd_array_shard_to_host(y, s, &by_shard_map[s * COLS], COLS * sizeof(float)));
     /* [end] */
 
-    print_rows("pmap", by_pmap, L);
-    print_rows("shard_map", by_shard_map, L);
-    printf("process %d: pmap and shard_map results are %s\n", me,
-           memcmp(by_pmap, by_shard_map, (size_t)L * COLS * sizeof(float)) == 0 ? "bit-identical"
-                                                                                : "DIFFERENT");
+    for (int k = 0; k < L; k++) { /* device by device: the same lines in every layout */
+        print_row("pmap", k, by_pmap);
+        print_row("shard_map", k, by_shard_map);
+    }
+    fprintf(stderr, "process %d: pmap and shard_map results are %s\n", me,
+            memcmp(by_pmap, by_shard_map, (size_t)L * COLS * sizeof(float)) == 0 ? "bit-identical"
+                                                                                 : "DIFFERENT");
 
     spmd_array_destroy(y);
     spmd_array_destroy(x);

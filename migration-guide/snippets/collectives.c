@@ -150,12 +150,12 @@ int main(void)
         same &= memcmp(&a[1][k * N * COLS], b[1], (size_t)N * COLS * sizeof(float)) == 0;
     }
     for (int r = 0; r < N; r++) /* shard_map's one copy of the gathered array */
-        printf("all_gather: process %d: row %d: %g %g %g %g\n", me, r, b[1][r * COLS],
-               b[1][r * COLS + 1], b[1][r * COLS + 2], b[1][r * COLS + 3]);
+        fprintf(stderr, "all_gather: process %d: row %d: %g %g %g %g\n", me, r, b[1][r * COLS],
+                b[1][r * COLS + 1], b[1][r * COLS + 2], b[1][r * COLS + 3]);
     same &= memcmp(a[0], b[0], (size_t)L * COLS * sizeof(float)) == 0 &&
             memcmp(a[2], b[2], (size_t)L * COLS * sizeof(float)) == 0;
-    printf("process %d: pmap and shard_map results are %s\n", me,
-           same ? "bit-identical" : "DIFFERENT");
+    fprintf(stderr, "process %d: pmap and shard_map results are %s\n", me,
+            same ? "bit-identical" : "DIFFERENT");
 
     for (int j = 0; j < 3; j++) {
         spmd_array_destroy(res[j]);

@@ -43,13 +43,13 @@ static void describe(const char *what, const spmd_array *a)
     CHECK(spmd_sharding_format(spmd_array_sharding(a), text, sizeof text));
     const int64_t *s = spmd_array_shape(a);
     if (spmd_array_ndim(a) == 2)
-        printf("process %d: %s: (%lld, %lld), %s, fully replicated: %s\n", spmd_process_index(),
-               what, (long long)s[0], (long long)s[1], text,
-               spmd_sharding_is_fully_replicated(spmd_array_sharding(a)) ? "yes" : "no");
+        fprintf(stderr, "process %d: %s: (%lld, %lld), %s, fully replicated: %s\n",
+                spmd_process_index(), what, (long long)s[0], (long long)s[1], text,
+                spmd_sharding_is_fully_replicated(spmd_array_sharding(a)) ? "yes" : "no");
     else
-        printf("process %d: %s: (%lld,), %s, fully replicated: %s\n", spmd_process_index(), what,
-               (long long)s[0], text,
-               spmd_sharding_is_fully_replicated(spmd_array_sharding(a)) ? "yes" : "no");
+        fprintf(stderr, "process %d: %s: (%lld,), %s, fully replicated: %s\n", spmd_process_index(),
+                what, (long long)s[0], text,
+                spmd_sharding_is_fully_replicated(spmd_array_sharding(a)) ? "yes" : "no");
 }
 
 int main(void)
@@ -100,8 +100,8 @@ int main(void)
     describe("from_callback", a2);
     describe("device_put_replicated", b);
     describe("device_put P()", b2);
-    printf("process %d: device_put_replicated marks stacked replicas: %s\n", spmd_process_index(),
-           spmd_array_has_stacked_replicas(b) ? "yes" : "no");
+    fprintf(stderr, "process %d: device_put_replicated marks stacked replicas: %s\n",
+            spmd_process_index(), spmd_array_has_stacked_replicas(b) ? "yes" : "no");
     for (int s = 0; s < spmd_array_num_shards(a); s++) {
         spmd_shard sa;
         float va[COLS], va2[COLS], vb[COLS], vb2[COLS];

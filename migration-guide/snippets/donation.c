@@ -97,7 +97,7 @@ int main(void)
     float again[MAX_LOCAL * COLS];
     spmd_status st = spmd_array_to_host(x, again, sizeof again); /* x was given away */
     if (me == 0)
-        printf("%s: %s\n", spmd_status_name(st), spmd_last_error());
+        fprintf(stderr, "%s: %s\n", spmd_status_name(st), spmd_last_error());
     spmd_array_destroy(x); /* the handle itself is still the caller's to destroy */
     /* [end] */
 
@@ -131,8 +131,8 @@ int main(void)
         printf("device %d: %g %g %g %g | %g %g %g %g\n", local_ids[k], y1[k * COLS],
                y1[k * COLS + 1], y1[k * COLS + 2], y1[k * COLS + 3], y2[k * COLS], y2[k * COLS + 1],
                y2[k * COLS + 2], y2[k * COLS + 3]);
-    printf("process %d: pmap and shard_map results are %s\n", me,
-           memcmp(y1, y2, (size_t)L * COLS * sizeof(float)) == 0 ? "bit-identical" : "DIFFERENT");
+    fprintf(stderr, "process %d: pmap and shard_map results are %s\n", me,
+            memcmp(y1, y2, (size_t)L * COLS * sizeof(float)) == 0 ? "bit-identical" : "DIFFERENT");
 
     spmd_array_destroy(y);
     spmd_sharding_destroy(by_rows);

@@ -25,9 +25,9 @@
 /* The name of the status, and (on process 0) the message: what was wrong, what to do. */
 static void report(const char *what, spmd_status st)
 {
-    printf("process %d: %s: %s\n", spmd_process_index(), what, spmd_status_name(st));
+    fprintf(stderr, "process %d: %s: %s\n", spmd_process_index(), what, spmd_status_name(st));
     if (st != SPMD_OK && spmd_process_index() == 0)
-        printf("%s: %s\n", spmd_status_name(st), spmd_last_error());
+        fprintf(stderr, "%s: %s\n", spmd_status_name(st), spmd_last_error());
 }
 /* [end] */
 

@@ -97,8 +97,8 @@ int main(void)
         CHECK(spmd_array_shard_to_host(gy, s, &y2[s], sizeof(float)));
     for (int k = 0; k < L; k++)
         printf("device %d: %g\n", local_ids[k], y1[k]);
-    printf("process %d: grouped psum and 2-D mesh psum are %s\n", me,
-           memcmp(y1, y2, (size_t)L * sizeof(float)) == 0 ? "bit-identical" : "DIFFERENT");
+    fprintf(stderr, "process %d: grouped psum and 2-D mesh psum are %s\n", me,
+            memcmp(y1, y2, (size_t)L * sizeof(float)) == 0 ? "bit-identical" : "DIFFERENT");
 
     spmd_array_destroy(gx);
     spmd_array_destroy(gy);

@@ -88,19 +88,21 @@ int main(void)
     /* [end] */
 
     const int64_t *g = spmd_array_shape(x), *g2 = spmd_array_shape(x2);
-    printf("process %d: local (%d, %d) -> global (%lld, %lld) and (%lld, %lld); shares the "
-           "local buffers: %s\n",
-           me, R, COLS, (long long)g[0], (long long)g[1], (long long)g2[0], (long long)g2[1],
-           first_buffer(x2) == first_buffer(x_local) ? "yes" : "no");
+    fprintf(stderr,
+            "process %d: local (%d, %d) -> global (%lld, %lld) and (%lld, %lld); shares the "
+            "local buffers: %s\n",
+            me, R, COLS, (long long)g[0], (long long)g[1], (long long)g2[0], (long long)g2[1],
+            first_buffer(x2) == first_buffer(x_local) ? "yes" : "no");
     for (int s = 0; s < spmd_array_num_shards(x); s++) {
         spmd_shard shard;
         float v[2], v2[2];
         CHECK(spmd_array_shard(x, s, &shard));
         CHECK(spmd_array_shard_to_host(x, s, v, sizeof v));
         CHECK(spmd_array_shard_to_host(x2, s, v2, sizeof v2));
-        printf("device %d holds x[%lld:%lld, %lld]: %g %g | %g %g\n", shard.device_id,
-               (long long)shard.index.start[0], (long long)shard.index.stop[0],
-               (long long)shard.index.start[1], v[0], v[1], v2[0], v2[1]);
+        /* stderr: stdout keeps one line per device (the row sums below), in device order */
+        fprintf(stderr, "device %d holds x[%lld:%lld, %lld]: %g %g | %g %g\n", shard.device_id,
+                (long long)shard.index.start[0], (long long)shard.index.stop[0],
+                (long long)shard.index.start[1], v[0], v[1], v2[0], v2[1]);
     }
 
     /* [snippet:reshard] */
@@ -117,7 +119,7 @@ int main(void)
     spmd_status st =
         spmd_shard_map(mesh, row_sums, NULL, 1, &x, in_specs, 1, &out, out_specs, NULL, &sums);
     if (me == 0)
-        printf("%s: %s\n", spmd_status_name(st), spmd_last_error());
+        fprintf(stderr, "%s: %s\n", spmd_status_name(st), spmd_last_error());
 
     /* Say where it should be (jax.device_put(x, NamedSharding(mesh, P('x', None)))): */
     spmd_reshard_stats stats;
@@ -129,8 +131,8 @@ int main(void)
                          &sums));
     /* [end] */
 
-    printf("process %d: reshard sent %llu bytes to other processes\n", me,
-           (unsigned long long)stats.bytes_sent);
+    fprintf(stderr, "process %d: reshard sent %llu bytes to other processes\n", me,
+            (unsigned long long)stats.bytes_sent);
     for (int s = 0; s < spmd_array_num_shards(sums); s++) {
         spmd_shard shard;
         float v[2];

@@ -78,8 +78,6 @@ int main(void)
                     &seen_local));
     int32_t seen[N * 4];
     CHECK(spmd_array_to_host(seen_local, seen, sizeof seen));
-    for (int k = 0; k < L; k++)
-        print_seen("pmap", local_ids[k], &seen[4 * k]);
 
     /* shard_map: the global (8, 4) array on a mesh axis 'i', rows split by P('i'). */
     const int mesh_shape[1] = {N};
@@ -95,12 +93,10 @@ int main(void)
     const spmd_out_desc global = {2, {N, 4}, SPMD_DTYPE_I32}; /* the whole output */
     CHECK(
         spmd_shard_map(mesh, describe, NULL, 1, &xg, specs, 1, &global, specs, NULL, &seen_global));
-    for (int s = 0; s < spmd_array_num_shards(seen_global); s++) {
-        spmd_shard shard;
-        CHECK(spmd_array_shard(seen_global, s, &shard));
-        CHECK(spmd_array_shard_to_host(seen_global, s, seen, sizeof seen));
-        print_seen("shard_map", shard.device_id, seen);
-    }
+    int32_t seen_by_shard_map[N * 4]; /* this process's devices' rows, in local order */
+    for (int s = 0; s < spmd_array_num_shards(seen_global); s++)
+        CHECK(spmd_array_shard_to_host(seen_global, s, &seen_by_shard_map[4 * s],
+                                       4 * sizeof(int32_t)));
 
     /* A 2-D mesh: which box of the (8, 4) array each device holds under P('i', 'j'). */
     const int grid[2] = {4, 2};
@@ -111,9 +107,11 @@ int main(void)
     CHECK(spmd_sharding_create_parse(mesh2, "'i', 'j'", &blocks));
     char text[256];
     CHECK(spmd_sharding_format(blocks, text, sizeof text));
-    printf("process %d: %s\n", spmd_process_index(), text);
-    for (int k = 0; k < L; k++) {
+    fprintf(stderr, "process %d: %s\n", spmd_process_index(), text);
+    for (int k = 0; k < L; k++) { /* device by device: the same lines in every layout */
         spmd_box box;
+        print_seen("pmap", local_ids[k], &seen[4 * k]);
+        print_seen("shard_map", local_ids[k], &seen_by_shard_map[4 * k]);
         CHECK(spmd_sharding_device_box(blocks, 2, shape, local_ids[k], &box));
         printf("device %d holds x[%lld:%lld, %lld:%lld]\n", local_ids[k], (long long)box.start[0],
                (long long)box.stop[0], (long long)box.start[1], (long long)box.stop[1]);

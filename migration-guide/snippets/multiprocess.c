@@ -92,9 +92,9 @@ static spmd_status disagree(spmd_ctx *ctx, int nin, const spmd_block *in, int no
 /* Prints the status every process got; process 0 prints the message too. */
 static void report(const char *what, spmd_status st)
 {
-    printf("process %d: %s: %s\n", spmd_process_index(), what, spmd_status_name(st));
+    fprintf(stderr, "process %d: %s: %s\n", spmd_process_index(), what, spmd_status_name(st));
     if (st != SPMD_OK && spmd_process_index() == 0)
-        printf("%s: %s\n", spmd_status_name(st), spmd_last_error());
+        fprintf(stderr, "%s: %s\n", spmd_status_name(st), spmd_last_error());
 }
 
 /* Real programs stop at such an error. These go on to the next demonstration, so the processes
@@ -180,10 +180,14 @@ int main(void)
 
     float sum = 0;
     CHECK(spmd_array_to_host(total, &sum, sizeof sum));
-    printf("process %d: seed %d, total %g, gathered", me, (int)seed, sum);
-    for (int p = 0; p < P; p++)
-        printf(" %g", every[p]);
-    printf("\n");
+    char line[1024]; /* one write per line: lines stay whole */
+    int len =
+        snprintf(line, sizeof line, "process %d: seed %d, total %g, gathered", me, (int)seed, sum);
+    for (int p = 0; p < P && len < (int)sizeof line; p++)
+        len += snprintf(line + len, sizeof line - (size_t)len, " %g", every[p]);
+    fprintf(stderr, "%s\n", line);
+    if (me == 0) /* the same on every process, in every layout */
+        printf("seed %d, total %g\n", (int)seed, sum);
     fflush(stdout);
 
     /* [snippet:local_pmap] */
@@ -212,11 +216,11 @@ int main(void)
 
     float got[64];
     CHECK(spmd_array_to_host(sums, got, sizeof got));
-    printf("process %d: local pmap over %d devices, %d call(s): sums", me, L, me + 1);
-    for (int i = 0; i < L; i++)
-        printf(" %g", got[i]);
-    printf("\n");
-    fflush(stdout);
+    len = snprintf(line, sizeof line, "process %d: local pmap over %d devices, %d call(s): sums",
+                   me, L, me + 1);
+    for (int i = 0; i < L && len < (int)sizeof line; i++)
+        len += snprintf(line + len, sizeof line - (size_t)len, " %g", got[i]);
+    fprintf(stderr, "%s\n", line);
     spmd_array_destroy(sums);
     spmd_array_destroy(x);
     spmd_sharding_destroy(by_device);

@@ -65,9 +65,9 @@ int main(void)
     /* np.asarray(y) works when this process holds every block of y: one process, or a
      * replicated y. Under mpirun this process holds only its rows: */
     spmd_status st = spmd_array_to_host(y, all, sizeof all);
-    printf("process %d: reading all of y here: %s\n", me, spmd_status_name(st));
+    fprintf(stderr, "process %d: reading all of y here: %s\n", me, spmd_status_name(st));
     if (st != SPMD_OK && me == 0)
-        printf("%s: %s\n", spmd_status_name(st), spmd_last_error());
+        fprintf(stderr, "%s: %s\n", spmd_status_name(st), spmd_last_error());
 
     /* The whole value on every process: a collective, called by all of them. */
     CHECK(spmd_process_allgather(y, 1, all, sizeof all)); /* tiled: (N, 3) */
@@ -76,14 +76,18 @@ int main(void)
     spmd_array *y_local = NULL;
     CHECK(spmd_global_to_host_local(y, mesh, rows_spec[0], &y_local));
     /* [end] */
-    for (int r = 0; r < N; r++)
-        printf("process %d: allgather row %d: %g %g %g\n", me, r, all[r * COLS], all[r * COLS + 1],
-               all[r * COLS + 2]);
+    for (int r = 0; r < N; r++) {
+        fprintf(stderr, "process %d: allgather row %d: %g %g %g\n", me, r, all[r * COLS],
+                all[r * COLS + 1], all[r * COLS + 2]);
+        if (me == 0) /* the same in every layout: stdout */
+            printf("allgather row %d: %g %g %g\n", r, all[r * COLS], all[r * COLS + 1],
+                   all[r * COLS + 2]);
+    }
     const int64_t *ls = spmd_array_shape(y_local);
     float mine[MAX_DEVICES * COLS];
     CHECK(spmd_array_to_host(y_local, mine, sizeof mine));
-    printf("process %d: host-local part (%lld, %lld), first row %g %g %g\n", me, (long long)ls[0],
-           (long long)ls[1], mine[0], mine[1], mine[2]);
+    fprintf(stderr, "process %d: host-local part (%lld, %lld), first row %g %g %g\n", me,
+            (long long)ls[0], (long long)ls[1], mine[0], mine[1], mine[2]);
 
     /* [snippet:unreplicate] */
     /* Legacy: state = jax.device_put_replicated(params, jax.local_devices())
@@ -111,9 +115,11 @@ int main(void)
     float u[COLS], v[COLS];
     CHECK(spmd_array_to_host(first, u, sizeof u));
     CHECK(spmd_array_to_host(p2, v, sizeof v)); /* replicated: readable on every process */
-    printf("process %d: unreplicate: %g %g %g on device %d, copied: %s\n", me, u[0], u[1], u[2],
-           b.device_id, a.data == b.data ? "no" : "yes");
-    printf("process %d: replicated P(): %g %g %g\n", me, v[0], v[1], v[2]);
+    fprintf(stderr, "process %d: unreplicate: %g %g %g on device %d, copied: %s\n", me, u[0], u[1],
+            u[2], b.device_id, a.data == b.data ? "no" : "yes");
+    fprintf(stderr, "process %d: replicated P(): %g %g %g\n", me, v[0], v[1], v[2]);
+    if (me == 0)
+        printf("replicated P(): %g %g %g\n", v[0], v[1], v[2]);
 
     spmd_array_destroy(p2);
     spmd_array_destroy(p);

@@ -121,11 +121,11 @@ int main(void)
         printf("psum over j: device %d: %g %g %g %g | %g %g %g %g\n", local_ids[d], u[0], u[1],
                u[2], u[3], v[0], v[1], v[2], v[3]);
     }
-    printf("psum over i,j: process %d: %g %g %g %g | %g %g %g %g\n", me, t1[0], t1[1], t1[2], t1[3],
-           t2[0], t2[1], t2[2], t2[3]);
+    fprintf(stderr, "psum over i,j: process %d: %g %g %g %g | %g %g %g %g\n", me, t1[0], t1[1],
+            t1[2], t1[3], t2[0], t2[1], t2[2], t2[3]);
     int same = memcmp(a1, a2, (size_t)L * K * sizeof(float)) == 0 && memcmp(t1, t2, sizeof t1) == 0;
-    printf("process %d: pmap and shard_map results are %s\n", me,
-           same ? "bit-identical" : "DIFFERENT");
+    fprintf(stderr, "process %d: pmap and shard_map results are %s\n", me,
+            same ? "bit-identical" : "DIFFERENT");
 
     for (int j = 0; j < 2; j++) {
         spmd_array_destroy(res[j]);

@@ -123,12 +123,12 @@ int main(void)
         printf("y: device %d: %g %g %g %g | %g %g %g %g\n", local_ids[k], y1[k * COLS],
                y1[k * COLS + 1], y1[k * COLS + 2], y1[k * COLS + 3], y2[k * COLS], y2[k * COLS + 1],
                y2[k * COLS + 2], y2[k * COLS + 3]);
-    printf("total: process %d: %g %g %g %g | %g %g %g %g\n", me, total1[0], total1[1], total1[2],
-           total1[3], total2[0], total2[1], total2[2], total2[3]);
+    fprintf(stderr, "total: process %d: %g %g %g %g | %g %g %g %g\n", me, total1[0], total1[1],
+            total1[2], total1[3], total2[0], total2[1], total2[2], total2[3]);
     int same = memcmp(y1, y2, (size_t)L * COLS * sizeof(float)) == 0 &&
                memcmp(total1, total2, sizeof total1) == 0;
-    printf("process %d: pmap and shard_map results are %s\n", me,
-           same ? "bit-identical" : "DIFFERENT");
+    fprintf(stderr, "process %d: pmap and shard_map results are %s\n", me,
+            same ? "bit-identical" : "DIFFERENT");
 
     for (int j = 0; j < 2; j++) {
         spmd_array_destroy(res[j]);

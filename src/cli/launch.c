@@ -23,6 +23,12 @@
 #ifndef SPMD_LAUNCH_MPIEXEC
 #define SPMD_LAUNCH_MPIEXEC ""
 #endif
+/* The mpiexec option that prefixes each line of output with its process ("--tag-output" for
+ * Open MPI, "-prepend-rank" for MPICH's hydra; "" when unknown): captured outputs are put in
+ * process order with it. */
+#ifndef SPMD_LAUNCH_TAG_OPTION
+#define SPMD_LAUNCH_TAG_OPTION ""
+#endif
 
 #define MAX_LAYOUTS 16
 
@@ -111,8 +117,93 @@ static int append(char **buf, size_t *len, size_t *cap, const char *data, size_t
     return 0;
 }
 
-/* Runs prog as lay, its stdout shown and, when `captured` is given, kept there (malloc'd).
- * Returns the program's exit status, or -1 when it could not start (said why). */
+/* The process a tagged line comes from, and where its text starts: Open MPI's
+ * "[1,3]<stdout>:text" or hydra's "[3] text". -1 for a line without a tag. */
+static int line_process(const char *line, size_t len, size_t *text)
+{
+    if (len < 3 || line[0] != '[')
+        return -1;
+    size_t i = 1;
+    long first = 0, second = -1;
+    while (i < len && line[i] >= '0' && line[i] <= '9' && first < 1 << 24)
+        first = first * 10 + (line[i++] - '0');
+    if (i < len && line[i] == ',') {
+        second = 0;
+        for (i++; i < len && line[i] >= '0' && line[i] <= '9' && second < 1 << 24; i++)
+            second = second * 10 + (line[i] - '0');
+    }
+    if (i >= len || line[i] != ']')
+        return -1;
+    i++;
+    if (second >= 0) { /* Open MPI: "<stdout>:" follows */
+        static const char stream[] = "<stdout>:";
+        size_t n = sizeof stream - 1;
+        if (len - i < n || memcmp(line + i, stream, n) != 0)
+            return -1;
+        *text = i + n;
+        return (int)second;
+    }
+    if (i < len && line[i] == ' ')
+        i++;
+    *text = i;
+    return (int)first;
+}
+
+/*
+ * The output of a run of `processes` processes with tagged lines, each process's lines
+ * together, in process order (process 0's first), untagged: mpiexec interleaves the processes'
+ * lines in whatever order they come, but a program that prints what each process holds, in
+ * device order, or its results from process 0 alone, then reads the same in every layout.
+ * Lines without a tag come first. NULL without memory.
+ */
+static char *in_process_order(const char *raw, int processes)
+{
+    size_t total = strlen(raw);
+    char *out = malloc(total + 2); /* a newline added to a last line without one */
+    if (!out)
+        return NULL;
+    size_t at = 0;
+    for (int p = -1; p < processes; p++) {
+        for (const char *line = raw; *line;) {
+            const char *end = strchr(line, '\n');
+            size_t len = end ? (size_t)(end - line) : strlen(line), text = 0;
+            int from = line_process(line, len, &text);
+            if (from >= processes)
+                from = -1;
+            if (from == p) {
+                memcpy(out + at, line + text, len - text);
+                at += len - text;
+                out[at++] = '\n';
+            }
+            line = end ? end + 1 : line + len;
+        }
+    }
+    out[at] = '\0';
+    return out;
+}
+
+/* Shows the whole lines of buf[from, len) (and a last partial one when `all`), without their
+ * process tags, as they come; returns where the next line starts. */
+static size_t show_lines(const char *buf, size_t from, size_t len, int all)
+{
+    while (from < len) {
+        const char *end = memchr(buf + from, '\n', len - from);
+        if (!end && !all)
+            break;
+        size_t n = end ? (size_t)(end - (buf + from)) : len - from, text = 0;
+        if (line_process(buf + from, n, &text) < 0)
+            text = 0;
+        fwrite(buf + from + text, 1, n - text, stdout);
+        fputc('\n', stdout);
+        from += n + (end != NULL);
+    }
+    fflush(stdout);
+    return from;
+}
+
+/* Runs prog as lay, its stdout shown and, when `captured` is given, kept there (malloc'd; in
+ * process order, in_process_order). Returns the program's exit status, or -1 when it could not
+ * start (said why). */
 static int run_layout(const layout *lay, char **prog, char **captured)
 {
     int mpi = strcmp(SPMD_LAUNCH_MPIEXEC, "") != 0;
@@ -126,7 +217,7 @@ static int run_layout(const layout *lay, char **prog, char **captured)
     int argc = 0;
     while (prog[argc])
         argc++;
-    char **argv = calloc((size_t)argc + 4, sizeof *argv);
+    char **argv = calloc((size_t)argc + 5, sizeof *argv);
     char count[16];
     if (!argv) {
         cli_failure("launch", "out of memory");
@@ -138,6 +229,8 @@ static int run_layout(const layout *lay, char **prog, char **captured)
         argv[k++] = SPMD_LAUNCH_MPIEXEC;
         argv[k++] = "-n";
         argv[k++] = count;
+        if (captured && SPMD_LAUNCH_TAG_OPTION[0])
+            argv[k++] = SPMD_LAUNCH_TAG_OPTION;
     }
     for (int i = 0; i < argc; i++)
         argv[k++] = prog[i];
@@ -169,7 +262,7 @@ static int run_layout(const layout *lay, char **prog, char **captured)
     int failed_memory = 0;
     if (captured) {
         close(pipe_fd[1]);
-        size_t len = 0, cap = 0;
+        size_t len = 0, cap = 0, shown = 0;
         *captured = NULL;
         char chunk[65536];
         for (;;) {
@@ -178,14 +271,25 @@ static int run_layout(const layout *lay, char **prog, char **captured)
                 continue;
             if (got <= 0)
                 break;
-            fwrite(chunk, 1, (size_t)got, stdout);
-            if (append(captured, &len, &cap, chunk, (size_t)got) != 0)
+            if (append(captured, &len, &cap, chunk, (size_t)got) != 0) {
                 failed_memory = 1;
+                fwrite(chunk, 1, (size_t)got, stdout);
+                continue;
+            }
+            shown = show_lines(*captured, shown, len, 0);
         }
+        if (*captured)
+            show_lines(*captured, shown, len, 1);
         fflush(stdout);
         close(pipe_fd[0]);
         if (!*captured && !failed_memory)
             *captured = calloc(1, 1);
+        if (*captured && mpi && SPMD_LAUNCH_TAG_OPTION[0]) {
+            char *ordered = in_process_order(*captured, lay->processes);
+            free(*captured);
+            *captured = ordered;
+            failed_memory |= !ordered;
+        }
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

@@ -38,6 +38,11 @@ if [ "$mpi" = 1 ]; then
     grep -q '"processes 1 devices 4" against "processes 2 devices 4"' "$work/err" \
         || report "the lines are not shown"
     expect 3 "a failing layout" -- "$spmd" launch --layouts 1x2,2x1 -- "$probe" exit 3
+    # each process's lines together, in process order: per-device lines read alike
+    expect 0 "per-device lines in process order" -- "$spmd" launch --layouts 1x4,2x2,4x1 -- "$probe" devices
+    expect 0 "--output in process order" -- "$spmd" launch -n 4 -d 1 --output "$work/ordered" -- "$probe" devices
+    printf 'device 0 of 4\ndevice 1 of 4\ndevice 2 of 4\ndevice 3 of 4\n' | cmp -s - "$work/ordered" ||
+        report "--output is not in process order, untagged: $(cat "$work/ordered")"
 else
     expect 1 "a layout that needs MPI" -- "$spmd" launch --layouts 1x2,2x1 -- "$probe" sum
 fi

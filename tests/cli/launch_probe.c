@@ -3,6 +3,9 @@
  *                        device: the same in every layout
  *   launch_probe layout  process 0 prints the numbers of processes and devices: differs
  *                        between layouts
+ *   launch_probe devices every process prints a line per local device, in device order, and
+ *                        one with its process number on stderr: in process order, the same in
+ *                        every layout
  *   launch_probe exit K  the last process exits with status K, the others with 0 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,10 @@ int main(int argc, char **argv)
     int code = 0;
     if (strcmp(mode, "exit") == 0) {
         code = me == procs - 1 && argc > 2 ? atoi(argv[2]) : 0;
+    } else if (strcmp(mode, "devices") == 0) {
+        for (int i = 0; i < spmd_local_device_count(); i++)
+            printf("device %d of %d\n", spmd_local_device_id(i), n);
+        fprintf(stderr, "process %d of %d\n", me, procs);
     } else if (strcmp(mode, "layout") == 0) {
         if (me == 0)
             printf("processes %d devices %d\n", procs, n);

@@ -10,11 +10,16 @@
 # for P(), and arange(16).reshape(8, 2) for P('x', 'y') with 4 processes x 2 devices.
 set -eu
 procs=$1 per=$2 prog=$3 mpiexec=${4:-}
+# the "case=NAME process=" lines come on stderr, process 0's verdicts on stdout: both are read,
+# each line tagged with its process
 if [ "$procs" -gt 1 ]; then
-    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog")
+    all=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" 2>&1)
 else
-    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" | sed 's/^/[1,0]<stdout>:/')
+    all=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" 2>&1 | sed 's/^/[1,0]<stdout>:/')
 fi
+all=$(printf '%s\n' "$all" | sed 's/^\(\[1,[0-9]*\]\)<stderr>:/\1<stdout>:/')
+out=$(printf '%s\n' "$all" | grep 'case=[a-z_]* process=' || true)
+verdicts=$(printf '%s\n' "$all" | grep 'case=[a-z_]* spec=' || true)
 
 want=$(awk -v P="$procs" -v L="$per" '
 function gcd(a, b) { return b ? gcd(b, a % b) : a }
@@ -133,5 +138,12 @@ if [ "$procs" -eq 4 ] && [ "$per" -eq 2 ]; then
         fail=1
     fi
 fi
+# process 0's verdicts, one per case: the round trip gave back its data
+cases=$(printf '%s\n' "$out" | sed -n 's/^.*case=\([a-z_]*\) process=.*/\1/p' | sort -u | wc -l)
+good=$(printf '%s\n' "$verdicts" | grep -c '^\[1,0\]<stdout>:case=[a-z_]* spec=.* round trip host-local -> global -> host-local: the same data$' || true)
+if [ "$good" -ne "$cases" ] || [ "$(printf '%s\n' "$verdicts" | grep -c .)" -ne "$cases" ]; then
+    printf 'expected %d verdicts "the same data" from process 0, got:\n%s\n' "$cases" "$verdicts"
+    fail=1
+fi
 [ "$fail" -eq 0 ] || exit 1
-printf '%s\n' "$out"
+printf '%s\n' "$all"

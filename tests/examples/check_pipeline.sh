@@ -7,16 +7,19 @@
 #  - every row of y printed exactly once (within 1e-5), by the process owning the stage-2 device
 #    that holds it (device n/2 + q holds rows q*8/(n/2).. of each microbatch, P('batch', None));
 #  - each stage-2 process prints each microbatch's sum(y) and the total; stage-1-only processes
-#    print neither;
+#    print neither; the process of device n/2 alone prints them as "result" lines (stdout);
 #  - each process reports, per microbatch, the reshard bytes it sent to and received from other
 #    processes: 4 bytes per element of h (8 x 16, columns split over devices [0, n/2)) whose
 #    stage-1 owner and stage-2 owner are different processes (all 0 in one process).
 set -eu
 procs=$1 per=$2 prog=$3 mpiexec=${4:-}
+# stdout (the results, from the process of device n/2) and stderr (the rest), each line tagged
+# with its process
 if [ "$procs" -gt 1 ]; then
-    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog")
+    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" 2>&1)
+    out=$(printf '%s\n' "$out" | sed 's/^\(\[1,[0-9]*\]\)<stderr>:/\1<stdout>:/')
 else
-    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" | sed 's/^/[1,0]<stdout>:/')
+    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" 2>&1 | sed 's/^/[1,0]<stdout>:/')
 fi
 if ! printf '%s\n' "$out" | awk -v procs="$procs" -v per="$per" '
 function fail(msg) { print "check_pipeline: " msg; bad = 1; exit 1 }
@@ -66,6 +69,18 @@ BEGIN {
     p = substr($0, 4, RLENGTH - 13) + 0
     line = substr($0, RLENGTH + 1)
     $0 = line
+    if (line ~ /^result /) { # the results, from the process of device n/2 alone
+        if (p != int(s / per)) fail("process " p " is not the process of device " s ": " line)
+        if (line ~ /^result total=/) {
+            if (results_total++ || !close_to(field("total"), total, 1e-5))
+                fail("expected one \"result total=" total "\": " line)
+        } else {
+            m = field("mb") + 0
+            if (results[m]++ || !close_to(field("sum"), mbsum[m], 1e-5))
+                fail("microbatch " m ": expected one \"result mb=" m " sum=" mbsum[m] "\": " line)
+        }
+        next
+    }
     if (NF > 0 && field("process") + 0 != p)
         fail("process " p " printed another process number: " line)
 }
@@ -112,6 +127,9 @@ END {
     if (bad) exit 1
     for (i = 0; i < BATCH; i++)
         if (!seen[i]) fail("row " i " of the output is missing")
+    if (results_total != 1) fail("no \"result total=\" line")
+    for (m = 0; m < NMB; m++)
+        if (results[m] != 1) fail("no \"result mb=" m "\" line")
     for (q = 0; q < procs; q++) {
         if (stage2[q] && totals[q] != 1) fail("process " q " printed no total")
         for (m = 0; m < NMB; m++) {

@@ -10,10 +10,12 @@
 # vector that its devices need and another process holds).
 set -eu
 procs=$1 per=$2 prog=$3 mpiexec=${4:-}
+# stdout (process 0's results) and stderr (the rest), each line tagged with its process
 if [ "$procs" -gt 1 ]; then
-    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog")
+    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" 2>&1)
+    out=$(printf '%s\n' "$out" | sed 's/^\(\[1,[0-9]*\]\)<stderr>:/\1<stdout>:/')
 else
-    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" | sed 's/^/[1,0]<stdout>:/')
+    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" 2>&1 | sed 's/^/[1,0]<stdout>:/')
 fi
 
 want=$(awk -v P="$procs" -v L="$per" '
@@ -61,8 +63,9 @@ BEGIN {
         for (d = p * L; d < p * L + L; d++)
             line(p, "step=x_to_all device=" d " index=[" d ":" d + 1 ",0:3] values=[" row(d) "]")
     }
+    printf "[1,0]<stdout>:column sums of x [%s], total %s\n", sums, total
 }' | sort)
-got=$(printf '%s\n' "$out" | grep 'process=' | sort || true)
+got=$(printf '%s\n' "$out" | grep 'process=\|column sums' | sort || true)
 if [ "$got" != "$want" ]; then
     printf 'subset_mesh output differs from the reference.\n--- expected\n%s\n--- got\n%s\n' \
         "$want" "$got"

@@ -9,10 +9,12 @@
 # the process's first device; every way gives w.
 set -eu
 procs=$1 per=$2 prog=$3 mpiexec=${4:-}
+# stdout (process 0's result) and stderr (the rest), each line tagged with its process
 if [ "$procs" -gt 1 ]; then
-    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog")
+    out=$("$mpiexec" -n "$procs" --tag-output -x SPMD_NUM_CPU_DEVICES="$per" -x SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" 2>&1)
+    out=$(printf '%s\n' "$out" | sed 's/^\(\[1,[0-9]*\]\)<stderr>:/\1<stdout>:/')
 else
-    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" | sed 's/^/[1,0]<stdout>:/')
+    out=$(SPMD_NUM_CPU_DEVICES="$per" SPMD_CUDA_DEVICES_PER_GPU="$per" "$prog" 2>&1 | sed 's/^/[1,0]<stdout>:/')
 fi
 
 want=$(awk -v P="$procs" -v L="$per" '
@@ -35,8 +37,9 @@ BEGIN {
         line(p, "fix unreplicate_to_host host_copy_bytes=" S " values=" w)
         line(p, "identical=1")
     }
+    printf "[1,0]<stdout>:x[0] = %s, the same by the gather, spmd_unreplicate and spmd_unreplicate_to_host\n", w
 }' | sort)
-got=$(printf '%s\n' "$out" | grep 'process=' | sort || true)
+got=$(printf '%s\n' "$out" | grep 'process=\|x\[0\] = ' | sort || true)
 if [ "$got" != "$want" ]; then
     printf 'unreplicate output differs from the reference.\n--- expected\n%s\n--- got\n%s\n' \
         "$want" "$got"
