@@ -182,6 +182,10 @@ typedef struct spmd__tree_inputs {
        runs one after another, in place of acc (a many-block reduction, packed by MPI only) */
     int nruns;
     const spmd__piece_run *runs;
+    /* > 0 (with a block, split, no runs): a reduce-scatter; the rank of vrank v needs only
+       acc[v * scatter, (v + 1) * scatter), which alone is then written (the rest of acc is left
+       as the reduction found it) */
+    size_t scatter;
     /* block 0: this rank's positions, ascending, and their inputs (accumulator dtype) */
     int count;
     const int *positions;

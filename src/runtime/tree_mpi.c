@@ -405,6 +405,73 @@ static spmd_status swap_ranges(tree_run *r, int peer, char *acc, size_t sa, size
     return st;
 }
 
+/* In p2 space (a non-extra rank's index i), the region rank i holds once the halving ends, and
+ * the index holding element x: the halving's splits, replayed. */
+static void halved_region(const spmd__tree *t, int i, size_t first, size_t end, size_t *a,
+                          size_t *b)
+{
+    *a = first, *b = end;
+    for (int k = 0; k < t->levels; k++) {
+        size_t mid = *a + (*b - *a) / 2;
+        if ((i >> k) & 1)
+            *a = mid;
+        else
+            *b = mid;
+    }
+}
+
+static int holder_of(const spmd__tree *t, size_t x, size_t first, size_t end)
+{
+    size_t a = first, b = end;
+    int i = 0;
+    for (int k = 0; k < t->levels; k++) {
+        size_t mid = a + (b - a) / 2;
+        if (x >= mid) {
+            i |= 1 << k;
+            a = mid;
+        } else {
+            b = mid;
+        }
+    }
+    return i;
+}
+
+/*
+ * The end of a reduce-scatter (in->scatter): rank i holds the sums of the region the halving
+ * left it, and the rank of vrank v needs [v * W, (v + 1) * W). Each region meets a few such
+ * ranges and each range a few regions (their sizes differ by less than 2x), so a rank sends and
+ * receives a few messages, computed from the splits alone.
+ */
+static spmd_status scatter_regions(tree_run *r, char *acc, int i, size_t first, size_t end)
+{
+    const spmd__tree_inputs *in = r->in;
+    spmd__tree t = spmd__tree_of(r->c->size);
+    size_t W = in->scatter, a = 0, b = 0;
+    int me = r->c->rank;
+    if (i >= 0) { /* what this rank holds goes to the ranks that need it */
+        halved_region(&t, i, first, end, &a, &b);
+        for (size_t x = a; x < b;) {
+            size_t v = x / W, stop = (v + 1) * W < b ? (v + 1) * W : b;
+            int peer = in->rank_of_vrank[v];
+            if (peer != me)
+                SPMD_CHECK(swap_ranges(r, peer, acc, x, stop, 0, 0, NULL));
+            x = stop;
+        }
+    }
+    size_t lo = (size_t)in->my_vrank * W, hi = lo + W;
+    for (size_t x = lo; x < hi;) { /* and what it needs arrives from the ranks that hold it */
+        int j = holder_of(&t, x, first, end);
+        size_t ja, jb;
+        halved_region(&t, j, first, end, &ja, &jb);
+        size_t stop = jb < hi ? jb : hi;
+        int peer = in->rank_of_vrank[j < t.rem ? 2 * j : j + t.rem];
+        if (peer != me)
+            SPMD_CHECK(swap_ranges(r, peer, acc, 0, 0, x, stop, NULL));
+        x = stop;
+    }
+    return finish_round(r);
+}
+
 /*
  * Every rank one aligned block, and a combine that applies to any run of elements: a
  * reduce-scatter by recursive halving, then an all-gather by recursive doubling, over the blocks
@@ -423,6 +490,8 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         int peer = in->rank_of_vrank[v - 1];
         SPMD_CHECK(swap_ranges(r, peer, acc, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
+        if (in->scatter) /* only its range, from the ranks that hold it */
+            return scatter_regions(r, acc, -1, first, end);
         SPMD_CHECK(swap_ranges(r, peer, acc, 0, 0, first, end, NULL));
         return finish_round(r);
     }
@@ -448,6 +517,8 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         combine_into(r, acc, ka, kb, tmp);
         a = ka, b = kb;
     }
+    if (in->scatter)
+        return scatter_regions(r, acc, i, first, end);
     for (int k = t.levels - 1; k >= 0; k--) { /* the partner's half of each region arrives */
         int upper = (i >> k) & 1;
         size_t pa = upper ? lo[k] : mid[k], pb = upper ? mid[k] : hi[k];

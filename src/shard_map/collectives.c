@@ -909,7 +909,7 @@ static spmd_status prepare_reduction(op_kind op, const spmd_block *in, spmd_bloc
 static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype src_dtype, void *acc,
                                   size_t count, spmd_dtype acc_dtype, spmd__reduce_op rop,
                                   spmd__combine_fn fn, void *fn_arg, const spmd__piece_run *runs,
-                                  int nruns)
+                                  int nruns, size_t scatter)
 {
     spmd__group *g = c->g;
     const spmd__position_map *pm = &g->positions;
@@ -920,7 +920,8 @@ static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype s
                             .my_vrank = pm->my_vrank,
                             .split = fn == combine, /* not the fused buffer's segments */
                             .nruns = nruns,
-                            .runs = runs};
+                            .runs = runs,
+                            .scatter = scatter};
     int *positions = NULL;
     void **converted = NULL;
     spmd_status st = SPMD_OK;
@@ -962,12 +963,15 @@ static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype s
     return st;
 }
 
-/* reduce_between for one block of the collective's dtype. */
+/* reduce_between for one block of the collective's dtype; scatter > 0: this process needs only
+ * its range of it (spmd__tree_inputs). */
 static spmd_status reduce_between_processes(coll *c, const void *const *srcs, void *acc,
-                                            size_t count, spmd_dtype acc_dtype, spmd__reduce_op rop)
+                                            size_t count, spmd_dtype acc_dtype, spmd__reduce_op rop,
+                                            size_t scatter)
 {
     reduction r = {acc_dtype, rop};
-    return reduce_between(c, srcs, c->dtype, acc, count, acc_dtype, rop, combine, &r, NULL, 0);
+    return reduce_between(c, srcs, c->dtype, acc, count, acc_dtype, rop, combine, &r, NULL, 0,
+                          scatter);
 }
 
 static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *out, const char *axes,
@@ -1032,7 +1036,7 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *ou
         if (!small)
             st = barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0)
-            st = reduce_between_processes(&c, srcs, acc, count, acc_dtype, rop);
+            st = reduce_between_processes(&c, srcs, acc, count, acc_dtype, rop, 0);
         if (st == SPMD_OK && !small)
             st = barrier(&c, 0);
         for (int k = 0; st == SPMD_OK && k < c.nl && (!small || c.li == 0); k++)
@@ -1528,17 +1532,21 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
         }
         st = st == SPMD_OK ? barrier(&c, 0) : fail(&c, st);
     } else {
-        /* The whole sum in the canonical order (as psum), each device taking its chunk: a
-         * reduce-scatter between processes would add in its algorithm's order. */
+        /* The sum in the canonical order (as psum), each device taking its chunk. Where every
+         * process holds an aligned block of positions and the chunks lie one after another
+         * (scattering the outermost dimension that is not 1), only the process's own chunks
+         * are summed to the end between processes: the tree's reduce-scatter, about S bytes sent
+         * per process for S per device, instead of the whole sum everywhere. */
         void *acc = g->scratch[0];
         int blocks = g->positions.block > 0;
+        size_t scatter = blocks && k.outer == 1 ? (size_t)g->positions.block * k.run : 0;
         size_t b, e;
         slice_of(count, c.nl, c.li, &b, &e);
         if (blocks)
             spmd__reduce_many(in->dtype, SPMD__OP_SUM, acc, srcs, c.nl, b, e);
         st = barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0)
-            st = reduce_between_processes(&c, srcs, acc, count, acc_dtype, SPMD__OP_SUM);
+            st = reduce_between_processes(&c, srcs, acc, count, acc_dtype, SPMD__OP_SUM, scatter);
         if (st == SPMD_OK)
             st = barrier(&c, 0);
         if (st == SPMD_OK && half) {
@@ -2127,11 +2135,11 @@ static spmd_status many_between_processes(coll *c, size_t fused, spmd__reduce_op
         reduction r = {(spmd_dtype)only, rop};
         st = reduce_between(c, packed, (spmd_dtype)only, (char *)g->scratch[0] + seg_begin[only],
                             (seg_end[only] - seg_begin[only]) / elem, (spmd_dtype)only, rop,
-                            combine, &r, NULL, 0);
+                            combine, &r, NULL, 0, 0);
     } else {
         fused_reduction f = {seg_begin, seg_end, rop};
         st = reduce_between(c, packed, SPMD_DTYPE_U8, g->scratch[0], fused, SPMD_DTYPE_U8, rop,
-                            combine_fused, &f, NULL, 0);
+                            combine_fused, &f, NULL, 0, 0);
     }
     free(packed);
     return st;
@@ -2152,8 +2160,8 @@ static spmd_status many_in_place(coll *c, const many_block *mb, int n, spmd__red
         count += mb[i].count;
     }
     reduction r = {mb[0].dtype, rop};
-    spmd_status st =
-        reduce_between(c, NULL, mb[0].dtype, NULL, count, mb[0].dtype, rop, combine, &r, runs, n);
+    spmd_status st = reduce_between(c, NULL, mb[0].dtype, NULL, count, mb[0].dtype, rop, combine,
+                                    &r, runs, n, 0);
     free(runs);
     return st;
 }

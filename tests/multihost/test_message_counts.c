@@ -363,6 +363,30 @@ static spmd_status large_psum_body(spmd_ctx *ctx, int nin, const spmd_block *in,
     return st;
 }
 
+/* A psum_scatter of scatter_elements floats per device (about 1 MiB, a multiple of the device
+ * count), tiled along the block: each device keeps its chunk of the sum. */
+static int64_t scatter_elements;
+
+static spmd_status large_psum_scatter_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                           spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)user;
+    spmd_block b;
+    spmd_status st = spmd_ctx_alloc(ctx, 1, &scatter_elements, SPMD_DTYPE_F32, &b);
+    for (int64_t i = 0; st == SPMD_OK && i < scatter_elements; i++)
+        ((float *)b.data)[i] = (float)(i % 7);
+    if (st == SPMD_OK)
+        st = spmd_psum_scatter(ctx, &b, &out[0], "x", 0, 1);
+    int position = 0;
+    if (st == SPMD_OK)
+        st = spmd_axis_index(ctx, "x", &position);
+    int64_t chunk = scatter_elements / spmd_device_count(), first = position * chunk;
+    for (int64_t i = 0; st == SPMD_OK && i < chunk; i += 1031)
+        if (((float *)out[0].data)[i] != (float)((first + i) % 7 * spmd_device_count()))
+            st = SPMD_ERR_INTERNAL; /* device d's chunk of the sum of every device's block */
+    return st;
+}
+
 static spmd_status constant_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
                                  spmd_block *out, void *user)
 {
@@ -460,6 +484,26 @@ static void count_calls(void)
         char what[64];
         snprintf(what, sizeof what, "shard_map with one %d MiB psum", mib);
         measure_within(what, execute, &s, 4, 8, 8, 3 * payload + 64 * (8 * ceil_log2(P) + 8));
+        spmd_plan_destroy(s.plan);
+    }
+
+    /* A large psum_scatter: the agreement, then the tree's reduce-scatter (the halving alone,
+     * then each process's chunks from the processes holding them: a few messages), then the
+     * outcome. Bytes: under S by halving, S more where a process folds, and a share S / P of
+     * what a process holds sent on: bounded by 2 S plus headers, against about 2 S for the
+     * whole sum's halving and doubling. */
+    scatter_elements = ((int64_t)1 << 18) / n * n;
+    {
+        spmd_spec *spec = NULL;
+        CHECK(spmd_spec_parse("'x'", &spec));
+        const spmd_spec *specs[1] = {spec};
+        spmd_out_desc desc = {1, {scatter_elements}, SPMD_DTYPE_F32};
+        CHECK(spmd_plan_create(s.mesh, large_psum_scatter_body, NULL, 0, NULL, NULL, 1, &desc,
+                               specs, NULL, &s.plan));
+        spmd_spec_destroy(spec);
+        double payload = (double)scatter_elements * sizeof(float);
+        measure_within("shard_map, one 1 MiB psum_scatter", execute, &s, 4, 8, 8,
+                       2 * payload + 64 * (8 * ceil_log2(P) + 8));
         spmd_plan_destroy(s.plan);
     }
 
