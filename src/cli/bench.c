@@ -5,6 +5,7 @@
  * two results.json side by side and flags regressions beyond their noise. */
 #define _GNU_SOURCE
 #include "bench.h"
+#include "launch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -371,6 +372,7 @@ static int run_program(const argv_list *a, const options *o, const char *log_pat
         (void)join(devices, sizeof devices, "%d", o->devices);
         setenv("SPMD_NUM_CPU_DEVICES", devices, 1);
         setenv("SPMD_CUDA_DEVICES_PER_GPU", devices, 1);
+        spmd_cli_mpi_settings(o->procs, o->devices); /* as spmd launch */
         execvp(a->items[0], a->items);
         fprintf(stderr, "cannot run %s: %s\n", a->items[0], strerror(errno));
         _exit(127);

@@ -68,13 +68,8 @@ static int parse_layout(const char *text, size_t len, layout *out)
     return CLI_OK;
 }
 
-/* Settings a run on one machine needs, applied only where the caller has not set them. */
-static void apply_launcher_settings(const layout *lay)
+void spmd_cli_mpi_settings(int processes, int devices)
 {
-    char devices[16];
-    snprintf(devices, sizeof devices, "%d", lay->devices);
-    setenv("SPMD_NUM_CPU_DEVICES", devices, 1);
-    setenv("SPMD_CUDA_DEVICES_PER_GPU", devices, 1);
     if (geteuid() == 0) { /* Open MPI refuses root without both */
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
@@ -84,8 +79,18 @@ static void apply_launcher_settings(const layout *lay)
     setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores > 0 && (long)lay->processes * lay->devices > cores)
+    if (cores > 0 && (long)processes * devices > cores)
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+}
+
+/* Settings a run on one machine needs, applied only where the caller has not set them. */
+static void apply_launcher_settings(const layout *lay)
+{
+    char devices[16];
+    snprintf(devices, sizeof devices, "%d", lay->devices);
+    setenv("SPMD_NUM_CPU_DEVICES", devices, 1);
+    setenv("SPMD_CUDA_DEVICES_PER_GPU", devices, 1);
+    spmd_cli_mpi_settings(lay->processes, lay->devices);
 }
 
 /* The exit status a shell would give: the code, or 128 + the signal. */
