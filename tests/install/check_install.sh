@@ -26,7 +26,8 @@ cmake -S "$src/tests/install/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="
       -DCMAKE_C_FLAGS="$extra" >"$work/configure.log"
 cmake --build "$work/consumer" >"$work/build.log"
 expect_toy "$work/consumer/toy"
-SPMD_NUM_CPU_DEVICES=8 SPMD_CUDA_DEVICES_PER_GPU=8 "$work/consumer/model" >"$work/model.out" || {
+# (the snippet prints what depends on the layout on stderr: the checker reads both)
+SPMD_NUM_CPU_DEVICES=8 SPMD_CUDA_DEVICES_PER_GPU=8 "$work/consumer/model" >"$work/model.out" 2>&1 || {
     echo "migration-guide/snippets/model.c, built with find_package(spmd), failed:"
     cat "$work/model.out"; exit 1; }
 awk -v P=1 -v L=8 -f "$guide/checks/common.awk" -f "$guide/checks/model.awk" "$work/model.out" || {
