@@ -266,6 +266,13 @@ typedef struct tracked {
     int64_t next_probe; /* when to ask the peer again */
     int64_t backoff;
     uint64_t first_probe; /* the first probe sent for it: older answers are not about it */
+    /* A note said the peer's device went past this wait: this wait's own thread confirms it
+     * (spmd__calls_wait_confirm), since the peer's message may be in already, unseen. */
+    uint64_t suspicion;
+    char suspect_message[SPMD__MESSAGE_CAPACITY];
+    /* A note said the peer waits for this process elsewhere: only an answer to a probe sent
+     * after this one confirms it, since the peer may not have seen this process's message. */
+    uint64_t recheck_after;
 } tracked;
 
 typedef struct peer_note {
@@ -311,6 +318,7 @@ static u64map ordinals; /* identity key -> communicators made over it */
 static int me = -1;
 static int64_t probe_after_ns = 200000000;
 static uint64_t probes_sent;
+static uint64_t suspicions;
 static device_slot *devices;
 static int num_devices;
 static atomic_int verdict_set; /* for the call verdict_number */
@@ -571,6 +579,8 @@ int spmd__calls_wait_begin(const spmd__wait_info *info)
         t->next_probe = now;
         t->backoff = probe_after_ns;
         t->first_probe = 0;
+        t->suspicion = 0;
+        t->recheck_after = 0;
     }
     pthread_mutex_unlock(&state);
     return slot;
@@ -581,7 +591,32 @@ void spmd__calls_wait_end(int slot)
     if (slot < 0)
         return;
     pthread_mutex_lock(&state);
+    if (waits[slot].suspicion && atomic_load(&verdict_set) == 0)
+        SPMD_DEBUG("a wait for process %d ended well after a note said its device had gone past "
+                   "it (its message had come)",
+                   waits[slot].info.peer);
     waits[slot].used = 0;
+    pthread_mutex_unlock(&state);
+}
+
+uint64_t spmd__calls_wait_suspicion(int slot)
+{
+    if (slot < 0)
+        return 0;
+    pthread_mutex_lock(&state);
+    uint64_t s = waits[slot].used ? waits[slot].suspicion : 0;
+    pthread_mutex_unlock(&state);
+    return s;
+}
+
+void spmd__calls_wait_confirm(int slot, uint64_t suspicion)
+{
+    if (slot < 0 || !suspicion)
+        return;
+    pthread_mutex_lock(&state);
+    const tracked *t = &waits[slot];
+    if (t->used && t->suspicion == suspicion && atomic_load(&verdict_set) != 2)
+        set_verdict(SPMD_ERR_COLLECTIVE_MISMATCH, 0, t->suspect_message, 0);
     pthread_mutex_unlock(&state);
 }
 
@@ -809,12 +844,16 @@ static void mismatch(const char *message)
     set_verdict(SPMD_ERR_COLLECTIVE_MISMATCH, 0, message, 0);
 }
 
+/* How long after a note that would end a wait the sender is asked again: time for its
+ * threads to see the messages that came to it. */
+#define RECHECK_AFTER_NS 10000000
+
 /* This process waits for the note's sender: the waits' rules. */
 static void weigh_my_waits(const spmd__note *n, const char *mine)
 {
     int same = n->comm_id == about.comm_id && n->comm_call == about.comm_call;
     for (int i = 0; i < WAIT_SLOTS && atomic_load(&verdict_set) != 2; i++) {
-        const tracked *t = &waits[i];
+        tracked *t = &waits[i];
         /* only an answer to a probe of this wait tells where the peer is now */
         if (!t->used || t->info.peer != n->process || !t->first_probe || n->probe < t->first_probe)
             continue;
@@ -843,11 +882,13 @@ static void weigh_my_waits(const spmd__note *n, const char *mine)
                          "same order",
                          mine, me, t->info.device, what, n->process, d->device,
                          device_state_text(d, (unsigned)t->info.phase, why, sizeof why));
-                mismatch(message);
+                spmd__copy_text(t->suspect_message, sizeof t->suspect_message, message);
+                t->suspicion = ++suspicions;
                 break;
             }
         } else if (t->info.phase == SPMD__PHASE_END) {
-            for (int k = 0; k < n->num_waits; k++) {
+            int k = 0;
+            for (; k < n->num_waits; k++) {
                 const spmd__note_wait *w = &n->waits[k];
                 if (w->peer != me || w->phase == SPMD__PHASE_END)
                     continue;
@@ -857,9 +898,16 @@ static void weigh_my_waits(const spmd__note *n, const char *mine)
                          "without calling it; every device must issue the same collectives, "
                          "with the same axis_index_groups, in the same order",
                          mine, n->process, w->device, w->what, me);
-                mismatch(message);
+                if (t->recheck_after && n->probe > t->recheck_after) {
+                    mismatch(message);
+                } else if (!t->recheck_after) { /* ask again a little later */
+                    t->recheck_after = probes_sent;
+                    t->next_probe = spmd__now_ns() + RECHECK_AFTER_NS;
+                }
                 break;
             }
+            if (k == n->num_waits && t->recheck_after && n->probe > t->recheck_after)
+                t->recheck_after = 0; /* the peer had only not seen this process's message */
         }
     }
 }

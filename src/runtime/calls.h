@@ -130,6 +130,13 @@ int64_t spmd__calls_probe_after_ns(void);
 int spmd__calls_wait_begin(const spmd__wait_info *info);
 /** Unregisters it. */
 void spmd__calls_wait_end(int slot);
+/**
+ * A note may say that the device a wait expects went past it, which is a mismatch only if
+ * the wait's message has not come: the wait's thread reads the suspicion (0: none) before it
+ * tests its requests, and confirms it when the message it waits for is still missing after.
+ */
+uint64_t spmd__calls_wait_suspicion(int slot);
+void spmd__calls_wait_confirm(int slot, uint64_t suspicion);
 
 /* ---- the devices of a shard_map call ---- */
 

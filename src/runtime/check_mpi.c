@@ -321,10 +321,11 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         reqs[2] = c->note_req;
     }
     unlock();
-    int outcome = GOT, tracked = -1;
+    int outcome = GOT, tracked = -1, tracked_request = 0;
     x->last_from = from;
     int64_t started = 0, received_at = 0, probe_after = 0;
     for (;;) {
+        uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
         /* one call tests both (each test runs MPI's progress, which may yield the core) */
         MPI_Status statuses[3];
         int idx[3], n = 0;
@@ -373,6 +374,8 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             break;
         if (done[0] && done[1])
             break;
+        if (suspicion && !done[tracked_request])
+            spmd__calls_wait_confirm(tracked, suspicion);
         int64_t now = spmd__now_ns();
         if (!started) {
             started = now;
@@ -384,8 +387,10 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             outcome = done[0] ? GOT : MISSED;
             break;
         }
-        if (tracked < 0 && now - started > probe_after)
+        if (tracked < 0 && now - started > probe_after) {
+            tracked_request = done[0];
             tracked = spmd__comm_track(c, x->a, x->w, !done[0] ? from : to);
+        }
         if (tracked >= 0)
             spmd__notes_poll();
         /* Once the partner's message is in, its receive for ours is posted: our send ends
@@ -1216,9 +1221,10 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         done[nrecv + i] = 0;
     }
     unlock();
-    int left = n, timed_out = 0, culprit = -1, tracked = -1;
+    int left = n, timed_out = 0, culprit = -1, tracked = -1, tracked_request = -1;
     int64_t started = spmd__now_ns(), probe_after = spmd__calls_probe_after_ns();
     while (left > 0 && x.stopped == SPMD_OK) {
+        uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
         int got = 0;
         lock();
         int rc = MPI_Testsome(n, reqs, &got, idx, statuses);
@@ -1262,6 +1268,8 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             if (!header_failed(&x.h))
                 memcpy(recvs[i].data, R + slot[i], payload);
         }
+        if (suspicion && tracked_request >= 0 && !done[tracked_request])
+            spmd__calls_wait_confirm(tracked, suspicion);
         int64_t now = spmd__now_ns();
         if (left > 0 && x.next_cancel_check == 0)
             x.next_cancel_check = now + CANCEL_FIRST_NS;
@@ -1272,8 +1280,10 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         if (left > 0 && tracked < 0 && now - started > probe_after) {
             int peer = -1; /* the first receive still open: whom this waits for */
             for (int i = 0; i < nrecv && peer < 0; i++)
-                if (!done[i])
+                if (!done[i]) {
                     peer = recvs[i].peer;
+                    tracked_request = i;
+                }
             tracked = spmd__comm_track(c, a, w, peer);
         }
         if (tracked >= 0)
