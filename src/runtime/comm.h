@@ -182,6 +182,9 @@ typedef struct spmd__tree_inputs {
        runs one after another, in place of acc (a many-block reduction, packed by MPI only) */
     int nruns;
     const spmd__piece_run *runs;
+    /* with runs: where the vector's values are on entry, run for run (NULL: in the runs); the
+       reduction reads them there and writes the runs, each element before reading it back */
+    const spmd__piece_run *sources;
     /* > 0 (with a block, split, no runs): a reduce-scatter; the rank of vrank v needs only
        acc[v * scatter, (v + 1) * scatter), which alone is then written (the rest of acc is left
        as the reduction found it) */

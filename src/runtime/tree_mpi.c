@@ -321,11 +321,13 @@ static spmd_status finish_run(tree_run *r, spmd_status st)
     return st;
 }
 
-/* Elements [a, b) of the vector: of acc, or of the runs (r->run_at: each run's first element). */
-static spmd_status span_of(tree_run *r, char *acc, size_t a, size_t b, span *out)
+/* Elements [a, b) of the vector: of acc, or of the runs (r->run_at: each run's first element),
+ * or of their sources (from_sources). */
+static spmd_status span_of(tree_run *r, char *acc, size_t a, size_t b, int from_sources, span *out)
 {
     size_t elem = r->elem;
     const spmd__tree_inputs *in = r->in;
+    const spmd__piece_run *runs = from_sources ? in->sources : in->runs;
     if (!in->nruns) {
         SPMD_REQUIRE((b - a) * elem <= INT_MAX, SPMD_ERR_UNSUPPORTED,
                      "a reduction of %zu bytes between processes exceeds MPI's int counts; split "
@@ -347,7 +349,7 @@ static spmd_status span_of(tree_run *r, char *acc, size_t a, size_t b, span *out
             continue;
         fits &= (hi - lo) * elem <= INT_MAX;
         lengths[n] = (int)((hi - lo) * elem);
-        MPI_Get_address((char *)in->runs[k].data + (lo - r->run_at[k]) * elem, &at[n++]);
+        MPI_Get_address((char *)runs[k].data + (lo - r->run_at[k]) * elem, &at[n++]);
     }
     unlock();
     *out = (span){1, MPI_BOTTOM, 1, MPI_BYTE};
@@ -383,18 +385,31 @@ static void combine_into(tree_run *r, char *acc, size_t a, size_t b, const char 
     }
 }
 
-/* Posts a swap of vector ranges with rank `peer`: [sa, sb) goes out, the peer's [ra, rb) arrives
- * into `into` (NULL: in place, into the vector). An empty range is no message, on both sides
- * alike. */
-static spmd_status swap_ranges(tree_run *r, int peer, char *acc, size_t sa, size_t sb, size_t ra,
-                               size_t rb, char *into)
+/* Elements [a, b) of the runs from their sources: the first time the reduction needs them. */
+static void load_sources(tree_run *r, size_t a, size_t b)
+{
+    for (int k = 0; k < r->in->nruns; k++) {
+        size_t lo = r->run_at[k] > a ? r->run_at[k] : a;
+        size_t hi = r->run_at[k + 1] < b ? r->run_at[k + 1] : b;
+        size_t skip = (lo - r->run_at[k]) * r->elem;
+        if (lo < hi && r->in->sources[k].data != r->in->runs[k].data)
+            memcpy((char *)r->in->runs[k].data + skip, (const char *)r->in->sources[k].data + skip,
+                   (hi - lo) * r->elem);
+    }
+}
+
+/* Posts a swap of vector ranges with rank `peer`: [sa, sb) goes out (from the sources while
+ * `fresh`), the peer's [ra, rb) arrives into `into` (NULL: in place, into the vector). An empty
+ * range is no message, on both sides alike. */
+static spmd_status swap_ranges(tree_run *r, int peer, char *acc, int fresh, size_t sa, size_t sb,
+                               size_t ra, size_t rb, char *into)
 {
     span send = {0, NULL, 0, MPI_BYTE}, recv = {0, NULL, 0, MPI_BYTE};
-    spmd_status st = sb > sa ? span_of(r, acc, sa, sb, &send) : SPMD_OK;
+    spmd_status st = sb > sa ? span_of(r, acc, sa, sb, fresh, &send) : SPMD_OK;
     if (st == SPMD_OK && rb > ra && into)
         recv = bytes_span(into, (rb - ra) * r->elem);
     else if (st == SPMD_OK && rb > ra)
-        st = span_of(r, acc, ra, rb, &recv);
+        st = span_of(r, acc, ra, rb, 0, &recv);
     if (st == SPMD_OK)
         return post_spans(r, peer, send, recv);
     if (send.type != MPI_BYTE) {
@@ -454,7 +469,7 @@ static spmd_status scatter_regions(tree_run *r, char *acc, int i, size_t first, 
             size_t v = x / W, stop = (v + 1) * W < b ? (v + 1) * W : b;
             int peer = in->rank_of_vrank[v];
             if (peer != me)
-                SPMD_CHECK(swap_ranges(r, peer, acc, x, stop, 0, 0, NULL));
+                SPMD_CHECK(swap_ranges(r, peer, acc, 0, x, stop, 0, 0, NULL));
             x = stop;
         }
     }
@@ -466,7 +481,7 @@ static spmd_status scatter_regions(tree_run *r, char *acc, int i, size_t first, 
         size_t stop = jb < hi ? jb : hi;
         int peer = in->rank_of_vrank[j < t.rem ? 2 * j : j + t.rem];
         if (peer != me)
-            SPMD_CHECK(swap_ranges(r, peer, acc, 0, 0, x, stop, NULL));
+            SPMD_CHECK(swap_ranges(r, peer, acc, 0, 0, 0, x, stop, NULL));
         x = stop;
     }
     return finish_round(r);
@@ -485,22 +500,28 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     const spmd__tree_inputs *in = r->in;
     spmd__tree t = spmd__tree_of(r->c->size);
     int v = in->my_vrank;
+    /* the values still in the sources: each part is sent from there, or loaded just before its
+     * first sum, while it is in the caches (no pass over the whole vector first) */
+    int fresh = in->sources != NULL;
     size_t elem = r->elem, end = first + count;
     if (v < 2 * t.rem && (v & 1)) { /* hands its block to v - 1, gets the sum back */
         int peer = in->rank_of_vrank[v - 1];
-        SPMD_CHECK(swap_ranges(r, peer, acc, first, end, 0, 0, NULL));
+        SPMD_CHECK(swap_ranges(r, peer, acc, fresh, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
         if (in->scatter) /* only its range, from the ranks that hold it */
             return scatter_regions(r, acc, -1, first, end);
-        SPMD_CHECK(swap_ranges(r, peer, acc, 0, 0, first, end, NULL));
+        SPMD_CHECK(swap_ranges(r, peer, acc, 0, 0, 0, first, end, NULL));
         return finish_round(r);
     }
     char *tmp = spmd__comm_buffer(r->c, 1, count * elem + 1);
     r->staging_taken = 1;
     SPMD_REQUIRE(tmp != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a reduction");
     if (v < 2 * t.rem) {
-        SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, 0, first, end, tmp));
+        SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, 0, 0, first, end, tmp));
         SPMD_CHECK(finish_round(r));
+        if (fresh)
+            load_sources(r, first, end);
+        fresh = 0;
         combine_into(r, acc, first, end, tmp);
     }
     int i = v < 2 * t.rem ? v / 2 : v - t.rem, peer[32];
@@ -512,22 +533,27 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         int upper = (i >> k) & 1;
         size_t ka = upper ? mid[k] : a, kb = upper ? b : mid[k];
         size_t sa = upper ? a : mid[k], sb = upper ? mid[k] : b;
-        SPMD_CHECK(swap_ranges(r, peer[k], acc, sa, sb, ka, kb, tmp));
+        SPMD_CHECK(swap_ranges(r, peer[k], acc, fresh, sa, sb, ka, kb, tmp));
         SPMD_CHECK(finish_round(r));
+        if (fresh) /* the half sent is written by the all-gather */
+            load_sources(r, ka, kb);
+        fresh = 0;
         combine_into(r, acc, ka, kb, tmp);
         a = ka, b = kb;
     }
+    if (fresh)
+        load_sources(r, a, b);
     if (in->scatter)
         return scatter_regions(r, acc, i, first, end);
     for (int k = t.levels - 1; k >= 0; k--) { /* the partner's half of each region arrives */
         int upper = (i >> k) & 1;
         size_t pa = upper ? lo[k] : mid[k], pb = upper ? mid[k] : hi[k];
-        SPMD_CHECK(swap_ranges(r, peer[k], acc, a, b, pa, pb, NULL));
+        SPMD_CHECK(swap_ranges(r, peer[k], acc, 0, a, b, pa, pb, NULL));
         SPMD_CHECK(finish_round(r));
         a = lo[k], b = hi[k];
     }
     if (v < 2 * t.rem) {
-        SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, first, end, 0, 0, NULL));
+        SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
     }
     return SPMD_OK;

@@ -909,7 +909,7 @@ static spmd_status prepare_reduction(op_kind op, const spmd_block *in, spmd_bloc
 static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype src_dtype, void *acc,
                                   size_t count, spmd_dtype acc_dtype, spmd__reduce_op rop,
                                   spmd__combine_fn fn, void *fn_arg, const spmd__piece_run *runs,
-                                  int nruns, size_t scatter)
+                                  const spmd__piece_run *sources, int nruns, size_t scatter)
 {
     spmd__group *g = c->g;
     const spmd__position_map *pm = &g->positions;
@@ -921,6 +921,7 @@ static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype s
                             .split = fn == combine, /* not the fused buffer's segments */
                             .nruns = nruns,
                             .runs = runs,
+                            .sources = sources,
                             .scatter = scatter};
     int *positions = NULL;
     void **converted = NULL;
@@ -970,7 +971,7 @@ static spmd_status reduce_between_processes(coll *c, const void *const *srcs, vo
                                             size_t scatter)
 {
     reduction r = {acc_dtype, rop};
-    return reduce_between(c, srcs, c->dtype, acc, count, acc_dtype, rop, combine, &r, NULL, 0,
+    return reduce_between(c, srcs, c->dtype, acc, count, acc_dtype, rop, combine, &r, NULL, NULL, 0,
                           scatter);
 }
 
@@ -2135,33 +2136,36 @@ static spmd_status many_between_processes(coll *c, size_t fused, spmd__reduce_op
         reduction r = {(spmd_dtype)only, rop};
         st = reduce_between(c, packed, (spmd_dtype)only, (char *)g->scratch[0] + seg_begin[only],
                             (seg_end[only] - seg_begin[only]) / elem, (spmd_dtype)only, rop,
-                            combine, &r, NULL, 0, 0);
+                            combine, &r, NULL, NULL, 0, 0);
     } else {
         fused_reduction f = {seg_begin, seg_end, rop};
         st = reduce_between(c, packed, SPMD_DTYPE_U8, g->scratch[0], fused, SPMD_DTYPE_U8, rop,
-                            combine_fused, &f, NULL, 0, 0);
+                            combine_fused, &f, NULL, NULL, 0, 0);
     }
     free(packed);
     return st;
 }
 
 /* The reduction between processes of large blocks of one dtype, in place in the first local
- * member's outputs (the process's blocks already added up there): MPI reads and writes them
- * through datatypes, no packing. */
+ * member's outputs: MPI reads and writes them through datatypes, no packing. The process's
+ * blocks are added up there already, or (one member) read from its inputs as the reduction
+ * needs them. */
 static spmd_status many_in_place(coll *c, const many_block *mb, int n, spmd__reduce_op rop)
 {
     const spmd_block *first_out = c->g->slots[0].out;
-    spmd__piece_run *runs = malloc((size_t)n * sizeof *runs);
+    const void *const *first_in = (const void *const *)c->g->slots[0].in;
+    spmd__piece_run *runs = malloc(2 * (size_t)n * sizeof *runs), *sources = runs + n;
     if (!runs)
         return fail(c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
     size_t count = 0;
     for (int i = 0; i < n; i++) {
         runs[i] = (spmd__piece_run){first_out[i].data, mb[i].count};
+        sources[i] = (spmd__piece_run){(void *)first_in[i], mb[i].count};
         count += mb[i].count;
     }
     reduction r = {mb[0].dtype, rop};
     spmd_status st = reduce_between(c, NULL, mb[0].dtype, NULL, count, mb[0].dtype, rop, combine,
-                                    &r, runs, n, 0);
+                                    &r, runs, c->nl == 1 ? sources : NULL, n, 0);
     free(runs);
     return st;
 }
@@ -2270,7 +2274,7 @@ static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, 
         }
         if (!cross)
             st = reduce_slice(ctx, mb[i].dtype, rop, dsts, c.nl, srcs, b, e, mb[i].bytes);
-        else if (in_place && (c.nl > 1 || srcs[0] != dsts[0])) /* first member's output */
+        else if (in_place && c.nl > 1) /* first member's output (one: many_in_place reads) */
             spmd__reduce_many(mb[i].dtype, rop, dsts[0], srcs, c.nl, b, e);
         else if (!in_place)
             spmd__reduce_many(mb[i].dtype, rop, (char *)g->scratch[0] + mb[i].fused, srcs, c.nl, b,
