@@ -420,64 +420,49 @@ static spmd_status swap_ranges(tree_run *r, int peer, char *acc, int fresh, size
     return st;
 }
 
-/* In p2 space (a non-extra rank's index i), the region rank i holds once the halving ends, and
- * the index holding element x: the halving's splits, replayed. */
-static void halved_region(const spmd__tree *t, int i, size_t first, size_t end, size_t *a,
-                          size_t *b)
+/* In p2 space (a non-extra rank's index), the index holding element x once the halving over
+ * [first, end) ends, and its region [*a, *b): the halving's splits, replayed. */
+static int holder_of(const spmd__tree *t, size_t x, size_t first, size_t end, size_t *a, size_t *b)
 {
     *a = first, *b = end;
-    for (int k = 0; k < t->levels; k++) {
-        size_t mid = *a + (*b - *a) / 2;
-        if ((i >> k) & 1)
-            *a = mid;
-        else
-            *b = mid;
-    }
-}
-
-static int holder_of(const spmd__tree *t, size_t x, size_t first, size_t end)
-{
-    size_t a = first, b = end;
     int i = 0;
     for (int k = 0; k < t->levels; k++) {
-        size_t mid = a + (b - a) / 2;
+        size_t mid = *a + (*b - *a) / 2;
         if (x >= mid) {
             i |= 1 << k;
-            a = mid;
+            *a = mid;
         } else {
-            b = mid;
+            *b = mid;
         }
     }
     return i;
 }
 
 /*
- * The end of a reduce-scatter (in->scatter): rank i holds the sums of the region the halving
- * left it, and the rank of vrank v needs [v * W, (v + 1) * W). Each region meets a few such
+ * The end of a reduce-scatter (in->scatter) over [first, end): this rank holds the sums of
+ * [a, b), the region the halving left it (none beyond the largest power of two), and the rank of
+ * vrank v needs [v * W, (v + 1) * W). Each region meets a few such
  * ranges and each range a few regions (their sizes differ by less than 2x), so a rank sends and
  * receives a few messages, computed from the splits alone.
  */
-static spmd_status scatter_regions(tree_run *r, char *acc, int i, size_t first, size_t end)
+static spmd_status scatter_regions(tree_run *r, char *acc, size_t a, size_t b, size_t first,
+                                   size_t end)
 {
     const spmd__tree_inputs *in = r->in;
     spmd__tree t = spmd__tree_of(r->c->size);
-    size_t W = in->scatter, a = 0, b = 0;
+    size_t W = in->scatter;
     int me = r->c->rank;
-    if (i >= 0) { /* what this rank holds goes to the ranks that need it */
-        halved_region(&t, i, first, end, &a, &b);
-        for (size_t x = a; x < b;) {
-            size_t v = x / W, stop = (v + 1) * W < b ? (v + 1) * W : b;
-            int peer = in->rank_of_vrank[v];
-            if (peer != me)
-                SPMD_CHECK(swap_ranges(r, peer, acc, 0, x, stop, 0, 0, NULL));
-            x = stop;
-        }
+    for (size_t x = a; x < b;) { /* what this rank holds goes to the ranks that need it */
+        size_t v = x / W, stop = (v + 1) * W < b ? (v + 1) * W : b;
+        int peer = in->rank_of_vrank[v];
+        if (peer != me)
+            SPMD_CHECK(swap_ranges(r, peer, acc, 0, x, stop, 0, 0, NULL));
+        x = stop;
     }
     size_t lo = (size_t)in->my_vrank * W, hi = lo + W;
     for (size_t x = lo; x < hi;) { /* and what it needs arrives from the ranks that hold it */
-        int j = holder_of(&t, x, first, end);
         size_t ja, jb;
-        halved_region(&t, j, first, end, &ja, &jb);
+        int j = holder_of(&t, x, first, end, &ja, &jb);
         size_t stop = jb < hi ? jb : hi;
         int peer = in->rank_of_vrank[j < t.rem ? 2 * j : j + t.rem];
         if (peer != me)
@@ -509,7 +494,7 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         SPMD_CHECK(swap_ranges(r, peer, acc, fresh, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
         if (in->scatter) /* only its range, from the ranks that hold it */
-            return scatter_regions(r, acc, -1, first, end);
+            return scatter_regions(r, acc, 0, 0, first, end);
         SPMD_CHECK(swap_ranges(r, peer, acc, 0, 0, 0, first, end, NULL));
         return finish_round(r);
     }
@@ -544,7 +529,7 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     if (fresh)
         load_sources(r, a, b);
     if (in->scatter)
-        return scatter_regions(r, acc, i, first, end);
+        return scatter_regions(r, acc, a, b, first, end);
     for (int k = t.levels - 1; k >= 0; k--) { /* the partner's half of each region arrives */
         int upper = (i >> k) & 1;
         size_t pa = upper ? lo[k] : mid[k], pb = upper ? mid[k] : hi[k];
