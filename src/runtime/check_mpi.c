@@ -1108,13 +1108,10 @@ static spmd_status check_then_whole(spmd__comm *c, const spmd__agreement *a, spm
     spmd_status st = w->cancelled ? w->cancelled(w->arg) : SPMD_OK;
     if (st != SPMD_OK) /* before this member sends anything of the second round */
         return st;
-    int64_t fresh = spmd__now_ns() + budget;
-    spmd__wait round = {.deadline_ns = fresh > w->deadline_ns ? fresh : w->deadline_ns,
-                        .what = w->what,
-                        .timeout_name = w->timeout_name,
-                        .late_told_later = w->late_told_later,
-                        .where = w->where,
-                        .no_stop = 1};
+    spmd__wait round = spmd__second_round_wait(w, budget, 0);
+    round.late_told_later = w->late_told_later;
+    round.where = w->where;
+    round.no_stop = 1;
     SPMD_CHECK(
         check_with_tag(c, a, &round, spmd__comm_exchange_tag(c, w->key ? w->key ^ WHOLE_SALT : 0)));
     return spmd__comm_make_whole(c);

@@ -56,6 +56,22 @@ typedef struct spmd__wait {
 } spmd__wait;
 
 /**
+ * The wait of a second round after an agreement, before a communicator is made: w's texts, a
+ * fresh deadline `budget_ns` from now (never before w's) and the given tag key; the caller sets
+ * its stop rule (settled_only or no_stop).
+ */
+static inline spmd__wait spmd__second_round_wait(const spmd__wait *w, int64_t budget_ns,
+                                                 unsigned long key)
+{
+    int64_t fresh = spmd__now_ns() + budget_ns;
+    spmd__wait round = {.deadline_ns = fresh > w->deadline_ns ? fresh : w->deadline_ns,
+                        .what = w->what,
+                        .timeout_name = w->timeout_name,
+                        .key = key};
+    return round;
+}
+
+/**
  * What this process is doing, for the checked exchanges below: ranks agree when their
  * fingerprints are equal. On the failure path only, describe() writes what it is (e.g. "psum
  * float32[4] over ('i',) #2") for the message that quotes two processes that differ.

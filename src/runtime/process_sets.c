@@ -41,13 +41,9 @@ static spmd_status commit(spmd__comm *view, uint64_t fingerprint, const char *de
     spmd__notes_poll(); /* news that came during the first round: before anything is sent */
     if (spmd__calls_has_verdict() == 2)
         return spmd__calls_verdict(NULL);
-    int64_t fresh = spmd__now_ns() + budget_ns;
-    spmd__wait round = {.deadline_ns = fresh > w->deadline_ns ? fresh : w->deadline_ns,
-                        .what = w->what,
-                        .timeout_name = w->timeout_name,
-                        .key =
-                            spmd__fnv1a(w->key ^ COMMIT_SALT, &fingerprint, sizeof fingerprint) | 1,
-                        .settled_only = 1};
+    spmd__wait round = spmd__second_round_wait(
+        w, budget_ns, spmd__fnv1a(w->key ^ COMMIT_SALT, &fingerprint, sizeof fingerprint) | 1);
+    round.settled_only = 1;
     return spmd__comm_agree(view, fingerprint, description, &round);
 }
 
