@@ -425,16 +425,22 @@ static void device_put(void *arg)
     spmd_array_destroy(y);
 }
 
-static void plan_scenario(scenario *s, spmd_fn fn, int nout, const char *out_spec)
+/* A plan of fn with nout float32 outputs of `length` elements, laid out by out_spec. */
+static void plan_with_length(scenario *s, spmd_fn fn, int nout, const char *out_spec,
+                             int64_t length)
 {
     spmd_spec *spec = NULL;
     CHECK(spmd_spec_parse(out_spec, &spec));
     const spmd_spec *specs[1] = {spec};
-    spmd_out_desc desc = {1, {spmd_device_count()}, SPMD_DTYPE_F32};
-    if (out_spec[0] == '\0')
-        desc.shape[0] = 1;
+    spmd_out_desc desc = {1, {length}, SPMD_DTYPE_F32};
     CHECK(spmd_plan_create(s->mesh, fn, NULL, 0, NULL, NULL, nout, &desc, specs, NULL, &s->plan));
     spmd_spec_destroy(spec);
+}
+
+/* One element per device, or one replicated element (out_spec ""). */
+static void plan_scenario(scenario *s, spmd_fn fn, int nout, const char *out_spec)
+{
+    plan_with_length(s, fn, nout, out_spec, out_spec[0] ? spmd_device_count() : 1);
 }
 
 static void count_calls(void)
@@ -473,13 +479,7 @@ static void count_calls(void)
      * answer: c0 = 8. Bytes: about 2 S (3 S where a process folds), plus headers. */
     for (int mib = 1; mib <= 16; mib *= 16) {
         large_elements = (int64_t)mib << 18;
-        spmd_spec *spec = NULL;
-        CHECK(spmd_spec_parse("'x'", &spec));
-        const spmd_spec *specs[1] = {spec};
-        spmd_out_desc desc = {1, {large_elements * n}, SPMD_DTYPE_F32};
-        CHECK(spmd_plan_create(s.mesh, large_psum_body, NULL, 0, NULL, NULL, 1, &desc, specs, NULL,
-                               &s.plan));
-        spmd_spec_destroy(spec);
+        plan_with_length(&s, large_psum_body, 1, "'x'", large_elements * n);
         double payload = (double)large_elements * sizeof(float);
         char what[64];
         snprintf(what, sizeof what, "shard_map with one %d MiB psum", mib);
@@ -493,19 +493,11 @@ static void count_calls(void)
      * what a process holds sent on: bounded by 2 S plus headers, against about 2 S for the
      * whole sum's halving and doubling. */
     scatter_elements = ((int64_t)1 << 18) / n * n;
-    {
-        spmd_spec *spec = NULL;
-        CHECK(spmd_spec_parse("'x'", &spec));
-        const spmd_spec *specs[1] = {spec};
-        spmd_out_desc desc = {1, {scatter_elements}, SPMD_DTYPE_F32};
-        CHECK(spmd_plan_create(s.mesh, large_psum_scatter_body, NULL, 0, NULL, NULL, 1, &desc,
-                               specs, NULL, &s.plan));
-        spmd_spec_destroy(spec);
-        double payload = (double)scatter_elements * sizeof(float);
-        measure_within("shard_map, one 1 MiB psum_scatter", execute, &s, 4, 8, 8,
-                       2 * payload + 64 * (8 * ceil_log2(P) + 8));
-        spmd_plan_destroy(s.plan);
-    }
+    plan_with_length(&s, large_psum_scatter_body, 1, "'x'", scatter_elements);
+    double scatter_payload = (double)scatter_elements * sizeof(float);
+    measure_within("shard_map, one 1 MiB psum_scatter", execute, &s, 4, 8, 8,
+                   2 * scatter_payload + 64 * (8 * ceil_log2(P) + 8));
+    spmd_plan_destroy(s.plan);
 
     plan_scenario(&s, constant_body, 1, "");
     measure("shard_map, replicated output checked", execute, &s);
