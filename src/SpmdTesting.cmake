@@ -4,7 +4,7 @@
 #   include(SpmdTesting)
 #   spmd_add_test(NAME <name> COMMAND <target-or-program> [<arg>...]
 #                 [LAYOUTS <P>x<L>...]              # default 1x1
-#                 [COMPARE exact|tolerance=<t>]     # also <name>_compare
+#                 [COMPARE <how>...]                # also <name>_compare[_<how>]
 #                 [TIMEOUT <seconds>]               # per layout, default 300
 #                 [ENVIRONMENT <VAR=value>...]
 #                 [LABELS <label>...]
@@ -18,10 +18,17 @@
 # `ctest -j` does not oversubscribe the cores, and saves the program's standard output.
 #
 # With COMPARE, <name>_compare runs after the layouts (a ctest fixture) and fails when their
-# outputs differ: `exact`, or `tolerance=<t>`, where numbers may differ by t x max(1, |a|, |b|)
-# and every other word must be equal (`spmd compare`). Each saved output is in process order
-# (process 0's lines, then process 1's, ...): print results from process 0, or per device in
-# device order, and what depends on the layout on stderr.
+# outputs differ (`spmd compare --compare <how>`): `exact` (every byte), or numbers found
+# inside the text compared within a tolerance and everything else equal: `<t>` or
+# `tolerance=<t>` (|a-b| <= t x max(1, |a|, |b|)), `abs=<a>`, `rel=<r>`, `ulps=<n>`,
+# `ulps32=<n>`, or several of them comma-separated (any one suffices). Several <how>s (e.g.
+# COMPARE exact tolerance=1e-6) make one test each, <name>_compare_<how> (characters other
+# than letters, digits, '.', '-' and '_' become '_'); each is checked when CMake configures.
+# Each saved output is in process order (process 0's lines, then process 1's, ...): print
+# results from process 0, or per device in device order, and what depends on the layout on
+# stderr. The outputs are saved as ${CMAKE_CURRENT_BINARY_DIR}/spmd_test_outputs/<name>_<P>x<L>.out,
+# and their list is left in the variable <name>_SPMD_OUTPUTS for further tests of your own
+# (make them FIXTURES_REQUIRED <name>_layouts).
 #
 # Layouts of several processes need a libspmd built with MPI; without it they are left out
 # with a message. SPMD_TESTING_CLI names the spmd CLI (find_package(spmd) sets it).
@@ -33,8 +40,8 @@ endif()
 cmake_host_system_information(RESULT _spmd_testing_cores QUERY NUMBER_OF_LOGICAL_CORES)
 
 function(spmd_add_test)
-  cmake_parse_arguments(PARSE_ARGV 0 T "" "NAME;COMPARE;TIMEOUT;WORKING_DIRECTORY"
-                        "COMMAND;LAYOUTS;ENVIRONMENT;LABELS")
+  cmake_parse_arguments(PARSE_ARGV 0 T "" "NAME;TIMEOUT;WORKING_DIRECTORY"
+                        "COMMAND;LAYOUTS;ENVIRONMENT;LABELS;COMPARE")
   if(T_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "spmd_add_test: unknown arguments \"${T_UNPARSED_ARGUMENTS}\"")
   endif()
@@ -47,16 +54,29 @@ function(spmd_add_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
-  set(compare_args "")
-  if(DEFINED T_COMPARE)
-    if(T_COMPARE STREQUAL "exact")
-      set(compare_args --compare exact)
-    elseif(T_COMPARE MATCHES "^tolerance=([0-9.eE+-]+)$")
-      set(compare_args --compare ${T_COMPARE})
-    else()
-      message(FATAL_ERROR "spmd_add_test(${T_NAME}): COMPARE \"${T_COMPARE}\" is not exact or "
-                          "tolerance=<t>")
+  # what `spmd compare --compare` accepts, checked now rather than when the test runs
+  foreach(how IN LISTS T_COMPARE)
+    set(valid TRUE)
+    if(NOT how STREQUAL "exact")
+      string(REPLACE "," ";" criteria "${how}")
+      if(how MATCHES "(^,|,,|,$)" OR how STREQUAL "")
+        set(valid FALSE)
+      endif()
+      foreach(criterion IN LISTS criteria)
+        if(NOT criterion MATCHES "^(tolerance=|abs=|rel=)?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+           AND NOT criterion MATCHES "^ulps(32)?=[0-9]+$")
+          set(valid FALSE)
+        endif()
+      endforeach()
     endif()
+    if(NOT valid)
+      message(FATAL_ERROR "spmd_add_test(${T_NAME}): COMPARE \"${how}\" is not exact, <t>, "
+                          "tolerance=<t>, abs=<a>, rel=<r>, ulps=<n>, ulps32=<n> (numbers >= 0) "
+                          "or several of them, comma-separated")
+    endif()
+  endforeach()
+  if("COMPARE" IN_LIST T_KEYWORDS_MISSING_VALUES)
+    message(FATAL_ERROR "spmd_add_test(${T_NAME}): COMPARE needs exact or a tolerance")
   endif()
   list(POP_FRONT T_COMMAND program)
   if(TARGET ${program})
@@ -94,11 +114,23 @@ function(spmd_add_test)
     list(APPEND outputs ${output})
     list(APPEND tests ${test})
   endforeach()
+  set(${T_NAME}_SPMD_OUTPUTS "${outputs}" PARENT_SCOPE)
   list(LENGTH outputs count)
-  if(DEFINED T_COMPARE AND count GREATER 1)
-    add_test(NAME ${T_NAME}_compare COMMAND ${SPMD_TESTING_CLI} compare ${compare_args} ${outputs})
-    set_tests_properties(${T_NAME}_compare PROPERTIES FIXTURES_REQUIRED ${T_NAME}_layouts
-                         LABELS "spmd;${T_LABELS}" TIMEOUT 60)
+  list(LENGTH T_COMPARE hows)
+  if(hows GREATER 0 AND count GREATER 1)
+    foreach(how IN LISTS T_COMPARE)
+      set(compare ${T_NAME}_compare)
+      if(hows GREATER 1)
+        string(REGEX REPLACE "[^A-Za-z0-9_.-]" "_" suffix "${how}")
+        set(compare ${T_NAME}_compare_${suffix})
+      endif()
+      add_test(NAME ${compare}
+               COMMAND ${SPMD_TESTING_CLI} compare --compare ${how} ${outputs})
+      set_tests_properties(${compare} PROPERTIES FIXTURES_REQUIRED ${T_NAME}_layouts
+                           LABELS "spmd;${T_LABELS}" TIMEOUT 60)
+    endforeach()
+  endif()
+  if(count GREATER 0)
     set_tests_properties(${tests} PROPERTIES FIXTURES_SETUP ${T_NAME}_layouts)
   endif()
 endfunction()

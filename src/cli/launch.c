@@ -19,6 +19,7 @@
 #include <spmd/runtime.h>
 
 #include "cli_args.h"
+#include "compare_text.h"
 
 #ifndef SPMD_LAUNCH_MPIEXEC
 #define SPMD_LAUNCH_MPIEXEC ""
@@ -31,6 +32,8 @@
 #endif
 
 #define MAX_LAYOUTS 16
+/* Every process runs on this machine: beyond this, a typo rather than a plan. */
+#define MAX_PROCESSES 1024
 
 typedef struct layout {
     int processes;
@@ -161,29 +164,29 @@ static int line_process(const char *line, size_t len, size_t *text)
  * device order, or its results from process 0 alone, then reads the same in every layout.
  * Lines without a tag come first. NULL without memory.
  */
-static char *in_process_order(const char *raw, int processes)
+static char *in_process_order(const char *raw, size_t total, int processes, size_t *out_len)
 {
-    size_t total = strlen(raw);
     char *out = malloc(total + 2); /* a newline added to a last line without one */
     if (!out)
         return NULL;
     size_t at = 0;
     for (int p = -1; p < processes; p++) {
-        for (const char *line = raw; *line;) {
-            const char *end = strchr(line, '\n');
-            size_t len = end ? (size_t)(end - line) : strlen(line), text = 0;
-            int from = line_process(line, len, &text);
-            if (from >= processes)
-                from = -1;
-            if (from == p) {
-                memcpy(out + at, line + text, len - text);
+        for (size_t from = 0; from < total;) {
+            const char *end = memchr(raw + from, '\n', total - from);
+            size_t len = end ? (size_t)(end - (raw + from)) : total - from, text = 0;
+            int who = line_process(raw + from, len, &text);
+            if (who >= processes)
+                who = -1;
+            if (who == p) {
+                memcpy(out + at, raw + from + text, len - text);
                 at += len - text;
                 out[at++] = '\n';
             }
-            line = end ? end + 1 : line + len;
+            from += len + (end != NULL);
         }
     }
     out[at] = '\0';
+    *out_len = at;
     return out;
 }
 
@@ -206,10 +209,10 @@ static size_t show_lines(const char *buf, size_t from, size_t len, int all)
     return from;
 }
 
-/* Runs prog as lay, its stdout shown and, when `captured` is given, kept there (malloc'd; in
- * process order, in_process_order). Returns the program's exit status, or -1 when it could not
- * start (said why). */
-static int run_layout(const layout *lay, char **prog, char **captured)
+/* Runs prog as lay, its stdout shown and, when `captured` is given, kept there (malloc'd,
+ * *captured_len bytes, NUL bytes included; in process order, in_process_order). Returns the
+ * program's exit status, or -1 when it could not start (said why). */
+static int run_layout(const layout *lay, char **prog, char **captured, size_t *captured_len)
 {
     int mpi = strcmp(SPMD_LAUNCH_MPIEXEC, "") != 0;
     if (!mpi && lay->processes > 1) {
@@ -289,8 +292,9 @@ static int run_layout(const layout *lay, char **prog, char **captured)
         close(pipe_fd[0]);
         if (!*captured && !failed_memory)
             *captured = calloc(1, 1);
+        *captured_len = len;
         if (*captured && mpi && SPMD_LAUNCH_TAG_OPTION[0]) {
-            char *ordered = in_process_order(*captured, lay->processes);
+            char *ordered = in_process_order(*captured, len, lay->processes, captured_len);
             free(*captured);
             *captured = ordered;
             failed_memory |= !ordered;
@@ -309,94 +313,22 @@ static int run_layout(const layout *lay, char **prog, char **captured)
 
 /* ---- comparison ---- */
 
-static int is_number(const char *token, size_t len, double *value)
+/* HOW of --compare into rule; CLI_USAGE after saying why. */
+static int parse_rule(const char *cmd, const char *how, compare_rule *rule)
 {
-    char buf[128];
-    if (len == 0 || len >= sizeof buf)
-        return 0;
-    memcpy(buf, token, len);
-    buf[len] = '\0';
-    char *end = NULL;
-    *value = strtod(buf, &end);
-    return end == buf + len;
-}
-
-static int numbers_close(double a, double b, double tolerance)
-{
-    if (isnan(a) || isnan(b))
-        return isnan(a) && isnan(b);
-    if (a == b) /* infinities of one sign too */
-        return 1;
-    double scale = fmax(1.0, fmax(fabs(a), fabs(b)));
-    return fabs(a - b) <= tolerance * scale;
-}
-
-/* Compares one line: exactly, or (tolerance >= 0) token by token, numbers within tolerance. */
-static int lines_match(const char *a, size_t alen, const char *b, size_t blen, double tolerance)
-{
-    if (tolerance < 0)
-        return alen == blen && memcmp(a, b, alen) == 0;
-    size_t i = 0, j = 0;
-    for (;;) {
-        while (i < alen && (a[i] == ' ' || a[i] == '\t' || a[i] == '\r'))
-            i++;
-        while (j < blen && (b[j] == ' ' || b[j] == '\t' || b[j] == '\r'))
-            j++;
-        if (i == alen || j == blen)
-            return i == alen && j == blen;
-        size_t ti = i, tj = j;
-        while (i < alen && a[i] != ' ' && a[i] != '\t' && a[i] != '\r')
-            i++;
-        while (j < blen && b[j] != ' ' && b[j] != '\t' && b[j] != '\r')
-            j++;
-        double x, y;
-        int numeric = is_number(a + ti, i - ti, &x) && is_number(b + tj, j - tj, &y);
-        if (numeric ? !numbers_close(x, y, tolerance)
-                    : (i - ti != j - tj || memcmp(a + ti, b + tj, i - ti) != 0))
-            return 0;
-    }
-}
-
-int spmd_cli_compare_outputs(const char *a, const char *b, double tolerance, char *why, size_t size)
-{
-    int line = 1;
-    for (;;) {
-        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
-        size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
-        int a_done = !ea && la == 0, b_done = !eb && lb == 0;
-        if (a_done && b_done)
-            return 0;
-        if (a_done || b_done || !lines_match(a, la, b, lb, tolerance)) {
-            snprintf(why, size, "line %d: \"%.*s\" against \"%.*s\"", line,
-                     a_done ? 12 : (int)(la > 200 ? 200 : la), a_done ? "(no line)" : a,
-                     b_done ? 12 : (int)(lb > 200 ? 200 : lb), b_done ? "(no line)" : b);
-            return 1;
-        }
-        a = ea ? ea + 1 : a + la;
-        b = eb ? eb + 1 : b + lb;
-        line++;
-    }
-}
-
-/* "exact" -> -1; "tolerance=T" or a bare number T >= 0 -> T; else CLI_USAGE after saying why. */
-static int parse_tolerance(const char *cmd, const char *text, double *tolerance)
-{
-    if (strcmp(text, "exact") == 0) {
-        *tolerance = -1;
-        return CLI_OK;
-    }
-    const char *number = strncmp(text, "tolerance=", 10) == 0 ? text + 10 : text;
-    char *end = NULL;
-    errno = 0;
-    double t = strtod(number, &end);
-    if (errno || end == number || *end || !(t >= 0) || isinf(t))
-        return cli_usage_error(cmd,
-                               "comparison \"%s\" is not exact, tolerance=T or T (T a "
-                               "number >= 0)",
-                               text);
-    *tolerance = t;
+    char why[512];
+    if (compare_parse_rule(how, rule, why, sizeof why) != 0)
+        return cli_usage_error(cmd, "%s", why);
     return CLI_OK;
 }
+
+#define COMPARE_HELP                                                                               \
+    "exact (default: every byte), or numbers found inside the text (key=value, [1.0, 2e-3],\n"     \
+    "                     ...) compared within a tolerance and everything else equal:\n"           \
+    "                     T or tolerance=T (|a-b| <= T x max(1,|a|,|b|)), abs=A, rel=R\n"          \
+    "                     (|a-b| <= R x max(|a|,|b|)), ulps=N (float64 steps), ulps32=N\n"         \
+    "                     (float32 steps), or several, comma-separated (any one suffices);\n"      \
+    "                     NaN matches only NaN, an infinity only itself, hex is text\n"
 
 /* ---- spmd launch ---- */
 
@@ -420,9 +352,7 @@ void spmd_cli_launch_usage(FILE *out)
             "  -l, --layouts LIST   run each PxL layout in turn and compare their standard\n"
             "                       outputs: exit 1 when they differ (the first difference is\n"
             "                       named), else the first failing run's status, else 0\n"
-            "  -c, --compare HOW    exact (default), or T / tolerance=T: numbers may differ by\n"
-            "                       T x max(1, |a|, |b|), other words must be equal\n"
-            "  -h, --help           show this help\n"
+            "  -c, --compare HOW    " COMPARE_HELP "  -h, --help           show this help\n"
             "\n"
             "Print results from one process (process 0): lines from several processes\n"
             "interleave in any order.\n",
@@ -441,7 +371,8 @@ int spmd_cli_launch(int argc, char **argv)
     layout single = {1, 1}, layouts[MAX_LAYOUTS];
     int nlayouts = 0, have_n = 0, have_d = 0, have_compare = 0;
     const char *output = NULL;
-    double tolerance = -1;
+    compare_rule rule;
+    compare_parse_rule("exact", &rule, NULL, 0);
     optind = 0;
     opterr = 0;
     int opt;
@@ -452,7 +383,7 @@ int spmd_cli_launch(int argc, char **argv)
             char *end = NULL;
             errno = 0;
             long v = strtol(optarg, &end, 10);
-            long most = opt == 'n' ? 1L << 20 : SPMD_MAX_CPU_DEVICES;
+            long most = opt == 'n' ? MAX_PROCESSES : SPMD_MAX_CPU_DEVICES;
             if (errno || end == optarg || *end || v < 1 || v > most)
                 return cli_usage_error("launch", "%s \"%s\" is not a number of %s in [1, %ld]",
                                        opt == 'n' ? "-n" : "-d", optarg,
@@ -479,7 +410,7 @@ int spmd_cli_launch(int argc, char **argv)
             }
             break;
         case 'c':
-            if (parse_tolerance("launch", optarg, &tolerance) != CLI_OK)
+            if (parse_rule("launch", optarg, &rule) != CLI_OK)
                 return CLI_USAGE;
             have_compare = 1;
             break;
@@ -501,23 +432,27 @@ int spmd_cli_launch(int argc, char **argv)
         return cli_usage_error("launch", "--compare needs --layouts");
     char **prog = argv + optind;
     if (!nlayouts) {
+        /* a file that cannot be written is found before the program runs */
+        FILE *f = output ? fopen(output, "wb") : NULL;
+        if (output && !f)
+            return cli_failure("launch", "cannot write %s: %s", output, strerror(errno));
         char *captured = NULL;
-        int rc = run_layout(&single, prog, output ? &captured : NULL);
-        if (rc >= 0 && output) {
-            FILE *f = fopen(output, "w");
-            if (!f || fputs(captured, f) == EOF || fclose(f) != 0) {
-                free(captured);
-                return cli_failure("launch", "cannot write %s: %s", output, strerror(errno));
-            }
+        size_t len = 0;
+        int rc = run_layout(&single, prog, output ? &captured : NULL, &len);
+        if (f && ((rc >= 0 && fwrite(captured, 1, len, f) != len) || fclose(f) != 0)) {
+            free(captured);
+            cli_failure("launch", "cannot write %s: %s", output, strerror(errno));
+            return rc > 0 ? rc : CLI_FAILED; /* the program's own failure goes first */
         }
         free(captured);
         return rc < 0 ? CLI_FAILED : rc;
     }
     char *outputs[MAX_LAYOUTS] = {0};
+    size_t lens[MAX_LAYOUTS] = {0};
     int first_failure = 0, rc = CLI_OK;
     for (int i = 0; i < nlayouts && rc == CLI_OK; i++) {
         fprintf(stderr, "spmd launch: layout %dx%d\n", layouts[i].processes, layouts[i].devices);
-        int code = run_layout(&layouts[i], prog, &outputs[i]);
+        int code = run_layout(&layouts[i], prog, &outputs[i], &lens[i]);
         if (code < 0)
             rc = CLI_FAILED;
         else if (code != 0 && !first_failure) {
@@ -527,11 +462,12 @@ int spmd_cli_launch(int argc, char **argv)
         }
     }
     for (int i = 1; i < nlayouts && rc == CLI_OK && !first_failure; i++) {
-        char why[512];
-        if (spmd_cli_compare_outputs(outputs[0], outputs[i], tolerance, why, sizeof why)) {
-            rc = cli_failure("launch", "layouts %dx%d and %dx%d give different output (%s), %s",
-                             layouts[0].processes, layouts[0].devices, layouts[i].processes,
-                             layouts[i].devices, tolerance < 0 ? "exact" : "within tolerance", why);
+        compare_summary sum;
+        if (compare_outputs(outputs[0], lens[0], outputs[i], lens[i], &rule, &sum)) {
+            rc = cli_failure("launch",
+                             "layouts %dx%d and %dx%d give different output:", layouts[0].processes,
+                             layouts[0].devices, layouts[i].processes, layouts[i].devices);
+            compare_print_summary(stderr, "spmd: launch:   ", &rule, &sum);
         }
     }
     for (int i = 0; i < nlayouts; i++)
@@ -545,28 +481,30 @@ int spmd_cli_launch(int argc, char **argv)
 
 void spmd_cli_compare_usage(FILE *out)
 {
-    fputs("usage: spmd compare [--compare exact|T] FILE FILE...\n"
+    fputs("usage: spmd compare [--compare HOW] FILE FILE...\n"
           "\n"
           "Compares saved outputs (of spmd launch --output, as SpmdTesting's comparison tests\n"
-          "do) with the first: exit 0 when all match, 1 naming the first difference.\n"
+          "do) with the first, byte for byte (NUL bytes too) or with numbers within a\n"
+          "tolerance: exit 0 when all match, 1 with a summary of each difference (lines\n"
+          "compared and differing, the largest absolute and relative differences and where,\n"
+          "the first differing lines). Options may come before or after the files.\n"
           "\n"
           "options:\n"
-          "  -c, --compare HOW  exact (default), or T / tolerance=T: numbers may differ by\n"
-          "                     T x max(1, |a|, |b|), other words must be equal\n"
-          "  -h, --help         show this help\n",
+          "  -c, --compare HOW  " COMPARE_HELP "  -h, --help         show this help\n",
           out);
 }
 
-static char *read_file(const char *path)
+static char *read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
     char *buf = NULL, chunk[65536];
-    size_t len = 0, cap = 0, got;
+    size_t cap = 0, got;
     int ok = 1;
+    *len = 0;
     while (ok && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        ok = append(&buf, &len, &cap, chunk, got) == 0;
+        ok = append(&buf, len, &cap, chunk, got) == 0;
     ok = ok && !ferror(f);
     fclose(f);
     if (ok && !buf)
@@ -583,11 +521,12 @@ int spmd_cli_compare(int argc, char **argv)
     static const struct option options[] = {{"compare", required_argument, NULL, 'c'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
-    double tolerance = -1;
+    compare_rule rule;
+    compare_parse_rule("exact", &rule, NULL, 0);
     optind = 0;
     opterr = 0;
     int opt;
-    while ((opt = getopt_long(argc, argv, "+c:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:h", options, NULL)) != -1) { /* options anywhere */
         if (opt == 'h') {
             spmd_cli_compare_usage(stdout);
             return CLI_OK;
@@ -595,23 +534,29 @@ int spmd_cli_compare(int argc, char **argv)
         if (opt != 'c')
             return cli_usage_error("compare", "unknown option or missing value: %s",
                                    argv[optind - 1]);
-        if (parse_tolerance("compare", optarg, &tolerance) != CLI_OK)
+        if (parse_rule("compare", optarg, &rule) != CLI_OK)
             return CLI_USAGE;
     }
     if (argc - optind < 2)
         return cli_usage_error("compare", "give at least two files to compare");
-    char *first = read_file(argv[optind]);
+    size_t first_len = 0;
+    char *first = read_file(argv[optind], &first_len);
     if (!first)
         return cli_failure("compare", "cannot read %s: %s", argv[optind], strerror(errno));
     int rc = CLI_OK;
     for (int i = optind + 1; i < argc && rc == CLI_OK; i++) {
-        char *other = read_file(argv[i]);
-        char why[512];
-        if (!other)
+        size_t len = 0;
+        char *other = read_file(argv[i], &len);
+        compare_summary sum;
+        if (!other) {
             rc = cli_failure("compare", "cannot read %s: %s", argv[i], strerror(errno));
-        else if (spmd_cli_compare_outputs(first, other, tolerance, why, sizeof why))
-            rc = cli_failure("compare", "%s and %s differ (%s), %s", argv[optind], argv[i],
-                             tolerance < 0 ? "exact" : "within tolerance", why);
+        } else if (compare_outputs(first, first_len, other, len, &rule, &sum)) {
+            rc = cli_failure("compare", "%s and %s differ:", argv[optind], argv[i]);
+            compare_print_summary(stderr, "spmd: compare:   ", &rule, &sum);
+        } else {
+            printf("%s and %s match: ", argv[optind], argv[i]);
+            compare_print_summary(stdout, "", &rule, &sum);
+        }
         free(other);
     }
     free(first);

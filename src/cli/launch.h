@@ -17,11 +17,4 @@ int spmd_cli_compare(int argc, char **argv);
 void spmd_cli_mpi_settings(int processes, int devices);
 void spmd_cli_compare_usage(FILE *out);
 
-/**
- * 0 when outputs a and b match line by line: exactly (tolerance < 0), or word by word with
- * numbers within tolerance x max(1, |x|, |y|); else 1, with the first difference in why.
- */
-int spmd_cli_compare_outputs(const char *a, const char *b, double tolerance, char *why,
-                             size_t size);
-
 #endif /* SPMD_CLI_LAUNCH_H */

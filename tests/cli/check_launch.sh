@@ -4,16 +4,7 @@
 # usage: check_launch.sh SPMD_CLI LAUNCH_PROBE HAVE_MPI(0|1)
 set -u
 spmd=$1 probe=$2 mpi=$3
-work=$(mktemp -d) || exit 1
-trap 'rm -rf "$work"' EXIT
-fail=0
-report() { echo "FAIL: $*"; fail=1; }
-expect() { # expect STATUS DESCRIPTION -- command...
-    want=$1 what=$2; shift 3
-    "$@" >"$work/out" 2>"$work/err"; rc=$?
-    echo "--- $what: $* -> $rc"; cat "$work/out" "$work/err"
-    [ "$rc" -eq "$want" ] || report "$what: exit status $rc, expected $want"
-}
+. "$(dirname "$0")/expect.sh"
 if [ "$mpi" = 1 ]; then more=2x2,4x1; else more=1x3,1x2; fi
 
 expect 0 "one layout" -- "$spmd" launch -n 1 -d 4 -- "$probe" sum
@@ -46,6 +37,15 @@ if [ "$mpi" = 1 ]; then
 else
     expect 1 "a layout that needs MPI" -- "$spmd" launch --layouts 1x2,2x1 -- "$probe" sum
 fi
+# bytes after a NUL count: in --output, and in the comparison of layouts
+expect 0 "--output keeps NUL bytes" -- "$spmd" launch -d 2 --output "$work/nul" -- "$probe" nul
+printf 'result\000 2\nsecond line\n' | cmp -s - "$work/nul" || report "--output lost bytes after a NUL"
+expect 1 "layouts differing after a NUL" -- "$spmd" launch --layouts 1x1,1x2 -- "$probe" nul
+grep -q 'result\\x00 1" against "result\\x00 2"' "$work/err" || report "the NUL line is not shown"
+expect 1 "an unwritable --output, before the program runs" -- "$spmd" launch --output /nonexistent/x -- "$probe" sum
+grep -q "cannot write /nonexistent/x" "$work/err" || report "unwritable --output not named"
+[ ! -s "$work/out" ] || report "the program ran although --output cannot be written"
+expect 2 "absurd -n" -- "$spmd" launch -n 100000 -- "$probe" sum
 expect 2 "bad layout" -- "$spmd" launch --layouts 1x4,2y2 -- "$probe" sum
 [ "$(wc -l <"$work/err")" -eq 1 ] || report "a bad layout takes more than one line"
 grep -q '^spmd: launch: layout "2y2" is not PxL' "$work/err" || report "bad layout not named"

@@ -231,12 +231,29 @@ add_test(NAME cli_launch COMMAND sh ${SPMD_CLI_DIR}/check_launch.sh ${SPMD_CLI}
 set_tests_properties(cli_launch PROPERTIES LABELS "mpi;cli" TIMEOUT 300 PROCESSORS 2
                      ENVIRONMENT "${SPMD_TEST_ENV}")
 
+add_test(NAME cli_compare COMMAND sh ${SPMD_CLI_DIR}/check_compare.sh ${SPMD_CLI})
+set_tests_properties(cli_compare PROPERTIES LABELS "cli" TIMEOUT 60)
+
 # --- SpmdTesting, as the project's own tests use it: one test per layout, and a comparison
 # that passes for the layout-independent sum and must fail for the output that names the layout
 set(SPMD_TESTING_CLI ${SPMD_CLI})
 include(${PROJECT_SOURCE_DIR}/src/SpmdTesting.cmake)
 spmd_add_test(NAME spmd_testing_sum COMMAND launch_probe sum LAYOUTS 1x8 2x4 4x2
-              COMPARE exact LABELS mpi TIMEOUT 120 ENVIRONMENT ${SPMD_TEST_ENV})
+              COMPARE exact tolerance=1e-6 LABELS mpi TIMEOUT 120 ENVIRONMENT ${SPMD_TEST_ENV})
+# the saved outputs, for a comparison of one's own
+add_test(NAME spmd_testing_sum_outputs_listed
+         COMMAND ${SPMD_CLI} compare --compare abs=0 ${spmd_testing_sum_SPMD_OUTPUTS})
+set_tests_properties(spmd_testing_sum_outputs_listed PROPERTIES
+                     FIXTURES_REQUIRED spmd_testing_sum_layouts LABELS "cli;spmd")
+# a COMPARE spmd compare would refuse fails at configure time
+foreach(bad -1 tolerance=-1 abs=-1 rel=nan ulps=1.5 foo=1 0x10 "abs=1,")
+  string(MAKE_C_IDENTIFIER "${bad}" id)
+  add_test(NAME spmd_testing_refuses_${id}
+           COMMAND ${CMAKE_COMMAND} -DSPMD_TESTING_CLI=${SPMD_CLI} -DHOW=${bad}
+                   -P ${SPMD_CLI_DIR}/spmd_testing_compare.cmake)
+  set_tests_properties(spmd_testing_refuses_${id} PROPERTIES LABELS cli
+                       PASS_REGULAR_EXPRESSION "COMPARE \"${bad}\" is not exact")
+endforeach()
 if(SPMD_HAVE_MPI)
   spmd_add_test(NAME spmd_testing_layout COMMAND launch_probe layout LAYOUTS 1x4 2x2
                 COMPARE tolerance=1e-6 LABELS mpi TIMEOUT 120 ENVIRONMENT ${SPMD_TEST_ENV})

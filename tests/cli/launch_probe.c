@@ -6,7 +6,9 @@
  *   launch_probe devices every process prints a line per local device, in device order, and
  *                        one with its process number on stderr: in process order, the same in
  *                        every layout
- *   launch_probe exit K  the last process exits with status K, the others with 0 */
+ *   launch_probe exit K  the last process exits with status K, the others with 0
+ *   launch_probe nul     process 0 prints "result", a NUL byte, then the device count: differs
+ *                        between layouts after the NUL only */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,11 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "layout") == 0) {
         if (me == 0)
             printf("processes %d devices %d\n", procs, n);
+    } else if (strcmp(mode, "nul") == 0) {
+        if (me == 0) {
+            fwrite("result\0 ", 1, 8, stdout);
+            printf("%d\nsecond line\n", n);
+        }
     } else {
         const char *name = "x";
         spmd_mesh *mesh = NULL;
