@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 
 #include <spmd/runtime.h>
@@ -209,11 +212,46 @@ static size_t show_lines(const char *buf, size_t from, size_t len, int all)
     return from;
 }
 
+/* ---- signals: the job goes with the launcher ---- */
+
+static volatile sig_atomic_t job_pid, stop_signal;
+
+/* SIGINT, SIGTERM or SIGHUP: passed on to the job (mpiexec stops its ranks on it); the
+ * launcher then waits for the job and ends by the same signal. */
+static void pass_on(int sig)
+{
+    stop_signal = sig;
+    if (job_pid > 0)
+        kill((pid_t)job_pid, sig);
+}
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = pass_on;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* After the job ended: a stop signal the launcher got ends it the same way. */
+static void end_like_the_signal(void)
+{
+    if (!stop_signal)
+        return;
+    signal(stop_signal, SIG_DFL);
+    raise(stop_signal);
+}
+
 /* Runs prog as lay, its stdout shown and, when `captured` is given, kept there (malloc'd,
  * *captured_len bytes, NUL bytes included; in process order, in_process_order). Returns the
  * program's exit status, or -1 when it could not start (said why). */
 static int run_layout(const layout *lay, char **prog, char **captured, size_t *captured_len)
 {
+    if (stop_signal) /* stopped before this layout began */
+        return -1;
     int mpi = strcmp(SPMD_LAUNCH_MPIEXEC, "") != 0;
     if (!mpi && lay->processes > 1) {
         cli_failure("launch",
@@ -249,6 +287,8 @@ static int run_layout(const layout *lay, char **prog, char **captured, size_t *c
         return -1;
     }
     fflush(stdout);
+    pid_t launcher = getpid();
+    (void)launcher;
     pid_t pid = fork();
     if (pid < 0) {
         free(argv);
@@ -262,11 +302,20 @@ static int run_layout(const layout *lay, char **prog, char **captured, size_t *c
             close(pipe_fd[1]);
         }
         apply_launcher_settings(lay);
+#ifdef __linux__
+        /* a launcher killed outright (SIGKILL) still takes its job along */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != launcher)
+            _exit(128 + SIGTERM);
+#endif
         execvp(argv[0], argv);
         fprintf(stderr, "spmd: launch: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     free(argv);
+    job_pid = pid;
+    if (stop_signal) /* came between the fork and here */
+        kill(pid, stop_signal);
     int failed_memory = 0;
     if (captured) {
         close(pipe_fd[1]);
@@ -303,6 +352,7 @@ static int run_layout(const layout *lay, char **prog, char **captured, size_t *c
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
+    job_pid = 0;
     if (failed_memory || (captured && !*captured)) {
         cli_failure("launch", "out of memory keeping the output of layout %dx%d", lay->processes,
                     lay->devices);
@@ -431,6 +481,7 @@ int spmd_cli_launch(int argc, char **argv)
     if (!nlayouts && have_compare)
         return cli_usage_error("launch", "--compare needs --layouts");
     char **prog = argv + optind;
+    catch_stop_signals();
     if (!nlayouts) {
         /* a file that cannot be written is found before the program runs */
         FILE *f = output ? fopen(output, "wb") : NULL;
@@ -445,6 +496,7 @@ int spmd_cli_launch(int argc, char **argv)
             return rc > 0 ? rc : CLI_FAILED; /* the program's own failure goes first */
         }
         free(captured);
+        end_like_the_signal();
         return rc < 0 ? CLI_FAILED : rc;
     }
     char *outputs[MAX_LAYOUTS] = {0};
@@ -474,6 +526,7 @@ int spmd_cli_launch(int argc, char **argv)
         free(outputs[i]);
     if (rc == CLI_OK && !first_failure)
         fprintf(stderr, "spmd launch: %d layouts, the same output\n", nlayouts);
+    end_like_the_signal();
     return rc != CLI_OK ? rc : first_failure;
 }
 

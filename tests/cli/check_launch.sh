@@ -46,6 +46,29 @@ expect 1 "an unwritable --output, before the program runs" -- "$spmd" launch --o
 grep -q "cannot write /nonexistent/x" "$work/err" || report "unwritable --output not named"
 [ ! -s "$work/out" ] || report "the program ran although --output cannot be written"
 expect 2 "absurd -n" -- "$spmd" launch -n 100000 -- "$probe" sum
+
+# SIGTERM (and SIGKILL) on the launcher: no process of the job survives it
+ranks_of() { pgrep -f "$probe sleep $1" | wc -l; }
+sleepers=1; [ "$mpi" = 1 ] && sleepers=2
+for sig in TERM INT KILL; do
+    seconds=$((300 + $(date +%N | cut -c1-5) % 1000)) # a mark of this run's processes
+    "$spmd" launch -n $sleepers -- "$probe" sleep $seconds >"$work/out" 2>"$work/err" &
+    launcher=$!
+    tries=0
+    while [ "$(grep -c ready "$work/err")" -lt $sleepers ] && [ $tries -lt 300 ]; do
+        sleep 0.1; tries=$((tries + 1))
+    done
+    [ "$(ranks_of $seconds)" -ge 1 ] || report "SIG$sig: the job did not start"
+    kill -$sig $launcher
+    wait $launcher; rc=$?
+    tries=0
+    while [ "$(ranks_of $seconds)" -gt 0 ] && [ $tries -lt 100 ]; do
+        sleep 0.1; tries=$((tries + 1))
+    done
+    echo "--- SIG$sig on spmd launch: exit $rc, $(ranks_of $seconds) rank(s) left"
+    [ "$(ranks_of $seconds)" -eq 0 ] || { report "SIG$sig: ranks survived the launcher"; pkill -f "$probe sleep $seconds"; }
+    [ "$sig" = KILL ] || [ $rc -gt 128 ] || report "SIG$sig: the launcher did not end by the signal ($rc)"
+done
 expect 2 "bad layout" -- "$spmd" launch --layouts 1x4,2y2 -- "$probe" sum
 [ "$(wc -l <"$work/err")" -eq 1 ] || report "a bad layout takes more than one line"
 grep -q '^spmd: launch: layout "2y2" is not PxL' "$work/err" || report "bad layout not named"

@@ -8,10 +8,12 @@
  *                        every layout
  *   launch_probe exit K  the last process exits with status K, the others with 0
  *   launch_probe nul     process 0 prints "result", a NUL byte, then the device count: differs
- *                        between layouts after the NUL only */
+ *                        between layouts after the NUL only
+ *   launch_probe sleep S every process says "ready" on stderr, then sleeps S seconds */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <spmd.h>
 
@@ -59,6 +61,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "layout") == 0) {
         if (me == 0)
             printf("processes %d devices %d\n", procs, n);
+    } else if (strcmp(mode, "sleep") == 0) {
+        fprintf(stderr, "ready\n");
+        sleep(argc > 2 ? (unsigned)atoi(argv[2]) : 60);
     } else if (strcmp(mode, "nul") == 0) {
         if (me == 0) {
             fwrite("result\0 ", 1, 8, stdout);
