@@ -52,6 +52,10 @@ spmd_cli_test(sharding_json
               -o "{\"id\":3,\"process\":0,\"index\":[[2,4],[0,8]],\"replica_id\":1}"
               -- ${SPMD_CLI} sharding --mesh a=4,b=2 --spec "'a', None" --shape 8,8 --json)
 # ('a','b') splits rows 8 ways, a major: device k holds rows [2k, 2k+2), nothing replicated.
+add_test(NAME cli_sharding_json_bounded
+         COMMAND sh ${SPMD_CLI_DIR}/check_sharding_json_bounded.sh ${SPMD_CLI})
+set_tests_properties(cli_sharding_json_bounded PROPERTIES LABELS cli TIMEOUT 120
+                     SKIP_RETURN_CODE 77)
 spmd_cli_test(sharding_json_multi_axis
               ARGS -f ${SPMD_CLI_EXPECTED}/sharding_a4b2_ab_16x4.json
               -- ${SPMD_CLI} sharding --mesh a=4,b=2 --spec "('a','b'), None" --shape 16,4 --json)
