@@ -1,9 +1,12 @@
 /* Comparing program outputs: see compare_text.h. */
+#define _POSIX_C_SOURCE 200809L /* getline */
 #include "compare_text.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
+#include <sys/types.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,34 +275,40 @@ static int line_within(const char *a, size_t la, const char *b, size_t lb, const
     return ok && i == la && j == lb;
 }
 
-int compare_outputs(const char *a, size_t alen, const char *b, size_t blen,
-                    const compare_rule *rule, compare_summary *sum)
+/* The next line of f, its newline left out, in *line (*cap bytes, grown as needed); its
+ * length, or -1 at the end. */
+static ssize_t next_line(FILE *f, char **line, size_t *cap)
+{
+    ssize_t n = getline(line, cap, f);
+    if (n > 0 && (*line)[n - 1] == '\n')
+        n--;
+    return n;
+}
+
+int compare_files(FILE *a, FILE *b, const compare_rule *rule, compare_summary *sum)
 {
     memset(sum, 0, sizeof *sum);
-    size_t ia = 0, ib = 0;
+    char *la = NULL, *lb = NULL;
+    size_t cap_a = 0, cap_b = 0;
     for (long line = 1;; line++) {
         /* a missing last newline is no difference: the line ends there all the same */
-        int a_done = ia >= alen, b_done = ib >= blen;
-        if (a_done && b_done)
+        ssize_t na = next_line(a, &la, &cap_a), nb = next_line(b, &lb, &cap_b);
+        if (na < 0 && nb < 0)
             break;
-        const char *ea = a_done ? NULL : memchr(a + ia, '\n', alen - ia);
-        const char *eb = b_done ? NULL : memchr(b + ib, '\n', blen - ib);
-        size_t la = a_done ? 0 : ea ? (size_t)(ea - (a + ia)) : alen - ia;
-        size_t lb = b_done ? 0 : eb ? (size_t)(eb - (b + ib)) : blen - ib;
         sum->lines++;
-        int same = !a_done && !b_done &&
-                   (rule->exact ? la == lb && memcmp(a + ia, b + ib, la) == 0
-                                : line_within(a + ia, la, b + ib, lb, rule, sum, line));
+        int same = na >= 0 && nb >= 0 &&
+                   (rule->exact ? na == nb && memcmp(la, lb, (size_t)na) == 0
+                                : line_within(la, (size_t)na, lb, (size_t)nb, rule, sum, line));
         if (!same) {
             if (sum->differing < COMPARE_FIRST)
-                place(&sum->first[sum->differing], line, a_done ? "(no line)" : a + ia,
-                      a_done ? 9 : la, b_done ? "(no line)" : b + ib, b_done ? 9 : lb);
+                place(&sum->first[sum->differing], line, na < 0 ? "(no line)" : la,
+                      na < 0 ? 9 : (size_t)na, nb < 0 ? "(no line)" : lb, nb < 0 ? 9 : (size_t)nb);
             sum->differing++;
         }
-        ia += la + !a_done;
-        ib += lb + !b_done;
     }
-    return sum->differing > 0;
+    free(la);
+    free(lb);
+    return ferror(a) || ferror(b) ? -1 : sum->differing > 0;
 }
 
 void compare_print_summary(FILE *out, const char *prefix, const compare_rule *rule,

@@ -42,9 +42,9 @@ int compare_parse_rule(const char *how, compare_rule *rule, char *why, size_t si
 /* Writes the rule as a user would (e.g. "abs=1e-09,rel=1e-06"). */
 void compare_rule_text(const compare_rule *rule, char *text, size_t size);
 
-/* Compares a (alen bytes) with b (blen bytes), NUL bytes included: 1 when they differ. */
-int compare_outputs(const char *a, size_t alen, const char *b, size_t blen,
-                    const compare_rule *rule, compare_summary *sum);
+/* Compares the rest of a with the rest of b, line by line, NUL bytes included, holding one line
+ * of each at a time: 1 when they differ, 0 when they match, -1 when reading failed. */
+int compare_files(FILE *a, FILE *b, const compare_rule *rule, compare_summary *sum);
 
 /* The summary, a few lines, each starting with `prefix`. */
 void compare_print_summary(FILE *out, const char *prefix, const compare_rule *rule,

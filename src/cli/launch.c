@@ -109,25 +109,6 @@ static int status_code(int status)
     return 1;
 }
 
-/* Appends n bytes to a growing buffer; 0, or -1 without memory. */
-static int append(char **buf, size_t *len, size_t *cap, const char *data, size_t n)
-{
-    if (*len + n + 1 > *cap) {
-        size_t want = *cap ? *cap : 4096;
-        while (want < *len + n + 1)
-            want *= 2;
-        char *grown = realloc(*buf, want);
-        if (!grown)
-            return -1;
-        *buf = grown;
-        *cap = want;
-    }
-    memcpy(*buf + *len, data, n);
-    *len += n;
-    (*buf)[*len] = '\0';
-    return 0;
-}
-
 /* The process a tagged line comes from, and where its text starts: Open MPI's
  * "[1,3]<stdout>:text" or hydra's "[3] text". -1 for a line without a tag. */
 static int line_process(const char *line, size_t len, size_t *text)
@@ -161,55 +142,147 @@ static int line_process(const char *line, size_t len, size_t *text)
 }
 
 /*
- * The output of a run of `processes` processes with tagged lines, each process's lines
- * together, in process order (process 0's first), untagged: mpiexec interleaves the processes'
- * lines in whatever order they come, but a program that prints what each process holds, in
- * device order, or its results from process 0 alone, then reads the same in every layout.
- * Lines without a tag come first. NULL without memory.
+ * The output of a run, kept on disk as it comes (memory stays bounded whatever its size) and
+ * shown as it comes, without process tags. With tagged lines (`ordered`), each process's lines
+ * go to a spill file of their own, and the output is those files one after another in process
+ * order (lines without a tag first): mpiexec interleaves the processes' lines in whatever order
+ * they come, but a program that prints what each process holds, in device order, or its
+ * results from process 0 alone, then reads the same in every layout. NUL bytes are kept.
  */
-static char *in_process_order(const char *raw, size_t total, int processes, size_t *out_len)
+typedef struct capture {
+    int processes, ordered, failed;
+    FILE **spill; /* [processes + 1]: text without a tag, then process p's at p + 1 */
+    int to;       /* the spill the text goes to now */
+    int line_start, last_newline, shown;
+    char pend[48]; /* the start of what may be a tag, until it is told apart */
+    size_t pend_len;
+} capture;
+
+static int capture_open(capture *c, int processes, int ordered)
 {
-    char *out = malloc(total + 2); /* a newline added to a last line without one */
-    if (!out)
-        return NULL;
-    size_t at = 0;
-    for (int p = -1; p < processes; p++) {
-        for (size_t from = 0; from < total;) {
-            const char *end = memchr(raw + from, '\n', total - from);
-            size_t len = end ? (size_t)(end - (raw + from)) : total - from, text = 0;
-            int who = line_process(raw + from, len, &text);
-            if (who >= processes)
-                who = -1;
-            if (who == p) {
-                memcpy(out + at, raw + from + text, len - text);
-                at += len - text;
-                out[at++] = '\n';
-            }
-            from += len + (end != NULL);
-        }
-    }
-    out[at] = '\0';
-    *out_len = at;
-    return out;
+    memset(c, 0, sizeof *c);
+    c->processes = ordered ? processes : 0;
+    c->ordered = ordered;
+    c->line_start = 1;
+    c->spill = calloc((size_t)c->processes + 1, sizeof *c->spill);
+    return c->spill ? 0 : -1;
 }
 
-/* Shows the whole lines of buf[from, len) (and a last partial one when `all`), without their
- * process tags, as they come; returns where the next line starts. */
-static size_t show_lines(const char *buf, size_t from, size_t len, int all)
+/* Text of the current process, to its spill file and to the screen. */
+static void emit(capture *c, const char *data, size_t n)
 {
-    while (from < len) {
-        const char *end = memchr(buf + from, '\n', len - from);
-        if (!end && !all)
-            break;
-        size_t n = end ? (size_t)(end - (buf + from)) : len - from, text = 0;
-        if (line_process(buf + from, n, &text) < 0)
-            text = 0;
-        fwrite(buf + from + text, 1, n - text, stdout);
-        fputc('\n', stdout);
-        from += n + (end != NULL);
+    if (!n)
+        return;
+    FILE **f = &c->spill[c->to];
+    if (!*f && !(*f = tmpfile()))
+        c->failed = 1;
+    if (*f && fwrite(data, 1, n, *f) != n)
+        c->failed = 1;
+    fwrite(data, 1, n, stdout);
+    c->shown = 1;
+    c->line_start = c->last_newline = data[n - 1] == '\n';
+}
+
+/* Whether pend holds a whole tag (1: *process set), may still become one (0), or cannot (-1).
+ * Open MPI tags every fragment it forwards ("[1,3]<stdout>:"), also in the middle of a line
+ * when a line crosses its 4 KiB fragments; hydra tags each line ("[3] ") at its start. */
+static int tag_state(const capture *c, int *process)
+{
+    const char *p = c->pend;
+    size_t n = c->pend_len, i = 1, digits = 0;
+    while (i < n && p[i] >= '0' && p[i] <= '9')
+        i++, digits++;
+    if (i == n)
+        return 0;
+    if (!digits)
+        return -1;
+    if (p[i] == ']') { /* hydra's, at a line's start only */
+        if (!c->line_start)
+            return -1;
+        if (i + 1 == n)
+            return 0;
+        size_t text = 0;
+        *process = line_process(p, n, &text);
+        return p[i + 1] == ' ' ? 1 : -1;
     }
+    if (p[i] != ',')
+        return -1;
+    for (i++, digits = 0; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+        digits++;
+    static const char rest[] = "]<stdout>:";
+    size_t k = 0;
+    while (i < n && k < sizeof rest - 1 && p[i] == rest[k])
+        i++, k++;
+    if (i < n)
+        return -1;
+    if (k < sizeof rest - 1)
+        return 0;
+    size_t text = 0;
+    *process = line_process(p, n, &text);
+    return *process >= 0 ? 1 : -1;
+}
+
+static void capture_feed(capture *c, const char *buf, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        if (!c->ordered) {
+            emit(c, buf + i, n - i);
+            return;
+        }
+        if (!c->pend_len) { /* text up to the next '[' */
+            const char *open = memchr(buf + i, '[', n - i);
+            size_t m = open ? (size_t)(open - (buf + i)) : n - i;
+            emit(c, buf + i, m);
+            i += m;
+            if (!open)
+                return;
+        }
+        c->pend[c->pend_len++] = buf[i++];
+        int process = -1, state = tag_state(c, &process);
+        if (state > 0) {
+            c->to = process >= 0 && process < c->processes ? process + 1 : 0;
+            c->pend_len = 0;
+        } else if (state < 0 || c->pend_len == sizeof c->pend) {
+            size_t keep = c->pend[c->pend_len - 1] == '[' && c->pend_len > 1; /* may start one */
+            emit(c, c->pend, c->pend_len - keep);
+            c->pend[0] = '[';
+            c->pend_len = keep;
+        }
+    }
+}
+
+/* The end of the output: the output in process order appended to `into`; 0, or -1 when a
+ * spill file could not be written or read. */
+static int capture_close(capture *c, FILE *into)
+{
+    emit(c, c->pend, c->pend_len);
+    c->pend_len = 0;
+    for (int k = 0; k <= c->processes && c->ordered; k++) /* each process's last line ended */
+        if (c->spill[k]) {
+            fseek(c->spill[k], -1, SEEK_END);
+            int last = fgetc(c->spill[k]);
+            fseek(c->spill[k], 0, SEEK_END); /* from reading to writing */
+            if (last != '\n' && fputc('\n', c->spill[k]) == EOF)
+                c->failed = 1;
+        }
+    if (c->shown && !c->last_newline)
+        fputc('\n', stdout);
     fflush(stdout);
-    return from;
+    char chunk[65536];
+    for (int k = 0; k <= c->processes; k++) {
+        FILE *f = c->spill[k];
+        if (!f)
+            continue;
+        rewind(f);
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
+            if (fwrite(chunk, 1, got, into) != got)
+                c->failed = 1;
+        c->failed |= ferror(f);
+        fclose(f);
+    }
+    free(c->spill);
+    return c->failed ? -1 : 0;
 }
 
 /* ---- signals: the job goes with the launcher ---- */
@@ -245,11 +318,12 @@ static void end_like_the_signal(void)
     raise(stop_signal);
 }
 
-/* Runs prog as lay, its stdout shown and, when `captured` is given, kept there (malloc'd,
- * *captured_len bytes, NUL bytes included; in process order, in_process_order). Returns the
- * program's exit status, or -1 when it could not start (said why). */
-static int run_layout(const layout *lay, char **prog, char **captured, size_t *captured_len)
+/* Runs prog as lay, its stdout shown and, when `into` is given, written there too (in process
+ * order, struct capture). Returns the program's exit status, or -1 when it could not start or
+ * its output could not be kept (said why). */
+static int run_layout(const layout *lay, char **prog, FILE *into)
 {
+    int captured = into != NULL;
     if (stop_signal) /* stopped before this layout began */
         return -1;
     int mpi = strcmp(SPMD_LAUNCH_MPIEXEC, "") != 0;
@@ -316,11 +390,11 @@ static int run_layout(const layout *lay, char **prog, char **captured, size_t *c
     job_pid = pid;
     if (stop_signal) /* came between the fork and here */
         kill(pid, stop_signal);
-    int failed_memory = 0;
+    int failed = 0;
     if (captured) {
         close(pipe_fd[1]);
-        size_t len = 0, cap = 0, shown = 0;
-        *captured = NULL;
+        capture c;
+        failed = capture_open(&c, lay->processes, mpi && SPMD_LAUNCH_TAG_OPTION[0]) != 0;
         char chunk[65536];
         for (;;) {
             ssize_t got = read(pipe_fd[0], chunk, sizeof chunk);
@@ -328,34 +402,22 @@ static int run_layout(const layout *lay, char **prog, char **captured, size_t *c
                 continue;
             if (got <= 0)
                 break;
-            if (append(captured, &len, &cap, chunk, (size_t)got) != 0) {
-                failed_memory = 1;
+            if (failed)
                 fwrite(chunk, 1, (size_t)got, stdout);
-                continue;
-            }
-            shown = show_lines(*captured, shown, len, 0);
+            else
+                capture_feed(&c, chunk, (size_t)got);
         }
-        if (*captured)
-            show_lines(*captured, shown, len, 1);
-        fflush(stdout);
         close(pipe_fd[0]);
-        if (!*captured && !failed_memory)
-            *captured = calloc(1, 1);
-        *captured_len = len;
-        if (*captured && mpi && SPMD_LAUNCH_TAG_OPTION[0]) {
-            char *ordered = in_process_order(*captured, len, lay->processes, captured_len);
-            free(*captured);
-            *captured = ordered;
-            failed_memory |= !ordered;
-        }
+        if (!failed)
+            failed = capture_close(&c, into) != 0;
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     job_pid = 0;
-    if (failed_memory || (captured && !*captured)) {
-        cli_failure("launch", "out of memory keeping the output of layout %dx%d", lay->processes,
-                    lay->devices);
+    if (failed) {
+        cli_failure("launch", "cannot keep the output of layout %dx%d: %s", lay->processes,
+                    lay->devices, strerror(errno ? errno : EIO));
         return -1;
     }
     return status_code(status);
@@ -487,24 +549,22 @@ int spmd_cli_launch(int argc, char **argv)
         FILE *f = output ? fopen(output, "wb") : NULL;
         if (output && !f)
             return cli_failure("launch", "cannot write %s: %s", output, strerror(errno));
-        char *captured = NULL;
-        size_t len = 0;
-        int rc = run_layout(&single, prog, output ? &captured : NULL, &len);
-        if (f && ((rc >= 0 && fwrite(captured, 1, len, f) != len) || fclose(f) != 0)) {
-            free(captured);
+        int rc = run_layout(&single, prog, f);
+        if (f && fclose(f) != 0 && rc >= 0) {
             cli_failure("launch", "cannot write %s: %s", output, strerror(errno));
             return rc > 0 ? rc : CLI_FAILED; /* the program's own failure goes first */
         }
-        free(captured);
         end_like_the_signal();
         return rc < 0 ? CLI_FAILED : rc;
     }
-    char *outputs[MAX_LAYOUTS] = {0};
-    size_t lens[MAX_LAYOUTS] = {0};
+    FILE *outputs[MAX_LAYOUTS] = {0}; /* on disk: memory stays bounded */
     int first_failure = 0, rc = CLI_OK;
     for (int i = 0; i < nlayouts && rc == CLI_OK; i++) {
         fprintf(stderr, "spmd launch: layout %dx%d\n", layouts[i].processes, layouts[i].devices);
-        int code = run_layout(&layouts[i], prog, &outputs[i], &lens[i]);
+        outputs[i] = tmpfile();
+        int code = outputs[i] ? run_layout(&layouts[i], prog, outputs[i]) : -1;
+        if (!outputs[i])
+            cli_failure("launch", "cannot make a file for the output: %s", strerror(errno));
         if (code < 0)
             rc = CLI_FAILED;
         else if (code != 0 && !first_failure) {
@@ -515,7 +575,12 @@ int spmd_cli_launch(int argc, char **argv)
     }
     for (int i = 1; i < nlayouts && rc == CLI_OK && !first_failure; i++) {
         compare_summary sum;
-        if (compare_outputs(outputs[0], lens[0], outputs[i], lens[i], &rule, &sum)) {
+        rewind(outputs[0]);
+        rewind(outputs[i]);
+        int differ = compare_files(outputs[0], outputs[i], &rule, &sum);
+        if (differ < 0)
+            rc = cli_failure("launch", "cannot read the outputs back: %s", strerror(errno));
+        else if (differ) {
             rc = cli_failure("launch",
                              "layouts %dx%d and %dx%d give different output:", layouts[0].processes,
                              layouts[0].devices, layouts[i].processes, layouts[i].devices);
@@ -523,7 +588,8 @@ int spmd_cli_launch(int argc, char **argv)
         }
     }
     for (int i = 0; i < nlayouts; i++)
-        free(outputs[i]);
+        if (outputs[i])
+            fclose(outputs[i]);
     if (rc == CLI_OK && !first_failure)
         fprintf(stderr, "spmd launch: %d layouts, the same output\n", nlayouts);
     end_like_the_signal();
@@ -545,28 +611,6 @@ void spmd_cli_compare_usage(FILE *out)
           "options:\n"
           "  -c, --compare HOW  " COMPARE_HELP "  -h, --help         show this help\n",
           out);
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL, chunk[65536];
-    size_t cap = 0, got;
-    int ok = 1;
-    *len = 0;
-    while (ok && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        ok = append(&buf, len, &cap, chunk, got) == 0;
-    ok = ok && !ferror(f);
-    fclose(f);
-    if (ok && !buf)
-        buf = calloc(1, 1);
-    if (!ok) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
 }
 
 int spmd_cli_compare(int argc, char **argv)
@@ -592,26 +636,28 @@ int spmd_cli_compare(int argc, char **argv)
     }
     if (argc - optind < 2)
         return cli_usage_error("compare", "give at least two files to compare");
-    size_t first_len = 0;
-    char *first = read_file(argv[optind], &first_len);
+    FILE *first = fopen(argv[optind], "rb");
     if (!first)
         return cli_failure("compare", "cannot read %s: %s", argv[optind], strerror(errno));
     int rc = CLI_OK;
     for (int i = optind + 1; i < argc && rc == CLI_OK; i++) {
-        size_t len = 0;
-        char *other = read_file(argv[i], &len);
+        FILE *other = fopen(argv[i], "rb");
         compare_summary sum;
-        if (!other) {
-            rc = cli_failure("compare", "cannot read %s: %s", argv[i], strerror(errno));
-        } else if (compare_outputs(first, first_len, other, len, &rule, &sum)) {
+        rewind(first);
+        int differ = other ? compare_files(first, other, &rule, &sum) : -1;
+        if (differ < 0) {
+            rc = cli_failure("compare", "cannot read %s: %s", other ? "the files" : argv[i],
+                             strerror(errno));
+        } else if (differ) {
             rc = cli_failure("compare", "%s and %s differ:", argv[optind], argv[i]);
             compare_print_summary(stderr, "spmd: compare:   ", &rule, &sum);
         } else {
             printf("%s and %s match: ", argv[optind], argv[i]);
             compare_print_summary(stdout, "", &rule, &sum);
         }
-        free(other);
+        if (other)
+            fclose(other);
     }
-    free(first);
+    fclose(first);
     return rc;
 }

@@ -47,22 +47,42 @@ grep -q "cannot write /nonexistent/x" "$work/err" || report "unwritable --output
 [ ! -s "$work/out" ] || report "the program ran although --output cannot be written"
 expect 2 "absurd -n" -- "$spmd" launch -n 100000 -- "$probe" sum
 
+# 200 MiB of output: --output and --layouts keep every byte in bounded memory (GNU time)
+if [ -x /usr/bin/time ]; then
+    big=$((200 * 1048576))
+    /usr/bin/time -f %M -o "$work/peak" "$spmd" launch --output "$work/big" -- "$probe" big 200 \
+        >/dev/null 2>"$work/err" || report "--output of 200 MiB failed: $(cat "$work/err")"
+    echo "--- --output of 200 MiB: $(wc -c <"$work/big") bytes, peak $(tail -n 1 "$work/peak") KiB"
+    [ "$(wc -c <"$work/big")" -eq $big ] || report "--output lost bytes of 200 MiB"
+    tail -n 1 "$work/big" | grep -qx 'line 0003276799 of the big output, the same in every layout ...' ||
+        report "--output's last line of 200 MiB"
+    [ "$(tail -n 1 "$work/peak")" -lt 51200 ] || report "--output of 200 MiB took over 50 MiB"
+    rm -f "$work/big"
+    if [ "$mpi" = 1 ]; then pair=1x1,2x1; else pair=1x1,1x2; fi
+    /usr/bin/time -f %M -o "$work/peak" "$spmd" launch --layouts $pair -- "$probe" big 200 \
+        >/dev/null 2>"$work/err" || report "--layouts of 200 MiB failed: $(cat "$work/err")"
+    echo "--- --layouts $pair of 200 MiB: peak $(tail -n 1 "$work/peak") KiB"
+    grep -q '2 layouts, the same output' "$work/err" || report "--layouts of 200 MiB differ"
+    [ "$(tail -n 1 "$work/peak")" -lt 51200 ] || report "--layouts of 200 MiB took over 50 MiB"
+fi
+
 # SIGTERM (and SIGKILL) on the launcher: no process of the job survives it
-ranks_of() { pgrep -f "$probe sleep $1" | wc -l; }
+ranks_of() { pgrep -f "$probe sleep $1\$" | wc -l; }
 sleepers=1; [ "$mpi" = 1 ] && sleepers=2
+mark=0
 for sig in TERM INT KILL; do
-    seconds=$((300 + $(date +%N | cut -c1-5) % 1000)) # a mark of this run's processes
+    mark=$((mark + 1)); seconds=$((1000 + $$ % 50000 * 4 + mark)) # marks this run's ranks
     "$spmd" launch -n $sleepers -- "$probe" sleep $seconds >"$work/out" 2>"$work/err" &
     launcher=$!
     tries=0
-    while [ "$(grep -c ready "$work/err")" -lt $sleepers ] && [ $tries -lt 300 ]; do
+    while [ "$(grep -c ready "$work/err")" -lt $sleepers ] && [ $tries -lt 600 ]; do
         sleep 0.1; tries=$((tries + 1))
     done
     [ "$(ranks_of $seconds)" -ge 1 ] || report "SIG$sig: the job did not start"
     kill -$sig $launcher
     wait $launcher; rc=$?
     tries=0
-    while [ "$(ranks_of $seconds)" -gt 0 ] && [ $tries -lt 100 ]; do
+    while [ "$(ranks_of $seconds)" -gt 0 ] && [ $tries -lt 300 ]; do
         sleep 0.1; tries=$((tries + 1))
     done
     echo "--- SIG$sig on spmd launch: exit $rc, $(ranks_of $seconds) rank(s) left"

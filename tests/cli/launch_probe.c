@@ -9,7 +9,8 @@
  *   launch_probe exit K  the last process exits with status K, the others with 0
  *   launch_probe nul     process 0 prints "result", a NUL byte, then the device count: differs
  *                        between layouts after the NUL only
- *   launch_probe sleep S every process says "ready" on stderr, then sleeps S seconds */
+ *   launch_probe sleep S every process says "ready" on stderr, then sleeps S seconds
+ *   launch_probe big M   process 0 prints M MiB of 64-byte numbered lines */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,10 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "layout") == 0) {
         if (me == 0)
             printf("processes %d devices %d\n", procs, n);
+    } else if (strcmp(mode, "big") == 0) {
+        long lines = (argc > 2 ? atol(argv[2]) : 1) * (1 << 20) / 64;
+        for (long i = 0; me == 0 && i < lines; i++) /* 64 bytes with the newline */
+            printf("line %010ld of the big output, the same in every layout ...\n", i);
     } else if (strcmp(mode, "sleep") == 0) {
         fprintf(stderr, "ready\n");
         sleep(argc > 2 ? (unsigned)atoi(argv[2]) : 60);
