@@ -17,4 +17,6 @@ echo "2^21 devices: $bytes bytes of JSON, peak memory $peak KiB"
 tail -c 80 "$work/json" | grep -q "{\"id\":$((n - 1)),\"process\":0,\"index\":\[\[$((n - 1)),$n\]\],\"replica_id\":0}\]}$" ||
     { echo "the JSON does not end with the last device"; tail -c 200 "$work/json"; exit 1; }
 [ "$bytes" -gt 150000000 ] || { echo "only $bytes bytes"; exit 1; }
-[ "$peak" -lt 102400 ] || { echo "peak memory $peak KiB, over 100 MiB"; exit 1; }
+# AddressSanitizer's shadow memory and quarantine come on top: no bound there
+[ -n "${ASAN_OPTIONS:-}" ] || [ "$peak" -lt 102400 ] ||
+    { echo "peak memory $peak KiB, over 100 MiB"; exit 1; }

@@ -55,7 +55,7 @@ spmd_cli_test(sharding_json
 add_test(NAME cli_sharding_json_bounded
          COMMAND sh ${SPMD_CLI_DIR}/check_sharding_json_bounded.sh ${SPMD_CLI})
 set_tests_properties(cli_sharding_json_bounded PROPERTIES LABELS cli TIMEOUT 120
-                     SKIP_RETURN_CODE 77)
+                     SKIP_RETURN_CODE 77 ENVIRONMENT "${SPMD_TEST_ENV}")
 spmd_cli_test(sharding_json_multi_axis
               ARGS -f ${SPMD_CLI_EXPECTED}/sharding_a4b2_ab_16x4.json
               -- ${SPMD_CLI} sharding --mesh a=4,b=2 --spec "('a','b'), None" --shape 16,4 --json)
