@@ -20,5 +20,6 @@
 #include "spmd/multihost.h"
 #include "spmd/compat.h"
 #include "spmd/pmap.h"
+#include "spmd/trace.h"
 
 #endif /* SPMD_H */

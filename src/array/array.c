@@ -447,7 +447,7 @@ spmd_status spmd_device_put(const void *host, int ndim, const int64_t *shape, sp
     if (st == SPMD_OK)
         st = spmd__array_for_shards("spmd_device_put", a, NULL, a->num_shards, put_shard,
                                     (void *)host);
-    spmd__calls_exit(&lock);
+    spmd__calls_exit(&lock, st);
     if (!a)
         return st;
     return destroy_on_error(a, st, out);

@@ -1385,7 +1385,7 @@ static spmd_status reshard_batch(const char *fn, int n, spmd_array *const *xs,
     spmd__call_entry lock;
     SPMD_CHECK(spmd__calls_enter(fn, &lock));
     spmd_status st = reshard_batch_entered(fn, n, xs, to, options, outs);
-    spmd__calls_exit(&lock);
+    spmd__calls_exit(&lock, st);
     return st;
 }
 

@@ -16,6 +16,7 @@
 #include "bench.h"
 #include "cli_args.h"
 #include "launch.h"
+#include "trace_read.h"
 #include "spmd.h"
 
 /* Room for any formatted mesh, spec or sharding: at most 8 axes of 63 characters each. */
@@ -558,6 +559,8 @@ static const command commands[] = {
      spmd_cli_launch_usage},
     {"compare", "compare saved outputs of several layouts", spmd_cli_compare,
      spmd_cli_compare_usage},
+    {"trace", "show where each process was, or the first difference between two traces",
+     spmd_cli_trace, spmd_cli_trace_usage},
 };
 #define NUM_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -223,7 +223,7 @@ spmd_status spmd_host_local_to_global(const spmd_array *local, spmd_mesh *mesh,
         *global = NULL;
     SPMD_CHECK(spmd__calls_enter(fn, &lock));
     spmd_status st = spmd_host_local_to_global_checked(local, mesh, spec, global);
-    spmd__calls_exit(&lock);
+    spmd__calls_exit(&lock, st);
     return spmd__error_in(st, fn);
 }
 
@@ -236,6 +236,6 @@ spmd_status spmd_global_to_host_local(const spmd_array *global, spmd_mesh *mesh,
         *local = NULL;
     SPMD_CHECK(spmd__calls_enter(fn, &lock));
     spmd_status st = spmd_global_to_host_local_checked(global, mesh, spec, local);
-    spmd__calls_exit(&lock);
+    spmd__calls_exit(&lock, st);
     return spmd__error_in(st, fn);
 }

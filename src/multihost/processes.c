@@ -13,6 +13,7 @@
 #include "runtime/comm.h"
 #include "runtime/process_sets.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/trace.h"
 #include "runtime/worker.h" /* refusing calls from inside fn */
 #include "array/array_impl.h"
 #include "array/copy.h"
@@ -94,6 +95,21 @@ static spmd_status say_what(const char *fn, const char *description, int count,
     return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH, "%s: %s", fn, reason);
 }
 
+/* The trace's text of the call: alike in every layout (one process is all host-local), so that
+ * traces of 1 x 8 and 4 x 2 runs compare. */
+static void trace_describe(const char *description)
+{
+    char text[SPMD__MESSAGE_CAPACITY / 4];
+    spmd__copy_text(text, sizeof text, description);
+    static const char *const layout_words[] = {" (host-local)", " (global)"};
+    for (size_t k = 0; k < sizeof layout_words / sizeof layout_words[0]; k++) {
+        char *at = strstr(text, layout_words[k]);
+        if (at)
+            memmove(at, at + strlen(layout_words[k]), strlen(at + strlen(layout_words[k])) + 1);
+    }
+    spmd__trace_call_describe(0, fingerprint_of(text) ^ spmd__thread_tag(), text);
+}
+
 /*
  * Starts a collective described by `description` (which must differ between calls that must
  * not match): the call lock (calls.h) is held until finish(). In one process *comm is NULL;
@@ -104,10 +120,13 @@ static spmd_status begin(const char *fn, const char *description, spmd__comm **c
 {
     *comm = NULL;
     SPMD_CHECK(spmd__calls_enter(fn, lock));
+    if (spmd__tracing())
+        trace_describe(description);
     const spmd__runtime *rt = spmd__runtime_get(fn);
     if (!rt || rt->process_count == 1) {
-        spmd__calls_exit(lock);
-        return rt ? SPMD_OK : SPMD_ERR_INVALID_ARGUMENT;
+        spmd_status st = rt ? SPMD_OK : SPMD_ERR_INVALID_ARGUMENT;
+        spmd__calls_exit(lock, st);
+        return st;
     }
     pthread_mutex_lock(&engine_lock);
     if (processes_comm && processes_session != rt->session)
@@ -134,18 +153,18 @@ static spmd_status begin(const char *fn, const char *description, spmd__comm **c
     spmd__calls_about(NULL); /* its description is gone */
     if (st != SPMD_OK) {
         pthread_mutex_unlock(&engine_lock);
-        spmd__calls_exit(lock);
+        spmd__calls_exit(lock, st);
         return st;
     }
     *comm = processes_comm;
     return SPMD_OK;
 }
 
-static void finish(spmd__comm *comm, const spmd__call_entry *lock)
+static void finish(spmd__comm *comm, const spmd__call_entry *lock, spmd_status st)
 {
     if (comm) {
         pthread_mutex_unlock(&engine_lock);
-        spmd__calls_exit(lock);
+        spmd__calls_exit(lock, st);
     }
 }
 
@@ -379,7 +398,7 @@ static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int ro
         free(packed);
     }
     free(counts);
-    finish(comm, &lock);
+    finish(comm, &lock, st);
     return st;
 }
 
@@ -418,7 +437,7 @@ spmd_status spmd_broadcast_one_to_all(void *buffer, size_t bytes, int source)
     spmd__call_entry lock;
     SPMD_CHECK(begin(fn, description, &comm, &lock));
     spmd_status st = comm ? spmd__comm_bcast(comm, source, buffer, bytes) : SPMD_OK;
-    finish(comm, &lock);
+    finish(comm, &lock, st);
     return st;
 }
 
@@ -448,7 +467,7 @@ spmd_status spmd_sync_global_devices(const char *name)
     spmd__comm *comm = NULL;
     spmd__call_entry lock;
     SPMD_CHECK(begin(fn, description, &comm, &lock));
-    finish(comm, &lock);
+    finish(comm, &lock, SPMD_OK);
     return SPMD_OK;
 }
 
@@ -521,7 +540,7 @@ spmd_status spmd_assert_equal(const spmd_array *x, const char *message)
         st = spmd__comm_allgatherv(comm, NULL, all, counts);
     }
     if (comm)
-        finish(comm, &lock);
+        finish(comm, &lock, st);
     size_t elem = spmd_dtype_size(x->dtype);
     for (int p = 1; p < processes && st == SPMD_OK; p++) {
         const char *a = all, *b = all + bytes * (size_t)p;

@@ -622,7 +622,7 @@ spmd_status spmd_pmap(spmd_fn fn, void *user, int nin, spmd_array *const *inputs
         st = pmap_call(fn, user, nin, inputs, in_axes, nout, out_descs, out_axes, axis_name,
                        devices, num_devices, options, outputs);
         spmd__worker_entry(outer);
-        spmd__calls_exit(&lock);
+        spmd__calls_exit(&lock, st);
     }
     /* after the call: outputs may alias inputs, which validation still reads */
     for (int j = 0; st != SPMD_OK && outputs && nout <= MAX_ARGS && j < nout; j++)

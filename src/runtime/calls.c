@@ -1,5 +1,6 @@
 /* The order of calls in a process, and what each process is doing (calls.h). */
 #include "runtime/calls.h"
+#include "runtime/trace.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -112,9 +113,10 @@ spmd_status spmd_thread_guard(int enable) { return spmd_thread_guard_checked(ena
 static void clear_call_state(void);
 static int abandon_pending(void);
 
-spmd_status spmd__calls_enter(const char *fn, spmd__call_entry *e)
+static spmd_status enter(const char *fn, spmd__call_entry *e, int numbered)
 {
     e->nested = 0;
+    e->unnumbered = !numbered;
     SPMD_CHECK(spmd__worker_refuse_nested(fn));
     int me = spmd__thread_number(), guard = atomic_load(&guard_thread);
     if (guard && guard != me) {
@@ -132,6 +134,8 @@ spmd_status spmd__calls_enter(const char *fn, spmd__call_entry *e)
         owner_depth++;
         e->nested = 1;
         pthread_mutex_unlock(&lock_state);
+        if (numbered) /* a record only while tracing; the nesting is counted always */
+            spmd__trace_call_enter(fn, atomic_load(&current_number), 1);
         return SPMD_OK;
     }
     unsigned long ticket = next_ticket++;
@@ -139,18 +143,30 @@ spmd_status spmd__calls_enter(const char *fn, spmd__call_entry *e)
         pthread_cond_wait(&lock_turn, &lock_state);
     owner_thread = me;
     owner_depth = 1;
-    unsigned long number = ++calls_made;
+    unsigned long number = numbered ? ++calls_made : 0;
     pthread_mutex_unlock(&lock_state);
+    if (!numbered)
+        return SPMD_OK;
     SPMD_DEBUG("call #%lu (%s) from thread %d", number, fn, me);
     pthread_mutex_lock(&state);
     spmd__thread_text(owner_text, sizeof owner_text);
     pthread_mutex_unlock(&state);
     atomic_store(&current_number, number);
+    spmd__trace_call_enter(fn, number, 0);
     return SPMD_OK;
 }
 
-void spmd__calls_exit(const spmd__call_entry *e)
+spmd_status spmd__calls_enter(const char *fn, spmd__call_entry *e) { return enter(fn, e, 1); }
+
+spmd_status spmd__calls_enter_unnumbered(const char *fn, spmd__call_entry *e)
 {
+    return enter(fn, e, 0);
+}
+
+void spmd__calls_exit(const spmd__call_entry *e, spmd_status st)
+{
+    if (!e->unnumbered) /* the trace may have stopped since: then it has no open call */
+        spmd__trace_call_exit(st);
     pthread_mutex_lock(&lock_state);
     if (--owner_depth > 0 || e->nested) {
         pthread_mutex_unlock(&lock_state);
@@ -974,6 +990,20 @@ void spmd__calls_peer_text(int process, char *text, size_t size)
                 spmd__strbuf_printf(&sb, "%s waiting for process %d in %s", k ? ";" : ",", w->peer,
                                     w->what);
         }
+        /* where its devices are: the one stuck in fn shows as behind the others */
+        for (int k = 0; k < p->note.num_devices && k < 4; k++) {
+            const spmd__note_device *d = &p->note.devices[k];
+            spmd__strbuf_printf(&sb, k ? ", device %d " : "; its device %d ", d->device);
+            if (d->state == SPMD__DEVICE_RETURNED)
+                spmd__strbuf_printf(&sb, "had returned from fn after %u collective(s)", d->seq);
+            else if (d->seq == 0)
+                spmd__strbuf_printf(&sb, "was in fn, before any collective");
+            else
+                spmd__strbuf_printf(&sb, "had last entered collective #%u (%.80s)", d->seq,
+                                    d->what);
+        }
+        if (p->note.num_devices > 4)
+            spmd__strbuf_printf(&sb, ", and %d more", p->note.num_devices - 4);
     }
     pthread_mutex_unlock(&state);
 }

@@ -40,7 +40,8 @@ uint64_t spmd__thread_tag(void);
 /* ---- the call lock ---- */
 
 typedef struct spmd__call_entry {
-    int nested; /* this thread already held the lock: the outer call goes on */
+    int nested;     /* this thread already held the lock: the outer call goes on */
+    int unnumbered; /* spmd__calls_enter_unnumbered */
 } spmd__call_entry;
 
 /**
@@ -50,8 +51,13 @@ typedef struct spmd__call_entry {
  * already holds the lock (a call made inside another, pmap's shard_map say) goes on.
  */
 spmd_status spmd__calls_enter(const char *fn, spmd__call_entry *e);
-/** Ends what spmd__calls_enter started (after a failure too). */
-void spmd__calls_exit(const spmd__call_entry *e);
+/**
+ * The call lock for a local change that no call may see half done (the trace's start and
+ * stop): no number, so a program's calls are numbered alike whether it traces or not.
+ */
+spmd_status spmd__calls_enter_unnumbered(const char *fn, spmd__call_entry *e);
+/** Ends what spmd__calls_enter started (after a failure too), which returned `st`. */
+void spmd__calls_exit(const spmd__call_entry *e, spmd_status st);
 /** The current call's number in this process (0 outside calls). */
 unsigned long spmd__calls_number(void);
 

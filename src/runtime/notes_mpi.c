@@ -13,6 +13,7 @@
 #include "runtime/check.h"
 #include "runtime/comm_mpi_impl.h"
 #include "runtime/event.h"
+#include "runtime/trace.h"
 
 #define lock spmd__mpi_lock
 #define unlock spmd__mpi_unlock
@@ -157,6 +158,7 @@ void spmd__notes_poll(void)
     int64_t now = spmd__now_ns(), last = atomic_load_explicit(&last_poll, memory_order_relaxed);
     if (now - last < POLL_EVERY_NS || !atomic_compare_exchange_strong(&last_poll, &last, now))
         return;
+    spmd__trace_alive(); /* a wait's turn: what a killed process's trace last says */
     if (pthread_mutex_trylock(&transport) != 0)
         return;
     poll_locked();

@@ -20,6 +20,7 @@
 #include "runtime/memory_pool.h"
 #include "runtime/process.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/trace.h"
 #include "runtime/worker.h"
 
 #define MAX_DEVICES_PER_GPU 64
@@ -448,6 +449,8 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
     return SPMD_OK;
 }
 
+static spmd_status spmd_finalize_checked(void);
+
 spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_comm)
 {
     spmd_init_options o = SPMD_INIT_OPTIONS_INIT;
@@ -458,14 +461,25 @@ spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_c
     spmd_status st = SPMD_OK;
     if (init_count == 0)
         st = init_locked(&o, user_comm);
+    int first = 0;
     if (st == SPMD_OK) {
         if (init_count++ == 0) {
             spmd__memory_pool_open(rt.buffer_pool_bytes);
             spmd__cpu_set_blas_threads(rt.blas_threads);
             spmd__runtime_publish(&rt);
+            first = 1;
         }
     }
     pthread_mutex_unlock(&init_lock);
+    if (first) { /* SPMD_TRACE: a trace that cannot start fails the start-up, undone */
+        spmd_status traced = spmd__trace_start_from_env();
+        if (traced != SPMD_OK) {
+            char message[SPMD__MESSAGE_CAPACITY];
+            snprintf(message, sizeof message, "%s", spmd_last_error());
+            spmd__ignore(spmd_finalize_checked());
+            st = SPMD_ERROR(traced, "%s", message);
+        }
+    }
     return st;
 }
 
@@ -483,13 +497,14 @@ static spmd_status spmd_finalize_checked(void)
     pthread_mutex_lock(&init_lock);
     if (init_count == 0) {
         pthread_mutex_unlock(&init_lock);
-        spmd__calls_exit(&entry);
+        spmd__calls_exit(&entry, SPMD_ERR_INVALID_ARGUMENT);
         return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
                           "spmd_finalize: libspmd is not initialized (more spmd_finalize calls "
                           "than successful spmd_init calls)");
     }
     spmd_status st = SPMD_OK;
     if (--init_count == 0) {
+        spmd__trace_finalize();
         spmd__runtime_retract();
         spmd__memory_pool_drain();
         spmd__workers_stop();
@@ -502,7 +517,7 @@ static spmd_status spmd_finalize_checked(void)
         spmd__runtime_clear();
     }
     pthread_mutex_unlock(&init_lock);
-    spmd__calls_exit(&entry);
+    spmd__calls_exit(&entry, st);
     return st;
 }
 

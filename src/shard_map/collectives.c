@@ -15,6 +15,7 @@
 
 #include "runtime/calls.h"
 #include "runtime/log.h"
+#include "runtime/trace.h"
 #include "sharding/mesh_impl.h"
 #include "array/copy.h"
 #include "shard_map/executor.h"
@@ -67,9 +68,11 @@ typedef struct coll {
     int ndim;
     int64_t shape[SPMD_MAX_RANK];
     unsigned seq;
-    int nblocks;            /* > 0: a collective over that many blocks (shape: the first's) */
-    spmd__wait_where where; /* for the notes between processes (calls.h) */
-    char description[240];  /* "" until formatted */
+    int nblocks;                /* > 0: a collective over that many blocks (shape: the first's) */
+    spmd__wait_where where;     /* for the notes between processes (calls.h) */
+    char description[240];      /* "" until formatted */
+    const spmd_block *trace_in; /* the blocks given, for the trace's digest */
+    int trace_n;
     size_t scratch_need[3];
     /* where every process holds an aligned block of positions (g->positions), these instead */
     int scratch_if_blocks;
@@ -206,28 +209,34 @@ static const spmd__grouping *find_grouping(const spmd__call *call, uint64_t hash
     return NULL;
 }
 
-/* "psum float32[4,3] over ('i',) #2": what a device called, for messages. */
+/* "psum float32[4,3] over ('i') #2": what a device called. */
+static void describe_op(const coll *c, spmd__strbuf *sb)
+{
+    if (c->nblocks)
+        spmd__strbuf_printf(sb, "%s of %d blocks (the first %s[", op_names[c->op], c->nblocks,
+                            spmd_dtype_name(c->dtype));
+    else
+        spmd__strbuf_printf(sb, "%s %s[", op_names[c->op], spmd_dtype_name(c->dtype));
+    for (int j = 0; j < c->ndim; j++)
+        spmd__strbuf_printf(sb, j ? ",%lld" : "%lld", (long long)c->shape[j]);
+    spmd__strbuf_printf(sb, c->nblocks ? "]) over (" : "] over (");
+    for (int k = 0; k < c->naxes; k++)
+        spmd__strbuf_printf(sb, "%s'%s'", k ? ", " : "", c->mesh->names[c->axes[k]]);
+    if (c->grouping) {
+        spmd__strbuf_printf(sb, ") in axis_index_groups ");
+        grouping_text(sb, c->grouping, 120);
+        spmd__strbuf_printf(sb, " #%u", c->seq);
+    } else
+        spmd__strbuf_printf(sb, ") #%u", c->seq);
+}
+
+/* ... with the call, for messages. */
 static void describe_into(const void *arg, char *text, size_t size)
 {
     const coll *c = arg;
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, text, size);
-    if (c->nblocks)
-        spmd__strbuf_printf(&sb, "%s of %d blocks (the first %s[", op_names[c->op], c->nblocks,
-                            spmd_dtype_name(c->dtype));
-    else
-        spmd__strbuf_printf(&sb, "%s %s[", op_names[c->op], spmd_dtype_name(c->dtype));
-    for (int j = 0; j < c->ndim; j++)
-        spmd__strbuf_printf(&sb, j ? ",%lld" : "%lld", (long long)c->shape[j]);
-    spmd__strbuf_printf(&sb, c->nblocks ? "]) over (" : "] over (");
-    for (int k = 0; k < c->naxes; k++)
-        spmd__strbuf_printf(&sb, "%s'%s'", k ? ", " : "", c->mesh->names[c->axes[k]]);
-    if (c->grouping) {
-        spmd__strbuf_printf(&sb, ") in axis_index_groups ");
-        grouping_text(&sb, c->grouping, 120);
-        spmd__strbuf_printf(&sb, " #%u", c->seq);
-    } else
-        spmd__strbuf_printf(&sb, ") #%u", c->seq);
+    describe_op(c, &sb);
     /* which call: processes whose threads' calls crossed differ here */
     spmd__strbuf_printf(&sb, " (call #%lu on this mesh; its call #%lu, %s)", c->call->seq,
                         c->call->number, c->call->thread_text);
@@ -446,6 +455,12 @@ static spmd_status barrier(coll *c, int arrive)
             if (atomic_load(&g->generation) != gen)
                 break;
             int timed_out = spmd__event_wait_until(&g->event, seen, deadline, POLL_NS);
+            /* a local member that is late may be stuck in fn: other processes waiting for this
+             * one hear where its devices are (calls.h), and the trace that it is alive */
+            if (timed_out && call->mesh->num_processes > 1)
+                spmd__notes_poll();
+            else if (timed_out)
+                spmd__trace_alive();
             int any_finished = 0;
             if (arrive && atomic_load(&g->generation) == gen) {
                 spmd_status why = SPMD_OK;
@@ -697,13 +712,45 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
         c->grouping_hash = grouping.hash;
     }
     c->fingerprint = mix_block(h, in);
+    c->trace_in = in;
+    c->trace_n = 1;
     c->where = (spmd__wait_where){(int)c->seq, ctx->device_id, c->g->rank_device};
     return SPMD_OK;
+}
+
+/* ---- the trace (spmd/trace.h) ---- */
+
+/* This worker's collective under way in the trace (a device's collectives follow each other). */
+static _Thread_local uint64_t traced_collective;
+
+static void trace_begin(const coll *c)
+{
+    char what[SPMD_TRACE_TEXT];
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, what, sizeof what);
+    describe_op(c, &sb);
+    traced_collective = spmd__trace_begin(
+        SPMD_TRACE_COLLECTIVE, c->call->number, c->call->seq, c->ctx->device_id, c->seq,
+        c->fingerprint, spmd__ctx_trace_digest(c->ctx, c->trace_n, c->trace_in), what);
+}
+
+/* The end of the collective that trace_begin recorded on this thread, if any. */
+static spmd_status traced(const spmd_ctx *ctx, spmd_status st, int n, const spmd_block *out)
+{
+    uint64_t handle = traced_collective;
+    if (handle) {
+        traced_collective = 0;
+        spmd__trace_end(handle, st,
+                        st == SPMD_OK && n > 0 && out ? spmd__ctx_trace_digest(ctx, n, out) : 0);
+    }
+    return st;
 }
 
 /* Publishes this device's buffers and meets the other local members. */
 static spmd_status arrive(coll *c, const void *in, void *out, const void *extra)
 {
+    if (spmd__tracing())
+        trace_begin(c);
     /* where this device is, for the other processes' notes (its fingerprint is final now) */
     uint64_t what[2] = {(uint64_t)c->op | (uint64_t)c->naxes << 8, c->grouping_hash};
     for (int k = 0; k < c->naxes; k++)
@@ -2220,6 +2267,8 @@ static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, 
         return st;
     }
     c.nblocks = n;
+    c.trace_in = given;
+    c.trace_n = n;
     uint64_t h = mix(c.fingerprint, (uint64_t)n);
     for (int i = 0; i < n; i++) {
         spmd_block shape_of = out[i];
@@ -2356,6 +2405,8 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
         return st;
     }
     c.nblocks = n;
+    c.trace_in = in;
+    c.trace_n = n;
     uint64_t h = mix(mix(mix(c.fingerprint, (uint64_t)n), (uint64_t)axis), (uint64_t)tiled);
     size_t seg = 0; /* one member's blocks, packed */
     for (int i = 0; i < n; i++) {
@@ -2487,51 +2538,60 @@ static spmd_status spmd_axis_size_checked(const spmd_ctx *ctx, const char *axes,
 
 spmd_status spmd_psum(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(spmd_psum_checked(ctx, in, out, axes, NULL), "spmd_psum");
+    return spmd__error_in(traced(ctx, spmd_psum_checked(ctx, in, out, axes, NULL), 1, out),
+                          "spmd_psum");
 }
 
 spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(spmd_pmean_checked(ctx, in, out, axes, NULL), "spmd_pmean");
+    return spmd__error_in(traced(ctx, spmd_pmean_checked(ctx, in, out, axes, NULL), 1, out),
+                          "spmd_pmean");
 }
 
 spmd_status spmd_pmax(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(spmd_pmax_checked(ctx, in, out, axes, NULL), "spmd_pmax");
+    return spmd__error_in(traced(ctx, spmd_pmax_checked(ctx, in, out, axes, NULL), 1, out),
+                          "spmd_pmax");
 }
 
 spmd_status spmd_pmin(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(spmd_pmin_checked(ctx, in, out, axes, NULL), "spmd_pmin");
+    return spmd__error_in(traced(ctx, spmd_pmin_checked(ctx, in, out, axes, NULL), 1, out),
+                          "spmd_pmin");
 }
 
 spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                             int axis, int tiled)
 {
-    return spmd__error_in(spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, NULL),
-                          "spmd_all_gather");
+    return spmd__error_in(
+        traced(ctx, spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, NULL), 1, out),
+        "spmd_all_gather");
 }
 
 spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                               const char *axes, int scatter_dimension, int tiled)
 {
     return spmd__error_in(
-        spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled, NULL),
+        traced(ctx, spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled, NULL),
+               1, out),
         "spmd_psum_scatter");
 }
 
 spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                           const int *pairs, int npairs)
 {
-    return spmd__error_in(spmd_ppermute_checked(ctx, in, out, axes, pairs, npairs),
-                          "spmd_ppermute");
+    return spmd__error_in(
+        traced(ctx, spmd_ppermute_checked(ctx, in, out, axes, pairs, npairs), 1, out),
+        "spmd_ppermute");
 }
 
 spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                             int split_axis, int concat_axis, int tiled)
 {
     return spmd__error_in(
-        spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, NULL),
+        traced(ctx,
+               spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, NULL), 1,
+               out),
         "spmd_all_to_all");
 }
 
@@ -2548,33 +2608,38 @@ spmd_status spmd_axis_size(const spmd_ctx *ctx, const char *axes, int *size)
 spmd_status spmd_psum_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                              const spmd_axis_groups *groups)
 {
-    return spmd__error_in(spmd_psum_checked(ctx, in, out, axes, groups), "spmd_psum_groups");
+    return spmd__error_in(traced(ctx, spmd_psum_checked(ctx, in, out, axes, groups), 1, out),
+                          "spmd_psum_groups");
 }
 
 spmd_status spmd_pmean_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                               const char *axes, const spmd_axis_groups *groups)
 {
-    return spmd__error_in(spmd_pmean_checked(ctx, in, out, axes, groups), "spmd_pmean_groups");
+    return spmd__error_in(traced(ctx, spmd_pmean_checked(ctx, in, out, axes, groups), 1, out),
+                          "spmd_pmean_groups");
 }
 
 spmd_status spmd_pmax_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                              const spmd_axis_groups *groups)
 {
-    return spmd__error_in(spmd_pmax_checked(ctx, in, out, axes, groups), "spmd_pmax_groups");
+    return spmd__error_in(traced(ctx, spmd_pmax_checked(ctx, in, out, axes, groups), 1, out),
+                          "spmd_pmax_groups");
 }
 
 spmd_status spmd_pmin_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                              const spmd_axis_groups *groups)
 {
-    return spmd__error_in(spmd_pmin_checked(ctx, in, out, axes, groups), "spmd_pmin_groups");
+    return spmd__error_in(traced(ctx, spmd_pmin_checked(ctx, in, out, axes, groups), 1, out),
+                          "spmd_pmin_groups");
 }
 
 spmd_status spmd_all_gather_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                    const char *axes, int axis, int tiled,
                                    const spmd_axis_groups *groups)
 {
-    return spmd__error_in(spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, groups),
-                          "spmd_all_gather_groups");
+    return spmd__error_in(
+        traced(ctx, spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, groups), 1, out),
+        "spmd_all_gather_groups");
 }
 
 spmd_status spmd_psum_scatter_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
@@ -2582,7 +2647,8 @@ spmd_status spmd_psum_scatter_groups(spmd_ctx *ctx, const spmd_block *in, spmd_b
                                      const spmd_axis_groups *groups)
 {
     return spmd__error_in(
-        spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled, groups),
+        traced(ctx, spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled, groups),
+               1, out),
         "spmd_psum_scatter_groups");
 }
 
@@ -2591,40 +2657,50 @@ spmd_status spmd_all_to_all_groups(spmd_ctx *ctx, const spmd_block *in, spmd_blo
                                    const spmd_axis_groups *groups)
 {
     return spmd__error_in(
-        spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, groups),
+        traced(ctx,
+               spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, groups),
+               1, out),
         "spmd_all_to_all_groups");
 }
 
 spmd_status spmd_psum_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                            const char *axes)
 {
-    return spmd__error_in(
-        spmd_reduce_many_checked("spmd_psum_many", ctx, n, in, out, axes, OP_PSUM, SPMD__OP_SUM),
-        "spmd_psum_many");
+    return spmd__error_in(traced(ctx,
+                                 spmd_reduce_many_checked("spmd_psum_many", ctx, n, in, out, axes,
+                                                          OP_PSUM, SPMD__OP_SUM),
+                                 n, out),
+                          "spmd_psum_many");
 }
 
 spmd_status spmd_pmean_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                             const char *axes)
 {
-    return spmd__error_in(
-        spmd_reduce_many_checked("spmd_pmean_many", ctx, n, in, out, axes, OP_PMEAN, SPMD__OP_SUM),
-        "spmd_pmean_many");
+    return spmd__error_in(traced(ctx,
+                                 spmd_reduce_many_checked("spmd_pmean_many", ctx, n, in, out, axes,
+                                                          OP_PMEAN, SPMD__OP_SUM),
+                                 n, out),
+                          "spmd_pmean_many");
 }
 
 spmd_status spmd_pmax_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                            const char *axes)
 {
-    return spmd__error_in(
-        spmd_reduce_many_checked("spmd_pmax_many", ctx, n, in, out, axes, OP_PMAX, SPMD__OP_MAX),
-        "spmd_pmax_many");
+    return spmd__error_in(traced(ctx,
+                                 spmd_reduce_many_checked("spmd_pmax_many", ctx, n, in, out, axes,
+                                                          OP_PMAX, SPMD__OP_MAX),
+                                 n, out),
+                          "spmd_pmax_many");
 }
 
 spmd_status spmd_pmin_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                            const char *axes)
 {
-    return spmd__error_in(
-        spmd_reduce_many_checked("spmd_pmin_many", ctx, n, in, out, axes, OP_PMIN, SPMD__OP_MIN),
-        "spmd_pmin_many");
+    return spmd__error_in(traced(ctx,
+                                 spmd_reduce_many_checked("spmd_pmin_many", ctx, n, in, out, axes,
+                                                          OP_PMIN, SPMD__OP_MIN),
+                                 n, out),
+                          "spmd_pmin_many");
 }
 
 static spmd_status spmd_all_gather_many_checked(spmd_ctx *ctx, int n, const spmd_block *in,
@@ -2638,6 +2714,7 @@ static spmd_status spmd_all_gather_many_checked(spmd_ctx *ctx, int n, const spmd
 spmd_status spmd_all_gather_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                                  const char *axes, int axis, int tiled)
 {
-    return spmd__error_in(spmd_all_gather_many_checked(ctx, n, in, out, axes, axis, tiled),
-                          "spmd_all_gather_many");
+    return spmd__error_in(
+        traced(ctx, spmd_all_gather_many_checked(ctx, n, in, out, axes, axis, tiled), n, out),
+        "spmd_all_gather_many");
 }

@@ -13,6 +13,7 @@
 #include "runtime/calls.h"
 #include "runtime/log.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/trace.h"
 #include "runtime/worker.h"
 #include "sharding/mesh_impl.h"
 #include "sharding/sharding_impl.h"
@@ -48,6 +49,7 @@ struct spmd_plan {
     int *slot_of_ordinal; /* [local device count]: index into local_flat */
     int *slot_of_flat;    /* [mesh size]: index into local_flat, or -1 */
     uint64_t signature;   /* fn, specs, shapes, dtypes and options: alike on every process */
+    char *trace_text;     /* "spmd_shard_map on Mesh(...) (devices ...)", made when first traced */
 };
 
 spmd_status spmd_shard_map_options_init(spmd_shard_map_options *opts, unsigned int version)
@@ -69,6 +71,7 @@ void spmd_plan_destroy(spmd_plan *plan)
     if (!plan || plan->magic != SPMD__MAGIC_PLAN)
         return;
     plan->magic = SPMD__MAGIC_DEAD;
+    free(plan->trace_text);
     for (int i = 0; i < plan->nin && plan->in_shardings; i++)
         spmd_sharding_destroy(plan->in_shardings[i]);
     for (int j = 0; j < plan->nout && plan->out_shardings; j++)
@@ -550,12 +553,19 @@ static spmd_status device_task(int ordinal, void *arg)
         spmd_clear_error(); /* a message left by earlier work on this thread is not fn's */
         spmd__calls_device(ordinal, ctx.device_id, SPMD__DEVICE_RUNNING, 0, 0, no_collective);
         spmd__worker_set_context(&ctx);
+        uint64_t traced = 0;
+        if (spmd__tracing())
+            traced = spmd__trace_begin(SPMD_TRACE_FN, job->call->number, job->call->seq,
+                                       ctx.device_id, 0, job->call->signature,
+                                       spmd__ctx_trace_digest(&ctx, p->nin, in), "fn");
         st = p->fn(&ctx, p->nin, in, p->nout, out, p->user);
         /* fn's kernels must be done before anyone reads its outputs */
         spmd_status synced = spmd__ctx_sync(&ctx);
-        spmd__worker_set_context(NULL);
         if (st == SPMD_OK)
             st = synced;
+        if (traced)
+            spmd__trace_end(traced, st, spmd__ctx_trace_digest(&ctx, p->nout, out));
+        spmd__worker_set_context(NULL);
     }
     /* Temporaries outlive fn until every device is done: after an abort, a device's peers may
      * still be finishing a collective that reads or writes them. */
@@ -1144,16 +1154,38 @@ static void keep_buffers(spmd_plan *p, spmd_array *const *inputs, spmd_array **o
 }
 
 /* "spmd_shard_map on Mesh('i': 4) (devices [0, 1, 2, 3]), call #3 on that mesh" */
+/* "spmd_shard_map on Mesh('i': 4) (devices [0, 1, 2, 3]" */
+static void mesh_part(const spmd__call *call, spmd__strbuf *sb)
+{
+    char mesh[SPMD__MESH_TEXT];
+    spmd__ignore(spmd_mesh_format(call->mesh, mesh, sizeof mesh));
+    spmd__strbuf_printf(sb, "spmd_shard_map on %s (devices ", mesh);
+    spmd__strbuf_int_list(sb, call->mesh->device_ids, call->mesh->size);
+}
+
 static void describe_mesh_call(const void *arg, char *text, size_t size)
 {
     const spmd__call *call = arg;
-    char mesh[SPMD__MESH_TEXT];
-    spmd__ignore(spmd_mesh_format(call->mesh, mesh, sizeof mesh));
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, text, size);
-    spmd__strbuf_printf(&sb, "spmd_shard_map on %s (devices ", mesh);
-    spmd__strbuf_int_list(&sb, call->mesh->device_ids, call->mesh->size);
+    mesh_part(call, &sb);
     spmd__strbuf_printf(&sb, "), call #%lu on that mesh", call->seq);
+}
+
+/* The trace's text of the call; the mesh's part is formatted once per plan (the call lock
+ * orders the calls that use a plan). */
+static void trace_call(spmd_plan *p, const spmd__call *call)
+{
+    char what[SPMD_TRACE_TEXT];
+    if (!p->trace_text) {
+        spmd__strbuf sb;
+        spmd__strbuf_init(&sb, what, sizeof what);
+        mesh_part(call, &sb);
+        p->trace_text = strdup(what);
+    }
+    snprintf(what, sizeof what, "%s), call #%lu on that mesh", p->trace_text ? p->trace_text : "",
+             call->seq);
+    spmd__trace_call_describe(call->seq, call->signature, what);
 }
 
 /* A call another process abandoned is dropped here too, with the tables its peers dropped. */
@@ -1198,6 +1230,8 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     spmd__thread_text(call->thread_text, sizeof call->thread_text);
     call->thread_tag = spmd__thread_tag();
     call->signature = p->signature ^ call->thread_tag;
+    if (spmd__tracing())
+        trace_call(p, call);
     call->timeout_ns = rt->collective_timeout_ns;
     call->slot_of_flat = p->slot_of_flat;
     int spans = p->mesh->num_processes > 1;
@@ -1312,7 +1346,7 @@ static spmd_status spmd_plan_execute_checked(const char *entry, spmd_plan *plan,
     spmd__call_entry lock;
     SPMD_CHECK(spmd__calls_enter(entry, &lock));
     spmd_status st = plan_execute_locked(entry, plan, in_arrays, out_arrays);
-    spmd__calls_exit(&lock);
+    spmd__calls_exit(&lock, st);
     return st;
 }
 
@@ -1421,6 +1455,21 @@ static const spmd__runtime *ctx_device(const spmd_ctx *ctx, int *local, int *hw)
         *hw = rt->devices[ctx->device_id].hardware_ordinal;
     }
     return rt;
+}
+
+uint64_t spmd__ctx_trace_digest(const spmd_ctx *ctx, int n, const spmd_block *blocks)
+{
+    if (!spmd__trace_digests() || !spmd__ctx_platform_is_host(ctx))
+        return 0;
+    uint64_t h = SPMD__FNV1A_SEED;
+    for (int i = 0; i < n; i++) {
+        uint64_t d = blocks[i].data
+                         ? spmd__digest(blocks[i].data, spmd_block_size(&blocks[i]) *
+                                                            spmd_dtype_size(blocks[i].dtype))
+                         : 0;
+        h = spmd__fnv1a(h, &d, sizeof d);
+    }
+    return h | 1; /* 0 means "none taken" */
 }
 
 int spmd__ctx_platform_is_host(const spmd_ctx *ctx)

@@ -56,6 +56,9 @@ typedef struct spmd__allocation {
 /** 1 when the run's devices are CPU devices (their blocks host memory): the same answer on
  * every device of every process, as all share one platform. */
 int spmd__ctx_platform_is_host(const spmd_ctx *ctx);
+/** For the trace: a digest of blocks[0..n) when it takes digests and they are host memory;
+ * 0 otherwise. */
+uint64_t spmd__ctx_trace_digest(const spmd_ctx *ctx, int n, const spmd_block *blocks);
 /** ctx's CUDA stream; NULL on CPU devices (work then runs on the calling thread). */
 void *spmd__ctx_queue(const spmd_ctx *ctx);
 /** Waits for the work queued on ctx's device, so that host code may read its blocks. */

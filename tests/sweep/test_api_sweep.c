@@ -1156,6 +1156,38 @@ static void sweep_spmd_set_log_callback(void)
     Q_THAT(st = spmd_set_log_callback(NULL, NULL), st == SPMD_OK, "refused NULL after spmd_init");
 }
 
+static void sweep_spmd_trace_start(void)
+{
+    spmd_trace_options o = SPMD_TRACE_OPTIONS_INIT;
+    BAD(INV, spmd_trace_start("/tmp", NULL)); /* before spmd_init */
+    runtime_up();
+    BAD(INV, spmd_trace_start(NULL, NULL));
+    BAD(INV, spmd_trace_start("", NULL));
+    BAD(INV, spmd_trace_start("/nonexistent-spmd-dir/trace", NULL));
+    BAD(INV, spmd_trace_start("/dev/null", NULL)); /* not a directory */
+    o.version = 0;
+    BAD(INV, spmd_trace_start("/tmp", &o));
+    o = (spmd_trace_options)SPMD_TRACE_OPTIONS_INIT;
+    o.records = 63;
+    BAD(INV, spmd_trace_start("/tmp", &o));
+    o.records = -1;
+    BAD(INV, spmd_trace_start("/tmp", &o));
+    o.records = (1L << 24) + 1;
+    BAD(INV, spmd_trace_start("/tmp", &o));
+    o = (spmd_trace_options)SPMD_TRACE_OPTIONS_INIT;
+    o.digests = 2;
+    BAD(INV, spmd_trace_start("/tmp", &o));
+    Q_INT(0, spmd_trace_active()); /* nothing refused started a trace */
+}
+
+static void sweep_spmd_trace_stop(void)
+{
+    Q_INT(SPMD_OK, spmd_trace_stop()); /* none runs: nothing to do */
+    Q_INT(SPMD_OK, spmd_trace_stop());
+}
+
+static void sweep_spmd_trace_active(void) { Q_INT(0, spmd_trace_active()); }
+
 static void sweep_spmd_thread_set_name(void)
 {
     char longest[64];

@@ -1,0 +1,774 @@
+/*
+ * spmd trace show DIR: where each process of a traced run was (its last call, each device's
+ * collective, how long it waited, how the process ended).
+ * spmd trace diff A B: the first call and collective whose description, status or data digest
+ * differ between two traces (two layouts, two versions, two processes).
+ */
+#define _GNU_SOURCE
+#include "trace_read.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <spmd.h>
+
+#include "cli_args.h"
+
+#define MAX_FILES 100000
+
+typedef struct trace_file {
+    spmd_trace_header h;
+    spmd_trace_record *records; /* the valid ones, oldest first */
+    size_t count;
+    uint64_t lost;   /* records the ring overwrote */
+    int64_t last_ns; /* its last sign of life: a record's time or a wait's turn */
+    char *path;
+} trace_file;
+
+typedef struct trace_run {
+    trace_file *files; /* by process */
+    int count;
+    int is_dir;
+    const char *name;
+    int64_t earliest_ns; /* the earliest start among the files (realtime) */
+} trace_run;
+
+static int by_stamp(const void *a, const void *b)
+{
+    uint64_t x = ((const spmd_trace_record *)a)->stamp, y = ((const spmd_trace_record *)b)->stamp;
+    return x < y ? -1 : x > y;
+}
+
+/* Reads one file; 0, or -1 with the reason in `why`. */
+static int load_file(const char *path, trace_file *t, char *why, size_t size)
+{
+    memset(t, 0, sizeof *t);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, size, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    unsigned char page[SPMD_TRACE_HEADER_BYTES];
+    int ok = fread(page, 1, sizeof page, f) == sizeof page;
+    if (ok)
+        memcpy(&t->h, page, sizeof t->h);
+    if (!ok || memcmp(t->h.magic, SPMD_TRACE_MAGIC, sizeof t->h.magic) != 0) {
+        snprintf(why, size, "%s is not a libspmd trace (no %s header)", path, SPMD_TRACE_MAGIC);
+        fclose(f);
+        return -1;
+    }
+    if (t->h.format_version != SPMD_TRACE_FORMAT_VERSION ||
+        t->h.header_bytes != SPMD_TRACE_HEADER_BYTES ||
+        t->h.record_bytes != sizeof(spmd_trace_record) || t->h.capacity == 0 ||
+        t->h.capacity > (1u << 24)) {
+        snprintf(why, size,
+                 "%s: trace format %u with %u-byte records; this spmd reads format %d with "
+                 "%zu-byte records",
+                 path, t->h.format_version, t->h.record_bytes, SPMD_TRACE_FORMAT_VERSION,
+                 sizeof(spmd_trace_record));
+        fclose(f);
+        return -1;
+    }
+    t->h.host[sizeof t->h.host - 1] = t->h.program[sizeof t->h.program - 1] = '\0';
+    t->h.last_error[sizeof t->h.last_error - 1] = '\0';
+    t->records = malloc((size_t)t->h.capacity * sizeof *t->records);
+    if (!t->records) {
+        snprintf(why, size, "out of memory for %s", path);
+        fclose(f);
+        return -1;
+    }
+    size_t got = fread(t->records, sizeof *t->records, t->h.capacity, f);
+    fclose(f);
+    for (size_t k = 0; k < got; k++) {
+        spmd_trace_record r = t->records[k];
+        /* written whole, and the one that slot holds now */
+        if (r.stamp == 0 || r.stamp > t->h.next || (r.stamp - 1) % t->h.capacity != k)
+            continue;
+        r.what[sizeof r.what - 1] = '\0';
+        t->records[t->count++] = r;
+    }
+    qsort(t->records, t->count, sizeof *t->records, by_stamp);
+    t->lost = t->h.next > t->count ? t->h.next - t->count : 0;
+    t->last_ns = t->h.alive_ns;
+    for (size_t k = 0; k < t->count; k++) {
+        const spmd_trace_record *r = &t->records[k];
+        int64_t latest = r->end_ns > r->start_ns ? r->end_ns : r->start_ns;
+        t->last_ns = latest > t->last_ns ? latest : t->last_ns;
+    }
+    t->path = strdup(path);
+    return 0;
+}
+
+static int by_process(const void *a, const void *b)
+{
+    int x = ((const trace_file *)a)->h.process, y = ((const trace_file *)b)->h.process;
+    return (x > y) - (x < y);
+}
+
+static void free_run(trace_run *run)
+{
+    for (int k = 0; k < run->count; k++) {
+        free(run->files[k].records);
+        free(run->files[k].path);
+    }
+    free(run->files);
+    memset(run, 0, sizeof *run);
+}
+
+/* A directory of trace.<p>.spmd files, or one such file. */
+static int load_run(const char *name, trace_run *run, char *why, size_t size)
+{
+    memset(run, 0, sizeof *run);
+    run->name = name;
+    struct stat st;
+    if (stat(name, &st) != 0) {
+        snprintf(why, size, "cannot read %s: %s", name, strerror(errno));
+        return -1;
+    }
+    int cap = 8;
+    run->files = malloc((size_t)cap * sizeof *run->files);
+    if (!run->files) {
+        snprintf(why, size, "out of memory");
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        if (load_file(name, &run->files[0], why, size) != 0)
+            return free_run(run), -1;
+        run->count = 1;
+    } else {
+        run->is_dir = 1;
+        DIR *d = opendir(name);
+        if (!d) {
+            snprintf(why, size, "cannot read the directory %s: %s", name, strerror(errno));
+            return free_run(run), -1;
+        }
+        struct dirent *e;
+        int rc = 0;
+        while (rc == 0 && (e = readdir(d)) != NULL) {
+            size_t n = strlen(e->d_name);
+            if (strncmp(e->d_name, "trace.", 6) != 0 || n < 11 ||
+                strcmp(e->d_name + n - 5, ".spmd") != 0)
+                continue;
+            if (run->count == MAX_FILES) {
+                snprintf(why, size, "%s holds more than %d trace files", name, MAX_FILES);
+                rc = -1;
+                break;
+            }
+            if (run->count == cap) {
+                trace_file *more = realloc(run->files, (size_t)cap * 2 * sizeof *more);
+                if (!more) {
+                    snprintf(why, size, "out of memory");
+                    rc = -1;
+                    break;
+                }
+                run->files = more;
+                cap *= 2;
+            }
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", name, e->d_name);
+            rc = load_file(path, &run->files[run->count], why, size);
+            if (rc == 0)
+                run->count++;
+        }
+        closedir(d);
+        if (rc != 0)
+            return free_run(run), -1;
+        if (run->count == 0) {
+            snprintf(why, size,
+                     "%s holds no trace (trace.<process>.spmd); run the program with "
+                     "SPMD_TRACE=%s",
+                     name, name);
+            return free_run(run), -1;
+        }
+        qsort(run->files, (size_t)run->count, sizeof *run->files, by_process);
+        for (int k = 1; k < run->count; k++)
+            if (run->files[k].h.num_processes != run->files[0].h.num_processes) {
+                snprintf(why, size,
+                         "%s mixes the traces of runs of %d and %d processes (%s, %s); give each "
+                         "run a directory of its own",
+                         name, run->files[0].h.num_processes, run->files[k].h.num_processes,
+                         run->files[0].path, run->files[k].path);
+                return free_run(run), -1;
+            }
+    }
+    run->earliest_ns = run->files[0].h.start_realtime_ns;
+    for (int k = 1; k < run->count; k++)
+        if (run->files[k].h.start_realtime_ns < run->earliest_ns)
+            run->earliest_ns = run->files[k].h.start_realtime_ns;
+    return 0;
+}
+
+/* ---- spmd trace show ---- */
+
+static double seconds(int64_t ns) { return (double)ns / 1e9; }
+
+/* A record's time since the run's earliest start. */
+static double at(const trace_run *run, const trace_file *t, int64_t ns)
+{
+    return seconds(t->h.start_realtime_ns - run->earliest_ns + ns);
+}
+
+static const char *state_text(const trace_file *t, char *buf, size_t size)
+{
+    switch (t->h.state) {
+    case SPMD_TRACE_STOPPED:
+        return "ended: spmd_finalize or spmd_trace_stop";
+    case SPMD_TRACE_EXITED:
+        return "ended: the process exited without spmd_finalize";
+    case SPMD_TRACE_SIGNALLED:
+        snprintf(buf, size, "ended: killed by signal %d (%s)", t->h.signal, strsignal(t->h.signal));
+        return buf;
+    default:
+        return "no end recorded: still running, or killed (SIGKILL, a lost node)";
+    }
+}
+
+/* How a record that ended did, or how long an open one has lasted. */
+static void record_state(const trace_file *t, const spmd_trace_record *r, char *buf, size_t size)
+{
+    if (r->status == SPMD_TRACE_OPEN) {
+        int64_t last = t->last_ns > r->start_ns ? t->last_ns : r->start_ns;
+        snprintf(buf, size,
+                 "not ended: waited at least %.3f s (until the process's last sign "
+                 "of life)",
+                 seconds(last - r->start_ns));
+    } else if (r->status == SPMD_OK) {
+        snprintf(buf, size, "ended after %.3f s", seconds(r->end_ns - r->start_ns));
+    } else {
+        snprintf(buf, size, "failed after %.3f s: %s", seconds(r->end_ns - r->start_ns),
+                 spmd_status_name((spmd_status)r->status));
+    }
+}
+
+/* Where each device was, for the summary: devices grouped by the same words. */
+typedef struct where {
+    int device;
+    char text[240];
+} where;
+
+typedef struct where_list {
+    where *items;
+    int count, cap;
+} where_list;
+
+static void note_where(where_list *w, int device, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void note_where(where_list *w, int device, const char *fmt, ...)
+{
+    if (w->count == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 64;
+        where *more = realloc(w->items, (size_t)cap * sizeof *more);
+        if (!more)
+            return; /* the summary is shorter; the listing above it is whole */
+        w->items = more, w->cap = cap;
+    }
+    where *it = &w->items[w->count++];
+    it->device = device;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(it->text, sizeof it->text, fmt, ap);
+    va_end(ap);
+}
+
+static int by_text_then_device(const void *a, const void *b)
+{
+    const where *x = a, *y = b;
+    int c = strcmp(x->text, y->text);
+    return c ? c : (x->device > y->device) - (x->device < y->device);
+}
+
+/* "devices 0, 1, 3..7: in all_gather ... of call #3", the smallest groups first: the device
+ * that is not where the others are shows at the top. */
+static void print_summary(where_list *w)
+{
+    if (w->count == 0)
+        return;
+    qsort(w->items, (size_t)w->count, sizeof *w->items, by_text_then_device);
+    int groups = 0;
+    int *start = malloc((size_t)w->count * sizeof *start);
+    if (!start)
+        return;
+    for (int i = 0; i < w->count; i++)
+        if (i == 0 || strcmp(w->items[i].text, w->items[i - 1].text) != 0)
+            start[groups++] = i;
+    printf("where the devices were (the smallest groups first):\n");
+    for (int size = 1; size <= w->count; size++)
+        for (int g = 0; g < groups; g++) {
+            int end = g + 1 < groups ? start[g + 1] : w->count;
+            if (end - start[g] != size)
+                continue;
+            printf("  device%s ", size > 1 ? "s" : "");
+            for (int i = start[g]; i < end; i++) { /* runs of consecutive ids as a..b */
+                int j = i;
+                while (j + 1 < end && w->items[j + 1].device == w->items[j].device + 1)
+                    j++;
+                printf(i > start[g] ? ", " : "");
+                if (j > i + 1)
+                    printf("%d..%d", w->items[i].device, w->items[j].device);
+                else if (j == i + 1)
+                    printf("%d, %d", w->items[i].device, w->items[j].device);
+                else
+                    printf("%d", w->items[i].device);
+                i = j;
+            }
+            printf(": %s\n", w->items[start[g]].text);
+        }
+    free(start);
+}
+
+static void show_file(const trace_run *run, const trace_file *t, where_list *w)
+{
+    char buf[256];
+    printf("process %d of %d (pid %d on %s, devices %d..%d): %s\n", t->h.process,
+           t->h.num_processes, t->h.pid, t->h.host, t->h.first_local_device,
+           t->h.first_local_device + t->h.num_local_devices - 1, state_text(t, buf, sizeof buf));
+    /* the last call that did something: spmd_finalize is said apart */
+    const spmd_trace_record *call = NULL, *outer = NULL, *finalize = NULL;
+    for (size_t k = 0; k < t->count; k++) {
+        const spmd_trace_record *r = &t->records[k];
+        if (r->kind != SPMD_TRACE_CALL)
+            continue;
+        if (strcmp(r->what, "spmd_finalize") == 0) {
+            finalize = r;
+            continue;
+        }
+        call = r;
+        if (!call->nested)
+            outer = call;
+    }
+    if (!call) {
+        printf("  no call recorded\n");
+        return;
+    }
+    if (outer && outer != call && outer->call == call->call) {
+        record_state(t, outer, buf, sizeof buf);
+        printf("  call #%" PRIu64 " %s: started at %.3f s, %s\n", outer->call, outer->what,
+               at(run, t, outer->start_ns), buf);
+    }
+    record_state(t, call, buf, sizeof buf);
+    printf("  %scall #%" PRIu64 " %s: started at %.3f s, %s\n", call->nested ? "  " : "",
+           call->call, call->what, at(run, t, call->start_ns), buf);
+    /* each local device: its fn and its last collective in that call */
+    for (int d = 0; d < t->h.num_local_devices; d++) {
+        int device = t->h.first_local_device + d;
+        const spmd_trace_record *fn = NULL, *coll = NULL, *done = NULL;
+        for (size_t k = 0; k < t->count; k++) {
+            const spmd_trace_record *r = &t->records[k];
+            if (r->device != device || r->call != call->call)
+                continue;
+            if (r->kind == SPMD_TRACE_FN)
+                fn = r;
+            else if (r->kind == SPMD_TRACE_COLLECTIVE) {
+                coll = r;
+                if (r->status != SPMD_TRACE_OPEN)
+                    done = r;
+            }
+        }
+        if (!fn && !coll)
+            continue;
+        if (coll && coll->status != SPMD_OK) {
+            record_state(t, coll, buf, sizeof buf);
+            printf("    device %d: in %s since %.3f s: %s\n", device, coll->what,
+                   at(run, t, coll->start_ns), buf);
+            note_where(w, device, "in %s of call #%" PRIu64, coll->what, call->call);
+        } else if (fn && fn->status == SPMD_TRACE_OPEN) {
+            record_state(t, fn, buf, sizeof buf);
+            if (done)
+                printf("    device %d: in fn, in no collective; its last, %s, ended at %.3f s; "
+                       "fn %s\n",
+                       device, done->what, at(run, t, done->end_ns), buf);
+            else
+                printf("    device %d: in fn, in no collective yet; fn %s\n", device, buf);
+            note_where(w, device, "in fn, past %u collective(s)%s%s, of call #%" PRIu64,
+                       done ? done->seq : 0, done ? ", the last " : "", done ? done->what : "",
+                       call->call);
+        } else if (fn) {
+            double ran = (double)(fn->end_ns - fn->start_ns) / 1e9;
+            printf("    device %d: returned from fn (%s) after %.3f s and %u collective%s%s%s\n",
+                   device, fn->status == SPMD_OK ? "ok" : spmd_status_name((spmd_status)fn->status),
+                   ran, coll ? coll->seq : 0, coll && coll->seq == 1 ? "" : "s",
+                   coll ? "; the last " : "", coll ? coll->what : "");
+            note_where(w, device, "returned from fn (%s) after %u collective(s), of call #%" PRIu64,
+                       fn->status == SPMD_OK ? "ok" : spmd_status_name((spmd_status)fn->status),
+                       coll ? coll->seq : 0, call->call);
+        }
+    }
+    if (finalize && finalize->call > call->call) {
+        record_state(t, finalize, buf, sizeof buf);
+        printf("  then call #%" PRIu64 " spmd_finalize: %s\n", finalize->call, buf);
+    }
+    if (t->h.last_error[0])
+        printf("  last failure: %.600s\n", t->h.last_error);
+    if (t->lost)
+        printf("  (%" PRIu64 " older records were overwritten: the ring holds %u)\n", t->lost,
+               t->h.capacity);
+}
+
+static int trace_show(const char *name)
+{
+    trace_run run;
+    char why[512];
+    if (load_run(name, &run, why, sizeof why) != 0)
+        return cli_failure("trace show", "%s", why);
+    time_t secs = (time_t)(run.earliest_ns / 1000000000);
+    struct tm tm;
+    char when[64] = "";
+    if (gmtime_r(&secs, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    int expected = run.files[0].h.num_processes;
+    printf("trace %s: %d of %d process%s, started %s; times in seconds from then\n", name,
+           run.count, expected, expected == 1 ? "" : "es", when);
+    where_list w = {NULL, 0, 0};
+    for (int k = 0; k < run.count; k++)
+        show_file(&run, &run.files[k], &w);
+    if (run.is_dir && run.count < expected)
+        printf("missing: %d process%s wrote no trace here (a process that never started "
+               "tracing, or another host's directory)\n",
+               expected - run.count, expected - run.count == 1 ? "" : "es");
+    print_summary(&w);
+    free(w.items);
+    free_run(&run);
+    return CLI_OK;
+}
+
+/* ---- spmd trace diff ---- */
+
+/* One thing a trace says, in the order a program does things. */
+typedef struct obs {
+    uint64_t call;
+    uint32_t seq; /* 0: the call and fn's inputs; a collective's number; UINT32_MAX: the end */
+    int phase;    /* 0: what went in; 1: what came out */
+    int device;   /* -1: the call itself */
+    int nested;   /* a call inside another (pmap's shard_map) */
+    int process;  /* where it was recorded */
+    const spmd_trace_record *r;
+} obs;
+
+static int obs_order(const void *pa, const void *pb)
+{
+    const obs *a = pa, *b = pb;
+    if (a->call != b->call)
+        return a->call < b->call ? -1 : 1;
+    if (a->seq != b->seq)
+        return a->seq < b->seq ? -1 : 1;
+    if (a->phase != b->phase)
+        return a->phase - b->phase;
+    if (a->device != b->device)
+        return a->device - b->device;
+    return a->nested - b->nested;
+}
+
+/* Every observation of a run: a device is its global id, or (ordinals) its local ordinal. */
+static obs *observations(const trace_run *run, int ordinals, size_t *count, uint64_t *from)
+{
+    size_t cap = 0;
+    for (int k = 0; k < run->count; k++)
+        cap += 2 * run->files[k].count;
+    obs *o = malloc((cap ? cap : 1) * sizeof *o);
+    if (!o)
+        return NULL;
+    size_t n = 0;
+    *from = 0;
+    for (int k = 0; k < run->count; k++) {
+        const trace_file *t = &run->files[k];
+        /* a ring that went round may hold only the end of its oldest call */
+        if (t->lost && t->count) {
+            uint64_t first = t->records[0].call + 1;
+            *from = first > *from ? first : *from;
+        }
+        for (size_t i = 0; i < t->count; i++) {
+            const spmd_trace_record *r = &t->records[i];
+            int device = r->device < 0 ? -1
+                         : ordinals    ? r->device - t->h.first_local_device
+                                       : r->device;
+            obs in = {r->call, 0, 0, device, r->nested, t->h.process, r};
+            obs out = in;
+            out.phase = 1;
+            if (r->kind == SPMD_TRACE_CALL) {
+                out.seq = UINT32_MAX;
+            } else if (r->kind == SPMD_TRACE_FN) {
+                out.seq = UINT32_MAX;
+                out.phase = 0;
+            } else {
+                in.seq = out.seq = r->seq;
+            }
+            o[n++] = in;
+            o[n++] = out;
+        }
+    }
+    qsort(o, n, sizeof *o, obs_order);
+    /* the calls of every process: one of each is enough */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (kept == 0 || obs_order(&o[kept - 1], &o[i]) != 0)
+            o[kept++] = o[i];
+    *count = kept;
+    return o;
+}
+
+typedef struct difference {
+    const char *what; /* what differs */
+    char a[200], b[200];
+} difference;
+
+static void hex_or_none(char *buf, size_t size, uint64_t digest)
+{
+    if (digest)
+        snprintf(buf, size, "%016" PRIx64, digest);
+    else
+        snprintf(buf, size, "(none taken)");
+}
+
+/* 1 when the two observations of one key differ (and how, in *d). */
+static int differs(const obs *x, const obs *y, difference *d)
+{
+    const spmd_trace_record *a = x->r, *b = y->r;
+    int is_end = x->phase == 1 || x->seq == UINT32_MAX;
+    if (!is_end || a->kind == SPMD_TRACE_FN) {
+        if (x->seq != UINT32_MAX && strcmp(a->what, b->what) != 0) {
+            d->what = "what was called";
+            snprintf(d->a, sizeof d->a, "%s", a->what);
+            snprintf(d->b, sizeof d->b, "%s", b->what);
+            return 1;
+        }
+        if (x->seq != UINT32_MAX && a->fingerprint != b->fingerprint) {
+            d->what = "the fingerprint (fn, specs, shapes, dtypes, axes or groups)";
+            snprintf(d->a, sizeof d->a, "%016" PRIx64, a->fingerprint);
+            snprintf(d->b, sizeof d->b, "%016" PRIx64, b->fingerprint);
+            return 1;
+        }
+        if (!is_end && a->kind != SPMD_TRACE_CALL && a->digest_in && b->digest_in &&
+            a->digest_in != b->digest_in) {
+            d->what = "the input data (digests)";
+            hex_or_none(d->a, sizeof d->a, a->digest_in);
+            hex_or_none(d->b, sizeof d->b, b->digest_in);
+            return 1;
+        }
+        if (!is_end)
+            return 0;
+    }
+    if (a->status != b->status) {
+        d->what = "the outcome";
+        snprintf(d->a, sizeof d->a, "%s",
+                 a->status == SPMD_TRACE_OPEN ? "not ended"
+                                              : spmd_status_name((spmd_status)a->status));
+        snprintf(d->b, sizeof d->b, "%s",
+                 b->status == SPMD_TRACE_OPEN ? "not ended"
+                                              : spmd_status_name((spmd_status)b->status));
+        return 1;
+    }
+    if (a->kind != SPMD_TRACE_CALL && a->digest_out && b->digest_out &&
+        a->digest_out != b->digest_out) {
+        d->what = "the output data (digests)";
+        hex_or_none(d->a, sizeof d->a, a->digest_out);
+        hex_or_none(d->b, sizeof d->b, b->digest_out);
+        return 1;
+    }
+    return 0;
+}
+
+/* "call #3, collective #2 on device 5" */
+static void place_text(const obs *o, int ordinals, char *buf, size_t size)
+{
+    const spmd_trace_record *r = o->r;
+    const char *dev = ordinals ? "local device" : "device";
+    if (r->kind == SPMD_TRACE_CALL)
+        snprintf(buf, size, "call #%" PRIu64 "%s (%s)", r->call, r->nested ? " (nested)" : "",
+                 o->seq == UINT32_MAX ? "its outcome" : "what it is");
+    else if (r->kind == SPMD_TRACE_FN)
+        snprintf(buf, size, "call #%" PRIu64 ", fn on %s %d (%s)", r->call, dev, o->device,
+                 o->seq == UINT32_MAX ? "its outputs and outcome" : "its inputs");
+    else
+        snprintf(buf, size, "call #%" PRIu64 ", collective #%u on %s %d: %s", r->call, r->seq, dev,
+                 o->device, r->what);
+}
+
+/* The call record of `call` in a run's observations, for context. */
+static const spmd_trace_record *call_of(const obs *o, size_t n, uint64_t call)
+{
+    for (size_t i = 0; i < n; i++)
+        if (o[i].call == call && o[i].device == -1 && o[i].seq == 0)
+            return o[i].r;
+    return NULL;
+}
+
+static void layout_text(const trace_run *run, char *buf, size_t size)
+{
+    const spmd_trace_header *h = &run->files[0].h;
+    snprintf(buf, size, "%d process%s x %d device%s", h->num_processes,
+             h->num_processes == 1 ? "" : "es", h->num_local_devices,
+             h->num_local_devices == 1 ? "" : "s");
+}
+
+static int trace_diff(const char *name_a, const char *name_b, int show_more)
+{
+    trace_run ra, rb;
+    char why[512];
+    if (load_run(name_a, &ra, why, sizeof why) != 0)
+        return cli_failure("trace diff", "%s", why);
+    if (load_run(name_b, &rb, why, sizeof why) != 0) {
+        free_run(&ra);
+        return cli_failure("trace diff", "%s", why);
+    }
+    /* two single files: two processes, whose devices pair by local ordinal */
+    int ordinals = !ra.is_dir && !rb.is_dir;
+    size_t na = 0, nb = 0;
+    uint64_t from_a = 0, from_b = 0;
+    obs *oa = observations(&ra, ordinals, &na, &from_a);
+    obs *ob = observations(&rb, ordinals, &nb, &from_b);
+    if (!oa || !ob) {
+        free(oa);
+        free(ob);
+        free_run(&ra);
+        free_run(&rb);
+        return cli_failure("trace diff", "out of memory");
+    }
+    uint64_t from = from_a > from_b ? from_a : from_b;
+    char la[64], lb[64];
+    layout_text(&ra, la, sizeof la);
+    layout_text(&rb, lb, sizeof lb);
+    printf("A: %s (%s)\nB: %s (%s)\n", name_a, la, name_b, lb);
+    if (from)
+        printf("(the rings went round: comparing from call #%" PRIu64 ")\n", from);
+    int digests = ra.files[0].h.digests && rb.files[0].h.digests;
+    size_t i = 0, j = 0, compared = 0, found = 0;
+    while (i < na || j < nb) {
+        if (i < na && oa[i].call < from) {
+            i++;
+            continue;
+        }
+        if (j < nb && ob[j].call < from) {
+            j++;
+            continue;
+        }
+        int c = i == na ? 1 : j == nb ? -1 : obs_order(&oa[i], &ob[j]);
+        difference d = {NULL, "", ""};
+        const obs *at_obs = c <= 0 ? &oa[i] : &ob[j];
+        if (c == 0) {
+            compared++;
+            if (!differs(&oa[i], &ob[j], &d)) {
+                i++, j++;
+                continue;
+            }
+        }
+        char place[300];
+        place_text(at_obs, ordinals, place, sizeof place);
+        if (found == 0) {
+            printf("first difference: %s\n", place);
+            const spmd_trace_record *call =
+                call_of(c <= 0 ? oa : ob, c <= 0 ? na : nb, at_obs->call);
+            if (call && at_obs->device >= 0)
+                printf("  in call #%" PRIu64 ": %s\n", call->call, call->what);
+            if (c == 0)
+                printf("  %s differs:\n    A: %s (process %d)\n    B: %s (process %d)\n", d.what,
+                       d.a, oa[i].process, d.b, ob[j].process);
+            else
+                printf("  only %s has it (process %d); the other trace %s\n", c < 0 ? "A" : "B",
+                       at_obs->process,
+                       at_obs->device >= 0 && at_obs->r->kind == SPMD_TRACE_COLLECTIVE
+                           ? "issued fewer or other collectives here"
+                           : "has no such record");
+        } else if ((int)found <= show_more) {
+            printf("then: %s: %s\n", place, c == 0 ? d.what : c < 0 ? "only in A" : "only in B");
+        }
+        found++;
+        if (c <= 0)
+            i++;
+        if (c >= 0)
+            j++;
+    }
+    if (found > (size_t)show_more + 1)
+        printf("... %zu differences in all\n", found);
+    if (!found)
+        printf("the traces agree: %zu records compared%s\n", compared,
+               digests ? ", data digests included" : "");
+    if (!digests)
+        printf("(no data digests in %s: trace with SPMD_TRACE_DIGESTS=1 to compare the data "
+               "too)\n",
+               ra.files[0].h.digests   ? "B"
+               : rb.files[0].h.digests ? "A"
+                                       : "either");
+    free(oa);
+    free(ob);
+    free_run(&ra);
+    free_run(&rb);
+    return found ? CLI_FAILED : CLI_OK;
+}
+
+/* ---- the command ---- */
+
+void spmd_cli_trace_usage(FILE *out)
+{
+    fputs("usage: spmd trace show DIR\n"
+          "       spmd trace diff [--more N] A B\n"
+          "\n"
+          "Reads the collective traces that SPMD_TRACE=DIR (or spmd_trace_start) writes: one file\n"
+          "per process, DIR/trace.<process>.spmd, a ring of its last calls and collectives.\n"
+          "\n"
+          "  show DIR   where each process was: its last call, each device's collective or fn,\n"
+          "             how long it waited, whether it ended, how the process ended. For a run\n"
+          "             that failed, hung or was killed (SIGKILL too: the file is written as the\n"
+          "             program goes).\n"
+          "  diff A B   the first call and collective where two traces differ: what was called,\n"
+          "             its fingerprint, its outcome, or its data (SPMD_TRACE_DIGESTS=1). A and B\n"
+          "             are two directories (two layouts or two versions of a program: devices\n"
+          "             pair by global id) or two files (two processes: devices pair by local\n"
+          "             ordinal).\n"
+          "\n"
+          "options:\n"
+          "  --more N   also list the next N differences (default 5)\n"
+          "  -h, --help show this help\n"
+          "\n"
+          "Exit status: 0 show printed / the traces agree, 1 they differ or a trace cannot be\n"
+          "read, 2 bad usage.\n",
+          out);
+}
+
+int spmd_cli_trace(int argc, char **argv)
+{
+    static const struct option options[] = {{"more", required_argument, NULL, 'm'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    long more = 5;
+    optind = 0;
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "m:h", options, NULL)) != -1) {
+        if (opt == 'h') {
+            spmd_cli_trace_usage(stdout);
+            return CLI_OK;
+        }
+        if (opt != 'm')
+            return cli_usage_error("trace", "unknown option or missing value: %s",
+                                   argv[optind - 1]);
+        char *end = NULL;
+        errno = 0;
+        more = strtol(optarg, &end, 10);
+        if (errno || end == optarg || *end || more < 0 || more > 1000000)
+            return cli_usage_error("trace", "--more takes a count 0..1000000, not '%s'", optarg);
+    }
+    int left = argc - optind;
+    if (left < 1)
+        return cli_usage_error("trace", "say 'show DIR' or 'diff A B'");
+    const char *verb = argv[optind];
+    if (strcmp(verb, "show") == 0) {
+        if (left != 2)
+            return cli_usage_error("trace", "show takes one directory (or file), not %d", left - 1);
+        return trace_show(argv[optind + 1]);
+    }
+    if (strcmp(verb, "diff") == 0) {
+        if (left != 3)
+            return cli_usage_error("trace", "diff takes two traces (directories or files), not %d",
+                                   left - 1);
+        return trace_diff(argv[optind + 1], argv[optind + 2], (int)more);
+    }
+    return cli_usage_error("trace", "unknown verb '%s'; use 'show DIR' or 'diff A B'", verb);
+}

@@ -1,0 +1,121 @@
+#!/bin/sh
+# check_trace.sh CASE MPIEXEC TRACE_PLANTED SPMD
+#   diverge  trace_planted perturbs one all_gather input on device 5 in the 4 x 2 layout only:
+#            `spmd trace diff` of the 1 x 8 and 4 x 2 traces names that call, that collective
+#            and that device; the clean program's traces agree across layouts (and their
+#            processes' files pair up);
+#   hang     device 2 never reaches collective #2 (timeout 2 s): the timeout names where process
+#            1's devices are, and `spmd trace show` names for every process the collective each
+#            device is in;
+#   killed   the same hang, the job killed by `timeout -s KILL` before the timeout: `spmd trace
+#            show` says the same from what the files held;
+#   signal   a process that aborts, and one that exits without spmd_finalize: the header says so.
+set -u
+case=$1 mpiexec=$2 program=$3 spmd=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+# expect FILE PATTERN: an extended regular expression some line of FILE matches
+expect() {
+    grep -Eq -- "$2" "$1" || fail "$(basename "$1") lacks /$2/"
+}
+run() { # run P D DIR MODE [ENV...]: P processes x D devices, traced into DIR
+    p=$1 d=$2 dir=$3 mode=$4
+    shift 4
+    env SPMD_NUM_CPU_DEVICES="$d" SPMD_TRACE="$dir" "$@" \
+        "$mpiexec" -n "$p" "$program" "$mode" >"$dir.out" 2>"$dir.err"
+}
+
+case $case in
+diverge)
+    for layout in 1x8 4x2; do
+        p=${layout%x*} d=${layout#*x}
+        run "$p" "$d" "$work/clean_$layout" clean SPMD_TRACE_DIGESTS=1 || fail "clean $layout exits $?"
+        run "$p" "$d" "$work/diverge_$layout" diverge SPMD_TRACE_DIGESTS=1 ||
+            fail "diverge $layout exits $?"
+    done
+    cmp -s "$work/clean_1x8.out" "$work/clean_4x2.out" || fail "clean outputs differ by layout"
+    cmp -s "$work/diverge_1x8.out" "$work/diverge_4x2.out" && fail "the planted change changed nothing"
+    "$spmd" trace diff "$work/clean_1x8" "$work/clean_4x2" >"$work/clean.diff"
+    [ $? -eq 0 ] || fail "clean traces differ: $(cat "$work/clean.diff")"
+    expect "$work/clean.diff" "^the traces agree: [0-9]+ records compared, data digests included"
+    "$spmd" trace diff "$work/diverge_1x8" "$work/diverge_4x2" >"$work/diverge.diff"
+    [ $? -eq 1 ] || fail "spmd trace diff of the planted divergence does not exit with 1"
+    # the third shard_map call, collective #2, device 5 (process 2 in 4 x 2), its input
+    expect "$work/diverge.diff" "^first difference: call #[0-9]+, collective #2 on device 5: all_gather float32\[4\] over \('i'\) #2$"
+    expect "$work/diverge.diff" "^  in call #[0-9]+: spmd_shard_map on Mesh\('i': 8\).*call #3 on that mesh$"
+    expect "$work/diverge.diff" "^  the input data \(digests\) differs:$"
+    expect "$work/diverge.diff" "^    B: [0-9a-f]{16} \(process 2\)$"
+    # a directory holding the files of two runs is refused, not read as one
+    mkdir "$work/mixed"
+    cp "$work/clean_4x2/"*.spmd "$work/mixed/"
+    cp "$work/clean_1x8/trace.0.spmd" "$work/mixed/trace.0.spmd"
+    "$spmd" trace show "$work/mixed" >"$work/mixed.show" 2>&1 && fail "a mixed directory was shown"
+    expect "$work/mixed.show" "mixes the traces of runs of 1 and 4 processes"
+    # two processes of one run, without digests: the same calls and collectives
+    run 2 2 "$work/two" clean || fail "clean 2x2 exits $?"
+    "$spmd" trace diff "$work/two/trace.0.spmd" "$work/two/trace.1.spmd" >"$work/two.diff" ||
+        fail "the processes of one run differ: $(cat "$work/two.diff")"
+    expect "$work/two.diff" "^\(no data digests in either"
+    ;;
+hang | killed)
+    if [ "$case" = hang ]; then
+        run 4 2 "$work/t" hang SPMD_COLLECTIVE_TIMEOUT=2 && fail "the planted hang exited with 0"
+        # the timeout names where the stuck process's devices are
+        expect "$work/t.err" "^process 0: .*process 1 is alive, in spmd_shard_map.*its device 2 had last entered collective #1 \(psum over \('i'\)\), device 3 had last entered collective #2 \(all_gather over \('i'\)\)"
+        open="failed after [0-9.]+ s: SPMD_ERR_TIMEOUT"
+        stuck="device 2: (in fn, in no collective; its last, psum float32\[4\] over \('i'\) #1|returned from fn .* after [0-9.]+ s and 1 collective; the last psum float32\[4\] over \('i'\) #1)"
+    else
+        tag="killed-$$"
+        command -v timeout >/dev/null || { echo "no timeout command: skipped"; exit 77; }
+        mkdir -p "$work/t"
+        SPMD_NUM_CPU_DEVICES=2 SPMD_TRACE="$work/t" SPMD_COLLECTIVE_TIMEOUT=60 \
+            timeout -s KILL 3 "$mpiexec" -n 4 "$program" hang "$tag" >"$work/t.out" 2>&1
+        rc=$?
+        pkill -KILL -f "$program hang $tag" 2>/dev/null # the ranks a killed launcher left
+        [ $rc -eq 137 ] || fail "timeout -s KILL did not kill the job (exit $rc)"
+        open="not ended: waited at least [0-9.]+ s"
+        stuck="device 2: in fn, in no collective; its last, psum float32\[4\] over \('i'\) #1, ended at [0-9.]+ s; fn not ended"
+    fi
+    "$spmd" trace show "$work/t" >"$work/show" || fail "spmd trace show exits $?"
+    cat "$work/show"
+    expect "$work/show" "^trace .*: 4 of 4 processes"
+    for p in 0 1 2 3; do
+        expect "$work/show" "^process $p of 4 .*devices $((2 * p))\.\.$((2 * p + 1))"
+    done
+    for dev in 0 1 3 4 5 6 7; do
+        expect "$work/show" "^    device $dev: in all_gather float32\[4\] over \('i'\) #2 since [0-9.]+ s: $open"
+    done
+    expect "$work/show" "^    $stuck"
+    # the summary: the stuck device apart, first
+    expect "$work/show" "^where the devices were \(the smallest groups first\):$"
+    expect "$work/show" "^  device 2: (in fn, past 1 collective\(s\), the last psum|returned from fn)"
+    expect "$work/show" "^  devices 0, 1, 3\.\.7: in all_gather float32\[4\] over \('i'\) #2 of call #3$"
+    expect "$work/show" "^  call #3 spmd_shard_map on Mesh\('i': 8\).*call #2 on that mesh: started at"
+    if [ "$case" = killed ]; then
+        [ "$(grep -c 'no end recorded: still running, or killed' "$work/show")" -eq 4 ] ||
+            fail "not every process says it has no recorded end"
+    fi
+    ;;
+signal)
+    run 1 2 "$work/a" abort
+    "$spmd" trace show "$work/a" >"$work/a.show"
+    expect "$work/a.show" "^process 0 of 1 .*: ended: killed by signal 6"
+    run 1 2 "$work/e" exit
+    "$spmd" trace show "$work/e" >"$work/e.show"
+    expect "$work/e.show" "^process 0 of 1 .*: ended: the process exited without spmd_finalize"
+    expect "$work/e.show" "^  call #[0-9]+ spmd_shard_map on Mesh\('i': 2\).*: started at [0-9.]+ s, ended after"
+    "$spmd" trace show "$work/none" >"$work/none.show" 2>&1 && fail "show of a missing trace exits 0"
+    expect "$work/none.show" "^spmd: trace show: cannot read"
+    ;;
+*)
+    echo "unknown case $case" >&2
+    exit 2
+    ;;
+esac
+[ $failures -eq 0 ] && echo "PASS: $case" && exit 0
+exit 1
