@@ -77,15 +77,31 @@ static int load_file(const char *path, trace_file *t, char *why, size_t size)
         fclose(f);
         return -1;
     }
+    if (t->h.num_local_devices < 0 || t->h.num_local_devices > (1 << 20) ||
+        t->h.first_local_device < 0 || t->h.first_local_device > (1 << 30) ||
+        t->h.num_processes < 1 || t->h.process < 0 || t->h.process >= t->h.num_processes) {
+        snprintf(why, size, "%s: the header is damaged (process %d of %d, %d devices from %d)",
+                 path, t->h.process, t->h.num_processes, t->h.num_local_devices,
+                 t->h.first_local_device);
+        fclose(f);
+        return -1;
+    }
+    struct stat st;
+    uint64_t held =
+        fstat(fileno(f), &st) == 0 && st.st_size > SPMD_TRACE_HEADER_BYTES
+            ? (uint64_t)(st.st_size - SPMD_TRACE_HEADER_BYTES) / sizeof(spmd_trace_record)
+            : 0;
+    size_t slots =
+        held < t->h.capacity ? (size_t)held : t->h.capacity; /* cut short: what is there */
     t->h.host[sizeof t->h.host - 1] = t->h.program[sizeof t->h.program - 1] = '\0';
     t->h.last_error[sizeof t->h.last_error - 1] = '\0';
-    t->records = malloc((size_t)t->h.capacity * sizeof *t->records);
+    t->records = malloc((slots ? slots : 1) * sizeof *t->records);
     if (!t->records) {
         snprintf(why, size, "out of memory for %s", path);
         fclose(f);
         return -1;
     }
-    size_t got = fread(t->records, sizeof *t->records, t->h.capacity, f);
+    size_t got = fread(t->records, sizeof *t->records, slots, f);
     fclose(f);
     for (size_t k = 0; k < got; k++) {
         spmd_trace_record r = t->records[k];
@@ -96,7 +112,7 @@ static int load_file(const char *path, trace_file *t, char *why, size_t size)
         t->records[t->count++] = r;
     }
     qsort(t->records, t->count, sizeof *t->records, by_stamp);
-    t->lost = t->h.next > t->count ? t->h.next - t->count : 0;
+    t->lost = t->h.next > t->h.capacity ? t->h.next - t->h.capacity : 0;
     t->last_ns = t->h.alive_ns;
     for (size_t k = 0; k < t->count; k++) {
         const spmd_trace_record *r = &t->records[k];
@@ -330,39 +346,51 @@ static void show_file(const trace_run *run, const trace_file *t, where_list *w)
     printf("process %d of %d (pid %d on %s, devices %d..%d): %s\n", t->h.process,
            t->h.num_processes, t->h.pid, t->h.host, t->h.first_local_device,
            t->h.first_local_device + t->h.num_local_devices - 1, state_text(t, buf, sizeof buf));
-    /* the last call that did something: spmd_finalize is said apart */
+    /* the last call that did something (spmd_finalize is said apart), even when the ring went
+     * round inside it and its own record is gone */
     const spmd_trace_record *call = NULL, *outer = NULL, *finalize = NULL;
+    uint64_t latest = 0;
     for (size_t k = 0; k < t->count; k++) {
         const spmd_trace_record *r = &t->records[k];
-        if (r->kind != SPMD_TRACE_CALL)
-            continue;
-        if (strcmp(r->what, "spmd_finalize") == 0) {
+        if (r->kind == SPMD_TRACE_CALL && strcmp(r->what, "spmd_finalize") == 0) {
             finalize = r;
             continue;
         }
+        latest = r->call > latest ? r->call : latest;
+    }
+    for (size_t k = 0; k < t->count; k++) {
+        const spmd_trace_record *r = &t->records[k];
+        if (r->kind != SPMD_TRACE_CALL || r->call != latest || r == finalize)
+            continue;
         call = r;
         if (!call->nested)
             outer = call;
     }
-    if (!call) {
+    if (!latest) {
         printf("  no call recorded\n");
         return;
     }
-    if (outer && outer != call && outer->call == call->call) {
+    if (outer && outer != call) {
         record_state(t, outer, buf, sizeof buf);
         printf("  call #%" PRIu64 " %s: started at %.3f s, %s\n", outer->call, outer->what,
                at(run, t, outer->start_ns), buf);
     }
-    record_state(t, call, buf, sizeof buf);
-    printf("  %scall #%" PRIu64 " %s: started at %.3f s, %s\n", call->nested ? "  " : "",
-           call->call, call->what, at(run, t, call->start_ns), buf);
+    if (call) {
+        record_state(t, call, buf, sizeof buf);
+        printf("  %scall #%" PRIu64 " %s: started at %.3f s, %s\n", call->nested ? "  " : "",
+               call->call, call->what, at(run, t, call->start_ns), buf);
+    } else {
+        printf("  call #%" PRIu64 ": its record was overwritten (the ring holds %u records; "
+               "SPMD_TRACE_RECORDS keeps more)\n",
+               latest, t->h.capacity);
+    }
     /* each local device: its fn and its last collective in that call */
     for (int d = 0; d < t->h.num_local_devices; d++) {
         int device = t->h.first_local_device + d;
         const spmd_trace_record *fn = NULL, *coll = NULL, *done = NULL;
         for (size_t k = 0; k < t->count; k++) {
             const spmd_trace_record *r = &t->records[k];
-            if (r->device != device || r->call != call->call)
+            if (r->device != device || r->call != latest)
                 continue;
             if (r->kind == SPMD_TRACE_FN)
                 fn = r;
@@ -378,7 +406,7 @@ static void show_file(const trace_run *run, const trace_file *t, where_list *w)
             record_state(t, coll, buf, sizeof buf);
             printf("    device %d: in %s since %.3f s: %s\n", device, coll->what,
                    at(run, t, coll->start_ns), buf);
-            note_where(w, device, "in %s of call #%" PRIu64, coll->what, call->call);
+            note_where(w, device, "in %s of call #%" PRIu64, coll->what, latest);
         } else if (fn && fn->status == SPMD_TRACE_OPEN) {
             record_state(t, fn, buf, sizeof buf);
             if (done)
@@ -389,7 +417,7 @@ static void show_file(const trace_run *run, const trace_file *t, where_list *w)
                 printf("    device %d: in fn, in no collective yet; fn %s\n", device, buf);
             note_where(w, device, "in fn, past %u collective(s)%s%s, of call #%" PRIu64,
                        done ? done->seq : 0, done ? ", the last " : "", done ? done->what : "",
-                       call->call);
+                       latest);
         } else if (fn) {
             double ran = (double)(fn->end_ns - fn->start_ns) / 1e9;
             printf("    device %d: returned from fn (%s) after %.3f s and %u collective%s%s%s\n",
@@ -398,10 +426,10 @@ static void show_file(const trace_run *run, const trace_file *t, where_list *w)
                    coll ? "; the last " : "", coll ? coll->what : "");
             note_where(w, device, "returned from fn (%s) after %u collective(s), of call #%" PRIu64,
                        fn->status == SPMD_OK ? "ok" : spmd_status_name((spmd_status)fn->status),
-                       coll ? coll->seq : 0, call->call);
+                       coll ? coll->seq : 0, latest);
         }
     }
-    if (finalize && finalize->call > call->call) {
+    if (finalize && finalize->call > latest) {
         record_state(t, finalize, buf, sizeof buf);
         printf("  then call #%" PRIu64 " spmd_finalize: %s\n", finalize->call, buf);
     }
@@ -452,9 +480,8 @@ typedef struct obs {
     const spmd_trace_record *r;
 } obs;
 
-static int obs_order(const void *pa, const void *pb)
+static int obs_key_order(const obs *a, const obs *b)
 {
-    const obs *a = pa, *b = pb;
     if (a->call != b->call)
         return a->call < b->call ? -1 : 1;
     if (a->seq != b->seq)
@@ -463,10 +490,21 @@ static int obs_order(const void *pa, const void *pb)
         return a->phase - b->phase;
     if (a->device != b->device)
         return a->device - b->device;
-    return a->nested - b->nested;
+    return (int)a->r->kind - (int)b->r->kind;
 }
 
-/* Every observation of a run: a device is its global id, or (ordinals) its local ordinal. */
+static int obs_order(const void *pa, const void *pb)
+{
+    const obs *a = pa, *b = pb;
+    int c = obs_key_order(a, b);
+    if (c || a->nested != b->nested)
+        return c ? c : a->nested - b->nested;
+    return (a->r > b->r) - (a->r < b->r); /* a file's records are in the order they were made */
+}
+
+/* Every observation of a run: a device is its global id, or (ordinals) its local ordinal. The
+ * calls are the first file's (every process makes the same); several records of one key (the
+ * calls inside one pmap) are told apart by their order. */
 static obs *observations(const trace_run *run, int ordinals, size_t *count, uint64_t *from)
 {
     size_t cap = 0;
@@ -479,17 +517,20 @@ static obs *observations(const trace_run *run, int ordinals, size_t *count, uint
     *from = 0;
     for (int k = 0; k < run->count; k++) {
         const trace_file *t = &run->files[k];
-        /* a ring that went round may hold only the end of its oldest call */
-        if (t->lost && t->count) {
+        /* a ring that went round may hold only the end of its oldest call (unless that call is
+         * all it holds) */
+        if (t->lost && t->count && t->records[0].call < t->records[t->count - 1].call) {
             uint64_t first = t->records[0].call + 1;
             *from = first > *from ? first : *from;
         }
         for (size_t i = 0; i < t->count; i++) {
             const spmd_trace_record *r = &t->records[i];
+            if (r->kind == SPMD_TRACE_CALL && k > 0)
+                continue;
             int device = r->device < 0 ? -1
                          : ordinals    ? r->device - t->h.first_local_device
                                        : r->device;
-            obs in = {r->call, 0, 0, device, r->nested, t->h.process, r};
+            obs in = {r->call, 0, 0, device, 0, t->h.process, r};
             obs out = in;
             out.phase = 1;
             if (r->kind == SPMD_TRACE_CALL) {
@@ -505,12 +546,10 @@ static obs *observations(const trace_run *run, int ordinals, size_t *count, uint
         }
     }
     qsort(o, n, sizeof *o, obs_order);
-    /* the calls of every process: one of each is enough */
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++)
-        if (kept == 0 || obs_order(&o[kept - 1], &o[i]) != 0)
-            o[kept++] = o[i];
-    *count = kept;
+    for (size_t i = 1; i < n; i++) /* the k-th record of a key: nested = k */
+        if (obs_key_order(&o[i - 1], &o[i]) == 0)
+            o[i].nested = o[i - 1].nested + 1;
+    *count = n;
     return o;
 }
 
@@ -649,7 +688,9 @@ static int trace_diff(const char *name_a, const char *name_b, int show_more)
             j++;
             continue;
         }
-        int c = i == na ? 1 : j == nb ? -1 : obs_order(&oa[i], &ob[j]);
+        int c = i == na ? 1 : j == nb ? -1 : obs_key_order(&oa[i], &ob[j]);
+        if (c == 0)
+            c = oa[i].nested - ob[j].nested;
         difference d = {NULL, "", ""};
         const obs *at_obs = c <= 0 ? &oa[i] : &ob[j];
         if (c == 0) {

@@ -134,7 +134,8 @@ static spmd_status enter(const char *fn, spmd__call_entry *e, int numbered)
         owner_depth++;
         e->nested = 1;
         pthread_mutex_unlock(&lock_state);
-        if (numbered) /* a record only while tracing; the nesting is counted always */
+        /* the trace starts and stops only between calls: its state holds for this one */
+        if (numbered && spmd__tracing())
             spmd__trace_call_enter(fn, atomic_load(&current_number), 1);
         return SPMD_OK;
     }
@@ -152,7 +153,8 @@ static spmd_status enter(const char *fn, spmd__call_entry *e, int numbered)
     spmd__thread_text(owner_text, sizeof owner_text);
     pthread_mutex_unlock(&state);
     atomic_store(&current_number, number);
-    spmd__trace_call_enter(fn, number, 0);
+    if (spmd__tracing())
+        spmd__trace_call_enter(fn, number, 0);
     return SPMD_OK;
 }
 
@@ -165,7 +167,7 @@ spmd_status spmd__calls_enter_unnumbered(const char *fn, spmd__call_entry *e)
 
 void spmd__calls_exit(const spmd__call_entry *e, spmd_status st)
 {
-    if (!e->unnumbered) /* the trace may have stopped since: then it has no open call */
+    if (!e->unnumbered && spmd__tracing())
         spmd__trace_call_exit(st);
     pthread_mutex_lock(&lock_state);
     if (--owner_depth > 0 || e->nested) {

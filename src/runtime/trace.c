@@ -36,6 +36,7 @@ static struct {
     size_t bytes;
     int64_t start_ns; /* spmd__now_ns at the start: records count from it */
     int digests;
+    uint64_t capacity; /* this process's own copy: the file's header is not trusted */
 } ring;
 
 /* This thread's open calls (calls nest on one thread: pmap's shard_map). */
@@ -68,7 +69,7 @@ uint64_t spmd__trace_begin(int kind, unsigned long call, unsigned long mesh_call
     if (!spmd__tracing())
         return 0;
     uint64_t number = __atomic_fetch_add(&ring.head->next, 1, __ATOMIC_RELAXED);
-    spmd_trace_record *r = &ring.records[number % ring.head->capacity];
+    spmd_trace_record *r = &ring.records[number % ring.capacity];
     __atomic_store_n(&r->stamp, 0, __ATOMIC_RELAXED);
     r->kind = (uint32_t)kind;
     r->status = SPMD_TRACE_OPEN;
@@ -93,7 +94,7 @@ static spmd_trace_record *record_of(uint64_t handle)
 {
     if (!handle || !spmd__tracing())
         return NULL;
-    spmd_trace_record *r = &ring.records[(handle - 1) % ring.head->capacity];
+    spmd_trace_record *r = &ring.records[(handle - 1) % ring.capacity];
     return __atomic_load_n(&r->stamp, __ATOMIC_ACQUIRE) == handle ? r : NULL;
 }
 
@@ -196,15 +197,23 @@ static void on_signal(int sig, siginfo_t *info, void *context)
 
 static void on_exit_hook(void) { mark_end(atomic_load(&live_head), SPMD_TRACE_EXITED, 0); }
 
+/* A forked child is not the traced process: it neither writes the ring nor marks its end. */
+static void in_child(void)
+{
+    atomic_store(&spmd__trace_flag, 0);
+    atomic_store(&live_head, NULL);
+}
+
 static void install_hooks(void)
 {
     atexit(on_exit_hook);
+    pthread_atfork(NULL, NULL, in_child);
     for (size_t k = 0; k < sizeof fatal_signals / sizeof fatal_signals[0]; k++) {
         int sig = fatal_signals[k];
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_signal;
-        sa.sa_flags = SA_SIGINFO;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
         sigemptyset(&sa.sa_mask);
         if (sigaction(sig, NULL, &previous[sig]) == 0 && previous[sig].sa_handler != SIG_IGN)
             sigaction(sig, &sa, NULL);
@@ -268,11 +277,14 @@ static spmd_status open_file(const char *dir, const spmd__runtime *rt, long reco
         snprintf(path, sizeof path, "%s/trace.%d.spmd", dir, rt->process_index) < (int)sizeof path,
         SPMD_ERR_INVALID_ARGUMENT, "%s: the directory name '%.64s...' is too long", f, dir);
     size_t bytes = SPMD_TRACE_HEADER_BYTES + (size_t)records * sizeof(spmd_trace_record);
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    /* a new file, never the old one cut short: a process still writing that one (a rerun
+     * while the last job hangs) keeps its own */
+    unlink(path);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     SPMD_REQUIRE(fd >= 0, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: cannot write the trace file '%s' (%s); check the directory's permissions", f,
                  path, strerror(errno));
-    int err = ftruncate(fd, (off_t)bytes) == 0 ? 0 : errno;
+    int err = posix_fallocate(fd, 0, (off_t)bytes); /* no SIGBUS on a full disk later */
     void *map = err ? MAP_FAILED : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (!err && map == MAP_FAILED)
         err = errno;
@@ -335,10 +347,14 @@ static spmd_status start_locked(const char *dir, const spmd_trace_options *optio
     long records = 0;
     int digests = 0;
     SPMD_CHECK(options_of(options, &records, &digests));
+    /* every device's open record outlives the others' turns of the ring */
+    long least = 4L * (rt->num_local + 1);
+    records = records < least ? least : records;
     SPMD_CHECK(open_file(dir, rt, records));
     fill_header(ring.head, rt, records, digests);
     ring.start_ns = spmd__now_ns();
     ring.digests = digests;
+    ring.capacity = (uint64_t)records;
     pthread_once(&hooks_once, install_hooks);
     atomic_store(&live_head, ring.head);
     atomic_store(&spmd__trace_flag, 1);
@@ -367,9 +383,12 @@ static spmd_status spmd_trace_stop_checked(void)
 spmd_status spmd__trace_start_from_env(void)
 {
     const char *dir = getenv("SPMD_TRACE");
-    if (!dir || !dir[0] || spmd__tracing())
+    if (!dir || !dir[0])
         return SPMD_OK;
-    spmd_status st = start_locked(dir, NULL);
+    spmd__call_entry lock;
+    SPMD_CHECK(spmd__calls_enter_unnumbered("spmd_init", &lock));
+    spmd_status st = spmd__tracing() ? SPMD_OK : start_locked(dir, NULL);
+    spmd__calls_exit(&lock, st);
     if (st != SPMD_OK) {
         char detail[SPMD__MESSAGE_CAPACITY];
         copy_text(detail, sizeof detail, spmd_last_error());
@@ -385,6 +404,7 @@ void spmd__trace_finalize(void)
     /* spmd_finalize, and any call around it, end well before the file closes */
     for (int k = 0; k < call_depth && k < CALL_DEPTH; k++)
         spmd__trace_end(open_calls[k], SPMD_OK, 0);
+    call_depth = 0; /* its exit finds the trace off and pops nothing */
     close_ring(SPMD_TRACE_STOPPED);
 }
 
