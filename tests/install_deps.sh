@@ -6,7 +6,7 @@
 # and clang's ASan/UBSan; clang only recommends it, and --no-install-recommends skips that) are
 # for tests/run_fuzz.sh. time (GNU time) measures the peak memory of cli_sharding_json_bounded.
 set -eu
-packages="build-essential cmake pkg-config git libopenmpi-dev openmpi-bin libcmocka-dev libcjson-dev libopenblas-dev librandom123-dev libscalapack-openmpi-dev clang libclang-rt-dev gnuplot-nox time"
+packages="build-essential cmake pkg-config git libopenmpi-dev openmpi-bin libcmocka-dev libcjson-dev libopenblas-dev librandom123-dev libscalapack-openmpi-dev libxxhash-dev clang libclang-rt-dev gnuplot-nox time"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -53,8 +53,12 @@ typedef struct spmd_shard_map_options {
     unsigned int version; /**< SPMD_SHARD_MAP_OPTIONS_VERSION */
     /**
      * 1 (default): verify that every output is identical along the mesh axes its out_spec
-     * leaves out (the replication it claims), failing with SPMD_ERR_SPEC otherwise. 0: trust
-     * it, as JAX's check_vma=False does.
+     * leaves out (the replication it claims), failing with SPMD_ERR_SPEC otherwise. A block
+     * that a psum, pmean, pmax, pmin or all_gather over those axes (no axis_index_groups)
+     * wrote whole as its out, with no block op writing it after, is alike by construction and
+     * is not hashed (fn must not change it by hand after: SPMD_CHECK_REPLICATION_STRICT, or
+     * SPMD_STRICT_REPLICATION=1, hashes every block). 0: trust it, as JAX's check_vma=False
+     * does.
      */
     int check_replication;
     /**
@@ -76,6 +80,9 @@ typedef struct spmd_shard_map_options {
      */
     const int *donate;
 } spmd_shard_map_options;
+
+/** options.check_replication: hash every block, also those a collective proved alike. */
+#define SPMD_CHECK_REPLICATION_STRICT 2
 
 /** spmd_shard_map_options.donate values (0: not donated). */
 #define SPMD_DONATE 1

@@ -6,6 +6,7 @@
 #include "runtime/calls.h"
 #include "runtime/check.h"
 #include "runtime/comm.h"
+#include "runtime/digest.h"
 #include "runtime/env.h"
 #include "runtime/process_sets.h"
 #include "runtime/runtime_impl.h"

@@ -134,22 +134,5 @@ static inline uint64_t spmd__fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
-/** A digest of `n` bytes that every 8-byte word changes whatever the rest (data comparisons:
- *  replication checks, device_put's agreement), a word at a time. */
-static inline uint64_t spmd__digest(const void *data, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)data;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    for (; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 
 #endif /* SPMD_RUNTIME_CHECK_H */

@@ -208,6 +208,9 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     long blas_threads = 1;
     SPMD_CHECK(spmd__env_int("SPMD_BLAS_THREADS", 1, 1024, &blas_threads, &from_env));
     rt.blas_threads = (int)blas_threads;
+    long strict = 0;
+    SPMD_CHECK(spmd__env_int("SPMD_STRICT_REPLICATION", 0, 1, &strict, &from_env));
+    rt.strict_replication = (int)strict;
     int gpus = 0;
 #ifdef SPMD_HAVE_CUDA
     if (platform == SPMD_AUTO) {

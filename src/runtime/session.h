@@ -28,6 +28,7 @@ typedef struct spmd__runtime {
     int64_t init_timeout_ns;       /* $SPMD_INIT_TIMEOUT: spmd_init's wait for the others */
     size_t buffer_pool_bytes;      /* $SPMD_BUFFER_POOL_MB: freed device memory kept for reuse */
     int blas_threads;              /* $SPMD_BLAS_THREADS: threads of each BLAS call */
+    int strict_replication;        /* $SPMD_STRICT_REPLICATION: hash every replicated block */
 } spmd__runtime;
 
 /** The runtime, or NULL (with an error naming `fn`) when libspmd is not initialized. */

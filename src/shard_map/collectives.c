@@ -722,6 +722,17 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
 
 /* This worker's collective under way in the trace (a device's collectives follow each other). */
 static _Thread_local uint64_t traced_collective;
+/* ... and what it proves of its out: alike along its axes by construction (executor.h) */
+static _Thread_local spmd__proof pending_proof;
+
+/* The axes along which every member gets the same out: a reduction's or an all_gather's over
+ * the whole of its axes (groups make it alike only within each group). */
+static unsigned proven_axes(const coll *c)
+{
+    int alike = c->op == OP_PSUM || c->op == OP_PMEAN || c->op == OP_PMAX || c->op == OP_PMIN ||
+                c->op == OP_ALL_GATHER;
+    return alike && !c->grouping ? axes_mask(c->axes, c->naxes) : 0;
+}
 
 static void trace_begin(const coll *c)
 {
@@ -734,8 +745,9 @@ static void trace_begin(const coll *c)
         c->fingerprint, spmd__ctx_trace_digest(c->ctx, c->trace_n, c->trace_in), what);
 }
 
-/* The end of the collective that trace_begin recorded on this thread, if any. */
-static spmd_status traced(const spmd_ctx *ctx, spmd_status st, int n, const spmd_block *out)
+/* The end of a collective on this worker: its trace record (if trace_begin made one), and
+ * what it proved of the out blocks (all members' tokens agree: their fingerprints do). */
+static spmd_status finished(spmd_ctx *ctx, spmd_status st, int n, const spmd_block *out)
 {
     uint64_t handle = traced_collective;
     if (handle) {
@@ -743,6 +755,10 @@ static spmd_status traced(const spmd_ctx *ctx, spmd_status st, int n, const spmd
         spmd__trace_end(handle, st,
                         st == SPMD_OK && n > 0 && out ? spmd__ctx_trace_digest(ctx, n, out) : 0);
     }
+    spmd__proof proof = pending_proof;
+    pending_proof = (spmd__proof){0, 0, 0};
+    for (int i = 0; st == SPMD_OK && ctx->proofs && out && i < n; i++)
+        spmd__ctx_note_write(ctx, &out[i], proof.axes, mix(proof.token, (uint64_t)i));
     return st;
 }
 
@@ -751,6 +767,8 @@ static spmd_status arrive(coll *c, const void *in, void *out, const void *extra)
 {
     if (spmd__tracing())
         trace_begin(c);
+    if (c->ctx->proofs)
+        pending_proof = (spmd__proof){c->fingerprint, proven_axes(c), 0};
     /* where this device is, for the other processes' notes (its fingerprint is final now) */
     uint64_t what[2] = {(uint64_t)c->op | (uint64_t)c->naxes << 8, c->grouping_hash};
     for (int k = 0; k < c->naxes; k++)
@@ -2538,25 +2556,25 @@ static spmd_status spmd_axis_size_checked(const spmd_ctx *ctx, const char *axes,
 
 spmd_status spmd_psum(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(traced(ctx, spmd_psum_checked(ctx, in, out, axes, NULL), 1, out),
+    return spmd__error_in(finished(ctx, spmd_psum_checked(ctx, in, out, axes, NULL), 1, out),
                           "spmd_psum");
 }
 
 spmd_status spmd_pmean(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(traced(ctx, spmd_pmean_checked(ctx, in, out, axes, NULL), 1, out),
+    return spmd__error_in(finished(ctx, spmd_pmean_checked(ctx, in, out, axes, NULL), 1, out),
                           "spmd_pmean");
 }
 
 spmd_status spmd_pmax(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(traced(ctx, spmd_pmax_checked(ctx, in, out, axes, NULL), 1, out),
+    return spmd__error_in(finished(ctx, spmd_pmax_checked(ctx, in, out, axes, NULL), 1, out),
                           "spmd_pmax");
 }
 
 spmd_status spmd_pmin(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes)
 {
-    return spmd__error_in(traced(ctx, spmd_pmin_checked(ctx, in, out, axes, NULL), 1, out),
+    return spmd__error_in(finished(ctx, spmd_pmin_checked(ctx, in, out, axes, NULL), 1, out),
                           "spmd_pmin");
 }
 
@@ -2564,7 +2582,7 @@ spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
                             int axis, int tiled)
 {
     return spmd__error_in(
-        traced(ctx, spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, NULL), 1, out),
+        finished(ctx, spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, NULL), 1, out),
         "spmd_all_gather");
 }
 
@@ -2572,8 +2590,8 @@ spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *o
                               const char *axes, int scatter_dimension, int tiled)
 {
     return spmd__error_in(
-        traced(ctx, spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled, NULL),
-               1, out),
+        finished(ctx, spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled, NULL),
+                 1, out),
         "spmd_psum_scatter");
 }
 
@@ -2581,7 +2599,7 @@ spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
                           const int *pairs, int npairs)
 {
     return spmd__error_in(
-        traced(ctx, spmd_ppermute_checked(ctx, in, out, axes, pairs, npairs), 1, out),
+        finished(ctx, spmd_ppermute_checked(ctx, in, out, axes, pairs, npairs), 1, out),
         "spmd_ppermute");
 }
 
@@ -2589,9 +2607,9 @@ spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
                             int split_axis, int concat_axis, int tiled)
 {
     return spmd__error_in(
-        traced(ctx,
-               spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, NULL), 1,
-               out),
+        finished(ctx,
+                 spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, NULL),
+                 1, out),
         "spmd_all_to_all");
 }
 
@@ -2608,28 +2626,28 @@ spmd_status spmd_axis_size(const spmd_ctx *ctx, const char *axes, int *size)
 spmd_status spmd_psum_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                              const spmd_axis_groups *groups)
 {
-    return spmd__error_in(traced(ctx, spmd_psum_checked(ctx, in, out, axes, groups), 1, out),
+    return spmd__error_in(finished(ctx, spmd_psum_checked(ctx, in, out, axes, groups), 1, out),
                           "spmd_psum_groups");
 }
 
 spmd_status spmd_pmean_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                               const char *axes, const spmd_axis_groups *groups)
 {
-    return spmd__error_in(traced(ctx, spmd_pmean_checked(ctx, in, out, axes, groups), 1, out),
+    return spmd__error_in(finished(ctx, spmd_pmean_checked(ctx, in, out, axes, groups), 1, out),
                           "spmd_pmean_groups");
 }
 
 spmd_status spmd_pmax_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                              const spmd_axis_groups *groups)
 {
-    return spmd__error_in(traced(ctx, spmd_pmax_checked(ctx, in, out, axes, groups), 1, out),
+    return spmd__error_in(finished(ctx, spmd_pmax_checked(ctx, in, out, axes, groups), 1, out),
                           "spmd_pmax_groups");
 }
 
 spmd_status spmd_pmin_groups(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
                              const spmd_axis_groups *groups)
 {
-    return spmd__error_in(traced(ctx, spmd_pmin_checked(ctx, in, out, axes, groups), 1, out),
+    return spmd__error_in(finished(ctx, spmd_pmin_checked(ctx, in, out, axes, groups), 1, out),
                           "spmd_pmin_groups");
 }
 
@@ -2638,7 +2656,7 @@ spmd_status spmd_all_gather_groups(spmd_ctx *ctx, const spmd_block *in, spmd_blo
                                    const spmd_axis_groups *groups)
 {
     return spmd__error_in(
-        traced(ctx, spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, groups), 1, out),
+        finished(ctx, spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, groups), 1, out),
         "spmd_all_gather_groups");
 }
 
@@ -2647,8 +2665,9 @@ spmd_status spmd_psum_scatter_groups(spmd_ctx *ctx, const spmd_block *in, spmd_b
                                      const spmd_axis_groups *groups)
 {
     return spmd__error_in(
-        traced(ctx, spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled, groups),
-               1, out),
+        finished(ctx,
+                 spmd_psum_scatter_checked(ctx, in, out, axes, scatter_dimension, tiled, groups), 1,
+                 out),
         "spmd_psum_scatter_groups");
 }
 
@@ -2656,50 +2675,50 @@ spmd_status spmd_all_to_all_groups(spmd_ctx *ctx, const spmd_block *in, spmd_blo
                                    const char *axes, int split_axis, int concat_axis, int tiled,
                                    const spmd_axis_groups *groups)
 {
-    return spmd__error_in(
-        traced(ctx,
-               spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, groups),
-               1, out),
-        "spmd_all_to_all_groups");
+    return spmd__error_in(finished(ctx,
+                                   spmd_all_to_all_checked(ctx, in, out, axes, split_axis,
+                                                           concat_axis, tiled, groups),
+                                   1, out),
+                          "spmd_all_to_all_groups");
 }
 
 spmd_status spmd_psum_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                            const char *axes)
 {
-    return spmd__error_in(traced(ctx,
-                                 spmd_reduce_many_checked("spmd_psum_many", ctx, n, in, out, axes,
-                                                          OP_PSUM, SPMD__OP_SUM),
-                                 n, out),
+    return spmd__error_in(finished(ctx,
+                                   spmd_reduce_many_checked("spmd_psum_many", ctx, n, in, out, axes,
+                                                            OP_PSUM, SPMD__OP_SUM),
+                                   n, out),
                           "spmd_psum_many");
 }
 
 spmd_status spmd_pmean_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                             const char *axes)
 {
-    return spmd__error_in(traced(ctx,
-                                 spmd_reduce_many_checked("spmd_pmean_many", ctx, n, in, out, axes,
-                                                          OP_PMEAN, SPMD__OP_SUM),
-                                 n, out),
+    return spmd__error_in(finished(ctx,
+                                   spmd_reduce_many_checked("spmd_pmean_many", ctx, n, in, out,
+                                                            axes, OP_PMEAN, SPMD__OP_SUM),
+                                   n, out),
                           "spmd_pmean_many");
 }
 
 spmd_status spmd_pmax_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                            const char *axes)
 {
-    return spmd__error_in(traced(ctx,
-                                 spmd_reduce_many_checked("spmd_pmax_many", ctx, n, in, out, axes,
-                                                          OP_PMAX, SPMD__OP_MAX),
-                                 n, out),
+    return spmd__error_in(finished(ctx,
+                                   spmd_reduce_many_checked("spmd_pmax_many", ctx, n, in, out, axes,
+                                                            OP_PMAX, SPMD__OP_MAX),
+                                   n, out),
                           "spmd_pmax_many");
 }
 
 spmd_status spmd_pmin_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                            const char *axes)
 {
-    return spmd__error_in(traced(ctx,
-                                 spmd_reduce_many_checked("spmd_pmin_many", ctx, n, in, out, axes,
-                                                          OP_PMIN, SPMD__OP_MIN),
-                                 n, out),
+    return spmd__error_in(finished(ctx,
+                                   spmd_reduce_many_checked("spmd_pmin_many", ctx, n, in, out, axes,
+                                                            OP_PMIN, SPMD__OP_MIN),
+                                   n, out),
                           "spmd_pmin_many");
 }
 
@@ -2715,6 +2734,6 @@ spmd_status spmd_all_gather_many(spmd_ctx *ctx, int n, const spmd_block *in, spm
                                  const char *axes, int axis, int tiled)
 {
     return spmd__error_in(
-        traced(ctx, spmd_all_gather_many_checked(ctx, n, in, out, axes, axis, tiled), n, out),
+        finished(ctx, spmd_all_gather_many_checked(ctx, n, in, out, axes, axis, tiled), n, out),
         "spmd_all_gather_many");
 }

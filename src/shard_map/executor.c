@@ -13,6 +13,7 @@
 #include "runtime/calls.h"
 #include "runtime/log.h"
 #include "runtime/runtime_impl.h"
+#include "runtime/digest.h"
 #include "runtime/trace.h"
 #include "runtime/worker.h"
 #include "sharding/mesh_impl.h"
@@ -39,11 +40,12 @@ struct spmd_plan {
     spmd_sharding **out_shardings;
     int64_t (*out_blocks)[SPMD_MAX_RANK];
     int64_t (*in_blocks)[SPMD_MAX_RANK];
-    int *check_output; /* out_spec leaves out a mesh axis of size > 1 */
+    int *check_output; /* the mesh axes (size > 1) out_spec leaves out, as bits; 0: unchecked */
     int check_replication;
-    int *donate;    /* per input: 0, SPMD_DONATE or SPMD_DONATE_IN_PLACE */
-    int *donate_to; /* per input donated in place: the output it can alias, or -1 */
-    int num_local;  /* this process's mesh devices, flat order */
+    int strict_replication; /* every checked block hashed, proven or not */
+    int *donate;            /* per input: 0, SPMD_DONATE or SPMD_DONATE_IN_PLACE */
+    int *donate_to;         /* per input donated in place: the output it can alias, or -1 */
+    int num_local;          /* this process's mesh devices, flat order */
     int *local_flat;
     int *local_ordinal;
     int *slot_of_ordinal; /* [local device count]: index into local_flat */
@@ -110,17 +112,19 @@ static spmd_status make_sharding(spmd_mesh *mesh, const spmd_spec *spec, const c
     return SPMD_OK;
 }
 
-static int uses_every_axis(const spmd_sharding *sh)
+/* The mesh axes of size > 1 that the spec leaves out, as bits: those it claims replication
+ * along (0: none). */
+static int replicated_axes(const spmd_sharding *sh)
 {
     const spmd_mesh *m = sh->mesh;
-    int used[SPMD_MAX_MESH_AXES] = {0};
+    int used[SPMD_MAX_MESH_AXES] = {0}, mask = 0;
     for (int j = 0; j < sh->length; j++)
         for (int k = 0; k < sh->spec->entry_size[j]; k++)
             used[sh->entry_mesh_axis[j][k]] = 1;
     for (int a = 0; a < m->ndim; a++)
         if (!used[a] && m->shape[a] > 1)
-            return 0;
-    return 1;
+            mask |= 1 << a;
+    return mask;
 }
 
 static spmd_status check_desc(const spmd_out_desc *d, const char *which, int k)
@@ -205,7 +209,7 @@ static spmd_status plan_fill(spmd_plan *p, const spmd_in_desc *in_descs,
         SPMD_CHECK(make_sharding(p->mesh, out_specs ? out_specs[j] : NULL, "out_specs", j,
                                  &p->out_shardings[j]));
         SPMD_CHECK(block_shape(p->out_shardings[j], &out_descs[j], what, p->out_blocks[j]));
-        p->check_output[j] = p->check_replication && !uses_every_axis(p->out_shardings[j]);
+        p->check_output[j] = p->check_replication ? replicated_axes(p->out_shardings[j]) : 0;
     }
     const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
     if (!rt)
@@ -299,6 +303,12 @@ static spmd_status spmd_plan_create_checked(spmd_mesh *mesh, spmd_fn fn, void *u
                      f, options->version);
         opts = *options;
     }
+    SPMD_REQUIRE(opts.check_replication >= 0 &&
+                     opts.check_replication <= SPMD_CHECK_REPLICATION_STRICT,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: options.check_replication is %d; use 1 (check), 0 (trust) or "
+                 "SPMD_CHECK_REPLICATION_STRICT (2: hash every block)",
+                 f, opts.check_replication);
     spmd_plan *p = calloc(1, sizeof *p);
     SPMD_REQUIRE(p != NULL, SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", f);
     p->magic = SPMD__MAGIC_PLAN;
@@ -308,6 +318,8 @@ static spmd_status spmd_plan_create_checked(spmd_mesh *mesh, spmd_fn fn, void *u
     p->nin = nin;
     p->nout = nout;
     p->check_replication = opts.check_replication != 0;
+    p->strict_replication =
+        opts.check_replication == SPMD_CHECK_REPLICATION_STRICT || rt->strict_replication;
     spmd_status st = plan_fill(p, in_descs, in_specs, out_descs, out_specs);
     if (st == SPMD_OK)
         p->signature = plan_signature(p, opts.donate);
@@ -475,6 +487,7 @@ typedef struct call_job {
     spmd_array *const *inputs;
     spmd_array **outputs;
     const int *aliased;             /* per output: a donated input's buffers were handed over */
+    spmd__proof *proofs;            /* [local slot][output] (NULL: nothing to prove) */
     spmd__allocation **allocations; /* per local device: its spmd_ctx_alloc temporaries */
     uint64_t first_digest;          /* the collectives of the first local device's fn */
     unsigned first_count;           /* ... how many */
@@ -509,6 +522,8 @@ static const uint64_t no_collective[2] = {0, 0};
 
 static void set_formatter(void) { spmd__calls_set_formatter(spmd__collective_format); }
 
+static void take_digests(const spmd_plan *p, const spmd_ctx *ctx, const spmd_block *out);
+
 static spmd_status device_task(int ordinal, void *arg)
 {
     call_job *job = arg;
@@ -531,6 +546,11 @@ static spmd_status device_task(int ordinal, void *arg)
             return spmd__call_abort(job->call, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
                                                           "out of memory for the blocks of fn"));
         out = in + p->nin;
+    }
+    if (job->proofs) {
+        ctx.proofs = job->proofs + (size_t)k * (size_t)p->nout;
+        ctx.outs = out;
+        ctx.nout = p->nout;
     }
     spmd_status st = SPMD_OK;
     for (int i = 0; i < p->nin; i++) {
@@ -565,6 +585,8 @@ static spmd_status device_task(int ordinal, void *arg)
             st = synced;
         if (traced)
             spmd__trace_end(traced, st, spmd__ctx_trace_digest(&ctx, p->nout, out));
+        if (st == SPMD_OK && ctx.proofs)
+            take_digests(p, &ctx, out);
         spmd__worker_set_context(NULL);
     }
     /* Temporaries outlive fn until every device is done: after an abort, a device's peers may
@@ -620,9 +642,51 @@ static int64_t block_key(const spmd_sharding *sh, int ndim, int flat)
     return key;
 }
 
+/* Whether a collective made output j's block alike along every axis out_spec leaves out. */
+static int proven(const spmd_plan *p, const spmd__proof *pr, int j)
+{
+    unsigned need = (unsigned)p->check_output[j];
+    return !p->strict_replication && pr->token && (pr->axes & need) == need;
+}
+
+/* The device's part of the check, once fn returned: the digests of its blocks that no
+ * collective proved, taken on its own thread (the devices hash in parallel). */
+static void take_digests(const spmd_plan *p, const spmd_ctx *ctx, const spmd_block *out)
+{
+    for (int j = 0; j < p->nout; j++)
+        if (p->check_output[j] && !proven(p, &ctx->proofs[j], j))
+            ctx->proofs[j].digest = digest(out[j].data, (size_t)spmd_block_size(&out[j]) *
+                                                            spmd_dtype_size(out[j].dtype));
+}
+
+/* The digest of local slot k's block of output j: the token of the collective that made it
+ * alike along every axis out_spec leaves out (no byte read), else its bytes' (proofs NULL:
+ * always). Holders of one block were all in that collective's group, so their tokens agree. */
+static uint64_t block_digest(const spmd_plan *p, spmd_array **outputs, const spmd__proof *proofs,
+                             int use_proofs, int j, int k)
+{
+    const spmd__proof *pr = proofs ? &proofs[(size_t)k * (size_t)p->nout + (size_t)j] : NULL;
+    if (pr && use_proofs && proven(p, pr, j))
+        return pr->token | 1;
+    if (pr && pr->digest) /* the device took it, in parallel with the others */
+        return pr->digest;
+    const spmd_array *o = outputs[j];
+    return digest(o->shards[k].buffer->data, o->shard_bytes);
+}
+
+/* This process's digests of every checked output's blocks, in shard order. */
+static void shard_digests(const spmd_plan *p, spmd_array **outputs, const spmd__proof *proofs,
+                          int use_proofs, uint64_t *local)
+{
+    for (int j = 0, at = 0; j < p->nout; j++)
+        for (int k = 0; p->check_output[j] && k < outputs[j]->num_shards; k++)
+            local[at++] = block_digest(p, outputs, proofs, use_proofs, j, k);
+}
+
 /* Digest of every local device's block of each checked output, at [output][mesh position]:
  * the check of a mesh in one process. */
-static void local_digests(const spmd_plan *p, spmd_array **outputs, uint64_t *digests)
+static void local_digests(const spmd_plan *p, spmd_array **outputs, const spmd__proof *proofs,
+                          int use_proofs, uint64_t *digests)
 {
     int size = p->mesh->size, checked = 0;
     for (int j = 0; j < p->nout; j++) {
@@ -631,7 +695,23 @@ static void local_digests(const spmd_plan *p, spmd_array **outputs, uint64_t *di
         uint64_t *row = digests + (size_t)checked++ * (size_t)size;
         const spmd_array *o = outputs[j];
         for (int s = 0; s < o->num_shards; s++)
-            row[o->shards[s].flat] = digest(o->shards[s].buffer->data, o->shard_bytes);
+            row[o->shards[s].flat] = block_digest(p, outputs, proofs, use_proofs, j, s);
+    }
+}
+
+void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst, unsigned axes, uint64_t token)
+{
+    if (!ctx || !ctx->proofs || !dst || !dst->data)
+        return;
+    const char *d = dst->data;
+    size_t bytes = (size_t)spmd_block_size(dst) * spmd_dtype_size(dst->dtype);
+    for (int j = 0; j < ctx->nout; j++) {
+        const char *o = ctx->outs[j].data;
+        size_t ob = (size_t)spmd_block_size(&ctx->outs[j]) * spmd_dtype_size(ctx->outs[j].dtype);
+        if (!o || d >= o + ob || o >= d + (bytes ? bytes : 1))
+            continue;
+        int whole = d == o && bytes == ob;
+        ctx->proofs[j] = whole ? (spmd__proof){token, axes, 0} : (spmd__proof){0, 0, 0};
     }
 }
 
@@ -817,7 +897,11 @@ static spmd_status find_differing_replicas(const spmd_plan *p, spmd__call *call,
 {
     int64_t lo = 0, hi = (int64_t)checked * p->mesh->size;
     int round = 0;
-    spmd_status st = SPMD_OK;
+    /* by their bytes, the blocks may all agree: only a proof differed from another's bytes */
+    search_record all = {replication_sum(p, outputs, local, lo, hi), -1, 0, 0};
+    spmd_status st = search_round(call, round++, &all);
+    if (st == SPMD_OK && all.sum == 0)
+        return SPMD_OK;
     while (hi - lo > 1 && st == SPMD_OK) {
         int64_t mid = lo + (hi - lo) / 2;
         search_record r = {replication_sum(p, outputs, local, lo, mid), -1, 0, 0};
@@ -1115,7 +1199,7 @@ static void apply_donations(spmd_plan *p, spmd_array *const *inputs, spmd_array 
 }
 
 static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd__call *call,
-                            spmd_array *const *inputs, spmd_array **outputs)
+                            spmd_array *const *inputs, spmd_array **outputs, spmd__proof *proofs)
 {
     int *aliased = calloc((size_t)(p->nout ? p->nout : 1), sizeof *aliased);
     spmd__allocation **allocations = calloc((size_t)p->num_local, sizeof *allocations);
@@ -1130,6 +1214,7 @@ static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd
                       .inputs = inputs,
                       .outputs = outputs,
                       .aliased = aliased,
+                      .proofs = proofs,
                       .allocations = allocations};
     spmd_status st = spmd__run_on_devices(spmd__worker_entry_or(entry), p->num_local,
                                           p->local_ordinal, device_task, job);
@@ -1177,9 +1262,9 @@ static void describe_mesh_call(const void *arg, char *text, size_t size)
 static void trace_call(spmd_plan *p, const spmd__call *call)
 {
     char what[SPMD_TRACE_TEXT];
-    if (!p->trace_text) {
+    if (!p->trace_text) { /* cut to leave room for the call's number */
         spmd__strbuf sb;
-        spmd__strbuf_init(&sb, what, sizeof what);
+        spmd__strbuf_init(&sb, what, SPMD_TRACE_TEXT - 40);
         mesh_part(call, &sb);
         p->trace_text = strdup(what);
     }
@@ -1256,17 +1341,20 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     }
     pthread_mutex_init(&call->abort_lock, NULL);
 
-    spmd_status st = create_outputs(p, outputs);
-    int ran = st == SPMD_OK;
-    if (ran)
-        st = run_call(entry, p, &frame.job, call, inputs, outputs);
-
     int checked = 0, checked_shards = 0;
     for (int j = 0; j < p->nout; j++)
         if (p->check_output[j]) {
             checked++;
             checked_shards += p->num_local;
         }
+    spmd__proof *proofs = NULL; /* NULL: every checked block hashed here */
+    if (checked)
+        proofs = calloc((size_t)p->num_local * (size_t)p->nout, sizeof *proofs);
+    spmd_status st = create_outputs(p, outputs);
+    int ran = st == SPMD_OK;
+    if (ran)
+        st = run_call(entry, p, &frame.job, call, inputs, outputs, proofs);
+
     int abandoned = atomic_load(&call->abandoned), everyone_finished = 0, settled = 0;
     if (spans && spmd__calls_has_verdict() == 2) {
         /* abandoned without the final agreement: every process taking part does the same */
@@ -1276,17 +1364,18 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
         uint64_t *local = calloc((size_t)(checked_shards ? checked_shards : 1), sizeof *local);
         if (!local && st == SPMD_OK)
             st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
-        for (int j = 0, at = 0; local && st == SPMD_OK && j < p->nout; j++)
-            for (int k = 0; p->check_output[j] && k < outputs[j]->num_shards; k++)
-                local[at++] = digest(outputs[j]->shards[k].buffer->data, outputs[j]->shard_bytes);
+        if (local && st == SPMD_OK)
+            shard_digests(p, outputs, proofs, 1, local);
         uint64_t sum =
             st == SPMD_OK && checked ? replication_sum(p, outputs, local, 0, INT64_MAX) : 0;
         st = exchange_outcomes(call, st, &sum, &abandoned, &everyone_finished);
         if (st != SPMD_OK && spmd__calls_has_verdict() == 2)
             st = spmd__calls_verdict(&settled); /* abandoned while agreeing */
         if (st == SPMD_OK && sum != 0) {
+            /* every process: the bytes of every block now, as some were only proven */
+            shard_digests(p, outputs, proofs, 0, local);
             st = find_differing_replicas(p, call, outputs, local, checked);
-            if (st != SPMD_ERR_SPEC) { /* a process stopped during the search */
+            if (st != SPMD_ERR_SPEC && st != SPMD_OK) { /* a process stopped during the search */
                 abandoned = 1;
                 everyone_finished = 0;
             }
@@ -1298,11 +1387,16 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
         st =
             digests ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
         if (st == SPMD_OK) {
-            local_digests(p, outputs, digests);
+            local_digests(p, outputs, proofs, 1, digests);
+            st = check_replication(p, digests);
+        }
+        if (st == SPMD_ERR_SPEC && proofs) { /* some were only proven: their bytes decide */
+            local_digests(p, outputs, proofs, 0, digests);
             st = check_replication(p, digests);
         }
         free(digests);
     }
+    free(proofs);
 
     if (st != SPMD_OK)
         spmd__mesh_state_drain(state, call->seq); /* what no wait consumed would pile up */

@@ -71,6 +71,21 @@ spmd_status spmd__ctx_sync(const spmd_ctx *ctx);
  */
 void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs);
 
+/** How an output block of fn came to be, for the replication check: `axes` (bits) are the mesh
+ * axes along which a collective made it alike, `token` that collective (0: nothing proven). */
+typedef struct spmd__proof {
+    uint64_t token;
+    unsigned axes;
+    uint64_t digest; /* of its bytes, taken by the device when fn returned (0: not taken) */
+} spmd__proof;
+
+/**
+ * fn (a collective or a block op) wrote `dst`: when it is one of fn's outputs, whole, its proof
+ * becomes (`axes`, `token`); any other write to an output takes the proof away. Nothing when
+ * the call checks no replication.
+ */
+void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst, unsigned axes, uint64_t token);
+
 struct spmd_ctx {
     spmd__call *call;
     int device_id;
@@ -81,6 +96,9 @@ struct spmd_ctx {
     int coords[SPMD_MAX_MESH_AXES];
     unsigned seq;                  /* collectives issued so far in this call */
     spmd__allocation *allocations; /* spmd_ctx_alloc, freed at the end of the call */
+    spmd__proof *proofs;           /* per output of fn (NULL: no replication to check) */
+    const spmd_block *outs;        /* fn's outputs */
+    int nout;
     /* the last axes string parsed, and its parse */
     char axes_text[128];
     int naxes;

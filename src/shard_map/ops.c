@@ -75,6 +75,7 @@ static int is_number(spmd_dtype t)
 spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_fill"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
     SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_fill"));
     size_t n = (size_t)spmd_block_size(out);
     void *q = op_queue(ctx, 1, (const spmd_block *[]){out});
@@ -94,6 +95,7 @@ spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value)
 spmd_status spmd_op_iota(spmd_ctx *ctx, spmd_block *out, double start, double step)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_iota"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
     SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_iota"));
     size_t n = (size_t)spmd_block_size(out);
     void *q = op_queue(ctx, 1, (const spmd_block *[]){out});
@@ -107,6 +109,7 @@ spmd_status spmd_op_iota(spmd_ctx *ctx, spmd_block *out, double start, double st
 spmd_status spmd_op_copy(spmd_ctx *ctx, const spmd_block *in, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_copy"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
     SPMD_CHECK(spmd__check_block(in, "in", "spmd_op_copy"));
     SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_copy"));
     SPMD_CHECK(require_same_shape(in, out, "spmd_op_copy", "in", "out"));
@@ -124,6 +127,7 @@ spmd_status spmd_op_copy(spmd_ctx *ctx, const spmd_block *in, spmd_block *out)
 spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_unary"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
     const char *fn = "spmd_op_unary";
     SPMD_CHECK(spmd__check_block(in, "in", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
@@ -219,6 +223,7 @@ spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a
                            const spmd_block *b, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_binary"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
     SPMD_CHECK(check_binary(op, a, out));
     SPMD_CHECK(spmd__check_block(b, "b", "spmd_op_binary"));
     SPMD_REQUIRE(b->dtype == a->dtype, SPMD_ERR_INVALID_ARGUMENT,
@@ -252,6 +257,7 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
                            spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_reduce"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
     const char *fn = "spmd_op_reduce";
     SPMD_CHECK(spmd__check_block(in, "in", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
@@ -355,6 +361,7 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, 
                          const spmd_block *b, double beta, spmd_block *c)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_gemm"));
+    spmd__ctx_note_write(ctx, c, 0, 0); /* no longer what a collective proved */
     const char *fn = "spmd_op_gemm";
     SPMD_CHECK(spmd__check_block(a, "A", fn));
     SPMD_CHECK(spmd__check_block(b, "B", fn));
@@ -411,6 +418,7 @@ spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op, const spmd_b
                                   spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_binary_scalar"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
     return spmd__error_in(spmd_op_binary_scalar_checked(ctx, op, a, s, out),
                           "spmd_op_binary_scalar");
 }

@@ -18,6 +18,39 @@ void spmd_test_init(void)
     }
 }
 
+static void setup_or_exit(spmd_status st, const char *what)
+{
+    if (st != SPMD_OK) {
+        fprintf(stderr, "%s failed: %s: %s\n", what, spmd_status_name(st), spmd_last_error());
+        exit(1);
+    }
+}
+
+spmd_test_line spmd_test_line_create(int per_device, const float *host)
+{
+    spmd_test_line l = {NULL, NULL, NULL, NULL};
+    int n = spmd_device_count();
+    const char *names[1] = {"i"};
+    setup_or_exit(spmd_mesh_create(1, &n, names, NULL, 0, &l.mesh), "spmd_mesh_create");
+    setup_or_exit(spmd_spec_parse("'i'", &l.split), "spmd_spec_parse");
+    setup_or_exit(spmd_spec_parse("", &l.replicated), "spmd_spec_parse");
+    spmd_sharding *sh = NULL;
+    setup_or_exit(spmd_sharding_create(l.mesh, l.split, &sh), "spmd_sharding_create");
+    const int64_t shape[1] = {(int64_t)per_device * n};
+    setup_or_exit(spmd_device_put(host, 1, shape, SPMD_DTYPE_F32, sh, &l.x), "spmd_device_put");
+    spmd_sharding_destroy(sh);
+    return l;
+}
+
+void spmd_test_line_destroy(spmd_test_line *l)
+{
+    spmd_array_destroy(l->x);
+    spmd_spec_destroy(l->split);
+    spmd_spec_destroy(l->replicated);
+    spmd_mesh_destroy(l->mesh);
+    memset(l, 0, sizeof *l);
+}
+
 int spmd_test_finish(int failures)
 {
     int any = failures != 0;

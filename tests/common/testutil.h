@@ -65,6 +65,18 @@ int spmd_test_finish(int failures);
 void spmd_test_check_failed(const char *file, int line, const char *cond, const char *fmt, ...);
 int spmd_test_failed_checks(void);
 
+#ifndef SPMD_TEST_SHARDING_ONLY
+/** A line of every device: mesh 'i', the specs 'i' and P(), and a float32 array of
+ * `per_device` elements per device made from `host`, split over 'i'. Exits on failure. */
+typedef struct spmd_test_line {
+    spmd_mesh *mesh;
+    spmd_spec *split, *replicated;
+    spmd_array *x;
+} spmd_test_line;
+spmd_test_line spmd_test_line_create(int per_device, const float *host);
+void spmd_test_line_destroy(spmd_test_line *line);
+#endif
+
 /** Most global devices a test run may have. */
 #define SPMD_TEST_MAX_DEVICES 64
 

@@ -243,26 +243,16 @@ int main(void)
         return SPMD_TEST_SKIP;
     }
     SPMD_TEST_CHECK(!spmd_trace_active(), "a trace runs though SPMD_TRACE is unset");
-    const char *names[1] = {"i"};
-    assert_ok(spmd_mesh_create(1, &ndev, names, NULL, 0, &mesh));
-    assert_ok(spmd_spec_parse("'i'", &split));
-    assert_ok(spmd_spec_parse("", &replicated));
-    spmd_sharding *sh = NULL;
-    assert_ok(spmd_sharding_create(mesh, split, &sh));
     for (int k = 0; k < PER * ndev; k++)
         host_x[k] = (float)(k * 3 % 11) + 0.25f;
-    const int64_t shape[1] = {(int64_t)PER * ndev};
-    assert_ok(spmd_device_put(host_x, 1, shape, SPMD_DTYPE_F32, sh, &g_x));
-    spmd_sharding_destroy(sh);
+    spmd_test_line line = spmd_test_line_create(PER, host_x);
+    mesh = line.mesh, split = line.split, replicated = line.replicated, g_x = line.x;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_records),
         cmocka_unit_test(test_ring),
         cmocka_unit_test(test_refusals),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    spmd_array_destroy(g_x);
-    spmd_spec_destroy(split);
-    spmd_spec_destroy(replicated);
-    spmd_mesh_destroy(mesh);
+    spmd_test_line_destroy(&line);
     return spmd_test_finish(failed + spmd_test_failed_checks());
 }

@@ -1,0 +1,158 @@
+/*
+ * The replication check's proofs: a block that a psum (pmean, pmax, pmin, all_gather) over the
+ * axes out_specs leaves out wrote whole is alike by construction and is not hashed; any later
+ * write by a block op or another collective takes the proof away, so a block changed after
+ * its psum is still caught; holders that differ only in how they were made (proven or not) but
+ * hold the same bytes pass; SPMD_CHECK_REPLICATION_STRICT hashes every block.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "testutil.h"
+
+enum { N = 6 };
+
+typedef enum {
+    PSUM_ONLY,         /* psum into out: proven, passes */
+    PSUM_THEN_OP,      /* psum into out, then out += device index on device 1: caught */
+    PSUM_THEN_PERMUTE, /* psum into out, then a ppermute of a varying value into out: caught */
+    HALF_PROVEN,       /* device 0 copies the psum from a temporary (unproven), the others psum
+                          into out: the same bytes, passes */
+    PSUM_THEN_HAND,    /* psum into out, then device 1 changes out by hand: trusted unless strict */
+    ALL_GATHER_ONLY,   /* all_gather into out: proven, passes */
+    GROUPS_ONLY        /* psum with axis_index_groups into out: not proven over the axis, hashed */
+} plan_kind;
+
+static spmd_mesh *mesh;
+static spmd_spec *split, *replicated;
+static spmd_array *x;
+static int ndev;
+static float host_x[N * 64];
+
+static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
+                        void *user)
+{
+    (void)nin, (void)nout;
+    plan_kind kind = *(const plan_kind *)user;
+    int me = 0;
+    spmd_status st = spmd_axis_index(ctx, "i", &me);
+    if (st != SPMD_OK)
+        return st;
+    if (kind == ALL_GATHER_ONLY) /* out is (N * ndev,) */
+        return spmd_all_gather(ctx, &in[0], &out[0], "i", 0, 1);
+    if (kind == GROUPS_ONLY) { /* one group of every position: alike, but not proven */
+        int positions[64];
+        for (int k = 0; k < ndev; k++)
+            positions[k] = k;
+        spmd_axis_groups g = {1, NULL, positions};
+        return spmd_psum_groups(ctx, &in[0], &out[0], "i", &g);
+    }
+    if (kind == HALF_PROVEN && me == 0) {
+        spmd_block tmp;
+        int64_t shape[1] = {N};
+        st = spmd_ctx_alloc(ctx, 1, shape, SPMD_DTYPE_F32, &tmp);
+        if (st == SPMD_OK)
+            st = spmd_psum(ctx, &in[0], &tmp, "i");
+        return st == SPMD_OK ? spmd_op_copy(ctx, &tmp, &out[0]) : st;
+    }
+    st = spmd_psum(ctx, &in[0], &out[0], "i");
+    if (st != SPMD_OK)
+        return st;
+    if (kind == PSUM_THEN_OP && me == 1)
+        return spmd_op_binary_scalar(ctx, SPMD_BINARY_ADD, &out[0], 1.0, &out[0]);
+    if (kind == PSUM_THEN_PERMUTE) {
+        int pairs[2 * 64];
+        for (int k = 0; k < ndev; k++)
+            pairs[2 * k] = k, pairs[2 * k + 1] = (k + 1) % ndev;
+        return spmd_ppermute(ctx, &in[0], &out[0], "i", pairs, ndev);
+    }
+    if (kind == PSUM_THEN_HAND && me == 1)
+        ((float *)out[0].data)[0] += 1.0f;
+    return SPMD_OK;
+}
+
+/* Runs `kind` with check_replication `check`; returns the status. */
+static spmd_status run(plan_kind kind, int check, float *result, size_t bytes)
+{
+    spmd_shard_map_options o = SPMD_SHARD_MAP_OPTIONS_INIT;
+    o.check_replication = check;
+    int wide = kind == ALL_GATHER_ONLY;
+    const spmd_out_desc desc = {1, {wide ? (int64_t)N * ndev : N}, SPMD_DTYPE_F32};
+    spmd_array *y = NULL;
+    spmd_status st = spmd_shard_map(mesh, body, &kind, 1, &x, (const spmd_spec *[]){split}, 1,
+                                    &desc, (const spmd_spec *[]){replicated}, &o, &y);
+    if (st == SPMD_OK && result)
+        st = spmd_array_shard_to_host(y, 0, result, bytes);
+    spmd_array_destroy(y);
+    return st;
+}
+
+static void expect_sum(const float *got)
+{
+    for (int k = 0; k < N; k++) {
+        float want = 0;
+        for (int d = 0; d < ndev; d++)
+            want += host_x[d * N + k];
+        SPMD_TEST_CHECK(got[k] == want, "element %d is %g, want %g", k, got[k], want);
+    }
+}
+
+int main(void)
+{
+    spmd_test_init();
+    ndev = spmd_device_count();
+    if (ndev < 2 || ndev > 64) {
+        printf("skipped: needs 2..64 devices\n");
+        spmd_test_finish(0);
+        return SPMD_TEST_SKIP;
+    }
+    for (int k = 0; k < N * ndev; k++)
+        host_x[k] = (float)((k * 7) % 13) - 3.5f;
+    spmd_test_line line = spmd_test_line_create(N, host_x);
+    mesh = line.mesh, split = line.split, replicated = line.replicated, x = line.x;
+
+    float got[N * 64];
+    for (int check = 1; check <= SPMD_CHECK_REPLICATION_STRICT; check++) {
+        spmd_status st = run(PSUM_ONLY, check, got, sizeof(float) * N);
+        SPMD_TEST_CHECK(st == SPMD_OK, "check %d: psum into out refused: %s", check,
+                        spmd_last_error());
+        if (st == SPMD_OK)
+            expect_sum(got);
+        st = run(HALF_PROVEN, check, got, sizeof(float) * N);
+        SPMD_TEST_CHECK(st == SPMD_OK, "check %d: a copied psum beside psums refused: %s", check,
+                        spmd_last_error());
+        if (st == SPMD_OK)
+            expect_sum(got);
+        st = run(ALL_GATHER_ONLY, check, got, sizeof(float) * N * (size_t)ndev);
+        SPMD_TEST_CHECK(st == SPMD_OK, "check %d: all_gather into out refused: %s", check,
+                        spmd_last_error());
+        for (int k = 0; st == SPMD_OK && k < N * ndev; k++)
+            SPMD_TEST_CHECK(got[k] == host_x[k], "all_gather element %d", k);
+        st = run(GROUPS_ONLY, check, got, sizeof(float) * N);
+        SPMD_TEST_CHECK(st == SPMD_OK, "check %d: psum in one group refused: %s", check,
+                        spmd_last_error());
+        st = run(PSUM_THEN_OP, check, NULL, 0);
+        SPMD_TEST_CHECK(st == SPMD_ERR_SPEC &&
+                            strstr(spmd_last_error(), "replicated over mesh axis"),
+                        "check %d: a block op after the psum went unseen (%s: %s)", check,
+                        spmd_status_name(st), spmd_last_error());
+        st = run(PSUM_THEN_PERMUTE, check, NULL, 0);
+        SPMD_TEST_CHECK(st == SPMD_ERR_SPEC &&
+                            strstr(spmd_last_error(), "replicated over mesh axis"),
+                        "check %d: a ppermute after the psum went unseen (%s: %s)", check,
+                        spmd_status_name(st), spmd_last_error());
+    }
+    /* a change by hand after the psum: trusted (proven), caught when strict */
+    spmd_status st = run(PSUM_THEN_HAND, 1, NULL, 0);
+    SPMD_TEST_CHECK(st == SPMD_OK, "a proven block was hashed: %s", spmd_last_error());
+    st = run(PSUM_THEN_HAND, SPMD_CHECK_REPLICATION_STRICT, NULL, 0);
+    SPMD_TEST_CHECK(st == SPMD_ERR_SPEC && strstr(spmd_last_error(), "replicated over mesh axis"),
+                    "strict: a change by hand went unseen (%s: %s)", spmd_status_name(st),
+                    spmd_last_error());
+    st = run(PSUM_ONLY, 3, NULL, 0);
+    SPMD_TEST_CHECK(st == SPMD_ERR_INVALID_ARGUMENT &&
+                        strstr(spmd_last_error(), "options.check_replication is 3"),
+                    "check_replication 3 accepted (%s)", spmd_status_name(st));
+    spmd_test_line_destroy(&line);
+    return spmd_test_finish(spmd_test_failed_checks());
+}
