@@ -224,6 +224,14 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_
                                                       spmd_block *out, const char *axes,
                                                       int scatter_dimension, int tiled);
 /**
+ * JAX's lax.pbroadcast: every member of the group gets the block of the member at position
+ * `source` (0 <= source < group size) over `axes`; out has in's shape and dtype. Several axes
+ * must be given in mesh order. The result is the same on every member (a replicated out_spec
+ * needs no hashing).
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_pbroadcast(spmd_ctx *ctx, const spmd_block *in,
+                                                    spmd_block *out, const char *axes, int source);
+/**
  * pairs[2k] -> pairs[2k+1] (positions in the group, taken modulo its size; sources and
  * destinations unique): the destination receives the source's block; positions that are no
  * destination receive zeros. Several axes must be given in mesh order.

@@ -40,11 +40,13 @@ typedef enum op_kind {
     OP_ALL_GATHER,
     OP_PSUM_SCATTER,
     OP_PPERMUTE,
-    OP_ALL_TO_ALL
+    OP_ALL_TO_ALL,
+    OP_PBROADCAST
 } op_kind;
 
-static const char *const op_names[] = {
-    "", "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all"};
+static const char *const op_names[] = {"",           "psum",       "pmean",        "pmax",
+                                       "pmin",       "all_gather", "psum_scatter", "ppermute",
+                                       "all_to_all", "pbroadcast"};
 
 /* One device's view of the collective in progress. */
 typedef struct coll {
@@ -730,7 +732,7 @@ static _Thread_local spmd__proof pending_proof;
 static unsigned proven_axes(const coll *c)
 {
     int alike = c->op == OP_PSUM || c->op == OP_PMEAN || c->op == OP_PMAX || c->op == OP_PMIN ||
-                c->op == OP_ALL_GATHER;
+                c->op == OP_ALL_GATHER || c->op == OP_PBROADCAST;
     return alike && !c->grouping ? axes_mask(c->axes, c->naxes) : 0;
 }
 
@@ -1663,9 +1665,9 @@ static spmd_status check_mesh_order(const coll *c)
 {
     for (int k = 1; k < c->naxes; k++)
         SPMD_REQUIRE(c->axes[k] > c->axes[k - 1], SPMD_ERR_INVALID_ARGUMENT,
-                     "ppermute: axes must be named in the same order as the mesh declares them "
+                     "%s: axes must be named in the same order as the mesh declares them "
                      "('%s' comes before '%s' in the mesh)",
-                     c->mesh->names[c->axes[k]], c->mesh->names[c->axes[k - 1]]);
+                     op_names[c->op], c->mesh->names[c->axes[k]], c->mesh->names[c->axes[k - 1]]);
     return SPMD_OK;
 }
 
@@ -1702,6 +1704,77 @@ static int pairs_connect_processes(const coll *c, const members *m, const int *s
         all &= touched[r];
     free(root);
     return all;
+}
+
+/* ---- pbroadcast ---- */
+
+static spmd_status spmd_pbroadcast_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                           const char *axes, int source)
+{
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pbroadcast"));
+    spmd_status st = spmd__check_block(in, "in", "pbroadcast");
+    if (st == SPMD_OK)
+        st = spmd__check_block(out, "out", "pbroadcast");
+    if (st == SPMD_OK)
+        st = check_out_shape(out, in->dtype, in->ndim, in->shape, "pbroadcast");
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    coll c;
+    SPMD_CHECK(begin(ctx, axes, OP_PBROADCAST, in, NULL, &c));
+    if (source < 0 || source >= c.n)
+        return fail(&c, SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                                   "pbroadcast: source %d is out of range for a group of %d "
+                                   "positions over the axes given; use 0..%d",
+                                   source, c.n, c.n - 1));
+    st = check_mesh_order(&c);
+    if (st != SPMD_OK)
+        return fail(&c, st);
+    /* members that name another source never pair with this one */
+    c.fingerprint = mix(c.fingerprint, (uint64_t)source);
+    size_t bytes = block_bytes(in);
+    spmd__group *g = c.g;
+    members m;
+    st = members_init(&c, &m);
+    if (st != SPMD_OK)
+        return fail(&c, st);
+    int from = m.member_at[source], local_from = m.local_of[from];
+    if (g->comm)
+        c.scratch_need[0] = bytes ? bytes : 1;
+    st = arrive(&c, in->data, out->data, NULL);
+    if (st != SPMD_OK) {
+        free(m.pos);
+        return st;
+    }
+    const void *src = local_from >= 0 ? g->slots[local_from].in : NULL;
+    if (g->comm) {
+        /* the first member of each process receives the source's block (its process sends
+         * it): an all-gather in which only the source's process has bytes */
+        if (c.li == 0) {
+            size_t *counts = calloc((size_t)g->num_ranks, sizeof *counts);
+            st = counts ? SPMD_OK : fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+            if (st == SPMD_OK) {
+                counts[g->member_rank[from]] = bytes;
+                if (src)
+                    memcpy(g->scratch[0], src, bytes);
+                spmd__agreement ag = agreement_of(&c);
+                spmd__wait w = cross_wait(&c);
+                st = crossed(
+                    &c,
+                    spmd__comm_checked_allgatherv(g->comm, &ag, NULL, g->scratch[0], counts, &w),
+                    &w);
+            }
+            free(counts);
+        }
+        if (st == SPMD_OK)
+            st = barrier(&c, 0);
+        src = g->scratch[0];
+    }
+    if (st == SPMD_OK && out->data != src)
+        memcpy(out->data, src, bytes);
+    if (st == SPMD_OK && c.nl > 1) /* the source's block (or the scratch) is read until here */
+        st = barrier(&c, 0);
+    free(m.pos);
+    return st;
 }
 
 static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
@@ -2601,6 +2674,14 @@ spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
     return spmd__error_in(
         finished(ctx, spmd_ppermute_checked(ctx, in, out, axes, pairs, npairs), 1, out),
         "spmd_ppermute");
+}
+
+spmd_status spmd_pbroadcast(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
+                            int source)
+{
+    return spmd__error_in(
+        finished(ctx, spmd_pbroadcast_checked(ctx, in, out, axes, source), 1, out),
+        "spmd_pbroadcast");
 }
 
 spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,

@@ -157,9 +157,10 @@ static void case_end(void)
 
 /* Collectives and axis queries: their messages use the lax names ("psum", "all_gather"). */
 static const char *const g_lax_named[] = {
-    "spmd_psum",         "spmd_pmean",    "spmd_pmax",       "spmd_pmin",       "spmd_all_gather",
-    "spmd_psum_scatter", "spmd_ppermute", "spmd_all_to_all", "spmd_axis_index", "spmd_axis_size",
-    "spmd_pswapaxes",    "spmd_pshuffle", "spmd_pargmax",    "spmd_pargmin",    NULL};
+    "spmd_psum",       "spmd_pmean",        "spmd_pmax",       "spmd_pmin",
+    "spmd_all_gather", "spmd_psum_scatter", "spmd_ppermute",   "spmd_all_to_all",
+    "spmd_axis_index", "spmd_axis_size",    "spmd_pswapaxes",  "spmd_pshuffle",
+    "spmd_pargmax",    "spmd_pargmin",      "spmd_pbroadcast", NULL};
 
 static int is_ident_char(char c)
 {
@@ -535,6 +536,7 @@ typedef enum coll_op {
     C_PSUM_SCATTER,
     C_PPERMUTE,
     C_ALL_TO_ALL,
+    C_PBROADCAST,
     C_AXIS_INDEX,
     C_AXIS_SIZE,
     C_CTX_ALLOC,
@@ -703,6 +705,9 @@ static spmd_status coll_body(spmd_ctx *ctx, int nin, const spmd_block *in, int n
         break;
     case C_ALL_TO_ALL:
         st = spmd_all_to_all(ctx, pin, pout, c->axes, c->i1, c->i2, c->i3);
+        break;
+    case C_PBROADCAST:
+        st = spmd_pbroadcast(ctx, pin, pout, c->axes, c->i1);
         break;
     case C_AXIS_INDEX:
         st = spmd_axis_index(ctx, c->axes, c->null_result ? NULL : &value);
@@ -2682,6 +2687,24 @@ static void sweep_spmd_psum_scatter(void)
 
 static const int PAIRS_SWAP[4] = {0, 1, 1, 0}, PAIRS_DUP_SRC[4] = {0, 1, 0, 0},
                  PAIRS_DUP_DST[4] = {0, 1, 1, 1}, PAIRS_LONG[10] = {0, 1, 1, 0, 0, 1, 1, 0, 0, 1};
+
+static void sweep_spmd_pbroadcast(void)
+{
+    HB(b, F32, 2, 2, 2);
+    BAD(INV, spmd_pbroadcast(NULL, &b, &b, "x", 0));
+    fixture_up();
+    BAD_COLL(INV, .op = C_PBROADCAST, .in = NULL, .out = &B_F22, .axes = "x");
+    BAD_COLL(INV, .op = C_PBROADCAST, .in = &B_F22, .out = NULL, .axes = "x");
+    BAD_COLL(INV, .op = C_PBROADCAST, .in = &B_NODATA, .out = &B_F22, .axes = "x");
+    BAD_COLL(SHP, .op = C_PBROADCAST, .in = &B_F22, .out = &B_F23, .axes = "x");
+    BAD_COLL(SHP, .op = C_PBROADCAST, .in = &B_F22, .out = &B_I22, .axes = "x");
+    BAD_COLL(INV, .op = C_PBROADCAST, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = -1);
+    BAD_COLL(INV, .op = C_PBROADCAST, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = 1 << 20);
+    BAD_COLL(INV, .op = C_PBROADCAST, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = INT_MIN);
+    BAD_COLL(SPC, .op = C_PBROADCAST, .in = &B_F22, .out = &B_F22, .axes = "nope");
+    BAD_COLL(INV, .op = C_PBROADCAST, .in = &B_F22, .out = &B_F22, .axes = NULL);
+    BAD_COLL(INV, .op = C_PBROADCAST, .in = &B_F22, .out = &B_F22, .axes = "y,x");
+}
 
 static void sweep_spmd_ppermute(void)
 {
