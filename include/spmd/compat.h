@@ -12,12 +12,14 @@
 
 SPMD_BEGIN_DECLS
 
-/** Name of the one axis of the mesh the stacked results below lie on. */
-#define SPMD_STACKED_AXIS "stacked"
+/** The one axis of the mesh that spmd_device_put_sharded's result lies on (JAX's name). */
+#define SPMD_DEVICE_PUT_SHARDED_AXIS "_device_put_sharded"
+/** ... and spmd_device_put_replicated's. */
+#define SPMD_DEVICE_PUT_REPLICATED_AXIS "_device_put_replicated"
 
 /**
  * jax.device_put_sharded: an array of shape (n,)+shape whose slice i is host_shards[i], sharded
- * over a 1-D mesh (axis SPMD_STACKED_AXIS) of devices[0..n) in that order. Each device's shard
+ * over a 1-D mesh (axis SPMD_DEVICE_PUT_SHARDED_AXIS, as in JAX) of devices[0..n) in that order. Each device's shard
  * is written straight from the caller's buffer: no stacked host copy. Under several processes
  * every process passes the same devices and its own devices' buffers (entries of other
  * processes' devices are not read and may be NULL). Not collective.
@@ -28,7 +30,8 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_device_put_sharded(int n, const void *c
                                                             spmd_array **out);
 /**
  * jax.device_put_replicated: (n,)+shape with `host` in every slice, on devices[0..n) as above,
- * each device's shard written from `host` (host memory: the caller's copy only). The result is
+ * each device's shard written from `host` (host memory: the caller's copy only); the mesh axis
+ * is SPMD_DEVICE_PUT_REPLICATED_AXIS, as in JAX. The result is
  * marked as stacked replicas (spmd_array_has_stacked_replicas).
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_device_put_replicated(const void *host, int ndim,

@@ -2,6 +2,7 @@
  * a 1-D mesh over the given devices, the stacked axis sharded over it. */
 #include <spmd.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,7 @@ static int is_local(int device_id)
            info.process_index == spmd_process_index();
 }
 
-static spmd_status put_stacked(const char *fn, int n, const slices *s, int ndim,
+static spmd_status put_stacked(const char *fn, const char *axis, int n, const slices *s, int ndim,
                                const int64_t *shape, spmd_dtype dtype, const int *devices,
                                spmd_array **out)
 {
@@ -66,12 +67,13 @@ static spmd_status put_stacked(const char *fn, int n, const slices *s, int ndim,
                      fn, devices[i], i);
     slices filled = *s;
     filled.bytes = bytes;
-    const char *axis = SPMD_STACKED_AXIS;
     spmd_mesh *mesh = NULL;
     spmd_sharding *sharding = NULL;
+    char spec[64];
+    snprintf(spec, sizeof spec, "'%s'", axis);
     spmd_status st = spmd_mesh_create(1, &n, &axis, devices, n, &mesh);
     if (st == SPMD_OK)
-        st = spmd_sharding_create_parse(mesh, "'" SPMD_STACKED_AXIS "'", &sharding);
+        st = spmd_sharding_create_parse(mesh, spec, &sharding);
     if (st == SPMD_OK)
         st =
             spmd_array_from_callback(ndim + 1, stacked, dtype, sharding, write_slice, &filled, out);
@@ -89,7 +91,7 @@ static spmd_status spmd_device_put_sharded_checked(int n, const void *const *hos
         *out = NULL;
     SPMD_REQUIRE_NOT_NULL(host_shards, fn);
     slices s = {.host = host_shards};
-    return put_stacked(fn, n, &s, ndim, shape, dtype, devices, out);
+    return put_stacked(fn, SPMD_DEVICE_PUT_SHARDED_AXIS, n, &s, ndim, shape, dtype, devices, out);
 }
 
 static spmd_status spmd_device_put_replicated_checked(const void *host, int ndim,
@@ -101,7 +103,8 @@ static spmd_status spmd_device_put_replicated_checked(const void *host, int ndim
         *out = NULL;
     SPMD_REQUIRE_NOT_NULL(host, fn);
     slices s = {.single = host};
-    SPMD_CHECK(put_stacked(fn, n, &s, ndim, shape, dtype, devices, out));
+    SPMD_CHECK(put_stacked(fn, SPMD_DEVICE_PUT_REPLICATED_AXIS, n, &s, ndim, shape, dtype, devices,
+                           out));
     spmd_array_mark_stacked_replicas(*out);
     return SPMD_OK;
 }
