@@ -326,6 +326,14 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_pmin_many(spmd_ctx *ctx, int n, const s
 SPMD_API SPMD_NODISCARD spmd_status spmd_all_gather_many(spmd_ctx *ctx, int n, const spmd_block *in,
                                                          spmd_block *out, const char *axes,
                                                          int axis, int tiled);
+/**
+ * ppermute of n blocks (each its own shape and dtype; out[i] as in[i]) with one pairs list, as
+ * spmd_ppermute does each: one collective, the blocks packed into one message per pair (a
+ * pytree's leaves). Positions that are no destination receive zeros in every block.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_ppermute_many(spmd_ctx *ctx, int n, const spmd_block *in,
+                                                       spmd_block *out, const char *axes,
+                                                       const int *pairs, int npairs);
 
 /* The other legacy pmap collectives, built on those above. */
 

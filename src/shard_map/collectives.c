@@ -659,6 +659,10 @@ static spmd_status check_groups(const spmd_mesh *m, const int *axes, int naxes,
     return st;
 }
 
+/* A many-block collective run as one collective of its blocks packed into bytes: a digest of
+ * their shapes and dtypes, which begin() mixes into the fingerprint (then 0 again). */
+static _Thread_local uint64_t packed_layout;
+
 static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd_block *in,
                          const spmd_axis_groups *groups, coll *c)
 {
@@ -714,6 +718,10 @@ static spmd_status begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd
         c->grouping_hash = grouping.hash;
     }
     c->fingerprint = mix_block(h, in);
+    if (packed_layout) { /* the blocks a packed collective carries must match too */
+        c->fingerprint = mix(c->fingerprint, packed_layout);
+        packed_layout = 0;
+    }
     c->trace_in = in;
     c->trace_n = 1;
     c->where = (spmd__wait_where){(int)c->seq, ctx->device_id, c->g->rank_device};
@@ -1778,6 +1786,64 @@ static spmd_status spmd_pbroadcast_checked(spmd_ctx *ctx, const spmd_block *in, 
 }
 
 static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                         const char *axes, const int *pairs, int npairs);
+
+/* ppermute of n blocks: packed into one byte block, permuted once, unpacked. */
+static spmd_status spmd_ppermute_many_checked(spmd_ctx *ctx, int n, const spmd_block *in,
+                                              spmd_block *out, const char *axes, const int *pairs,
+                                              int npairs)
+{
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_ppermute_many"));
+    spmd_status st = SPMD_OK;
+    if (n < 0 || (n > 0 && (!in || !out)))
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "ppermute of many blocks: n is %d, in %s, out %s; pass n >= 0 and arrays "
+                        "of n blocks",
+                        n, in ? "given" : "NULL", out ? "given" : "NULL");
+    size_t total = 0;
+    uint64_t layout = mix(0x70706d616e79ull, (uint64_t)n); /* "ppmany" */
+    for (int i = 0; i < n && st == SPMD_OK; i++) {
+        st = spmd__check_block(&in[i], "in", "ppermute");
+        if (st == SPMD_OK)
+            st = spmd__check_block(&out[i], "out", "ppermute");
+        if (st == SPMD_OK)
+            st = check_out_shape(&out[i], in[i].dtype, in[i].ndim, in[i].shape, "ppermute");
+        if (st != SPMD_OK) {
+            char detail[SPMD__MESSAGE_CAPACITY];
+            spmd__copy_text(detail, sizeof detail, spmd_last_error());
+            st = SPMD_ERROR(st, "block %d of %d: %s", i, n, detail);
+        }
+        total += st == SPMD_OK ? block_bytes(&in[i]) : 0;
+        layout = mix_block(layout, &in[i]);
+    }
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    if (n == 0)
+        return SPMD_OK;       /* an empty tree: no collective, as in JAX */
+    st = spmd__ctx_sync(ctx); /* kernels fn queued may still be writing the blocks */
+    int64_t shape[1] = {(int64_t)total};
+    spmd_block send, recv;
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, shape, SPMD_DTYPE_U8, &send);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, shape, SPMD_DTYPE_U8, &recv);
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    for (size_t i = 0, at = 0; i < (size_t)n; i++) {
+        memcpy((char *)send.data + at, in[i].data, block_bytes(&in[i]));
+        at += block_bytes(&in[i]);
+    }
+    packed_layout = layout | 1;
+    st = spmd_ppermute_checked(ctx, &send, &recv, axes, pairs, npairs);
+    packed_layout = 0;
+    for (size_t i = 0, at = 0; st == SPMD_OK && i < (size_t)n; i++) {
+        memcpy(out[i].data, (const char *)recv.data + at, block_bytes(&out[i]));
+        at += block_bytes(&out[i]);
+    }
+    return st;
+}
+
+static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                          const char *axes, const int *pairs, int npairs)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_ppermute"));
@@ -2682,6 +2748,18 @@ spmd_status spmd_pbroadcast(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
     return spmd__error_in(
         finished(ctx, spmd_pbroadcast_checked(ctx, in, out, axes, source), 1, out),
         "spmd_pbroadcast");
+}
+
+spmd_status spmd_ppermute_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
+                               const char *axes, const int *pairs, int npairs)
+{
+    spmd_status st = spmd_ppermute_many_checked(ctx, n, in, out, axes, pairs, npairs);
+    /* the collective's record and proof were of the packed block: out's blocks are written on
+     * the host after it, so none of them keeps a proof */
+    st = finished(ctx, st, 0, NULL);
+    for (int i = 0; st == SPMD_OK && i < n; i++)
+        spmd__ctx_note_write(ctx, &out[i], 0, 0);
+    return spmd__error_in(st, "spmd_ppermute_many");
 }
 
 spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,

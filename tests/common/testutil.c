@@ -42,6 +42,18 @@ spmd_test_line spmd_test_line_create(int per_device, const float *host)
     return l;
 }
 
+int spmd_test_init_devices(int most)
+{
+    spmd_test_init();
+    int n = spmd_device_count();
+    if (n > most) {
+        printf("skipped: %d devices, more than the %d this test holds\n", n, most);
+        spmd_test_finish(0);
+        exit(SPMD_TEST_SKIP);
+    }
+    return n;
+}
+
 void spmd_test_line_destroy(spmd_test_line *l)
 {
     spmd_array_destroy(l->x);

@@ -74,6 +74,9 @@ typedef struct spmd_test_line {
     spmd_array *x;
 } spmd_test_line;
 spmd_test_line spmd_test_line_create(int per_device, const float *host);
+/** spmd_test_init, then the device count; a run of more than `most` devices is skipped (the
+ * process exits with SPMD_TEST_SKIP). */
+int spmd_test_init_devices(int most);
 void spmd_test_line_destroy(spmd_test_line *line);
 #endif
 

@@ -45,12 +45,7 @@ static int source_of(int flat, const char *axes, int source, int nb)
 
 int main(void)
 {
-    spmd_test_init();
-    int n = spmd_device_count();
-    if (n > MAX_DEV) {
-        spmd_test_finish(0);
-        return SPMD_TEST_SKIP;
-    }
+    int n = spmd_test_init_devices(MAX_DEV);
     int nb = n % 2 == 0 ? 2 : 1, na = n / nb;
     int shape[2] = {na, nb};
     const char *names[2] = {"a", "b"};

@@ -556,6 +556,7 @@ typedef enum coll_op {
     C_PMAX_MANY,
     C_PMIN_MANY,
     C_ALL_GATHER_MANY,
+    C_PPERMUTE_MANY,
 } coll_op;
 
 /* One call made by every device inside spmd_shard_map over M. Block templates whose data is BUF
@@ -648,6 +649,8 @@ static spmd_status call_many(spmd_ctx *ctx, const coll_case *c, const spmd_block
         return spmd_pmax_many(ctx, n, in, out, c->axes);
     case C_PMIN_MANY:
         return spmd_pmin_many(ctx, n, in, out, c->axes);
+    case C_PPERMUTE_MANY:
+        return spmd_ppermute_many(ctx, n, in, out, c->axes, c->pairs, c->npairs);
     default:
         return spmd_all_gather_many(ctx, n, in, out, c->axes, c->i1, c->i2);
     }
@@ -756,6 +759,7 @@ static spmd_status coll_body(spmd_ctx *ctx, int nin, const spmd_block *in, int n
     case C_PMAX_MANY:
     case C_PMIN_MANY:
     case C_ALL_GATHER_MANY:
+    case C_PPERMUTE_MANY:
         st = call_many(ctx, c, pin, pout, d);
         break;
     }
@@ -2844,6 +2848,34 @@ static void sweep_many(coll_op op, const spmd_block *good_out, const spmd_block 
     BAD_COLL(INV, .op = op, .in = &B_F22, .out = good_out, .axes = "x", .i3 = INT_MIN);
     BAD_COLL(SHP, .op = op, .in = &B_F22, .out = good_out, .axes = "x", .i3 = 3, .out2 = bad_out);
     BAD_COLL(SHP, .op = op, .in = &B_F22, .out = good_out, .axes = "x", .i3 = 2, .out2 = &B_I22);
+}
+
+static void sweep_spmd_ppermute_many(void)
+{
+    HB(b, F32, 2, 2, 2);
+    BAD(INV, spmd_ppermute_many(NULL, 1, &b, &b, "x", PAIRS_SWAP, 2));
+    fixture_up();
+    const coll_op op = C_PPERMUTE_MANY;
+    BAD_COLL(INV, .op = op, .in = NULL, .out = &B_F22, .axes = "x", .pairs = PAIRS_SWAP,
+             .npairs = 2);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = NULL, .axes = "x", .pairs = PAIRS_SWAP,
+             .npairs = 2);
+    BAD_COLL(INV, .op = op, .in = &B_NODATA, .out = &B_F22, .axes = "x", .pairs = PAIRS_SWAP,
+             .npairs = 2);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = PAIRS_SWAP,
+             .npairs = 2, .i3 = -1);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = PAIRS_SWAP,
+             .npairs = 2, .i3 = INT_MIN);
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = PAIRS_SWAP,
+             .npairs = 2, .i3 = 3, .out2 = &B_F23);
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = PAIRS_SWAP,
+             .npairs = 2, .i3 = 2, .out2 = &B_I22);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = NULL, .npairs = 1,
+             .i3 = 2);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .pairs = PAIRS_DUP_SRC,
+             .npairs = 2, .i3 = 2);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "y,x", .pairs = PAIRS_SWAP,
+             .npairs = 2, .i3 = 2);
 }
 
 static void sweep_spmd_psum_many(void)
