@@ -61,6 +61,14 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op o
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op op,
                                                    const spmd_block *a, const spmd_block *b,
                                                    spmd_block *out);
+/**
+ * jnp.where / lax.select: out[i] = cond[i] ? a[i] : b[i]. cond is a bool block of out's shape,
+ * or a bool scalar (ndim 0) for every element; a, b and out share shape and dtype (in place
+ * allowed). Bits are copied, not converted: -0.0 and NaN payloads stay as they were.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_where(spmd_ctx *ctx, const spmd_block *cond,
+                                                  const spmd_block *a, const spmd_block *b,
+                                                  spmd_block *out);
 /** out = a op s for a host scalar s. */
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op,
                                                           const spmd_block *a, double s,

@@ -4,6 +4,7 @@
  * cuBLAS; each op waits for its kernel, so the host may read the result when it returns. */
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@
 /* The CUDA stream to run an op on its blocks (NULL: run it on the host). */
 static void *op_queue(spmd_ctx *ctx, int n, const spmd_block *const *blocks)
 {
-    const void *ptrs[3];
+    const void *ptrs[4];
     size_t largest = 0;
     for (int i = 0; i < n; i++) {
         size_t bytes = (size_t)spmd_block_size(blocks[i]) * spmd_dtype_size(blocks[i]->dtype);
@@ -413,6 +414,68 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, 
 }
 
 /* Public entry points: a failure in a callee is reported under the name the caller used. */
+
+/* out[i] = cond[i or 0] ? a[i] : b[i], elements of T: the bits move, nothing converts */
+#define WHERE_LOOP(T)                                                                              \
+    do {                                                                                           \
+        const T *x = a->data, *y = b->data;                                                        \
+        T *z = out->data;                                                                          \
+        for (size_t i = 0; i < n; i++)                                                             \
+            z[i] = c[scalar ? 0 : i] ? x[i] : y[i];                                                \
+    } while (0)
+
+static spmd_status spmd_op_where_checked(spmd_ctx *ctx, const spmd_block *cond, const spmd_block *a,
+                                         const spmd_block *b, spmd_block *out)
+{
+    const char *fn = "spmd_op_where";
+    SPMD_CHECK(spmd__check_block(cond, "cond", fn));
+    SPMD_CHECK(spmd__check_block(a, "a", fn));
+    SPMD_CHECK(spmd__check_block(b, "b", fn));
+    SPMD_CHECK(spmd__check_block(out, "out", fn));
+    SPMD_REQUIRE(cond->dtype == SPMD_DTYPE_BOOL, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: cond is %s but must be bool; compare into a bool block first "
+                 "(spmd_op_binary with a comparison, or spmd_op_copy)",
+                 fn, spmd_dtype_name(cond->dtype));
+    SPMD_CHECK(require_same_shape(a, out, fn, "a", "out"));
+    SPMD_CHECK(require_same_shape(b, out, fn, "b", "out"));
+    int scalar = cond->ndim == 0;
+    if (!scalar)
+        SPMD_CHECK(require_same_shape(cond, out, fn, "cond", "out"));
+    SPMD_REQUIRE(a->dtype == out->dtype && b->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: a is %s, b is %s and out is %s; they must share one dtype (convert with "
+                 "spmd_op_copy first)",
+                 fn, spmd_dtype_name(a->dtype), spmd_dtype_name(b->dtype),
+                 spmd_dtype_name(out->dtype));
+    size_t n = (size_t)spmd_block_size(out), elem = spmd_dtype_size(out->dtype);
+    void *q = op_queue(ctx, 4, (const spmd_block *[]){cond, a, b, out});
+    if (q)
+        ON_DEVICE(ctx, q,
+                  spmd__cuda_where(q, cond->data, scalar, a->data, b->data, out->data, n, elem));
+    const unsigned char *c = cond->data;
+    switch (elem) {
+    case 1:
+        WHERE_LOOP(uint8_t);
+        break;
+    case 2:
+        WHERE_LOOP(uint16_t);
+        break;
+    case 4:
+        WHERE_LOOP(uint32_t);
+        break;
+    default:
+        WHERE_LOOP(uint64_t);
+        break;
+    }
+    return SPMD_OK;
+}
+
+spmd_status spmd_op_where(spmd_ctx *ctx, const spmd_block *cond, const spmd_block *a,
+                          const spmd_block *b, spmd_block *out)
+{
+    SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_where"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    return spmd__error_in(spmd_op_where_checked(ctx, cond, a, b, out), "spmd_op_where");
+}
 
 spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a, double s,
                                   spmd_block *out)

@@ -3151,6 +3151,28 @@ static void sweep_spmd_op_copy(void)
     BAD(SHP, spmd_op_copy(NULL, &H_HUGE, (b = H_HUGE, &b)));
 }
 
+static void sweep_spmd_op_where(void)
+{
+    HB(f22, F32, 2, 2, 2);
+    HB(f23, F32, 2, 2, 3);
+    HB(i22, SPMD_DTYPE_I32, 2, 2, 2);
+    HB(c22, SPMD_DTYPE_BOOL, 2, 2, 2);
+    HB(c23, SPMD_DTYPE_BOOL, 2, 2, 3);
+    HB(c2, SPMD_DTYPE_BOOL, 1, 2);
+    spmd_block b;
+    BAD(INV, spmd_op_where(NULL, NULL, &f22, &f22, &f22));
+    BAD(INV, spmd_op_where(NULL, &c22, NULL, &f22, &f22));
+    BAD(INV, spmd_op_where(NULL, &c22, &f22, NULL, &f22));
+    BAD(INV, spmd_op_where(NULL, &c22, &f22, &f22, NULL));
+    BAD(INV, spmd_op_where(NULL, &f22, &f22, &f22, &f22)); /* cond not bool */
+    BAD(INV, spmd_op_where(NULL, &c22, &f22, &i22, &f22)); /* dtypes differ */
+    BAD(SHP, spmd_op_where(NULL, &c23, &f22, &f22, &f22));
+    BAD(SHP, spmd_op_where(NULL, &c2, &f22, &f22, &f22)); /* no broadcast but a scalar */
+    BAD(SHP, spmd_op_where(NULL, &c22, &f23, &f22, &f22));
+    BAD(INV, spmd_op_where(NULL, &c22, &H_COUNT, &f22, &f22));
+    BAD(SHP, spmd_op_where(NULL, &c22, &f22, &f22, (b = H_NEG, &b)));
+}
+
 static void sweep_spmd_op_unary(void)
 {
     HB(f22, F32, 2, 2, 2);

@@ -287,6 +287,41 @@ extern "C" spmd_status spmd__cuda_fill(void *stream, spmd_dtype dtype, void *out
     return launched("fill");
 }
 
+template <typename T>
+__global__ void where_kernel(const unsigned char *cond, int cond_scalar, const T *a, const T *b,
+                             T *out, size_t n)
+{
+    GRID_STRIDE(i, n) out[i] = cond[cond_scalar ? 0 : i] ? a[i] : b[i];
+}
+
+extern "C" spmd_status spmd__cuda_where(void *stream, const unsigned char *cond, int cond_scalar,
+                                        const void *a, const void *b, void *out, size_t n,
+                                        size_t elem)
+{
+    if (!n)
+        return SPMD_OK;
+    cudaStream_t s = as_stream(stream);
+    switch (elem) { /* bits, whatever the dtype */
+    case 1:
+        where_kernel<<<grid_for(n), THREADS, 0, s>>>(cond, cond_scalar, (const uint8_t *)a,
+                                                     (const uint8_t *)b, (uint8_t *)out, n);
+        break;
+    case 2:
+        where_kernel<<<grid_for(n), THREADS, 0, s>>>(cond, cond_scalar, (const uint16_t *)a,
+                                                     (const uint16_t *)b, (uint16_t *)out, n);
+        break;
+    case 4:
+        where_kernel<<<grid_for(n), THREADS, 0, s>>>(cond, cond_scalar, (const uint32_t *)a,
+                                                     (const uint32_t *)b, (uint32_t *)out, n);
+        break;
+    default:
+        where_kernel<<<grid_for(n), THREADS, 0, s>>>(cond, cond_scalar, (const uint64_t *)a,
+                                                     (const uint64_t *)b, (uint64_t *)out, n);
+        break;
+    }
+    return launched("where");
+}
+
 extern "C" spmd_status spmd__cuda_iota(void *stream, spmd_dtype dtype, void *out, size_t n,
                                        double start, double step)
 {
