@@ -69,6 +69,13 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_where(spmd_ctx *ctx, const spmd_block *cond,
                                                   const spmd_block *a, const spmd_block *b,
                                                   spmd_block *out);
+/**
+ * jnp.transpose: out.shape[j] = in.shape[perm[j]] and out[.., i_j, ..] = in[.., i_perm[j], ..];
+ * perm NULL reverses the axes (numpy's default). perm must list 0..ndim-1 once each; in and out
+ * share the dtype and must not overlap.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_transpose(spmd_ctx *ctx, const spmd_block *in,
+                                                      const int *perm, spmd_block *out);
 /** out = a op s for a host scalar s. */
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op,
                                                           const spmd_block *a, double s,

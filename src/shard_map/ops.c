@@ -14,6 +14,7 @@
 #include "runtime/scalar_ops.h"
 #include "shard_map/executor.h"
 #include "shard_map/reduce.h"
+#include "runtime/backend/index_map.h"
 #ifdef SPMD_HAVE_CUDA
 #include "runtime/backend/cuda.h"
 #endif
@@ -475,6 +476,92 @@ spmd_status spmd_op_where(spmd_ctx *ctx, const spmd_block *cond, const spmd_bloc
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_where"));
     spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
     return spmd__error_in(spmd_op_where_checked(ctx, cond, a, b, out), "spmd_op_where");
+}
+
+/* Out's elements in order, each read from in through the map (an odometer over out's shape). */
+#define TRANSPOSE_LOOP(T)                                                                          \
+    do {                                                                                           \
+        const T *x = in->data;                                                                     \
+        T *y = out->data;                                                                          \
+        int64_t at[SPMD_MAX_RANK] = {0};                                                           \
+        size_t from = 0;                                                                           \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            y[i] = x[from];                                                                        \
+            for (int j = m.ndim - 1; j >= 0; j--) {                                                \
+                from += (size_t)m.in_stride[j];                                                    \
+                if (++at[j] < m.shape[j])                                                          \
+                    break;                                                                         \
+                from -= (size_t)m.in_stride[j] * (size_t)m.shape[j];                               \
+                at[j] = 0;                                                                         \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static spmd_status spmd_op_transpose_checked(spmd_ctx *ctx, const spmd_block *in, const int *perm,
+                                             spmd_block *out)
+{
+    const char *fn = "spmd_op_transpose";
+    SPMD_CHECK(spmd__check_block(in, "in", fn));
+    SPMD_CHECK(spmd__check_block(out, "out", fn));
+    SPMD_REQUIRE(in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: in is %s but out is %s; convert with spmd_op_copy first", fn,
+                 spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    int nd = in->ndim, order[SPMD_MAX_RANK], seen[SPMD_MAX_RANK] = {0};
+    for (int j = 0; j < nd; j++) {
+        order[j] = perm ? perm[j] : nd - 1 - j;
+        SPMD_REQUIRE(order[j] >= 0 && order[j] < nd && !seen[order[j]], SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: perm[%d] = %d; perm must list the axes 0..%d once each", fn, j, order[j],
+                     nd - 1);
+        seen[order[j]] = 1;
+    }
+    int same = out->ndim == nd;
+    for (int j = 0; same && j < nd; j++)
+        same = out->shape[j] == in->shape[order[j]];
+    SPMD_REQUIRE(same, SPMD_ERR_SHAPE,
+                 "%s: out must have shape in.shape[perm[j]] for every axis j (rank %d; out has "
+                 "rank %d)",
+                 fn, nd, out->ndim);
+    size_t n = (size_t)spmd_block_size(out), elem = spmd_dtype_size(out->dtype);
+    const char *a = in->data, *b = out->data;
+    SPMD_REQUIRE(n == 0 || a + n * elem <= b || b + n * elem <= a, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: in and out overlap; transpose into a block of its own", fn);
+    spmd__transpose_map m = {nd, {0}, {0}};
+    int64_t stride[SPMD_MAX_RANK], s = 1; /* in's own strides, row-major */
+    for (int j = nd - 1; j >= 0; j--) {
+        stride[j] = s;
+        s *= in->shape[j];
+    }
+    for (int j = 0; j < nd; j++) {
+        m.shape[j] = out->shape[j];
+        m.in_stride[j] = stride[order[j]];
+    }
+    if (n == 0)
+        return SPMD_OK;
+    void *q = op_queue(ctx, 2, (const spmd_block *[]){in, out});
+    if (q)
+        ON_DEVICE(ctx, q, spmd__cuda_transpose(q, &m, in->data, out->data, n, elem));
+    switch (elem) {
+    case 1:
+        TRANSPOSE_LOOP(uint8_t);
+        break;
+    case 2:
+        TRANSPOSE_LOOP(uint16_t);
+        break;
+    case 4:
+        TRANSPOSE_LOOP(uint32_t);
+        break;
+    default:
+        TRANSPOSE_LOOP(uint64_t);
+        break;
+    }
+    return SPMD_OK;
+}
+
+spmd_status spmd_op_transpose(spmd_ctx *ctx, const spmd_block *in, const int *perm, spmd_block *out)
+{
+    SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_transpose"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    return spmd__error_in(spmd_op_transpose_checked(ctx, in, perm, out), "spmd_op_transpose");
 }
 
 spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a, double s,

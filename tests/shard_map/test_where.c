@@ -113,16 +113,13 @@ int main(void)
     int failures = run_cases(NULL, NULL, 0);
     /* inside fn: each device's results, compared on the host */
     int n = spmd_device_count();
-    const char *names[1] = {"i"};
-    spmd_mesh *mesh = NULL;
-    spmd_spec *split = NULL;
-    assert_ok(spmd_mesh_create(1, &n, names, NULL, 0, &mesh));
-    assert_ok(spmd_spec_parse("'i'", &split));
+    static const float zeros[SPMD_TEST_MAX_DEVICES];
+    spmd_test_line line = spmd_test_line_create(1, zeros); /* its mesh and 'i' */
     const int cases = NDT * 4;
     const spmd_out_desc desc = {2, {(int64_t)n * cases, N * 8}, SPMD_DTYPE_U8};
     spmd_array *y = NULL;
-    spmd_status st = spmd_shard_map(mesh, body, NULL, 0, NULL, NULL, 1, &desc,
-                                    (const spmd_spec *[]){split}, NULL, &y);
+    spmd_status st = spmd_shard_map(line.mesh, body, NULL, 0, NULL, NULL, 1, &desc,
+                                    (const spmd_spec *[]){line.split}, NULL, &y);
     SPMD_TEST_CHECK(st == SPMD_OK, "where inside fn: %s", spmd_last_error());
     static unsigned char got[64 * NDT * 4][N * 8];
     for (int k = 0; st == SPMD_OK && k < spmd_array_num_shards(y); k++) {
@@ -140,7 +137,6 @@ int main(void)
         }
     }
     spmd_array_destroy(y);
-    spmd_spec_destroy(split);
-    spmd_mesh_destroy(mesh);
+    spmd_test_line_destroy(&line);
     return spmd_test_finish(failures + spmd_test_failed_checks());
 }

@@ -3151,6 +3151,28 @@ static void sweep_spmd_op_copy(void)
     BAD(SHP, spmd_op_copy(NULL, &H_HUGE, (b = H_HUGE, &b)));
 }
 
+static void sweep_spmd_op_transpose(void)
+{
+    HB(f23, F32, 2, 2, 3);
+    static float other[64];
+    spmd_block f32o = {other, SPMD_DTYPE_F32, 2, {3, 2}};
+    spmd_block i32o = {other, SPMD_DTYPE_I32, 2, {3, 2}};
+    spmd_block f22o = {other, SPMD_DTYPE_F32, 2, {2, 2}};
+    spmd_block f33o = {other, SPMD_DTYPE_F32, 3, {3, 2, 1}};
+    spmd_block b;
+    const int swap[2] = {1, 0}, twice[2] = {0, 0}, neg[2] = {-1, 0}, big[2] = {0, 2};
+    BAD(INV, spmd_op_transpose(NULL, NULL, swap, &f32o));
+    BAD(INV, spmd_op_transpose(NULL, &f23, swap, NULL));
+    BAD(INV, spmd_op_transpose(NULL, &f23, twice, &f32o));
+    BAD(INV, spmd_op_transpose(NULL, &f23, neg, &f32o));
+    BAD(INV, spmd_op_transpose(NULL, &f23, big, &f32o));
+    BAD(INV, spmd_op_transpose(NULL, &f23, swap, &i32o)); /* dtypes differ */
+    BAD(SHP, spmd_op_transpose(NULL, &f23, swap, &f22o));
+    BAD(SHP, spmd_op_transpose(NULL, &f23, swap, &f33o));
+    BAD(INV, spmd_op_transpose(NULL, &f23, swap, (b = f23, b.shape[0] = 3, b.shape[1] = 2, &b)));
+    BAD(INV, spmd_op_transpose(NULL, &H_COUNT, NULL, &f32o));
+}
+
 static void sweep_spmd_op_where(void)
 {
     HB(f22, F32, 2, 2, 2);

@@ -12,6 +12,7 @@
 #include <spmd/ops.h>
 #include <spmd/status.h>
 
+#include "runtime/backend/index_map.h"
 #include "runtime/reduce_op.h"
 
 #ifdef __cplusplus
@@ -70,6 +71,9 @@ spmd_status spmd__cuda_binary(void *stream, spmd_binary_op op, spmd_dtype dtype,
 /** out[i] = cond[cond_scalar ? 0 : i] ? a[i] : b[i] for n elements of elem bytes (1, 2, 4, 8). */
 spmd_status spmd__cuda_where(void *stream, const unsigned char *cond, int cond_scalar,
                              const void *a, const void *b, void *out, size_t n, size_t elem);
+/** As the host loop of spmd_op_transpose (index_map.h). */
+spmd_status spmd__cuda_transpose(void *stream, const spmd__transpose_map *map, const void *in,
+                                 void *out, size_t n, size_t elem);
 /** out[o, i] = reduction over e of in[o, e, i] (outer x extent x inner), as spmd_op_reduce. */
 spmd_status spmd__cuda_reduce_axis(void *stream, spmd_reduce_kind kind, spmd_dtype in_dtype,
                                    const void *in, spmd_dtype out_dtype, void *out, size_t outer,

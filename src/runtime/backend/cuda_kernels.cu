@@ -322,6 +322,48 @@ extern "C" spmd_status spmd__cuda_where(void *stream, const unsigned char *cond,
     return launched("where");
 }
 
+template <typename T>
+__global__ void transpose_kernel(spmd__transpose_map m, const T *in, T *out, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        size_t rest = i, from = 0;
+        for (int j = m.ndim - 1; j >= 0; j--) {
+            size_t extent = (size_t)m.shape[j];
+            from += (rest % extent) * (size_t)m.in_stride[j];
+            rest /= extent;
+        }
+        out[i] = in[from];
+    }
+}
+
+extern "C" spmd_status spmd__cuda_transpose(void *stream, const spmd__transpose_map *map,
+                                            const void *in, void *out, size_t n, size_t elem)
+{
+    if (!n)
+        return SPMD_OK;
+    cudaStream_t s = as_stream(stream);
+    switch (elem) { /* bits, whatever the dtype */
+    case 1:
+        transpose_kernel<<<grid_for(n), THREADS, 0, s>>>(*map, (const uint8_t *)in, (uint8_t *)out,
+                                                         n);
+        break;
+    case 2:
+        transpose_kernel<<<grid_for(n), THREADS, 0, s>>>(*map, (const uint16_t *)in,
+                                                         (uint16_t *)out, n);
+        break;
+    case 4:
+        transpose_kernel<<<grid_for(n), THREADS, 0, s>>>(*map, (const uint32_t *)in,
+                                                         (uint32_t *)out, n);
+        break;
+    default:
+        transpose_kernel<<<grid_for(n), THREADS, 0, s>>>(*map, (const uint64_t *)in,
+                                                         (uint64_t *)out, n);
+        break;
+    }
+    return launched("transpose");
+}
+
 extern "C" spmd_status spmd__cuda_iota(void *stream, spmd_dtype dtype, void *out, size_t n,
                                        double start, double step)
 {
