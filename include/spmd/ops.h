@@ -33,7 +33,13 @@ typedef enum spmd_binary_op {
 typedef enum spmd_reduce_kind {
     SPMD_REDUCE_SUM,
     SPMD_REDUCE_MAX,
-    SPMD_REDUCE_MEAN
+    SPMD_REDUCE_MEAN,
+    SPMD_REDUCE_MIN,
+    /** jnp.argmax / jnp.argmin: the index along the axis (over SPMD_ALL_AXES: the flat index)
+     * of the first largest / smallest element, a NaN counting as beyond every number (the
+     * first NaN wins); out is int32 or int64. */
+    SPMD_REDUCE_ARGMAX,
+    SPMD_REDUCE_ARGMIN
 } spmd_reduce_kind;
 
 /** Axis value of spmd_op_reduce that reduces over every dimension (to a scalar). */

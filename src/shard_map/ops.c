@@ -263,8 +263,13 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
     const char *fn = "spmd_op_reduce";
     SPMD_CHECK(spmd__check_block(in, "in", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
-    SPMD_REQUIRE(kind >= SPMD_REDUCE_SUM && kind <= SPMD_REDUCE_MEAN, SPMD_ERR_INVALID_ARGUMENT,
+    SPMD_REQUIRE(kind >= SPMD_REDUCE_SUM && kind <= SPMD_REDUCE_ARGMIN, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: kind %d is not a spmd_reduce_kind", fn, (int)kind);
+    int arg = kind == SPMD_REDUCE_ARGMAX || kind == SPMD_REDUCE_ARGMIN;
+    SPMD_REQUIRE(!arg || out->dtype == SPMD_DTYPE_I32 || out->dtype == SPMD_DTYPE_I64,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: an argmax or argmin needs an int32 or int64 out, not %s", fn,
+                 spmd_dtype_name(out->dtype));
     SPMD_REQUIRE(is_number(in->dtype), SPMD_ERR_UNSUPPORTED, "%s: cannot reduce %s", fn,
                  spmd_dtype_name(in->dtype));
     SPMD_REQUIRE(kind != SPMD_REDUCE_MEAN || is_float(out->dtype), SPMD_ERR_INVALID_ARGUMENT,
@@ -307,12 +312,34 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
     for (size_t o = 0; o < outer; o++)
         for (size_t i = 0; i < inner; i++) {
             size_t first = o * extent * inner + i;
+            if (arg) { /* the first best index; a NaN beats every number, the first NaN all */
+                int argmax = kind == SPMD_REDUCE_ARGMAX;
+                size_t best = 0;
+                if (!is_float(in->dtype)) {
+                    int64_t b = spmd__load_int(in->dtype, in->data, first);
+                    for (size_t e = 1; e < extent; e++) {
+                        int64_t v = spmd__load_int(in->dtype, in->data, first + e * inner);
+                        if (argmax ? v > b : v < b)
+                            b = v, best = e;
+                    }
+                } else {
+                    double b = spmd__load(in->dtype, in->data, first);
+                    for (size_t e = 1; e < extent && b == b; e++) {
+                        double v = spmd__load(in->dtype, in->data, first + e * inner);
+                        if (v != v || (argmax ? v > b : v < b))
+                            b = v, best = e;
+                    }
+                }
+                spmd__store_int(out->dtype, out->data, o * inner + i, (int64_t)best);
+                continue;
+            }
             if (exact) { /* integers: exact, sums wrap */
                 int64_t acc = spmd__load_int(in->dtype, in->data, first);
                 for (size_t e = 1; e < extent; e++) {
                     int64_t v = spmd__load_int(in->dtype, in->data, first + e * inner);
-                    acc = kind == SPMD_REDUCE_MAX ? (v > acc ? v : acc)
-                                                  : (int64_t)((uint64_t)acc + (uint64_t)v);
+                    acc = kind == SPMD_REDUCE_MAX   ? (v > acc ? v : acc)
+                          : kind == SPMD_REDUCE_MIN ? (v < acc ? v : acc)
+                                                    : (int64_t)((uint64_t)acc + (uint64_t)v);
                 }
                 spmd__store_int(out->dtype, out->data, o * inner + i, acc);
                 continue;
@@ -320,7 +347,9 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
             double acc = spmd__load(in->dtype, in->data, first);
             for (size_t e = 1; e < extent; e++) {
                 double v = spmd__load(in->dtype, in->data, first + e * inner);
-                acc = kind != SPMD_REDUCE_MAX ? acc + v : v > acc || v != v ? v : acc;
+                acc = kind == SPMD_REDUCE_MAX   ? (v > acc || v != v ? v : acc)
+                      : kind == SPMD_REDUCE_MIN ? (v < acc || v != v ? v : acc)
+                                                : acc + v;
             }
             if (kind == SPMD_REDUCE_MEAN)
                 acc /= (double)extent;

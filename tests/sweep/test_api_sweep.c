@@ -3271,7 +3271,8 @@ static void sweep_spmd_op_reduce(void)
     HB(i0, SPMD_DTYPE_I32, 0, 0);
     HB(u22, SPMD_DTYPE_U8, 2, 2, 2);
     BAD(INV, spmd_op_reduce(NULL, (spmd_reduce_kind)-1, &f22, 0, &f2));
-    BAD(INV, spmd_op_reduce(NULL, (spmd_reduce_kind)(SPMD_REDUCE_MEAN + 1), &f22, 0, &f2));
+    BAD(INV, spmd_op_reduce(NULL, (spmd_reduce_kind)(SPMD_REDUCE_ARGMIN + 1), &f22, 0, &f2));
+    BAD(INV, spmd_op_reduce(NULL, SPMD_REDUCE_ARGMAX, &f22, 0, &f2)); /* a float out */
     BAD(INV, spmd_op_reduce(NULL, (spmd_reduce_kind)INT_MAX, &f22, 0, &f2));
     BAD(INV, spmd_op_reduce(NULL, SPMD_REDUCE_SUM, NULL, 0, &f2));
     BAD(INV, spmd_op_reduce(NULL, SPMD_REDUCE_SUM, &f22, 0, NULL));

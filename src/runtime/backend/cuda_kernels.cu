@@ -202,12 +202,34 @@ __global__ void reduce_axis_any(spmd_reduce_kind kind, spmd_dtype in_t, const vo
     {
         size_t o = j / inner, i = j % inner;
         size_t first = o * extent * inner + i;
+        if (kind == SPMD_REDUCE_ARGMAX || kind == SPMD_REDUCE_ARGMIN) { // as the host loop
+            bool argmax = kind == SPMD_REDUCE_ARGMAX;
+            size_t best = 0;
+            if (spmd__is_int_like(in_t)) {
+                int64_t b = spmd__load_int_element(in_t, in, first);
+                for (size_t e = 1; e < extent; e++) {
+                    int64_t v = spmd__load_int_element(in_t, in, first + e * inner);
+                    if (argmax ? v > b : v < b)
+                        b = v, best = e;
+                }
+            } else {
+                double b = spmd__load_element(in_t, in, first);
+                for (size_t e = 1; e < extent && b == b; e++) {
+                    double v = spmd__load_element(in_t, in, first + e * inner);
+                    if (v != v || (argmax ? v > b : v < b))
+                        b = v, best = e;
+                }
+            }
+            spmd__store_int_element(out_t, out, j, (int64_t)best);
+            continue;
+        }
         if (exact) { // integers: exact, sums wrap
             int64_t acc = spmd__load_int_element(in_t, in, first);
             for (size_t e = 1; e < extent; e++) {
                 int64_t v = spmd__load_int_element(in_t, in, first + e * inner);
-                acc = kind == SPMD_REDUCE_MAX ? (v > acc ? v : acc)
-                                              : (int64_t)((uint64_t)acc + (uint64_t)v);
+                acc = kind == SPMD_REDUCE_MAX   ? (v > acc ? v : acc)
+                      : kind == SPMD_REDUCE_MIN ? (v < acc ? v : acc)
+                                                : (int64_t)((uint64_t)acc + (uint64_t)v);
             }
             spmd__store_int_element(out_t, out, j, acc);
             continue;
@@ -215,7 +237,9 @@ __global__ void reduce_axis_any(spmd_reduce_kind kind, spmd_dtype in_t, const vo
         double acc = spmd__load_element(in_t, in, first);
         for (size_t e = 1; e < extent; e++) {
             double v = spmd__load_element(in_t, in, first + e * inner);
-            acc = kind != SPMD_REDUCE_MAX ? __dadd_rn(acc, v) : v > acc || v != v ? v : acc;
+            acc = kind == SPMD_REDUCE_MAX   ? (v > acc || v != v ? v : acc)
+                  : kind == SPMD_REDUCE_MIN ? (v < acc || v != v ? v : acc)
+                                            : __dadd_rn(acc, v);
         }
         if (kind == SPMD_REDUCE_MEAN)
             acc /= (double)extent;
