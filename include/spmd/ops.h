@@ -82,6 +82,20 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_op_where(spmd_ctx *ctx, const spmd_bloc
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_transpose(spmd_ctx *ctx, const spmd_block *in,
                                                       const int *perm, spmd_block *out);
+/**
+ * lax.slice with unit strides: out (its shape is the extent) = in[start[j] : start[j] +
+ * out.shape[j]] along every axis j; the box must lie inside in. Bits are copied.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_slice(spmd_ctx *ctx, const spmd_block *in,
+                                                  const int64_t *start, spmd_block *out);
+/**
+ * lax.dynamic_update_slice with a static start: out = operand with update's box at start (out
+ * shaped like operand; out may be operand itself, then only the box is written). The box must
+ * lie inside operand; update must not overlap out.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_update_slice(spmd_ctx *ctx, const spmd_block *operand,
+                                                         const spmd_block *update,
+                                                         const int64_t *start, spmd_block *out);
 /** out = a op s for a host scalar s. */
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op,
                                                           const spmd_block *a, double s,

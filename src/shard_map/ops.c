@@ -593,6 +593,162 @@ spmd_status spmd_op_transpose(spmd_ctx *ctx, const spmd_block *in, const int *pe
     return spmd__error_in(spmd_op_transpose_checked(ctx, in, perm, out), "spmd_op_transpose");
 }
 
+/* The box's elements in order (an odometer over the extent), from src to dst. */
+#define BOX_LOOP(T)                                                                                \
+    do {                                                                                           \
+        const T *x = src;                                                                          \
+        T *y = dst;                                                                                \
+        int64_t at[SPMD_MAX_RANK] = {0};                                                           \
+        size_t from = (size_t)m->src_at, to = (size_t)m->dst_at;                                   \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            y[to] = x[from];                                                                       \
+            for (int j = m->ndim - 1; j >= 0; j--) {                                               \
+                from += (size_t)m->src_stride[j], to += (size_t)m->dst_stride[j];                  \
+                if (++at[j] < m->extent[j])                                                        \
+                    break;                                                                         \
+                from -= (size_t)(m->src_stride[j] * m->extent[j]);                                 \
+                to -= (size_t)(m->dst_stride[j] * m->extent[j]);                                   \
+                at[j] = 0;                                                                         \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static void row_major_strides(const spmd_block *b, int64_t *stride)
+{
+    int64_t s = 1;
+    for (int j = b->ndim - 1; j >= 0; j--) {
+        stride[j] = s;
+        s *= b->shape[j];
+    }
+}
+
+/* The box of `extent` at `start` of `big` fits in it: each axis checked by name. */
+static spmd_status check_box(const char *fn, const char *big_name, const spmd_block *big,
+                             const int64_t *start, const int64_t *extent, int ndim)
+{
+    SPMD_REQUIRE(ndim == big->ndim, SPMD_ERR_SHAPE, "%s: the box has rank %d but %s has rank %d",
+                 fn, ndim, big_name, big->ndim);
+    SPMD_REQUIRE(ndim == 0 || start, SPMD_ERR_INVALID_ARGUMENT, "%s: argument 'start' is NULL", fn);
+    for (int j = 0; j < ndim; j++)
+        SPMD_REQUIRE(start[j] >= 0 && start[j] <= big->shape[j] - extent[j], SPMD_ERR_SHAPE,
+                     "%s: along axis %d a box of extent %lld at %lld leaves %s's extent %lld; "
+                     "start[%d] must be in 0..%lld",
+                     fn, j, (long long)extent[j], (long long)start[j], big_name,
+                     (long long)big->shape[j], j, (long long)(big->shape[j] - extent[j]));
+    return SPMD_OK;
+}
+
+static spmd_status box_copy(spmd_ctx *ctx, const spmd__box_map *m, const spmd_block *source,
+                            spmd_block *into)
+{
+    size_t n = 1, elem = spmd_dtype_size(into->dtype);
+    for (int j = 0; j < m->ndim; j++)
+        n *= (size_t)m->extent[j];
+    const void *src = source->data;
+    void *dst = into->data;
+    void *q = op_queue(ctx, 2, (const spmd_block *[]){source, into});
+    if (q)
+        ON_DEVICE(ctx, q, spmd__cuda_box_copy(q, m, src, dst, n, elem));
+    switch (elem) {
+    case 1:
+        BOX_LOOP(uint8_t);
+        break;
+    case 2:
+        BOX_LOOP(uint16_t);
+        break;
+    case 4:
+        BOX_LOOP(uint32_t);
+        break;
+    default:
+        BOX_LOOP(uint64_t);
+        break;
+    }
+    return SPMD_OK;
+}
+
+static int blocks_overlap(const spmd_block *a, const spmd_block *b)
+{
+    size_t na = (size_t)spmd_block_size(a) * spmd_dtype_size(a->dtype);
+    size_t nb = (size_t)spmd_block_size(b) * spmd_dtype_size(b->dtype);
+    const char *x = a->data, *y = b->data;
+    return x < y + nb && y < x + na;
+}
+
+static spmd_status spmd_op_slice_checked(spmd_ctx *ctx, const spmd_block *in, const int64_t *start,
+                                         spmd_block *out)
+{
+    const char *fn = "spmd_op_slice";
+    SPMD_CHECK(spmd__check_block(in, "in", fn));
+    SPMD_CHECK(spmd__check_block(out, "out", fn));
+    SPMD_REQUIRE(in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: in is %s but out is %s; convert with spmd_op_copy first", fn,
+                 spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    SPMD_CHECK(check_box(fn, "in", in, start, out->shape, out->ndim));
+    SPMD_REQUIRE(!blocks_overlap(in, out), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: in and out overlap; slice into a block of its own", fn);
+    spmd__box_map m = {out->ndim, {0}, {0}, {0}, 0, 0};
+    row_major_strides(in, m.src_stride);
+    row_major_strides(out, m.dst_stride);
+    for (int j = 0; j < out->ndim; j++) {
+        m.extent[j] = out->shape[j];
+        m.src_at += start[j] * m.src_stride[j];
+    }
+    return box_copy(ctx, &m, in, out);
+}
+
+static spmd_status spmd_op_update_slice_checked(spmd_ctx *ctx, const spmd_block *operand,
+                                                const spmd_block *update, const int64_t *start,
+                                                spmd_block *out)
+{
+    const char *fn = "spmd_op_update_slice";
+    SPMD_CHECK(spmd__check_block(operand, "operand", fn));
+    SPMD_CHECK(spmd__check_block(update, "update", fn));
+    SPMD_CHECK(spmd__check_block(out, "out", fn));
+    SPMD_CHECK(require_same_shape(operand, out, fn, "operand", "out"));
+    SPMD_REQUIRE(operand->dtype == out->dtype && update->dtype == out->dtype,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: operand is %s, update %s and out %s; they must share one dtype", fn,
+                 spmd_dtype_name(operand->dtype), spmd_dtype_name(update->dtype),
+                 spmd_dtype_name(out->dtype));
+    SPMD_CHECK(check_box(fn, "operand", operand, start, update->shape, update->ndim));
+    SPMD_REQUIRE(!blocks_overlap(update, out), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: update and out overlap; give the update a block of its own", fn);
+    if (operand->data != out->data) {
+        SPMD_REQUIRE(!blocks_overlap(operand, out), SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: operand and out overlap without being the same block", fn);
+        spmd__box_map whole = {out->ndim, {0}, {0}, {0}, 0, 0};
+        row_major_strides(out, whole.src_stride);
+        row_major_strides(out, whole.dst_stride);
+        memcpy(whole.extent, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+        SPMD_CHECK(box_copy(ctx, &whole, operand, out));
+    }
+    spmd__box_map m = {update->ndim, {0}, {0}, {0}, 0, 0};
+    row_major_strides(update, m.src_stride);
+    row_major_strides(out, m.dst_stride);
+    for (int j = 0; j < update->ndim; j++) {
+        m.extent[j] = update->shape[j];
+        m.dst_at += start[j] * m.dst_stride[j];
+    }
+    return box_copy(ctx, &m, update, out);
+}
+
+spmd_status spmd_op_slice(spmd_ctx *ctx, const spmd_block *in, const int64_t *start,
+                          spmd_block *out)
+{
+    SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_slice"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    return spmd__error_in(spmd_op_slice_checked(ctx, in, start, out), "spmd_op_slice");
+}
+
+spmd_status spmd_op_update_slice(spmd_ctx *ctx, const spmd_block *operand, const spmd_block *update,
+                                 const int64_t *start, spmd_block *out)
+{
+    SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_update_slice"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    return spmd__error_in(spmd_op_update_slice_checked(ctx, operand, update, start, out),
+                          "spmd_op_update_slice");
+}
+
 spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a, double s,
                                   spmd_block *out)
 {

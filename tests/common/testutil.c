@@ -42,6 +42,43 @@ spmd_test_line spmd_test_line_create(int per_device, const float *host)
     return l;
 }
 
+spmd_array *spmd_test_each_device(spmd_fn fn, void *user, size_t bytes)
+{
+    static const float zeros[SPMD_TEST_MAX_DEVICES];
+    spmd_test_line line = spmd_test_line_create(1, zeros); /* its mesh and 'i' */
+    const spmd_out_desc desc = {1, {(int64_t)spmd_device_count() * (int64_t)bytes}, SPMD_DTYPE_U8};
+    spmd_array *y = NULL;
+    spmd_status st = spmd_shard_map(line.mesh, fn, user, 0, NULL, NULL, 1, &desc,
+                                    (const spmd_spec *[]){line.split}, NULL, &y);
+    SPMD_TEST_CHECK(st == SPMD_OK, "fn on every device: %s", spmd_last_error());
+    spmd_test_line_destroy(&line);
+    return st == SPMD_OK ? y : NULL;
+}
+
+static spmd_status run_block_op(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout;
+    spmd_test_op_run run = *(spmd_test_op_run *)user;
+    return run(ctx, out[0].data) == 0 ? SPMD_OK : SPMD_ERR_INTERNAL;
+}
+
+int spmd_test_block_op(spmd_test_op_run run, size_t bytes, spmd_test_op_check check)
+{
+    int failures = run(NULL, NULL);
+    spmd_array *y = spmd_test_each_device(run_block_op, &run, bytes);
+    unsigned char *got = malloc(bytes ? bytes : 1);
+    for (int k = 0; y && got && k < spmd_array_num_shards(y); k++) {
+        spmd_status st = spmd_array_shard_to_host(y, k, got, bytes);
+        SPMD_TEST_CHECK(st == SPMD_OK, "shard %d: %s", k, spmd_last_error());
+        if (st == SPMD_OK)
+            check(got, k);
+    }
+    free(got);
+    spmd_array_destroy(y);
+    return failures;
+}
+
 int spmd_test_init_devices(int most)
 {
     spmd_test_init();

@@ -74,6 +74,17 @@ typedef struct spmd_test_line {
     spmd_array *x;
 } spmd_test_line;
 spmd_test_line spmd_test_line_create(int per_device, const float *host);
+/** Runs fn on every device of a line mesh with no input and one output of `bytes` bytes per
+ * device (out[0], uint8); returns that output, or NULL after a failed check. */
+spmd_array *spmd_test_each_device(spmd_fn fn, void *user, size_t bytes);
+/**
+ * A block op's test on the host and on the devices: run(NULL, NULL) checks the host path and
+ * returns its failures; then run(ctx, results) on every device writes `bytes` of results into
+ * its block, and check(results, shard) sees each shard's on the host. Returns run's failures.
+ */
+typedef int (*spmd_test_op_run)(spmd_ctx *ctx, unsigned char *results);
+typedef void (*spmd_test_op_check)(const unsigned char *results, int shard);
+int spmd_test_block_op(spmd_test_op_run run, size_t bytes, spmd_test_op_check check);
 /** spmd_test_init, then the device count; a run of more than `most` devices is skipped (the
  * process exits with SPMD_TEST_SKIP). */
 int spmd_test_init_devices(int most);

@@ -128,28 +128,20 @@ static size_t total_bytes(void)
     return total;
 }
 
-static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
-                        void *user)
+static unsigned char want[1 << 16];
+static size_t want_bytes;
+
+static void check(const unsigned char *got, int shard)
 {
-    (void)nin, (void)in, (void)nout, (void)user;
-    return run(ctx, out[0].data) == 0 ? SPMD_OK : SPMD_ERR_INTERNAL;
+    SPMD_TEST_CHECK(memcmp(got, want, want_bytes) == 0,
+                    "shard %d: transposes inside fn differ from the reference", shard);
 }
 
 int main(void)
 {
     spmd_test_init();
-    int failures = run(NULL, NULL);
-    int n = spmd_device_count();
-    size_t total = total_bytes();
-    static const float zeros[SPMD_TEST_MAX_DEVICES];
-    spmd_test_line line = spmd_test_line_create(1, zeros); /* its mesh and 'i' */
-    const spmd_out_desc desc = {1, {(int64_t)n * (int64_t)total}, SPMD_DTYPE_U8};
-    spmd_array *y = NULL;
-    spmd_status st = spmd_shard_map(line.mesh, body, NULL, 0, NULL, NULL, 1, &desc,
-                                    (const spmd_spec *[]){line.split}, NULL, &y);
-    SPMD_TEST_CHECK(st == SPMD_OK, "transpose inside fn: %s", spmd_last_error());
-    static unsigned char got[1 << 16], want[1 << 16];
-    SPMD_TEST_CHECK(total <= sizeof got, "the cases need %zu bytes", total);
+    want_bytes = total_bytes();
+    SPMD_TEST_CHECK(want_bytes <= sizeof want, "the cases need %zu bytes", want_bytes);
     size_t at = 0;
     for (int d = 0; d < NDT; d++) /* the same cases on the host, in the same order */
         for (int k = 0; k < NCASES; k++) {
@@ -159,12 +151,6 @@ int main(void)
             reference(&cases[k], elem, hin, want + at);
             at += cnt * elem;
         }
-    for (int k = 0; st == SPMD_OK && k < spmd_array_num_shards(y); k++) {
-        st = spmd_array_shard_to_host(y, k, got, total);
-        SPMD_TEST_CHECK(st == SPMD_OK && memcmp(got, want, total) == 0,
-                        "shard %d: transposes inside fn differ from the reference", k);
-    }
-    spmd_array_destroy(y);
-    spmd_test_line_destroy(&line);
+    int failures = spmd_test_block_op(run, want_bytes, check);
     return spmd_test_finish(failures + spmd_test_failed_checks());
 }

@@ -3151,6 +3151,46 @@ static void sweep_spmd_op_copy(void)
     BAD(SHP, spmd_op_copy(NULL, &H_HUGE, (b = H_HUGE, &b)));
 }
 
+static void sweep_spmd_op_slice(void)
+{
+    HB(f23, F32, 2, 2, 3);
+    static float other[64];
+    spmd_block f12 = {other, SPMD_DTYPE_F32, 2, {1, 2}};
+    spmd_block i12 = {other, SPMD_DTYPE_I32, 2, {1, 2}};
+    spmd_block f3 = {other, SPMD_DTYPE_F32, 1, {3}};
+    spmd_block b;
+    const int64_t ok[2] = {1, 1}, past[2] = {1, 2}, neg[2] = {-1, 0}, huge[2] = {INT64_MAX, 0};
+    BAD(INV, spmd_op_slice(NULL, NULL, ok, &f12));
+    BAD(INV, spmd_op_slice(NULL, &f23, ok, NULL));
+    BAD(INV, spmd_op_slice(NULL, &f23, NULL, &f12));
+    BAD(INV, spmd_op_slice(NULL, &f23, ok, &i12));
+    BAD(SHP, spmd_op_slice(NULL, &f23, ok, &f3));
+    BAD(SHP, spmd_op_slice(NULL, &f23, past, &f12));
+    BAD(SHP, spmd_op_slice(NULL, &f23, neg, &f12));
+    BAD(SHP, spmd_op_slice(NULL, &f23, huge, &f12));
+    BAD(INV, spmd_op_slice(NULL, &f23, ok, (b = f12, b.data = g_host_block, &b)));
+}
+
+static void sweep_spmd_op_update_slice(void)
+{
+    HB(f23, F32, 2, 2, 3);
+    static float other[64], outbuf[64];
+    spmd_block u12 = {other, SPMD_DTYPE_F32, 2, {1, 2}};
+    spmd_block i12 = {other, SPMD_DTYPE_I32, 2, {1, 2}};
+    spmd_block out = {outbuf, SPMD_DTYPE_F32, 2, {2, 3}};
+    spmd_block o22 = {outbuf, SPMD_DTYPE_F32, 2, {2, 2}};
+    spmd_block b;
+    const int64_t ok[2] = {1, 1}, past[2] = {2, 0};
+    BAD(INV, spmd_op_update_slice(NULL, NULL, &u12, ok, &out));
+    BAD(INV, spmd_op_update_slice(NULL, &f23, NULL, ok, &out));
+    BAD(INV, spmd_op_update_slice(NULL, &f23, &u12, ok, NULL));
+    BAD(INV, spmd_op_update_slice(NULL, &f23, &u12, NULL, &out));
+    BAD(INV, spmd_op_update_slice(NULL, &f23, &i12, ok, &out));
+    BAD(SHP, spmd_op_update_slice(NULL, &f23, &u12, ok, &o22));
+    BAD(SHP, spmd_op_update_slice(NULL, &f23, &u12, past, &out));
+    BAD(INV, spmd_op_update_slice(NULL, &f23, (b = u12, b.data = outbuf, &b), ok, &out));
+}
+
 static void sweep_spmd_op_transpose(void)
 {
     HB(f23, F32, 2, 2, 3);

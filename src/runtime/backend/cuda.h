@@ -71,6 +71,9 @@ spmd_status spmd__cuda_binary(void *stream, spmd_binary_op op, spmd_dtype dtype,
 /** out[i] = cond[cond_scalar ? 0 : i] ? a[i] : b[i] for n elements of elem bytes (1, 2, 4, 8). */
 spmd_status spmd__cuda_where(void *stream, const unsigned char *cond, int cond_scalar,
                              const void *a, const void *b, void *out, size_t n, size_t elem);
+/** As the host loop of spmd_op_slice / _update_slice (index_map.h): n box elements. */
+spmd_status spmd__cuda_box_copy(void *stream, const spmd__box_map *map, const void *src, void *dst,
+                                size_t n, size_t elem);
 /** As the host loop of spmd_op_transpose (index_map.h). */
 spmd_status spmd__cuda_transpose(void *stream, const spmd__transpose_map *map, const void *in,
                                  void *out, size_t n, size_t elem);

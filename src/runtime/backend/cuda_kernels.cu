@@ -346,6 +346,44 @@ extern "C" spmd_status spmd__cuda_where(void *stream, const unsigned char *cond,
     return launched("where");
 }
 
+template <typename T> __global__ void box_kernel(spmd__box_map m, const T *src, T *dst, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        size_t rest = i, from = (size_t)m.src_at, to = (size_t)m.dst_at;
+        for (int j = m.ndim - 1; j >= 0; j--) {
+            size_t c = rest % (size_t)m.extent[j];
+            from += c * (size_t)m.src_stride[j];
+            to += c * (size_t)m.dst_stride[j];
+            rest /= (size_t)m.extent[j];
+        }
+        dst[to] = src[from];
+    }
+}
+
+extern "C" spmd_status spmd__cuda_box_copy(void *stream, const spmd__box_map *map, const void *src,
+                                           void *dst, size_t n, size_t elem)
+{
+    if (!n)
+        return SPMD_OK;
+    cudaStream_t s = as_stream(stream);
+    switch (elem) { /* bits, whatever the dtype */
+    case 1:
+        box_kernel<<<grid_for(n), THREADS, 0, s>>>(*map, (const uint8_t *)src, (uint8_t *)dst, n);
+        break;
+    case 2:
+        box_kernel<<<grid_for(n), THREADS, 0, s>>>(*map, (const uint16_t *)src, (uint16_t *)dst, n);
+        break;
+    case 4:
+        box_kernel<<<grid_for(n), THREADS, 0, s>>>(*map, (const uint32_t *)src, (uint32_t *)dst, n);
+        break;
+    default:
+        box_kernel<<<grid_for(n), THREADS, 0, s>>>(*map, (const uint64_t *)src, (uint64_t *)dst, n);
+        break;
+    }
+    return launched("box copy");
+}
+
 template <typename T>
 __global__ void transpose_kernel(spmd__transpose_map m, const T *in, T *out, size_t n)
 {

@@ -14,4 +14,15 @@ typedef struct spmd__transpose_map {
     int64_t in_stride[SPMD_MAX_RANK];
 } spmd__transpose_map;
 
+/** A box copied between two row-major buffers: element i of the box, as coordinates c over
+ * `extent`, goes from src element src_at + sum c[j] src_stride[j] to dst element dst_at + sum
+ * c[j] dst_stride[j]. */
+typedef struct spmd__box_map {
+    int ndim;
+    int64_t extent[SPMD_MAX_RANK];
+    int64_t src_stride[SPMD_MAX_RANK];
+    int64_t dst_stride[SPMD_MAX_RANK];
+    int64_t src_at, dst_at;
+} spmd__box_map;
+
 #endif /* SPMD_BACKEND_INDEX_MAP_H */
