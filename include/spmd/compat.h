@@ -19,10 +19,10 @@ SPMD_BEGIN_DECLS
 
 /**
  * jax.device_put_sharded: an array of shape (n,)+shape whose slice i is host_shards[i], sharded
- * over a 1-D mesh (axis SPMD_DEVICE_PUT_SHARDED_AXIS, as in JAX) of devices[0..n) in that order. Each device's shard
- * is written straight from the caller's buffer: no stacked host copy. Under several processes
- * every process passes the same devices and its own devices' buffers (entries of other
- * processes' devices are not read and may be NULL). Not collective.
+ * over a 1-D mesh (axis SPMD_DEVICE_PUT_SHARDED_AXIS, as in JAX) of devices[0..n) in that order.
+ * Each device's shard is written straight from the caller's buffer: no stacked host copy. Under
+ * several processes every process passes the same devices and its own devices' buffers (entries of
+ * other processes' devices are not read and may be NULL). Not collective.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_device_put_sharded(int n, const void *const *host_shards,
                                                             int ndim, const int64_t *shape,

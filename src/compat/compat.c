@@ -103,8 +103,8 @@ static spmd_status spmd_device_put_replicated_checked(const void *host, int ndim
         *out = NULL;
     SPMD_REQUIRE_NOT_NULL(host, fn);
     slices s = {.single = host};
-    SPMD_CHECK(put_stacked(fn, SPMD_DEVICE_PUT_REPLICATED_AXIS, n, &s, ndim, shape, dtype, devices,
-                           out));
+    SPMD_CHECK(
+        put_stacked(fn, SPMD_DEVICE_PUT_REPLICATED_AXIS, n, &s, ndim, shape, dtype, devices, out));
     spmd_array_mark_stacked_replicas(*out);
     return SPMD_OK;
 }

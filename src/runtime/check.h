@@ -134,5 +134,4 @@ static inline uint64_t spmd__fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
-
 #endif /* SPMD_RUNTIME_CHECK_H */
