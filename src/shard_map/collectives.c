@@ -1714,19 +1714,27 @@ static int pairs_connect_processes(const coll *c, const members *m, const int *s
     return all;
 }
 
+/* in and out are blocks, out of in's shape and dtype (pbroadcast, ppermute); a failure aborts
+ * the call, as other argument errors do. */
+static spmd_status check_out_like_in(spmd_ctx *ctx, const spmd_block *in, const spmd_block *out,
+                                     const char *name)
+{
+    spmd_status st = spmd__check_block(in, "in", name);
+    if (st == SPMD_OK)
+        st = spmd__check_block(out, "out", name);
+    if (st == SPMD_OK)
+        st = check_out_shape(out, in->dtype, in->ndim, in->shape, name);
+    return st == SPMD_OK ? SPMD_OK : fail_args(ctx, st);
+}
+
 /* ---- pbroadcast ---- */
 
 static spmd_status spmd_pbroadcast_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                            const char *axes, int source)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pbroadcast"));
-    spmd_status st = spmd__check_block(in, "in", "pbroadcast");
-    if (st == SPMD_OK)
-        st = spmd__check_block(out, "out", "pbroadcast");
-    if (st == SPMD_OK)
-        st = check_out_shape(out, in->dtype, in->ndim, in->shape, "pbroadcast");
-    if (st != SPMD_OK)
-        return fail_args(ctx, st);
+    SPMD_CHECK(check_out_like_in(ctx, in, out, "pbroadcast"));
+    spmd_status st = SPMD_OK;
     coll c;
     SPMD_CHECK(begin(ctx, axes, OP_PBROADCAST, in, NULL, &c));
     if (source < 0 || source >= c.n)
@@ -1847,13 +1855,8 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
                                          const char *axes, const int *pairs, int npairs)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_ppermute"));
-    spmd_status st = spmd__check_block(in, "in", "ppermute");
-    if (st == SPMD_OK)
-        st = spmd__check_block(out, "out", "ppermute");
-    if (st == SPMD_OK)
-        st = check_out_shape(out, in->dtype, in->ndim, in->shape, "ppermute");
-    if (st != SPMD_OK)
-        return fail_args(ctx, st);
+    SPMD_CHECK(check_out_like_in(ctx, in, out, "ppermute"));
+    spmd_status st = SPMD_OK;
     coll c;
     SPMD_CHECK(begin(ctx, axes, OP_PPERMUTE, in, NULL, &c));
     int *src_of = malloc((size_t)c.n * sizeof *src_of);
