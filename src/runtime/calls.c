@@ -288,8 +288,9 @@ typedef struct tracked {
      * (spmd__calls_wait_confirm), since the peer's message may be in already, unseen. */
     uint64_t suspicion;
     char suspect_message[SPMD__MESSAGE_CAPACITY];
-    /* A note said the peer waits for this process elsewhere: only an answer to a probe sent
-     * after this one confirms it, since the peer may not have seen this process's message. */
+    /* A note said the peer waits for this process elsewhere, or that its device went past this
+     * wait: only an answer to a probe sent after this one confirms it, since the peer may not
+     * have seen this process's message, or this process not all of the peer's yet. */
     uint64_t recheck_after;
 } tracked;
 
@@ -900,8 +901,15 @@ static void weigh_my_waits(const spmd__note *n, const char *mine)
                          "same order",
                          mine, me, t->info.device, what, n->process, d->device,
                          device_state_text(d, (unsigned)t->info.phase, why, sizeof why));
-                spmd__copy_text(t->suspect_message, sizeof t->suspect_message, message);
-                t->suspicion = ++suspicions;
+                /* A long message may still be coming in, fragment by fragment: only a second
+                 * answer, a recheck interval later, makes the wait's thread look. */
+                if (t->recheck_after && n->probe > t->recheck_after) {
+                    spmd__copy_text(t->suspect_message, sizeof t->suspect_message, message);
+                    t->suspicion = ++suspicions;
+                } else if (!t->recheck_after) {
+                    t->recheck_after = probes_sent;
+                    t->next_probe = spmd__now_ns() + RECHECK_AFTER_NS;
+                }
                 break;
             }
         } else if (t->info.phase == SPMD__PHASE_END) {

@@ -243,6 +243,29 @@ static size_t recv_capacity(size_t capacity)
 
 /* ---- one step: a send and a receive, the receive against a deadline ---- */
 
+/* The partner's message was waiting when this step began: the partner may have given up on
+ * this rank since, and its note may sit behind that message, not yet taken in by MPI's
+ * progress. One more test (start-up, where arrivals are far apart: up to 2 ms of them) lets
+ * it in. Called unlocked. */
+static void look_for_late_note(xchg *x)
+{
+    spmd__comm *c = x->c;
+    int64_t until = spmd__now_ns() + (x->w->spread_arrivals ? 2000000 : 0);
+    do {
+        MPI_Status status;
+        int arrived = 0;
+        lock();
+        if (c->note_req == MPI_REQUEST_NULL)
+            post_note_receive(c);
+        int rc = MPI_Test(&c->note_req, &arrived, &status);
+        if (rc == MPI_SUCCESS && arrived)
+            take_note(x, &status);
+        unlock();
+        if (rc != MPI_SUCCESS || x->late_by >= 0)
+            return;
+    } while (spmd__now_ns() < until);
+}
+
 enum { GOT, MISSED, STOPPED };
 
 /* The first cancellation check comes after this long a wait, the next ones this far apart:
@@ -321,7 +344,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         reqs[2] = c->note_req;
     }
     unlock();
-    int outcome = GOT, tracked = -1, tracked_request = 0;
+    int outcome = GOT, tracked = -1, tracked_request = 0, tests = 0, waiting_at_first = 0;
     x->last_from = from;
     int64_t started = 0, received_at = 0, probe_after = 0;
     for (;;) {
@@ -372,6 +395,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         }
         if (x->broken)
             break;
+        waiting_at_first |= tests++ == 0 && from >= 0 && done[0];
         if (done[0] && done[1])
             break;
         if (suspicion && !done[tracked_request])
@@ -406,6 +430,8 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         }
     }
     spmd__calls_wait_end(tracked);
+    if (waiting_at_first && x->watch_notes && x->late_by < 0 && outcome == GOT)
+        look_for_late_note(x);
     if (!done[0]) { /* a receive that matched just before the cancel completes normally */
         MPI_Status status;
         int settled = spmd__comm_cancel_receive(&reqs[0], &status);
@@ -876,7 +902,7 @@ static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wa
     x->tag = tag;
     x->stamp = c->stamp; /* of the exchange whose tag the caller just took */
     /* at most half of a short window (a grace period) shared out over the steps */
-    int64_t s = spmd__comm_stagger_ns();
+    int64_t s = w->spread_arrivals ? 250000000 : spmd__comm_stagger_ns();
     int64_t share = (deadline - spmd__now_ns()) / (2 * (int64_t)(x->t.levels + 2));
     x->stagger = share < s ? (share > 1000000 ? share : 1000000) : s;
     /* counted back from the deadline, so that the last step ends a stagger before it: what

@@ -51,6 +51,11 @@ typedef struct spmd__wait {
     /** 1: only the deadline ends it (the round before a subset's MPI communicator is made,
      * which every member that sent its part must go on to make) */
     int no_stop;
+    /** 1: the processes arrive far apart (start-up: MPI_Init returns at different times), so
+     * the steps' deadlines are spread over half the window, up to 250 ms apart, instead of a
+     * hundredth of the timeout apart: a rank blames the partner that never came, not one that
+     * came later than it and is still waiting for that one */
+    int spread_arrivals;
     int peer_missing; /**< out: the wait ended because a process never arrived */
     int data_pending; /**< out: after a failure, MPI may still read or write the data buffers */
 } spmd__wait;

@@ -307,7 +307,8 @@ static spmd_status exchange_records(const process_record *mine, process_record *
     int64_t timeout = rt.init_timeout_ns;
     spmd__wait w = {.deadline_ns = spmd__now_ns() + timeout,
                     .what = "spmd_init",
-                    .timeout_name = "SPMD_INIT_TIMEOUT"};
+                    .timeout_name = "SPMD_INIT_TIMEOUT",
+                    .spread_arrivals = 1};
     if (st == SPMD_OK) {
         all[rt.process_index] = *mine;
         st = spmd__comm_checked_allgatherv(view, &a, NULL, all, counts, &w);

@@ -26,7 +26,7 @@ expect() {
 run() { # run P D DIR MODE [ENV...]: P processes x D devices, traced into DIR
     p=$1 d=$2 dir=$3 mode=$4
     shift 4
-    env SPMD_NUM_CPU_DEVICES="$d" SPMD_TRACE="$dir" "$@" \
+    env SPMD_NUM_CPU_DEVICES="$d" SPMD_CUDA_DEVICES_PER_GPU="$d" SPMD_TRACE="$dir" "$@" \
         "$mpiexec" -n "$p" "$program" "$mode" >"$dir.out" 2>"$dir.err"
 }
 
@@ -34,8 +34,10 @@ case $case in
 diverge)
     for layout in 1x8 4x2; do
         p=${layout%x*} d=${layout#*x}
-        run "$p" "$d" "$work/clean_$layout" clean SPMD_TRACE_DIGESTS=1 || fail "clean $layout exits $?"
-        run "$p" "$d" "$work/diverge_$layout" diverge SPMD_TRACE_DIGESTS=1 ||
+        # digests are of host memory only: CPU devices, whatever the suite's platform
+        run "$p" "$d" "$work/clean_$layout" clean SPMD_TRACE_DIGESTS=1 SPMD_PLATFORM=cpu ||
+            fail "clean $layout exits $?"
+        run "$p" "$d" "$work/diverge_$layout" diverge SPMD_TRACE_DIGESTS=1 SPMD_PLATFORM=cpu ||
             fail "diverge $layout exits $?"
     done
     cmp -s "$work/clean_1x8.out" "$work/clean_4x2.out" || fail "clean outputs differ by layout"
@@ -73,7 +75,7 @@ hang | killed)
         tag="killed-$$"
         command -v timeout >/dev/null || { echo "no timeout command: skipped"; exit 77; }
         mkdir -p "$work/t"
-        SPMD_NUM_CPU_DEVICES=2 SPMD_TRACE="$work/t" SPMD_COLLECTIVE_TIMEOUT=60 \
+        SPMD_NUM_CPU_DEVICES=2 SPMD_CUDA_DEVICES_PER_GPU=2 SPMD_TRACE="$work/t" SPMD_COLLECTIVE_TIMEOUT=60 \
             timeout -s KILL 3 "$mpiexec" -n 4 "$program" hang "$tag" >"$work/t.out" 2>&1
         rc=$?
         pkill -KILL -f "$program hang $tag" 2>/dev/null # the ranks a killed launcher left

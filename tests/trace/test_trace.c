@@ -116,6 +116,8 @@ static void test_records(void **state)
     read_trace t;
     read_file(dir, &t);
     int nl = spmd_local_device_count(), first = spmd_local_device_id(0);
+    /* digests are taken of host memory only (CPU devices): README, SPMD_TRACE_DIGESTS */
+    int host_digests = spmd_runtime_platform() == SPMD_PLATFORM_CPU;
     assert_int_equal(t.h.format_version, SPMD_TRACE_FORMAT_VERSION);
     assert_int_equal(t.h.capacity, 256);
     assert_int_equal(t.h.process, me);
@@ -167,7 +169,9 @@ static void test_records(void **state)
         assert_true(strncmp(call->what, want, strlen(want)) == 0);
         assert_int_equal(call->device, -1);
         assert_int_equal(call->mesh_call, (uint64_t)c + 1);
-        for (int d = 0; d < nl; d++) {
+        for (int d = 0; d < nl && !host_digests; d++) /* none of device memory */
+            assert_true(fn_in[d] == 0 && fn_out[d] == 0 && coll_in[d] == 0 && coll_out[d] == 0);
+        for (int d = 0; d < nl && host_digests; d++) {
             if (!(fn_in[d] != 0 && coll_in[d] == fn_in[d]))
                 fail_msg("device %d: fn in %llx, psum in %llx", d, (unsigned long long)fn_in[d],
                          (unsigned long long)coll_in[d]);
