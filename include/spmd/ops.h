@@ -27,7 +27,12 @@ typedef enum spmd_binary_op {
     SPMD_BINARY_MUL,
     SPMD_BINARY_DIV,
     SPMD_BINARY_MAX,
-    SPMD_BINARY_MIN
+    SPMD_BINARY_MIN,
+    /** jnp.bitwise_and / _or / _xor: integer (int32, int64, uint8) and bool dtypes only; on
+     * bool, the logical and / or / xor */
+    SPMD_BINARY_AND,
+    SPMD_BINARY_OR,
+    SPMD_BINARY_XOR
 } spmd_binary_op;
 
 typedef enum spmd_reduce_kind {
@@ -41,6 +46,17 @@ typedef enum spmd_reduce_kind {
     SPMD_REDUCE_ARGMAX,
     SPMD_REDUCE_ARGMIN
 } spmd_reduce_kind;
+
+/** What spmd_op_take does with an index outside the axis (jnp.take's `mode`). */
+typedef enum spmd_take_mode {
+    /** JAX's default: an index in [-n, 0) counts from the end; one beyond gives the fill value:
+     * NaN for floats, the most negative value for int32/int64, 255 for uint8, true for bool */
+    SPMD_TAKE_FILL = 0,
+    /** clamped into [0, n - 1] (a negative index gives 0) */
+    SPMD_TAKE_CLIP = 1,
+    /** taken modulo n (a negative index counts from the end, again and again) */
+    SPMD_TAKE_WRAP = 2
+} spmd_take_mode;
 
 /** Axis value of spmd_op_reduce that reduces over every dimension (to a scalar). */
 #define SPMD_ALL_AXES (-1000)
@@ -62,7 +78,8 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op o
 /**
  * out = a op b elementwise, out shaped like a (in place allowed). b is either a's shape, a
  * single element (scalar broadcast), or a's last dimension (row broadcast). Integer division
- * truncates; dividing an integer by zero is an error.
+ * truncates; dividing an integer by zero is an error. Arithmetic takes float, int32 and int64
+ * dtypes; the bitwise ops int32, int64, uint8 and bool.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op op,
                                                    const spmd_block *a, const spmd_block *b,
@@ -96,17 +113,43 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_op_slice(spmd_ctx *ctx, const spmd_bloc
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_update_slice(spmd_ctx *ctx, const spmd_block *operand,
                                                          const spmd_block *update,
                                                          const int64_t *start, spmd_block *out);
-/** out = a op s for a host scalar s. */
+/**
+ * jnp.concatenate: out = ins[0], ..., ins[n-1] one after the other along `axis` (negative
+ * counts from the end). Every block has out's dtype and rank and out's extent on every other
+ * axis; their extents along axis add up to out's. No input may overlap out. Bits are copied.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_concatenate(spmd_ctx *ctx, int n, const spmd_block *ins,
+                                                        int axis, spmd_block *out);
+/**
+ * jnp.take(in, indices, axis, mode): out = in with `axis` (negative counts from the end)
+ * replaced by the indices' dimensions, out[.., k.., ..] = in[.., indices[k..], ..]. indices is an
+ * int32 or int64 block of any rank (rank 0: the axis goes away); out has in's dtype and shape
+ * in.shape[:axis] + indices.shape + in.shape[axis+1:], and must not overlap in or indices.
+ * Bits are copied.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_take(spmd_ctx *ctx, const spmd_block *in,
+                                                 const spmd_block *indices, int axis,
+                                                 spmd_take_mode mode, spmd_block *out);
+/** out = a op s for a host scalar s (for a bitwise op, a whole number in a's range). */
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op,
                                                           const spmd_block *a, double s,
                                                           spmd_block *out);
 /**
- * Sum, max or mean over `axis` (negative counts from the end), out shaped like in without that
- * dimension; or over all dimensions with SPMD_ALL_AXES, out a scalar (rank 0). Floats
- * accumulate in double; mean needs a float out.
+ * Sum, max, min, mean, argmax or argmin over `axis` (negative counts from the end), out shaped
+ * like in without that dimension, or with it as 1 (keepdims=True); or over all dimensions with
+ * SPMD_ALL_AXES, out of one element (a scalar, or all ones with keepdims). Floats accumulate in
+ * double; mean needs a float out.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind,
                                                    const spmd_block *in, int axis, spmd_block *out);
+/**
+ * jax.nn.softmax along `axis` (negative counts from the end): out = exp(in - max) / sum(exp(in -
+ * max)) over each line along the axis, computed in double and rounded once to the dtype. in and
+ * out share shape and a float dtype (in place allowed). A line holding a NaN, or whose max is
+ * infinite, gives NaN throughout, as in JAX.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_op_softmax(spmd_ctx *ctx, const spmd_block *in, int axis,
+                                                    spmd_block *out);
 /**
  * C = alpha * op(A) op(B) + beta * C for 2-D blocks, op = transpose when trans_* is nonzero.
  * float32/float64 through OpenBLAS; float16/bfloat16 accumulate in float32. On CPU devices the

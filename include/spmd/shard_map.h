@@ -327,6 +327,33 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_all_gather_many(spmd_ctx *ctx, int n, c
                                                          spmd_block *out, const char *axes,
                                                          int axis, int tiled);
 /**
+ * JAX's lax.psend / lax.precv: a ppermute in two halves, for pipeline stages. spmd_psend keeps
+ * a copy of `in` (so fn may overwrite in at once); the next spmd_precv with the same axes and
+ * pairs runs the ppermute and writes what this device receives into out (in's shape and dtype;
+ * zeros where no pair sends to it). Every device of the group calls both, in the same order,
+ * as JAX's token orders them; up to 8 sends may wait, received oldest first. A psend that no
+ * precv takes before fn returns fails the call, naming the device.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_psend(spmd_ctx *ctx, const spmd_block *in,
+                                               const char *axes, const int *pairs, int npairs);
+SPMD_API SPMD_NODISCARD spmd_status spmd_precv(spmd_ctx *ctx, spmd_block *out, const char *axes,
+                                               const int *pairs, int npairs);
+/**
+ * all_to_all of n blocks (each its own shape and dtype), block i split along split_axes[i] and
+ * its chunks stacked (untiled) or concatenated (tiled) along concat_axes[i], as spmd_all_to_all
+ * does each: one collective, every block's chunk for a member packed into one message (a
+ * pytree's leaves). in and out may be the same blocks.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_all_to_all_many(spmd_ctx *ctx, int n, const spmd_block *in,
+                                                         spmd_block *out, const char *axes,
+                                                         const int *split_axes,
+                                                         const int *concat_axes, int tiled);
+/** pswapaxes of n blocks, block i along axis[i], as spmd_pswapaxes does each: one collective
+ * (spmd_all_to_all_many with split and concat axes both axis[i], untiled). */
+SPMD_API SPMD_NODISCARD spmd_status spmd_pswapaxes_many(spmd_ctx *ctx, int n, const spmd_block *in,
+                                                        spmd_block *out, const char *axes,
+                                                        const int *axis);
+/**
  * ppermute of n blocks (each its own shape and dtype; out[i] as in[i]) with one pairs list, as
  * spmd_ppermute does each: one collective, the blocks packed into one message per pair (a
  * pytree's leaves). Positions that are no destination receive zeros in every block.

@@ -207,6 +207,10 @@ SPMD__DEFINE_UNARY(spmd__unary_f32, float, expf, logf, sinf, cosf, tanhf)
             return a != a || b != b ? (F)NAN : a > b ? a : b;                                      \
         case SPMD_BINARY_MIN:                                                                      \
             return a != a || b != b ? (F)NAN : a < b ? a : b;                                      \
+        case SPMD_BINARY_AND: /* refused for floats before any kernel runs */                      \
+        case SPMD_BINARY_OR:                                                                       \
+        case SPMD_BINARY_XOR:                                                                      \
+            break;                                                                                 \
         }                                                                                          \
         return a;                                                                                  \
     }
@@ -230,6 +234,12 @@ static inline SPMD__HD int64_t spmd__binary_i64(spmd_binary_op op, int64_t a, in
         return a > b ? a : b;
     case SPMD_BINARY_MIN:
         return a < b ? a : b;
+    case SPMD_BINARY_AND: /* on sign-extended values: the stored low bits are right */
+        return a & b;
+    case SPMD_BINARY_OR:
+        return a | b;
+    case SPMD_BINARY_XOR:
+        return a ^ b;
     }
     return a;
 }
@@ -238,6 +248,64 @@ static inline SPMD__HD int64_t spmd__binary_i64(spmd_binary_op op, int64_t a, in
 static inline SPMD__HD int64_t spmd__unary_i64(spmd_unary_op op, int64_t v)
 {
     return op == SPMD_UNARY_NEG ? (int64_t)(0 - (uint64_t)v) : (v > 0 ? v : 0);
+}
+
+/* A quiet NaN of dtype t with the same bits on the host and on a GPU (conversions and invalid
+ * operations give NaNs of different signs and payloads there). */
+static inline SPMD__HD void spmd__store_quiet_nan(spmd_dtype t, void *p, size_t i)
+{
+    uint32_t f32 = 0x7fc00000u;
+    uint64_t f64 = 0x7ff8000000000000u;
+    uint16_t f16 = t == SPMD_DTYPE_BF16 ? 0x7fc0u : 0x7e00u;
+    if (t == SPMD_DTYPE_F32)
+        memcpy((char *)p + 4 * i, &f32, 4);
+    else if (t == SPMD_DTYPE_F64)
+        memcpy((char *)p + 8 * i, &f64, 8);
+    else
+        memcpy((char *)p + 2 * i, &f16, 2);
+}
+
+/* jax.nn.softmax along one line of a block (extent elements, inner apart, from `first`), in
+ * double: exp(x - max) / sum(exp(x - max)), rounded once to the dtype. A NaN in the line makes
+ * every element a quiet NaN, and so does an infinite max (inf - inf), as in JAX. In place
+ * allowed: each element is read before it is written. */
+static inline SPMD__HD void spmd__softmax_line(spmd_dtype t, const void *in, void *out,
+                                               size_t first, size_t extent, size_t inner)
+{
+    double top = -INFINITY;
+    int has_nan = 0;
+    for (size_t e = 0; e < extent; e++) {
+        double v = spmd__load_element(t, in, first + e * inner);
+        has_nan |= v != v;
+        top = v > top ? v : top;
+    }
+    if (has_nan || top == INFINITY || top == -INFINITY) {
+        for (size_t e = 0; e < extent; e++)
+            spmd__store_quiet_nan(t, out, first + e * inner);
+        return;
+    }
+    double sum = 0;
+    for (size_t e = 0; e < extent; e++)
+        sum += exp(spmd__load_element(t, in, first + e * inner) - top);
+    for (size_t e = 0; e < extent; e++) {
+        size_t at = first + e * inner;
+        spmd__store_element(t, out, at, exp(spmd__load_element(t, in, at) - top) / sum);
+    }
+}
+
+/* spmd_op_take: the position along an axis of extent n that index k names, or -1 for the fill
+ * value (jnp.take's modes; SPMD_TAKE_CLIP and _WRAP need n > 0). */
+static inline SPMD__HD int64_t spmd__take_source(spmd_take_mode mode, int64_t k, int64_t n)
+{
+    if (mode == SPMD_TAKE_CLIP)
+        return k < 0 ? 0 : k >= n ? n - 1 : k;
+    if (mode == SPMD_TAKE_WRAP) {
+        int64_t r = k % n;
+        return r < 0 ? r + n : r;
+    }
+    if (k < 0)
+        k += n;
+    return k >= 0 && k < n ? k : -1;
 }
 
 #endif /* SPMD_SCALAR_OPS_H */

@@ -138,6 +138,16 @@ static spmd_status ctx_axes(spmd_ctx *ctx, const char *text, int *axes, int *nax
     return SPMD_OK;
 }
 
+/* The mesh axes `text` names, and the size of the group over them. */
+static spmd_status group_of(spmd_ctx *ctx, const char *text, int *axes, int *naxes, int *size)
+{
+    SPMD_CHECK(ctx_axes(ctx, text, axes, naxes));
+    *size = 1;
+    for (int k = 0; k < *naxes; k++)
+        *size *= ctx->call->mesh->shape[axes[k]];
+    return SPMD_OK;
+}
+
 static int position_of(const spmd_mesh *m, const int *axes, int naxes, int flat)
 {
     int c[SPMD_MAX_MESH_AXES], pos = 0;
@@ -1851,6 +1861,81 @@ static spmd_status spmd_ppermute_many_checked(spmd_ctx *ctx, int n, const spmd_b
     return st;
 }
 
+/* The key of a psend / precv: its axes and its permutation as the group reads them (the
+ * same whatever the text or the order of the pairs). */
+static spmd_status send_key(spmd_ctx *ctx, const char *axes, const int *pairs, int npairs,
+                            uint64_t *key)
+{
+    int ids[SPMD_MAX_MESH_AXES], naxes = 0, n = 0;
+    SPMD_CHECK(group_of(ctx, axes, ids, &naxes, &n));
+    int *src_of = malloc((size_t)n * sizeof *src_of);
+    SPMD_REQUIRE(src_of != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    uint64_t pairs_hash = 0, h = mix(0x7073656e64ull, (uint64_t)naxes); /* "psend" */
+    spmd_status st = check_pairs(pairs, npairs, n, src_of, &pairs_hash);
+    for (int k = 0; k < naxes; k++)
+        h = mix(h, (uint64_t)ids[k]);
+    for (int p = 0; st == SPMD_OK && p < n; p++)
+        h = mix(h, (uint64_t)(int64_t)src_of[p]);
+    free(src_of);
+    *key = h;
+    return st;
+}
+
+/* JAX's psend: this device's half of a ppermute, kept (a copy) until its precv. */
+static spmd_status spmd_psend_checked(spmd_ctx *ctx, const spmd_block *in, const char *axes,
+                                      const int *pairs, int npairs)
+{
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_psend"));
+    SPMD_CHECK(spmd__check_block(in, "in", "spmd_psend"));
+    SPMD_REQUIRE(axes != NULL, SPMD_ERR_INVALID_ARGUMENT, "spmd_psend: argument 'axes' is NULL");
+    uint64_t key = 0;
+    SPMD_CHECK(send_key(ctx, axes, pairs, npairs, &key));
+    SPMD_REQUIRE(ctx->pending_sends < SPMD__PENDING_SENDS, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_psend: %d sends already wait for their spmd_precv on device %d; receive "
+                 "them before sending more",
+                 ctx->pending_sends, ctx->device_id);
+    SPMD_CHECK(spmd__ctx_sync(ctx)); /* kernels fn queued may still be writing the block */
+    spmd_block copy;
+    SPMD_CHECK(spmd_ctx_alloc(ctx, in->ndim, in->shape, in->dtype, &copy));
+    memcpy(copy.data, in->data, block_bytes(in));
+    ctx->sends[ctx->pending_sends] = copy;
+    ctx->send_keys[ctx->pending_sends++] = key;
+    return SPMD_OK;
+}
+
+/* JAX's precv: the oldest psend's ppermute, its result in out. */
+static spmd_status spmd_precv_checked(spmd_ctx *ctx, spmd_block *out, const char *axes,
+                                      const int *pairs, int npairs)
+{
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_precv"));
+    /* a refused precv aborts the call: the other devices would wait in its ppermute */
+    uint64_t key = 0;
+    spmd_status st =
+        axes ? send_key(ctx, axes, pairs, npairs, &key)
+             : SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT, "spmd_precv: argument 'axes' is NULL");
+    if (st == SPMD_OK && ctx->pending_sends == 0)
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "spmd_precv on device %d: no spmd_psend waits for it; call spmd_psend "
+                        "with the block to send first (JAX: precv takes the token psend returns)",
+                        ctx->device_id);
+    else if (st == SPMD_OK && ctx->send_keys[0] != key)
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "spmd_precv on device %d: its axes ('%s') or pairs differ from those of "
+                        "the spmd_psend it receives (the oldest waiting); give both the same",
+                        ctx->device_id, axes);
+    if (st != SPMD_OK)
+        return fail_args(ctx, st);
+    spmd_block sent = ctx->sends[0];
+    ctx->pending_sends--;
+    memmove(ctx->sends, ctx->sends + 1, (size_t)ctx->pending_sends * sizeof ctx->sends[0]);
+    memmove(ctx->send_keys, ctx->send_keys + 1,
+            (size_t)ctx->pending_sends * sizeof ctx->send_keys[0]);
+    packed_layout = mix(0x7073656e64ull, 1) | 1; /* "psend": not a plain ppermute */
+    st = spmd_ppermute_checked(ctx, &sent, out, axes, pairs, npairs);
+    packed_layout = 0;
+    return st;
+}
+
 static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                          const char *axes, const int *pairs, int npairs)
 {
@@ -2070,6 +2155,149 @@ static spmd_status a2a_exchange_direct(coll *c, const members *m, const spmd_blo
     return st;
 }
 
+/* all_to_all's shape rules over a group of n: in's split dimension and out's shape. */
+static spmd_status check_a2a_shapes(const spmd_block *in, const spmd_block *out, int s, int cc,
+                                    int n, int tiled)
+{
+    int64_t want[SPMD_MAX_RANK];
+    if (!tiled && in->shape[s] != n)
+        return SPMD_ERROR(SPMD_ERR_SHAPE,
+                          "all_to_all requires the size of the mapped axis to equal "
+                          "x.shape[split_axis], but they are %d and %lld",
+                          n, (long long)in->shape[s]);
+    if (tiled && in->shape[s] % n != 0)
+        return SPMD_ERROR(SPMD_ERR_SHAPE,
+                          "all_to_all: the size of split_axis (%lld) has to be divisible by the "
+                          "size of the named axes (%d)",
+                          (long long)in->shape[s], n);
+    if (tiled) {
+        for (int j = 0; j < in->ndim; j++)
+            want[j] = in->shape[j];
+        want[s] /= n;
+        want[cc] *= n;
+    } else {
+        /* insert(delete(shape, split), concat, n) */
+        int64_t rest[SPMD_MAX_RANK];
+        for (int j = 0, k = 0; j < in->ndim; j++)
+            if (j != s)
+                rest[k++] = in->shape[j];
+        for (int j = 0, k = 0; j < in->ndim; j++)
+            want[j] = j == cc ? n : rest[k++];
+    }
+    return check_out_shape(out, in->dtype, in->ndim, want, "all_to_all");
+}
+
+/* Copies a chunk (L's extent) between a strided place (element `at`, `strides`) and a dense
+ * row-major buffer: into the buffer (pack) or out of it. */
+static void chunk_move(const a2a *L, char *strided, int64_t at, const int64_t *strides, char *dense,
+                       size_t elem, int pack)
+{
+    int64_t dense_strides[SPMD_MAX_RANK];
+    spmd__dense_strides(L->cdims, L->extent, dense_strides);
+    char *place = strided + (size_t)at * elem;
+    if (pack)
+        spmd__copy_strided(elem, L->cdims, L->extent, dense, dense_strides, place, strides);
+    else
+        spmd__copy_strided(elem, L->cdims, L->extent, place, strides, dense, dense_strides);
+}
+
+/* Row g of `rows` (row bytes each) holds chunk g of every block in turn: packed from the
+ * blocks' chunks g (pack), or unpacked into their slots g. */
+static void move_chunks(const a2a *layouts, const spmd_block *blocks, int n, char *rows, size_t row,
+                        int group_size, int pack)
+{
+    for (int g = 0; g < group_size; g++) {
+        size_t at = (size_t)g * row;
+        for (int i = 0; i < n; i++) {
+            const a2a *L = &layouts[i];
+            size_t elem = spmd_dtype_size(blocks[i].dtype);
+            chunk_move(L, blocks[i].data, g * (pack ? L->src_step : L->dst_step),
+                       pack ? L->src_strides : L->dst_strides, rows + at, elem, pack);
+            at += (size_t)L->chunk_elems * elem;
+        }
+    }
+}
+
+static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                           const char *axes, int split_axis, int concat_axis,
+                                           int tiled, const spmd_axis_groups *groups);
+
+/*
+ * all_to_all of n blocks, each with its own split and concat axes: chunk g of every block is
+ * packed into row g of one byte block [G, T], one untiled all_to_all over rows moves them, and
+ * row h of the result (member h's chunks for this one) is unpacked into slot h of each out.
+ * Every in is read before any out is written, so they may overlap (in place).
+ */
+static spmd_status spmd_all_to_all_many_checked(spmd_ctx *ctx, int n, const spmd_block *in,
+                                                spmd_block *out, const char *axes,
+                                                const int *split_axes, const int *concat_axes,
+                                                int tiled, const char *what)
+{
+    SPMD_CHECK(spmd__ctx_check(ctx, what));
+    spmd_status st = SPMD_OK;
+    if (n < 0 || (n > 0 && (!in || !out || !split_axes || !concat_axes)))
+        st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                        "all_to_all of many blocks: n is %d, in %s, out %s; pass n >= 0 and "
+                        "arrays of n blocks (and of n axes)",
+                        n, in ? "given" : "NULL", out ? "given" : "NULL");
+    int group_size = 0, axis_ids[SPMD_MAX_MESH_AXES], naxes = 0;
+    if (st == SPMD_OK && n > 0)
+        st = group_of(ctx, axes, axis_ids, &naxes, &group_size);
+    tiled = tiled != 0;
+    a2a *layouts = st == SPMD_OK && n > 0 ? calloc((size_t)n, sizeof *layouts) : NULL;
+    if (st == SPMD_OK && n > 0 && !layouts)
+        st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for %d blocks", n);
+    size_t row = 0; /* T: bytes of one chunk of every block */
+    uint64_t layout = mix(mix(0x6132616d616e79ull, (uint64_t)n), (uint64_t)tiled); /* "a2amany" */
+    for (int i = 0; i < n && st == SPMD_OK; i++) {
+        st = spmd__check_block(&in[i], "in", "all_to_all");
+        if (st == SPMD_OK)
+            st = spmd__check_block(&out[i], "out", "all_to_all");
+        int sa = st == SPMD_OK ? normalize_axis(split_axes[i], in[i].ndim) : 0;
+        int ca = st == SPMD_OK ? normalize_axis(concat_axes[i], in[i].ndim) : 0;
+        if (st == SPMD_OK && (sa < 0 || sa >= in[i].ndim || ca < 0 || ca >= in[i].ndim))
+            st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                            "split_axis %d or concat_axis %d is out of range for a rank-%d block",
+                            split_axes[i], concat_axes[i], in[i].ndim);
+        if (st == SPMD_OK)
+            st = check_a2a_shapes(&in[i], &out[i], sa, ca, group_size, tiled);
+        if (st != SPMD_OK) {
+            char detail[SPMD__MESSAGE_CAPACITY];
+            spmd__copy_text(detail, sizeof detail, spmd_last_error());
+            st = SPMD_ERROR(st, "block %d of %d: %s", i, n, detail);
+            break;
+        }
+        a2a_layout(&in[i], &out[i], sa, ca, group_size, tiled, &layouts[i]);
+        row += (size_t)layouts[i].chunk_elems * spmd_dtype_size(in[i].dtype);
+        layout = mix(mix(mix_block(layout, &in[i]), (uint64_t)sa), (uint64_t)ca);
+    }
+    if (st != SPMD_OK) {
+        free(layouts);
+        return fail_args(ctx, st);
+    }
+    if (n == 0)
+        return SPMD_OK;       /* an empty tree: no collective, as in JAX */
+    st = spmd__ctx_sync(ctx); /* kernels fn queued may still be writing the blocks */
+    int64_t shape[2] = {group_size, (int64_t)row};
+    spmd_block send, recv;
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 2, shape, SPMD_DTYPE_U8, &send);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 2, shape, SPMD_DTYPE_U8, &recv);
+    if (st != SPMD_OK) {
+        free(layouts);
+        return fail_args(ctx, st);
+    }
+    move_chunks(layouts, in, n, send.data, row, group_size, 1);
+    packed_layout = layout | 1;
+    st = spmd_all_to_all_checked(ctx, &send, &recv, axes, 0, 0, 0, NULL);
+    packed_layout = 0;
+    if (st == SPMD_OK)
+        move_chunks(layouts, out, n, recv.data, row, group_size, 0);
+    free(layouts);
+    return st;
+}
+
 static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                            const char *axes, int split_axis, int concat_axis,
                                            int tiled, const spmd_axis_groups *groups)
@@ -2090,33 +2318,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     coll c;
     SPMD_CHECK(begin(ctx, axes, OP_ALL_TO_ALL, in, groups, &c));
     c.fingerprint = mix(mix(mix(c.fingerprint, (uint64_t)s), (uint64_t)cc), (uint64_t)tiled);
-    int64_t want[SPMD_MAX_RANK];
-    if (!tiled && in->shape[s] != c.n)
-        st = SPMD_ERROR(SPMD_ERR_SHAPE,
-                        "all_to_all requires the size of the mapped axis to equal "
-                        "x.shape[split_axis], but they are %d and %lld",
-                        c.n, (long long)in->shape[s]);
-    else if (tiled && in->shape[s] % c.n != 0)
-        st = SPMD_ERROR(SPMD_ERR_SHAPE,
-                        "all_to_all: the size of split_axis (%lld) has to be divisible by the size "
-                        "of the named axes (%d)",
-                        (long long)in->shape[s], c.n);
-    if (tiled) {
-        for (int j = 0; j < in->ndim; j++)
-            want[j] = in->shape[j];
-        want[s] /= c.n;
-        want[cc] *= c.n;
-    } else {
-        /* insert(delete(shape, split), concat, n) */
-        int64_t rest[SPMD_MAX_RANK];
-        for (int j = 0, k = 0; j < in->ndim; j++)
-            if (j != s)
-                rest[k++] = in->shape[j];
-        for (int j = 0, k = 0; j < in->ndim; j++)
-            want[j] = j == cc ? c.n : rest[k++];
-    }
-    if (st == SPMD_OK)
-        st = check_out_shape(out, in->dtype, in->ndim, want, "all_to_all");
+    st = check_a2a_shapes(in, out, s, cc, c.n, tiled);
     if (st != SPMD_OK)
         return fail(&c, st);
 
@@ -2753,6 +2955,19 @@ spmd_status spmd_pbroadcast(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
         "spmd_pbroadcast");
 }
 
+spmd_status spmd_psend(spmd_ctx *ctx, const spmd_block *in, const char *axes, const int *pairs,
+                       int npairs)
+{
+    return spmd__error_in(spmd_psend_checked(ctx, in, axes, pairs, npairs), "spmd_psend");
+}
+
+spmd_status spmd_precv(spmd_ctx *ctx, spmd_block *out, const char *axes, const int *pairs,
+                       int npairs)
+{
+    return spmd__error_in(finished(ctx, spmd_precv_checked(ctx, out, axes, pairs, npairs), 1, out),
+                          "spmd_precv");
+}
+
 spmd_status spmd_ppermute_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                                const char *axes, const int *pairs, int npairs)
 {
@@ -2773,6 +2988,32 @@ spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
                  spmd_all_to_all_checked(ctx, in, out, axes, split_axis, concat_axis, tiled, NULL),
                  1, out),
         "spmd_all_to_all");
+}
+
+/* The many forms' outs were written on the host after the packed collective: no proof. */
+static spmd_status finished_many(spmd_ctx *ctx, spmd_status st, int n, spmd_block *out)
+{
+    st = finished(ctx, st, 0, NULL);
+    for (int i = 0; st == SPMD_OK && i < n; i++)
+        spmd__ctx_note_write(ctx, &out[i], 0, 0);
+    return st;
+}
+
+spmd_status spmd_all_to_all_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
+                                 const char *axes, const int *split_axes, const int *concat_axes,
+                                 int tiled)
+{
+    spmd_status st = spmd_all_to_all_many_checked(ctx, n, in, out, axes, split_axes, concat_axes,
+                                                  tiled, "spmd_all_to_all_many");
+    return spmd__error_in(finished_many(ctx, st, n, out), "spmd_all_to_all_many");
+}
+
+spmd_status spmd_pswapaxes_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
+                                const char *axes, const int *axis)
+{
+    spmd_status st =
+        spmd_all_to_all_many_checked(ctx, n, in, out, axes, axis, axis, 0, "spmd_pswapaxes_many");
+    return spmd__error_in(finished_many(ctx, st, n, out), "spmd_pswapaxes_many");
 }
 
 spmd_status spmd_axis_index(const spmd_ctx *ctx, const char *axes, int *index)

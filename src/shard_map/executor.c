@@ -579,6 +579,12 @@ static spmd_status device_task(int ordinal, void *arg)
                                        ctx.device_id, 0, job->call->signature,
                                        spmd__ctx_trace_digest(&ctx, p->nin, in), "fn");
         st = p->fn(&ctx, p->nin, in, p->nout, out, p->user);
+        if (st == SPMD_OK && ctx.pending_sends)
+            st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                            "fn returned on device %d with %d spmd_psend(s) that no spmd_precv "
+                            "took; every psend needs its precv, with the same axes and pairs "
+                            "(JAX: precv takes the token psend returns)",
+                            ctx.device_id, ctx.pending_sends);
         /* fn's kernels must be done before anyone reads its outputs */
         spmd_status synced = spmd__ctx_sync(&ctx);
         if (st == SPMD_OK)

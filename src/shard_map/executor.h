@@ -86,6 +86,9 @@ typedef struct spmd__proof {
  */
 void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst, unsigned axes, uint64_t token);
 
+/** How many spmd_psend a device may have waiting for their spmd_precv. */
+#define SPMD__PENDING_SENDS 8
+
 struct spmd_ctx {
     spmd__call *call;
     int device_id;
@@ -103,6 +106,11 @@ struct spmd_ctx {
     char axes_text[128];
     int naxes;
     int axes[SPMD_MAX_MESH_AXES];
+    /* spmd_psend's blocks that no spmd_precv has taken yet, oldest first, with their axes and
+     * pairs (a key) */
+    int pending_sends;
+    spmd_block sends[SPMD__PENDING_SENDS];
+    uint64_t send_keys[SPMD__PENDING_SENDS];
 };
 
 /**

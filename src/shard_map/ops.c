@@ -54,6 +54,14 @@ static int same_shape(const spmd_block *a, const spmd_block *b)
     return 1;
 }
 
+static int blocks_overlap(const spmd_block *a, const spmd_block *b)
+{
+    size_t na = (size_t)spmd_block_size(a) * spmd_dtype_size(a->dtype);
+    size_t nb = (size_t)spmd_block_size(b) * spmd_dtype_size(b->dtype);
+    const char *x = a->data, *y = b->data;
+    return x < y + nb && y < x + na;
+}
+
 static spmd_status require_same_shape(const spmd_block *a, const spmd_block *b, const char *fn,
                                       const char *an, const char *bn)
 {
@@ -207,17 +215,32 @@ static spmd_status binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a,
     return SPMD_OK;
 }
 
+static int is_bitwise(spmd_binary_op op)
+{
+    return op == SPMD_BINARY_AND || op == SPMD_BINARY_OR || op == SPMD_BINARY_XOR;
+}
+
 static spmd_status check_binary(spmd_binary_op op, const spmd_block *a, const spmd_block *out)
 {
     const char *fn = "spmd_op_binary";
     SPMD_CHECK(spmd__check_block(a, "a", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
     SPMD_CHECK(require_same_shape(a, out, fn, "a", "out"));
-    SPMD_REQUIRE(op >= SPMD_BINARY_ADD && op <= SPMD_BINARY_MIN, SPMD_ERR_INVALID_ARGUMENT,
+    SPMD_REQUIRE(op >= SPMD_BINARY_ADD && op <= SPMD_BINARY_XOR, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: op %d is not a spmd_binary_op", fn, (int)op);
-    SPMD_REQUIRE(a->dtype == out->dtype && is_number(a->dtype), SPMD_ERR_UNSUPPORTED,
-                 "%s: a (%s) and out (%s) must share a numeric dtype", fn,
+    SPMD_REQUIRE(a->dtype == out->dtype, SPMD_ERR_UNSUPPORTED,
+                 "%s: a (%s) and out (%s) must share a dtype; convert with spmd_op_copy first", fn,
                  spmd_dtype_name(a->dtype), spmd_dtype_name(out->dtype));
+    if (is_bitwise(op))
+        SPMD_REQUIRE(!is_float(a->dtype), SPMD_ERR_UNSUPPORTED,
+                     "%s: a bitwise op takes int32, int64, uint8 or bool, not %s (as "
+                     "jnp.bitwise_and); view the bits as an integer dtype instead",
+                     fn, spmd_dtype_name(a->dtype));
+    else
+        SPMD_REQUIRE(is_number(a->dtype), SPMD_ERR_UNSUPPORTED,
+                     "%s: arithmetic takes float, int32 or int64, not %s; convert with "
+                     "spmd_op_copy first",
+                     fn, spmd_dtype_name(a->dtype));
     return SPMD_OK;
 }
 
@@ -249,10 +272,165 @@ static spmd_status spmd_op_binary_scalar_checked(spmd_ctx *ctx, spmd_binary_op o
         SPMD_REQUIRE(s == s && s >= -0x1p63 && s < 0x1p63, SPMD_ERR_INVALID_ARGUMENT,
                      "spmd_op_binary_scalar: %g is not representable as %s", s,
                      spmd_dtype_name(a->dtype));
+        if (is_bitwise(op)) { /* a whole number a's dtype holds, as JAX requires of it */
+            double lo = a->dtype == SPMD_DTYPE_I32   ? -0x1p31
+                        : a->dtype == SPMD_DTYPE_I64 ? -0x1p63
+                                                     : 0;
+            double hi = a->dtype == SPMD_DTYPE_I32   ? 0x1p31 - 1
+                        : a->dtype == SPMD_DTYPE_I64 ? 0x1p63
+                        : a->dtype == SPMD_DTYPE_U8  ? 255
+                                                     : 1;
+            SPMD_REQUIRE(s == (double)(int64_t)s && s >= lo && s <= hi &&
+                             (a->dtype != SPMD_DTYPE_I64 || s < 0x1p63),
+                         SPMD_ERR_INVALID_ARGUMENT,
+                         "spmd_op_binary_scalar: a bitwise op on %s needs a whole number in "
+                         "%.0f..%.0f, not %g",
+                         spmd_dtype_name(a->dtype), lo, hi, s);
+        }
         int64_t v = (int64_t)s;
         return binary(ctx, op, a, NULL, &v, 1, SPMD_DTYPE_I64, out);
     }
     return binary(ctx, op, a, NULL, &s, 1, SPMD_DTYPE_F64, out);
+}
+
+static spmd_status spmd_op_softmax_checked(spmd_ctx *ctx, const spmd_block *in, int axis,
+                                           spmd_block *out)
+{
+    const char *fn = "spmd_op_softmax";
+    SPMD_CHECK(spmd__check_block(in, "in", fn));
+    SPMD_CHECK(spmd__check_block(out, "out", fn));
+    SPMD_CHECK(require_same_shape(in, out, fn, "in", "out"));
+    SPMD_REQUIRE(in->dtype == out->dtype && is_float(in->dtype), SPMD_ERR_UNSUPPORTED,
+                 "%s: in (%s) and out (%s) must share a float dtype; convert with spmd_op_copy "
+                 "first",
+                 fn, spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    SPMD_REQUIRE(in->ndim >= 1, SPMD_ERR_SHAPE, "%s: in has rank 0; softmax needs an axis", fn);
+    int a = axis < 0 ? axis + in->ndim : axis;
+    SPMD_REQUIRE(a >= 0 && a < in->ndim, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: axis %d is out of range for a rank-%d block", fn, axis, in->ndim);
+    SPMD_REQUIRE(in->data == out->data || !blocks_overlap(in, out), SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: in and out overlap without being the same block", fn);
+    size_t outer = 1, extent = (size_t)in->shape[a], inner = 1;
+    for (int j = 0; j < a; j++)
+        outer *= (size_t)in->shape[j];
+    for (int j = a + 1; j < in->ndim; j++)
+        inner *= (size_t)in->shape[j];
+    void *q = op_queue(ctx, 2, (const spmd_block *[]){in, out});
+    if (q)
+        ON_DEVICE(ctx, q,
+                  spmd__cuda_softmax(q, in->dtype, in->data, out->data, outer, extent, inner));
+    for (size_t o = 0; o < outer; o++)
+        for (size_t i = 0; i < inner; i++)
+            spmd__softmax_line(in->dtype, in->data, out->data, o * extent * inner + i, extent,
+                               inner);
+    return SPMD_OK;
+}
+
+/* The bits jnp.take fills with: NaN, the most negative integer, 255, true. */
+static uint64_t take_fill_bits(spmd_dtype t)
+{
+    switch (t) {
+    case SPMD_DTYPE_F32:
+        return 0x7fc00000u;
+    case SPMD_DTYPE_F64:
+        return 0x7ff8000000000000u;
+    case SPMD_DTYPE_F16:
+        return 0x7e00u;
+    case SPMD_DTYPE_BF16:
+        return 0x7fc0u;
+    case SPMD_DTYPE_I32:
+        return 0x80000000u;
+    case SPMD_DTYPE_I64:
+        return 0x8000000000000000u;
+    case SPMD_DTYPE_U8:
+        return 0xffu;
+    default: /* bool */
+        return 1;
+    }
+}
+
+static spmd_status spmd_op_take_checked(spmd_ctx *ctx, const spmd_block *in,
+                                        const spmd_block *indices, int axis, spmd_take_mode mode,
+                                        spmd_block *out)
+{
+    const char *fn = "spmd_op_take";
+    SPMD_CHECK(spmd__check_block(in, "in", fn));
+    SPMD_CHECK(spmd__check_block(indices, "indices", fn));
+    SPMD_CHECK(spmd__check_block(out, "out", fn));
+    SPMD_REQUIRE(mode == SPMD_TAKE_FILL || mode == SPMD_TAKE_CLIP || mode == SPMD_TAKE_WRAP,
+                 SPMD_ERR_INVALID_ARGUMENT, "%s: mode %d is not a spmd_take_mode", fn, (int)mode);
+    SPMD_REQUIRE(indices->dtype == SPMD_DTYPE_I32 || indices->dtype == SPMD_DTYPE_I64,
+                 SPMD_ERR_INVALID_ARGUMENT, "%s: indices must be int32 or int64, not %s", fn,
+                 spmd_dtype_name(indices->dtype));
+    SPMD_REQUIRE(in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: in is %s but out is %s; convert with spmd_op_copy first", fn,
+                 spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    SPMD_REQUIRE(in->ndim >= 1, SPMD_ERR_SHAPE, "%s: in has rank 0; there is no axis to take from",
+                 fn);
+    int a = axis < 0 ? axis + in->ndim : axis;
+    SPMD_REQUIRE(a >= 0 && a < in->ndim, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: axis %d is out of range for a rank-%d block", fn, axis, in->ndim);
+    int rank = in->ndim - 1 + indices->ndim;
+    SPMD_REQUIRE(out->ndim == rank, SPMD_ERR_SHAPE,
+                 "%s: out must have rank %d (in's %d, axis %d replaced by the indices' %d), not %d",
+                 fn, rank, in->ndim, a, indices->ndim, out->ndim);
+    for (int j = 0; j < rank; j++) {
+        int64_t want = j < a                   ? in->shape[j]
+                       : j < a + indices->ndim ? indices->shape[j - a]
+                                               : in->shape[j - indices->ndim + 1];
+        SPMD_REQUIRE(out->shape[j] == want, SPMD_ERR_SHAPE,
+                     "%s: dimension %d of out is %lld but must be %lld (in.shape[:%d] + "
+                     "indices.shape + in.shape[%d:])",
+                     fn, j, (long long)out->shape[j], (long long)want, a, a + 1);
+    }
+    SPMD_REQUIRE(!blocks_overlap(in, out) && !blocks_overlap(indices, out),
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: out overlaps in or indices; take into a block of "
+                 "its own",
+                 fn);
+    size_t outer = 1, extent = (size_t)in->shape[a], inner = 1, count = 1;
+    for (int j = 0; j < a; j++)
+        outer *= (size_t)in->shape[j];
+    for (int j = a + 1; j < in->ndim; j++)
+        inner *= (size_t)in->shape[j];
+    count = (size_t)spmd_block_size(indices);
+    size_t elem = spmd_dtype_size(in->dtype);
+    uint64_t fill = take_fill_bits(in->dtype);
+    void *q = op_queue(ctx, 3, (const spmd_block *[]){in, out, indices});
+    if (q)
+        ON_DEVICE(ctx, q,
+                  spmd__cuda_take(q, mode, in->data, indices->dtype, indices->data, out->data,
+                                  outer, extent, count, inner, elem, fill));
+    const char *src = in->data;
+    char *dst = out->data;
+    for (size_t o = 0; o < outer; o++)
+        for (size_t k = 0; k < count; k++) {
+            int64_t from = spmd__take_source(mode, spmd__load_int(indices->dtype, indices->data, k),
+                                             (int64_t)extent);
+            char *to = dst + (o * count + k) * inner * elem;
+            if (from >= 0) {
+                memcpy(to, src + (o * extent + (size_t)from) * inner * elem, inner * elem);
+                continue;
+            }
+            for (size_t i = 0; i < inner; i++) /* little-endian: the low bytes */
+                memcpy(to + i * elem, &fill, elem);
+        }
+    return SPMD_OK;
+}
+
+spmd_status spmd_op_take(spmd_ctx *ctx, const spmd_block *in, const spmd_block *indices, int axis,
+                         spmd_take_mode mode, spmd_block *out)
+{
+    SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_take"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    return spmd__error_in(spmd_op_take_checked(ctx, in, indices, axis, mode, out), "spmd_op_take");
+}
+
+spmd_status spmd_op_softmax(spmd_ctx *ctx, const spmd_block *in, int axis, spmd_block *out)
+{
+    SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_softmax"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    return spmd__error_in(spmd_op_softmax_checked(ctx, in, axis, out), "spmd_op_softmax");
 }
 
 spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_block *in, int axis,
@@ -281,13 +459,18 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
                      "%s: axis %d is out of range for a rank-%d block (use SPMD_ALL_AXES to "
                      "reduce everything)",
                      fn, axis, in->ndim);
-        SPMD_REQUIRE(out->ndim == in->ndim - 1, SPMD_ERR_SHAPE,
-                     "%s: out must have rank %d (in without axis %d), not %d", fn, in->ndim - 1, a,
-                     out->ndim);
+        /* keepdims (out of in's rank, 1 along the axis) lays the elements out alike */
+        int keepdims = out->ndim == in->ndim;
+        SPMD_REQUIRE(out->ndim == in->ndim - 1 || keepdims, SPMD_ERR_SHAPE,
+                     "%s: out must have rank %d (in without axis %d), or %d with keepdims, not %d",
+                     fn, in->ndim - 1, a, in->ndim, out->ndim);
+        SPMD_REQUIRE(!keepdims || out->shape[a] == 1, SPMD_ERR_SHAPE,
+                     "%s: with keepdims (out of in's rank) out's dimension %d must be 1, not %lld",
+                     fn, a, (long long)out->shape[a]);
         for (int j = 0, k = 0; j < in->ndim; j++) {
-            if (j == a)
+            if (j == a && !keepdims)
                 continue;
-            SPMD_REQUIRE(out->shape[k] == in->shape[j], SPMD_ERR_SHAPE,
+            SPMD_REQUIRE(j == a || out->shape[k] == in->shape[j], SPMD_ERR_SHAPE,
                          "%s: dimension %d of out is %lld but must be %lld", fn, k,
                          (long long)out->shape[k], (long long)in->shape[j]);
             k++;
@@ -666,14 +849,6 @@ static spmd_status box_copy(spmd_ctx *ctx, const spmd__box_map *m, const spmd_bl
     return SPMD_OK;
 }
 
-static int blocks_overlap(const spmd_block *a, const spmd_block *b)
-{
-    size_t na = (size_t)spmd_block_size(a) * spmd_dtype_size(a->dtype);
-    size_t nb = (size_t)spmd_block_size(b) * spmd_dtype_size(b->dtype);
-    const char *x = a->data, *y = b->data;
-    return x < y + nb && y < x + na;
-}
-
 static spmd_status spmd_op_slice_checked(spmd_ctx *ctx, const spmd_block *in, const int64_t *start,
                                          spmd_block *out)
 {
@@ -730,6 +905,69 @@ static spmd_status spmd_op_update_slice_checked(spmd_ctx *ctx, const spmd_block 
         m.dst_at += start[j] * m.dst_stride[j];
     }
     return box_copy(ctx, &m, update, out);
+}
+
+static spmd_status spmd_op_concatenate_checked(spmd_ctx *ctx, int n, const spmd_block *ins,
+                                               int axis, spmd_block *out)
+{
+    const char *fn = "spmd_op_concatenate";
+    SPMD_CHECK(spmd__check_block(out, "out", fn));
+    SPMD_REQUIRE(n >= 1, SPMD_ERR_INVALID_ARGUMENT, "%s: n is %d; give one block at least", fn, n);
+    SPMD_REQUIRE(ins != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument 'ins' is NULL", fn);
+    SPMD_REQUIRE(out->ndim >= 1, SPMD_ERR_SHAPE,
+                 "%s: out has rank 0; blocks of rank 0 cannot be concatenated (as in "
+                 "jnp.concatenate): give them a dimension of 1",
+                 fn);
+    int a = axis < 0 ? axis + out->ndim : axis;
+    SPMD_REQUIRE(a >= 0 && a < out->ndim, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: axis %d is out of range for rank %d", fn, axis, out->ndim);
+    int64_t along = 0;
+    for (int k = 0; k < n; k++) {
+        const spmd_block *b = &ins[k];
+        char name[32];
+        snprintf(name, sizeof name, "ins[%d]", k);
+        SPMD_CHECK(spmd__check_block(b, name, fn));
+        SPMD_REQUIRE(b->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: %s is %s but out is %s; convert with spmd_op_copy first", fn, name,
+                     spmd_dtype_name(b->dtype), spmd_dtype_name(out->dtype));
+        SPMD_REQUIRE(b->ndim == out->ndim, SPMD_ERR_SHAPE, "%s: %s has rank %d but out has %d", fn,
+                     name, b->ndim, out->ndim);
+        for (int j = 0; j < out->ndim; j++)
+            SPMD_REQUIRE(j == a || b->shape[j] == out->shape[j], SPMD_ERR_SHAPE,
+                         "%s: dimension %d of %s is %lld but out's is %lld; only axis %d may "
+                         "differ",
+                         fn, j, name, (long long)b->shape[j], (long long)out->shape[j], a);
+        SPMD_REQUIRE(!blocks_overlap(b, out), SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: %s overlaps out; concatenate into a block of its own", fn, name);
+        SPMD_REQUIRE(b->shape[a] <= out->shape[a] - along, SPMD_ERR_SHAPE,
+                     "%s: the blocks' extents along axis %d add up to more than out's %lld "
+                     "(at %s)",
+                     fn, a, (long long)out->shape[a], name);
+        along += b->shape[a];
+    }
+    SPMD_REQUIRE(along == out->shape[a], SPMD_ERR_SHAPE,
+                 "%s: the blocks' extents along axis %d add up to %lld but out's is %lld", fn, a,
+                 (long long)along, (long long)out->shape[a]);
+    int64_t offset = 0;
+    for (int k = 0; k < n; k++) {
+        spmd__box_map m = {out->ndim, {0}, {0}, {0}, 0, 0};
+        row_major_strides(&ins[k], m.src_stride);
+        row_major_strides(out, m.dst_stride);
+        memcpy(m.extent, ins[k].shape, sizeof(int64_t) * (size_t)out->ndim);
+        m.dst_at = offset * m.dst_stride[a];
+        SPMD_CHECK(box_copy(ctx, &m, &ins[k], out));
+        offset += ins[k].shape[a];
+    }
+    return SPMD_OK;
+}
+
+spmd_status spmd_op_concatenate(spmd_ctx *ctx, int n, const spmd_block *ins, int axis,
+                                spmd_block *out)
+{
+    SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_concatenate"));
+    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    return spmd__error_in(spmd_op_concatenate_checked(ctx, n, ins, axis, out),
+                          "spmd_op_concatenate");
 }
 
 spmd_status spmd_op_slice(spmd_ctx *ctx, const spmd_block *in, const int64_t *start,

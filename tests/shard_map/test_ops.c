@@ -751,6 +751,10 @@ static double ref_binary_float(spmd_binary_op op, double a, double b)
         return a > b ? a : b;
     case SPMD_BINARY_MIN:
         return a < b ? a : b;
+    case SPMD_BINARY_AND: /* bitwise: integers only (test_bitwise.c) */
+    case SPMD_BINARY_OR:
+    case SPMD_BINARY_XOR:
+        break;
     }
     return NAN;
 }
@@ -777,6 +781,15 @@ static int64_t ref_binary_int(spmd_binary_op op, int64_t a, int64_t b, int bits)
         break;
     case SPMD_BINARY_MIN:
         r = (uint64_t)(a < b ? a : b);
+        break;
+    case SPMD_BINARY_AND:
+        r = (uint64_t)a & (uint64_t)b;
+        break;
+    case SPMD_BINARY_OR:
+        r = (uint64_t)a | (uint64_t)b;
+        break;
+    case SPMD_BINARY_XOR:
+        r = (uint64_t)a ^ (uint64_t)b;
         break;
     }
     if (bits == 32)

@@ -557,6 +557,10 @@ typedef enum coll_op {
     C_PMIN_MANY,
     C_ALL_GATHER_MANY,
     C_PPERMUTE_MANY,
+    C_PSEND,           /* alone: only its argument checks can fail */
+    C_PRECV,           /* alone: no psend waits for it */
+    C_ALL_TO_ALL_MANY, /* i1, i2: every block's split and concat axes; npairs: tiled */
+    C_PSWAPAXES_MANY,  /* i1: every block's axis */
 } coll_op;
 
 /* One call made by every device inside spmd_shard_map over M. Block templates whose data is BUF
@@ -651,6 +655,15 @@ static spmd_status call_many(spmd_ctx *ctx, const coll_case *c, const spmd_block
         return spmd_pmin_many(ctx, n, in, out, c->axes);
     case C_PPERMUTE_MANY:
         return spmd_ppermute_many(ctx, n, in, out, c->axes, c->pairs, c->npairs);
+    case C_ALL_TO_ALL_MANY:
+    case C_PSWAPAXES_MANY: {
+        int split[4], concat[4];
+        for (int i = 0; i < 4; i++)
+            split[i] = c->i1, concat[i] = c->op == C_PSWAPAXES_MANY ? c->i1 : c->i2;
+        return c->op == C_PSWAPAXES_MANY
+                   ? spmd_pswapaxes_many(ctx, n, in, out, c->axes, split)
+                   : spmd_all_to_all_many(ctx, n, in, out, c->axes, split, concat, c->npairs);
+    }
     default:
         return spmd_all_gather_many(ctx, n, in, out, c->axes, c->i1, c->i2);
     }
@@ -712,6 +725,12 @@ static spmd_status coll_body(spmd_ctx *ctx, int nin, const spmd_block *in, int n
     case C_PBROADCAST:
         st = spmd_pbroadcast(ctx, pin, pout, c->axes, c->i1);
         break;
+    case C_PSEND:
+        st = spmd_psend(ctx, pin, c->axes, c->pairs, c->npairs);
+        break;
+    case C_PRECV:
+        st = spmd_precv(ctx, pout, c->axes, c->pairs, c->npairs);
+        break;
     case C_AXIS_INDEX:
         st = spmd_axis_index(ctx, c->axes, c->null_result ? NULL : &value);
         break;
@@ -760,6 +779,8 @@ static spmd_status coll_body(spmd_ctx *ctx, int nin, const spmd_block *in, int n
     case C_PMIN_MANY:
     case C_ALL_GATHER_MANY:
     case C_PPERMUTE_MANY:
+    case C_ALL_TO_ALL_MANY:
+    case C_PSWAPAXES_MANY:
         st = call_many(ctx, c, pin, pout, d);
         break;
     }
@@ -2878,6 +2899,66 @@ static void sweep_spmd_ppermute_many(void)
              .npairs = 2, .i3 = 2);
 }
 
+static void sweep_spmd_psend(void)
+{
+    HB(b, F32, 2, 2, 2);
+    BAD(INV, spmd_psend(NULL, &b, "x", PAIRS_SWAP, 2));
+    fixture_up();
+    BAD_COLL(INV, .op = C_PSEND, .in = NULL, .axes = "x", .pairs = PAIRS_SWAP, .npairs = 2);
+    BAD_COLL(INV, .op = C_PSEND, .in = &B_NODATA, .axes = "x", .pairs = PAIRS_SWAP, .npairs = 2);
+    BAD_COLL(INV, .op = C_PSEND, .in = &B_F22, .axes = NULL, .pairs = PAIRS_SWAP, .npairs = 2);
+    BAD_COLL(SPC, .op = C_PSEND, .in = &B_F22, .axes = "z", .pairs = PAIRS_SWAP, .npairs = 2);
+    BAD_COLL(INV, .op = C_PSEND, .in = &B_F22, .axes = "x", .pairs = NULL, .npairs = 1);
+    BAD_COLL(INV, .op = C_PSEND, .in = &B_F22, .axes = "x", .pairs = PAIRS_SWAP, .npairs = -1);
+    BAD_COLL(INV, .op = C_PSEND, .in = &B_F22, .axes = "x", .pairs = PAIRS_DUP_SRC, .npairs = 2);
+}
+
+static void sweep_spmd_precv(void)
+{
+    HB(b, F32, 2, 2, 2);
+    BAD(INV, spmd_precv(NULL, &b, "x", PAIRS_SWAP, 2));
+    fixture_up();
+    BAD_COLL(INV, .op = C_PRECV, .out = &B_F22, .axes = "x", .pairs = PAIRS_SWAP, .npairs = 2);
+    BAD_COLL(INV, .op = C_PRECV, .out = &B_F22, .axes = NULL, .pairs = PAIRS_SWAP, .npairs = 2);
+    BAD_COLL(SPC, .op = C_PRECV, .out = &B_F22, .axes = "z", .pairs = PAIRS_SWAP, .npairs = 2);
+    BAD_COLL(INV, .op = C_PRECV, .out = &B_F22, .axes = "x", .pairs = PAIRS_DUP_SRC, .npairs = 2);
+}
+
+static void sweep_spmd_all_to_all_many(void)
+{
+    HB(b, F32, 2, 2, 2);
+    static const int zero[1] = {0};
+    BAD(INV, spmd_all_to_all_many(NULL, 1, &b, &b, "x", zero, zero, 0));
+    fixture_up();
+    const coll_op op = C_ALL_TO_ALL_MANY;
+    BAD_COLL(INV, .op = op, .in = NULL, .out = &B_F22, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = NULL, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_NODATA, .out = &B_F22, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i3 = -1);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i3 = INT_MIN);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = 2);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i2 = INT_MIN);
+    BAD_COLL(SPC, .op = op, .in = &B_F22, .out = &B_F22, .axes = "nope");
+    BAD_COLL(SHP, .op = op, .in = &B_F33, .out = &B_F33, .axes = "x");
+    BAD_COLL(SHP, .op = op, .in = &B_F33, .out = &B_F33, .axes = "x", .npairs = 1);
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i3 = 3, .out2 = &B_F23);
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i3 = 2, .out2 = &B_I22);
+}
+
+static void sweep_spmd_pswapaxes_many(void)
+{
+    HB(b, F32, 2, 2, 2);
+    static const int zero[1] = {0};
+    BAD(INV, spmd_pswapaxes_many(NULL, 1, &b, &b, "x", zero));
+    fixture_up();
+    const coll_op op = C_PSWAPAXES_MANY;
+    BAD_COLL(INV, .op = op, .in = NULL, .out = &B_F22, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = 2);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = INT_MAX);
+    BAD_COLL(SHP, .op = op, .in = &B_F33, .out = &B_F33, .axes = "x");
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i3 = 2, .out2 = &B_F23);
+}
+
 static void sweep_spmd_psum_many(void)
 {
     HB(b, F32, 2, 2, 2);
@@ -3171,6 +3252,85 @@ static void sweep_spmd_op_slice(void)
     BAD(INV, spmd_op_slice(NULL, &f23, ok, (b = f12, b.data = g_host_block, &b)));
 }
 
+static void sweep_spmd_op_concatenate(void)
+{
+    HB(f23, F32, 2, 2, 3);
+    static float other[64], outbuf[64];
+    spmd_block parts[2] = {{other, SPMD_DTYPE_F32, 2, {2, 1}},
+                           {other + 2, SPMD_DTYPE_F32, 2, {2, 2}}};
+    spmd_block out = {outbuf, SPMD_DTYPE_F32, 2, {2, 3}};
+    spmd_block i23 = {outbuf, SPMD_DTYPE_I32, 2, {2, 3}};
+    spmd_block o24 = {outbuf, SPMD_DTYPE_F32, 2, {2, 4}};
+    spmd_block scalar = {outbuf, SPMD_DTYPE_F32, 0, {0}};
+    spmd_block b[2];
+    BAD(INV, spmd_op_concatenate(NULL, 2, NULL, 1, &out));
+    BAD(INV, spmd_op_concatenate(NULL, 2, parts, 1, NULL));
+    BAD(INV, spmd_op_concatenate(NULL, 0, parts, 1, &out));
+    BAD(INV, spmd_op_concatenate(NULL, -1, parts, 1, &out));
+    BAD(INV, spmd_op_concatenate(NULL, 2, parts, 2, &out));
+    BAD(INV, spmd_op_concatenate(NULL, 2, parts, -3, &out));
+    BAD(INV, spmd_op_concatenate(NULL, 2, parts, INT_MIN, &out));
+    BAD(INV, spmd_op_concatenate(NULL, 2, parts, 1, &i23));
+    BAD(SHP, spmd_op_concatenate(NULL, 2, parts, 1, &o24));
+    BAD(SHP, spmd_op_concatenate(NULL, 2, parts, 0, &out));
+    BAD(SHP, spmd_op_concatenate(NULL, 1, &f23, 0, &scalar));
+    BAD(INV, spmd_op_concatenate(NULL, 2, (b[0] = parts[0], b[1] = parts[1], b[1].data = NULL, b),
+                                 1, &out));
+    BAD(INV, spmd_op_concatenate(NULL, 2, (b[0] = parts[0], b[1] = parts[1], b[1].data = outbuf, b),
+                                 1, &out));
+}
+
+static void sweep_spmd_op_softmax(void)
+{
+    HB(f23, F32, 2, 2, 3);
+    HB(i23, SPMD_DTYPE_I32, 2, 2, 3);
+    static double other[64];
+    spmd_block d23 = {other, SPMD_DTYPE_F64, 2, {2, 3}};
+    spmd_block f32 = {other, SPMD_DTYPE_F32, 2, {3, 2}};
+    spmd_block f0 = {other, SPMD_DTYPE_F32, 0, {0}};
+    spmd_block b;
+    BAD(INV, spmd_op_softmax(NULL, NULL, 1, &f23));
+    BAD(INV, spmd_op_softmax(NULL, &f23, 1, NULL));
+    BAD(UNS, spmd_op_softmax(NULL, &i23, 1, &i23));
+    BAD(UNS, spmd_op_softmax(NULL, &f23, 1, &d23));
+    BAD(SHP, spmd_op_softmax(NULL, &f23, 1, &f32));
+    BAD(INV, spmd_op_softmax(NULL, &f23, 2, &f23));
+    BAD(INV, spmd_op_softmax(NULL, &f23, -3, &f23));
+    BAD(INV, spmd_op_softmax(NULL, &f23, INT_MIN, &f23));
+    BAD(SHP, spmd_op_softmax(NULL, &f0, 0, &f0));
+    BAD(INV, spmd_op_softmax(NULL, &f23, 1, (b = f23, b.data = (float *)g_host_block + 1, &b)));
+}
+
+static void sweep_spmd_op_take(void)
+{
+    HB(f23, F32, 2, 2, 3);
+    static int32_t idx[4] = {0, 1, 2, 0};
+    static float outbuf[64];
+    spmd_block i2 = {idx, SPMD_DTYPE_I32, 1, {2}};
+    spmd_block f2 = {idx, SPMD_DTYPE_F32, 1, {2}};
+    spmd_block out = {outbuf, SPMD_DTYPE_F32, 2, {2, 2}}; /* take 2 along axis 1 */
+    spmd_block o33 = {outbuf, SPMD_DTYPE_F32, 2, {3, 3}};
+    spmd_block o3 = {outbuf, SPMD_DTYPE_F32, 1, {2}};
+    spmd_block i_out = {outbuf, SPMD_DTYPE_I32, 2, {2, 2}};
+    spmd_block f0 = {outbuf, SPMD_DTYPE_F32, 0, {0}};
+    spmd_block b;
+    BAD(INV, spmd_op_take(NULL, NULL, &i2, 1, SPMD_TAKE_FILL, &out));
+    BAD(INV, spmd_op_take(NULL, &f23, NULL, 1, SPMD_TAKE_FILL, &out));
+    BAD(INV, spmd_op_take(NULL, &f23, &i2, 1, SPMD_TAKE_FILL, NULL));
+    BAD(INV, spmd_op_take(NULL, &f23, &i2, 1, (spmd_take_mode)3, &out));
+    BAD(INV, spmd_op_take(NULL, &f23, &i2, 1, (spmd_take_mode)-1, &out));
+    BAD(INV, spmd_op_take(NULL, &f23, &f2, 1, SPMD_TAKE_FILL, &out));
+    BAD(INV, spmd_op_take(NULL, &f23, &i2, 1, SPMD_TAKE_FILL, &i_out));
+    BAD(INV, spmd_op_take(NULL, &f23, &i2, 2, SPMD_TAKE_FILL, &out));
+    BAD(INV, spmd_op_take(NULL, &f23, &i2, INT_MIN, SPMD_TAKE_FILL, &out));
+    BAD(SHP, spmd_op_take(NULL, &f23, &i2, 1, SPMD_TAKE_FILL, &o33));
+    BAD(SHP, spmd_op_take(NULL, &f23, &i2, 1, SPMD_TAKE_FILL, &o3));
+    BAD(SHP, spmd_op_take(NULL, &f0, &i2, 0, SPMD_TAKE_FILL, &o3));
+    BAD(INV,
+        spmd_op_take(NULL, &f23, &i2, 1, SPMD_TAKE_FILL, (b = out, b.data = g_host_block, &b)));
+    BAD(INV, spmd_op_take(NULL, &f23, &i2, 1, SPMD_TAKE_FILL, (b = out, b.data = idx, &b)));
+}
+
 static void sweep_spmd_op_update_slice(void)
 {
     HB(f23, F32, 2, 2, 3);
@@ -3266,7 +3426,7 @@ static void sweep_spmd_op_binary(void)
     spmd_block i22 = {g_host_block, SPMD_DTYPE_I32, 2, {2, 2}};
     spmd_block zeros = {g_zeros, SPMD_DTYPE_I32, 2, {2, 2}};
     BAD(INV, spmd_op_binary(NULL, (spmd_binary_op)-1, &f22, &f22, &f22));
-    BAD(INV, spmd_op_binary(NULL, (spmd_binary_op)(SPMD_BINARY_MIN + 1), &f22, &f22, &f22));
+    BAD(INV, spmd_op_binary(NULL, (spmd_binary_op)(SPMD_BINARY_XOR + 1), &f22, &f22, &f22));
     BAD(INV, spmd_op_binary(NULL, (spmd_binary_op)INT_MAX, &f22, &f22, &f22));
     BAD(INV, spmd_op_binary(NULL, (spmd_binary_op)INT_MIN, &f22, &f22, &f22));
     BAD(INV, spmd_op_binary(NULL, SPMD_BINARY_ADD, NULL, &f22, &f22));
@@ -3280,6 +3440,9 @@ static void sweep_spmd_op_binary(void)
     BAD(SHP, spmd_op_binary(NULL, SPMD_BINARY_ADD, &f22, &f22, &f23));
     BAD(UNS, spmd_op_binary(NULL, SPMD_BINARY_ADD, &u22, &u22, &u22));
     BAD(INV, spmd_op_binary(NULL, SPMD_BINARY_DIV, &i22, &zeros, &i22));
+    BAD(UNS, spmd_op_binary(NULL, SPMD_BINARY_AND, &f22, &f22, &f22)); /* bitwise: no floats */
+    BAD(UNS, spmd_op_binary(NULL, SPMD_BINARY_XOR, &d22, &d22, &d22));
+    BAD(UNS, spmd_op_binary(NULL, SPMD_BINARY_OR, &u22, &u22, &f22)); /* out's dtype differs */
 }
 
 static void sweep_spmd_op_binary_scalar(void)
@@ -3300,6 +3463,13 @@ static void sweep_spmd_op_binary_scalar(void)
     BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_ADD, &i22, INFINITY, &i22));
     BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_ADD, &i22, 1e30, &i22));
     BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_DIV, &i22, 0.0, &i22));
+    BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_AND, &i22, 1.5, &i22)); /* not whole */
+    BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_AND, &i22, 0x1p31, &i22)); /* int32's range */
+    BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_OR, &u22, 256.0, &u22));
+    BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_OR, &u22, -1.0, &u22));
+    spmd_block b22 = {g_host_block, SPMD_DTYPE_BOOL, 2, {2, 2}};
+    BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_XOR, &b22, 2.0, &b22));
+    BAD(UNS, spmd_op_binary_scalar(NULL, SPMD_BINARY_OR, &f22, 1.0, &f22));
 }
 
 static void sweep_spmd_op_reduce(void)

@@ -77,6 +77,15 @@ spmd_status spmd__cuda_box_copy(void *stream, const spmd__box_map *map, const vo
 /** As the host loop of spmd_op_transpose (index_map.h). */
 spmd_status spmd__cuda_transpose(void *stream, const spmd__transpose_map *map, const void *in,
                                  void *out, size_t n, size_t elem);
+/** spmd_op_take: n = outer x count x inner output elements of `elem` bytes; element (o, k, i)
+ * is in[(o * extent + spmd__take_source(mode, indices[k], extent)) * inner + i], or `fill`'s
+ * low bytes when that is -1. */
+spmd_status spmd__cuda_take(void *stream, spmd_take_mode mode, const void *in,
+                            spmd_dtype index_dtype, const void *indices, void *out, size_t outer,
+                            size_t extent, size_t count, size_t inner, size_t elem, uint64_t fill);
+/** spmd_op_softmax: spmd__softmax_line (scalar_ops.h) on each of outer x inner lines. */
+spmd_status spmd__cuda_softmax(void *stream, spmd_dtype dtype, const void *in, void *out,
+                               size_t outer, size_t extent, size_t inner);
 /** out[o, i] = reduction over e of in[o, e, i] (outer x extent x inner), as spmd_op_reduce. */
 spmd_status spmd__cuda_reduce_axis(void *stream, spmd_reduce_kind kind, spmd_dtype in_dtype,
                                    const void *in, spmd_dtype out_dtype, void *out, size_t outer,

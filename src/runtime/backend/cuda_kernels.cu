@@ -194,6 +194,30 @@ __global__ void binary_any(spmd_binary_op op, spmd_dtype t, const void *a, const
     }
 }
 
+template <typename T>
+__global__ void take_kernel(spmd_take_mode mode, const T *in, spmd_dtype index_dtype,
+                            const void *indices, T *out, size_t extent, size_t count, size_t inner,
+                            T fill, size_t n)
+{
+    GRID_STRIDE(j, n)
+    {
+        size_t i = j % inner, k = j / inner % count, o = j / inner / count;
+        int64_t from = spmd__take_source(mode, spmd__load_int_element(index_dtype, indices, k),
+                                         (int64_t)extent);
+        out[j] = from < 0 ? fill : in[(o * extent + (size_t)from) * inner + i];
+    }
+}
+
+__global__ void softmax_any(spmd_dtype t, const void *in, void *out, size_t extent, size_t inner,
+                            size_t lines)
+{
+    GRID_STRIDE(j, lines)
+    {
+        size_t o = j / inner, i = j % inner;
+        spmd__softmax_line(t, in, out, o * extent * inner + i, extent, inner);
+    }
+}
+
 __global__ void reduce_axis_any(spmd_reduce_kind kind, spmd_dtype in_t, const void *in,
                                 spmd_dtype out_t, void *out, size_t outer, size_t extent,
                                 size_t inner, bool exact)
@@ -480,6 +504,51 @@ extern "C" spmd_status spmd__cuda_binary(void *stream, spmd_binary_op op, spmd_d
     binary_any<<<grid_for(n), THREADS, 0, as_stream(stream)>>>(op, dtype, a, b, period ? period : 1,
                                                                scalar, int_scalar, out, n);
     return launched("binary");
+}
+
+extern "C" spmd_status spmd__cuda_take(void *stream, spmd_take_mode mode, const void *in,
+                                       spmd_dtype index_dtype, const void *indices, void *out,
+                                       size_t outer, size_t extent, size_t count, size_t inner,
+                                       size_t elem, uint64_t fill)
+{
+    size_t n = outer * count * inner;
+    if (!n)
+        return SPMD_OK;
+    cudaStream_t s = as_stream(stream);
+    switch (elem) { /* bits, whatever the dtype */
+    case 1:
+        take_kernel<<<grid_for(n), THREADS, 0, s>>>(mode, (const uint8_t *)in, index_dtype, indices,
+                                                    (uint8_t *)out, extent, count, inner,
+                                                    (uint8_t)fill, n);
+        break;
+    case 2:
+        take_kernel<<<grid_for(n), THREADS, 0, s>>>(mode, (const uint16_t *)in, index_dtype,
+                                                    indices, (uint16_t *)out, extent, count, inner,
+                                                    (uint16_t)fill, n);
+        break;
+    case 4:
+        take_kernel<<<grid_for(n), THREADS, 0, s>>>(mode, (const uint32_t *)in, index_dtype,
+                                                    indices, (uint32_t *)out, extent, count, inner,
+                                                    (uint32_t)fill, n);
+        break;
+    default:
+        take_kernel<<<grid_for(n), THREADS, 0, s>>>(mode, (const uint64_t *)in, index_dtype,
+                                                    indices, (uint64_t *)out, extent, count, inner,
+                                                    fill, n);
+        break;
+    }
+    return launched("take");
+}
+
+extern "C" spmd_status spmd__cuda_softmax(void *stream, spmd_dtype dtype, const void *in, void *out,
+                                          size_t outer, size_t extent, size_t inner)
+{
+    size_t lines = outer * inner;
+    if (!lines || !extent)
+        return SPMD_OK;
+    softmax_any<<<grid_for(lines), THREADS, 0, as_stream(stream)>>>(dtype, in, out, extent, inner,
+                                                                    lines);
+    return launched("softmax");
 }
 
 extern "C" spmd_status spmd__cuda_reduce_axis(void *stream, spmd_reduce_kind kind,
