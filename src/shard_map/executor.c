@@ -2,6 +2,7 @@
  * of the mesh, agree on the outcome with the other processes, check claimed replication. */
 #include "shard_map/executor.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1599,13 +1600,32 @@ spmd_status spmd__ctx_sync(const spmd_ctx *ctx)
     return spmd__device_backend(rt, ctx->device_id)->sync(local);
 }
 
+#ifdef SPMD_HAVE_CUDA
+/* The smallest block a block op runs as a kernel: SPMD__CUDA_KERNEL_MIN_BYTES, or
+ * $SPMD_CUDA_KERNEL_MIN_BYTES (0: always, so that a test's small blocks reach the kernels). */
+static size_t kernel_min_bytes(void)
+{
+    static _Atomic long long cached = -1;
+    long long v = atomic_load(&cached);
+    if (v < 0) {
+        const char *text = getenv("SPMD_CUDA_KERNEL_MIN_BYTES");
+        char *end = NULL;
+        v = text && *text ? strtoll(text, &end, 10) : -1;
+        if (v < 0 || !end || *end)
+            v = SPMD__CUDA_KERNEL_MIN_BYTES; /* unset or not a byte count */
+        atomic_store(&cached, v);
+    }
+    return (size_t)v;
+}
+#endif
+
 void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs)
 {
 #ifdef SPMD_HAVE_CUDA
     void *queue = spmd__ctx_queue(ctx);
     if (!queue)
         return NULL;
-    int on_device = bytes >= SPMD__CUDA_KERNEL_MIN_BYTES;
+    int on_device = bytes >= kernel_min_bytes();
     for (int i = 0; on_device && i < n; i++)
         on_device = spmd__cuda_is_device_memory(ptrs[i]);
     if (on_device)
