@@ -22,6 +22,7 @@
 #include "runtime/runtime_impl.h"
 #include "runtime/trace.h"
 #include "runtime/worker.h"
+#include "runtime/backend/cuda.h" /* SPMD__CUDA_KERNEL_MIN_BYTES */
 
 #define MAX_DEVICES_PER_GPU 64
 /* Long enough for a slow step on another process; short enough to report a mistake. */
@@ -211,6 +212,9 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     long strict = 0;
     SPMD_CHECK(spmd__env_int("SPMD_STRICT_REPLICATION", 0, 1, &strict, &from_env));
     rt.strict_replication = (int)strict;
+    long kernel_min = SPMD__CUDA_KERNEL_MIN_BYTES;
+    SPMD_CHECK(spmd__env_int("SPMD_CUDA_KERNEL_MIN_BYTES", 0, 1L << 40, &kernel_min, &from_env));
+    rt.cuda_kernel_min_bytes = (size_t)kernel_min;
     int gpus = 0;
 #ifdef SPMD_HAVE_CUDA
     if (platform == SPMD_AUTO) {

@@ -139,9 +139,9 @@ static spmd_status ctx_axes(spmd_ctx *ctx, const char *text, int *axes, int *nax
 }
 
 /* The mesh axes `text` names, and the size of the group over them. */
-static spmd_status group_of(spmd_ctx *ctx, const char *text, int *axes, int *naxes, int *size)
+static spmd_status group_of(const spmd_ctx *ctx, const char *text, int *axes, int *naxes, int *size)
 {
-    SPMD_CHECK(ctx_axes(ctx, text, axes, naxes));
+    SPMD_CHECK(parse_axes(ctx->call->mesh, text, axes, naxes));
     *size = 1;
     for (int k = 0; k < *naxes; k++)
         *size *= ctx->call->mesh->shape[axes[k]];
@@ -1898,8 +1898,7 @@ static spmd_status spmd_psend_checked(spmd_ctx *ctx, const spmd_block *in, const
     spmd_block copy;
     SPMD_CHECK(spmd_ctx_alloc(ctx, in->ndim, in->shape, in->dtype, &copy));
     memcpy(copy.data, in->data, block_bytes(in));
-    ctx->sends[ctx->pending_sends] = copy;
-    ctx->send_keys[ctx->pending_sends++] = key;
+    ctx->sends[ctx->pending_sends++] = (spmd__pending_send){copy, key};
     return SPMD_OK;
 }
 
@@ -1918,18 +1917,16 @@ static spmd_status spmd_precv_checked(spmd_ctx *ctx, spmd_block *out, const char
                         "spmd_precv on device %d: no spmd_psend waits for it; call spmd_psend "
                         "with the block to send first (JAX: precv takes the token psend returns)",
                         ctx->device_id);
-    else if (st == SPMD_OK && ctx->send_keys[0] != key)
+    else if (st == SPMD_OK && ctx->sends[0].key != key)
         st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
                         "spmd_precv on device %d: its axes ('%s') or pairs differ from those of "
                         "the spmd_psend it receives (the oldest waiting); give both the same",
                         ctx->device_id, axes);
     if (st != SPMD_OK)
         return fail_args(ctx, st);
-    spmd_block sent = ctx->sends[0];
+    spmd_block sent = ctx->sends[0].block;
     ctx->pending_sends--;
     memmove(ctx->sends, ctx->sends + 1, (size_t)ctx->pending_sends * sizeof ctx->sends[0]);
-    memmove(ctx->send_keys, ctx->send_keys + 1,
-            (size_t)ctx->pending_sends * sizeof ctx->send_keys[0]);
     packed_layout = mix(0x7073656e64ull, 1) | 1; /* "psend": not a plain ppermute */
     st = spmd_ppermute_checked(ctx, &sent, out, axes, pairs, npairs);
     packed_layout = 0;
@@ -2889,11 +2886,7 @@ static spmd_status spmd_axis_size_checked(const spmd_ctx *ctx, const char *axes,
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_axis_size"));
     SPMD_REQUIRE_NOT_NULL(size, "spmd_axis_size");
     int a[SPMD_MAX_MESH_AXES], n = 0;
-    SPMD_CHECK(parse_axes(ctx->call->mesh, axes, a, &n));
-    *size = 1;
-    for (int k = 0; k < n; k++)
-        *size *= ctx->call->mesh->shape[a[k]];
-    return SPMD_OK;
+    return group_of(ctx, axes, a, &n, size);
 }
 
 /* Public entry points: a failure in a callee is reported under the name the caller used. */

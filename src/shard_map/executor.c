@@ -1580,7 +1580,8 @@ int spmd__ctx_platform_is_host(const spmd_ctx *ctx)
     return rt && rt->platform == SPMD_PLATFORM_CPU;
 }
 
-void *spmd__ctx_queue(const spmd_ctx *ctx)
+/* The device's CUDA stream (NULL on CPU devices or outside fn), and the runtime in *rt. */
+static void *device_queue(const spmd_ctx *ctx, const spmd__runtime **rt_out)
 {
     int local = 0, hw = 0;
     const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
@@ -1588,7 +1589,14 @@ void *spmd__ctx_queue(const spmd_ctx *ctx)
     if (rt && rt->platform == SPMD_PLATFORM_CUDA &&
         spmd__device_backend(rt, ctx->device_id)->stream(local, hw, &stream) != SPMD_OK)
         stream = NULL;
+    *rt_out = rt;
     return stream;
+}
+
+void *spmd__ctx_queue(const spmd_ctx *ctx)
+{
+    const spmd__runtime *rt = NULL;
+    return device_queue(ctx, &rt);
 }
 
 spmd_status spmd__ctx_sync(const spmd_ctx *ctx)
@@ -1600,32 +1608,14 @@ spmd_status spmd__ctx_sync(const spmd_ctx *ctx)
     return spmd__device_backend(rt, ctx->device_id)->sync(local);
 }
 
-#ifdef SPMD_HAVE_CUDA
-/* The smallest block a block op runs as a kernel: SPMD__CUDA_KERNEL_MIN_BYTES, or
- * $SPMD_CUDA_KERNEL_MIN_BYTES (0: always, so that a test's small blocks reach the kernels). */
-static size_t kernel_min_bytes(void)
-{
-    static _Atomic long long cached = -1;
-    long long v = atomic_load(&cached);
-    if (v < 0) {
-        const char *text = getenv("SPMD_CUDA_KERNEL_MIN_BYTES");
-        char *end = NULL;
-        v = text && *text ? strtoll(text, &end, 10) : -1;
-        if (v < 0 || !end || *end)
-            v = SPMD__CUDA_KERNEL_MIN_BYTES; /* unset or not a byte count */
-        atomic_store(&cached, v);
-    }
-    return (size_t)v;
-}
-#endif
-
 void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs)
 {
 #ifdef SPMD_HAVE_CUDA
-    void *queue = spmd__ctx_queue(ctx);
+    const spmd__runtime *rt = NULL;
+    void *queue = device_queue(ctx, &rt);
     if (!queue)
         return NULL;
-    int on_device = bytes >= kernel_min_bytes();
+    int on_device = bytes >= rt->cuda_kernel_min_bytes;
     for (int i = 0; on_device && i < n; i++)
         on_device = spmd__cuda_is_device_memory(ptrs[i]);
     if (on_device)

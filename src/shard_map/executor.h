@@ -89,6 +89,12 @@ void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst, unsigned axes, u
 /** How many spmd_psend a device may have waiting for their spmd_precv. */
 #define SPMD__PENDING_SENDS 8
 
+/** A psend's copy of its block, and the key (axes and permutation) its precv must match. */
+typedef struct spmd__pending_send {
+    spmd_block block;
+    uint64_t key;
+} spmd__pending_send;
+
 struct spmd_ctx {
     spmd__call *call;
     int device_id;
@@ -106,11 +112,9 @@ struct spmd_ctx {
     char axes_text[128];
     int naxes;
     int axes[SPMD_MAX_MESH_AXES];
-    /* spmd_psend's blocks that no spmd_precv has taken yet, oldest first, with their axes and
-     * pairs (a key) */
+    /* spmd_psend's blocks that no spmd_precv has taken yet, oldest first */
     int pending_sends;
-    spmd_block sends[SPMD__PENDING_SENDS];
-    uint64_t send_keys[SPMD__PENDING_SENDS];
+    spmd__pending_send sends[SPMD__PENDING_SENDS];
 };
 
 /**

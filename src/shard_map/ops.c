@@ -62,6 +62,16 @@ static int blocks_overlap(const spmd_block *a, const spmd_block *b)
     return x < y + nb && y < x + na;
 }
 
+/* b and out share a dtype; else INVALID_ARGUMENT naming both (b is `name`). */
+static spmd_status require_out_dtype(const spmd_block *b, const char *name, const spmd_block *out,
+                                     const char *fn)
+{
+    SPMD_REQUIRE(b->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: %s is %s but out is %s; convert with spmd_op_copy first", fn, name,
+                 spmd_dtype_name(b->dtype), spmd_dtype_name(out->dtype));
+    return SPMD_OK;
+}
+
 static spmd_status require_same_shape(const spmd_block *a, const spmd_block *b, const char *fn,
                                       const char *an, const char *bn)
 {
@@ -144,9 +154,7 @@ spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in,
     SPMD_CHECK(require_same_shape(in, out, fn, "in", "out"));
     SPMD_REQUIRE(op >= SPMD_UNARY_NEG && op <= SPMD_UNARY_RELU, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: op %d is not a spmd_unary_op", fn, (int)op);
-    SPMD_REQUIRE(in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: in is %s but out is %s; convert with spmd_op_copy first", fn,
-                 spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    SPMD_CHECK(require_out_dtype(in, "in", out, fn));
     int int_ok = op == SPMD_UNARY_NEG || op == SPMD_UNARY_RELU;
     SPMD_REQUIRE(is_float(in->dtype) || (int_ok && is_number(in->dtype)), SPMD_ERR_UNSUPPORTED,
                  "%s: this op needs a float dtype, not %s; convert with spmd_op_copy first", fn,
@@ -362,9 +370,7 @@ static spmd_status spmd_op_take_checked(spmd_ctx *ctx, const spmd_block *in,
     SPMD_REQUIRE(indices->dtype == SPMD_DTYPE_I32 || indices->dtype == SPMD_DTYPE_I64,
                  SPMD_ERR_INVALID_ARGUMENT, "%s: indices must be int32 or int64, not %s", fn,
                  spmd_dtype_name(indices->dtype));
-    SPMD_REQUIRE(in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: in is %s but out is %s; convert with spmd_op_copy first", fn,
-                 spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    SPMD_CHECK(require_out_dtype(in, "in", out, fn));
     SPMD_REQUIRE(in->ndim >= 1, SPMD_ERR_SHAPE, "%s: in has rank 0; there is no axis to take from",
                  fn);
     int a = axis < 0 ? axis + in->ndim : axis;
@@ -715,9 +721,7 @@ static spmd_status spmd_op_transpose_checked(spmd_ctx *ctx, const spmd_block *in
     const char *fn = "spmd_op_transpose";
     SPMD_CHECK(spmd__check_block(in, "in", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
-    SPMD_REQUIRE(in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: in is %s but out is %s; convert with spmd_op_copy first", fn,
-                 spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    SPMD_CHECK(require_out_dtype(in, "in", out, fn));
     int nd = in->ndim, order[SPMD_MAX_RANK], seen[SPMD_MAX_RANK] = {0};
     for (int j = 0; j < nd; j++) {
         order[j] = perm ? perm[j] : nd - 1 - j;
@@ -855,9 +859,7 @@ static spmd_status spmd_op_slice_checked(spmd_ctx *ctx, const spmd_block *in, co
     const char *fn = "spmd_op_slice";
     SPMD_CHECK(spmd__check_block(in, "in", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
-    SPMD_REQUIRE(in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: in is %s but out is %s; convert with spmd_op_copy first", fn,
-                 spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    SPMD_CHECK(require_out_dtype(in, "in", out, fn));
     SPMD_CHECK(check_box(fn, "in", in, start, out->shape, out->ndim));
     SPMD_REQUIRE(!blocks_overlap(in, out), SPMD_ERR_INVALID_ARGUMENT,
                  "%s: in and out overlap; slice into a block of its own", fn);
@@ -927,9 +929,7 @@ static spmd_status spmd_op_concatenate_checked(spmd_ctx *ctx, int n, const spmd_
         char name[32];
         snprintf(name, sizeof name, "ins[%d]", k);
         SPMD_CHECK(spmd__check_block(b, name, fn));
-        SPMD_REQUIRE(b->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
-                     "%s: %s is %s but out is %s; convert with spmd_op_copy first", fn, name,
-                     spmd_dtype_name(b->dtype), spmd_dtype_name(out->dtype));
+        SPMD_CHECK(require_out_dtype(b, name, out, fn));
         SPMD_REQUIRE(b->ndim == out->ndim, SPMD_ERR_SHAPE, "%s: %s has rank %d but out has %d", fn,
                      name, b->ndim, out->ndim);
         for (int j = 0; j < out->ndim; j++)

@@ -3463,7 +3463,7 @@ static void sweep_spmd_op_binary_scalar(void)
     BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_ADD, &i22, INFINITY, &i22));
     BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_ADD, &i22, 1e30, &i22));
     BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_DIV, &i22, 0.0, &i22));
-    BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_AND, &i22, 1.5, &i22)); /* not whole */
+    BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_AND, &i22, 1.5, &i22));    /* not whole */
     BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_AND, &i22, 0x1p31, &i22)); /* int32's range */
     BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_OR, &u22, 256.0, &u22));
     BAD(INV, spmd_op_binary_scalar(NULL, SPMD_BINARY_OR, &u22, -1.0, &u22));
