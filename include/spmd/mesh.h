@@ -128,7 +128,8 @@ SPMD_API int spmd_mesh_is_current(const spmd_mesh *mesh);
 SPMD_API int spmd_mesh_equal(const spmd_mesh *a, const spmd_mesh *b);
 
 /**
- * Writes "Mesh('a': 4, 'b': 2)" (NUL-terminated) into buf.
+ * Writes "Mesh('a': 4, 'b': 2, axis_types=(Auto, Auto))" (NUL-terminated) into buf, as JAX's
+ * str(Mesh) (libspmd's axes are all of JAX's default type, Auto).
  * @return SPMD_ERR_INVALID_ARGUMENT when buf is too small (the text is truncated).
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_mesh_format(const spmd_mesh *mesh, char *buf, size_t size);

@@ -362,6 +362,25 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_ppermute_many(spmd_ctx *ctx, int n, con
                                                        spmd_block *out, const char *axes,
                                                        const int *pairs, int npairs);
 
+/**
+ * JAX's lax.ragged_all_to_all over the group of `axes` (G members, in position order): slices
+ * of rows (dimension 0) of different lengths, the mixture-of-experts token dispatch. This
+ * member sends rows [input_offsets[j], input_offsets[j] + send_sizes[j]) of operand to member j,
+ * which writes them at row output_offsets[j] of its output (an offset in the receiver's
+ * coordinates); recv_sizes[h] is how many rows this member gets from member h and must equal
+ * h's send_sizes for it. out is output with the received rows written (out may be output, in
+ * place); its other rows keep output's values. operand and output share dtype and every
+ * dimension but the first; the four counts are int32 or int64 blocks of G entries. A slice
+ * outside operand or output, or a recv_sizes that differs from its sender's send_sizes, fails
+ * the call on every device (SPMD_ERR_INVALID_ARGUMENT). Where slices overlap in one output, the
+ * higher sender's rows win. Two collectives: a pmax of one number (the group's longest slice)
+ * and an all_to_all of every slice padded to it. JAX's axis_index_groups are not offered.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_ragged_all_to_all(
+    spmd_ctx *ctx, const spmd_block *operand, const spmd_block *output,
+    const spmd_block *input_offsets, const spmd_block *send_sizes, const spmd_block *output_offsets,
+    const spmd_block *recv_sizes, spmd_block *out, const char *axes);
+
 /* The other legacy pmap collectives, built on those above. */
 
 /** pswapaxes: all_to_all(in, axes, axis, axis, untiled): in.shape[axis] must be the group (or

@@ -87,7 +87,8 @@ SPMD_API int spmd_sharding_is_fully_replicated(const spmd_sharding *sharding);
  */
 SPMD_API int spmd_sharding_is_equivalent(const spmd_sharding *a, const spmd_sharding *b, int ndim);
 
-/** Writes "NamedSharding(mesh=Mesh('a': 4, 'b': 2), spec=P('a', None))" into buf. */
+/** Writes "NamedSharding(mesh=Mesh('a': 4, 'b': 2, axis_types=(Auto, Auto)), spec=P('a', None))"
+ * into buf. */
 SPMD_API SPMD_NODISCARD spmd_status spmd_sharding_format(const spmd_sharding *sharding, char *buf,
                                                          size_t size);
 

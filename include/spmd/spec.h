@@ -26,6 +26,24 @@ typedef struct spmd_spec spmd_spec;
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_spec_parse(const char *text, spmd_spec **out);
 
+/**
+ * Unreduced axes (JAX's P('x', unreduced={'y'}), DTensor's Partial): the array's value is the
+ * sum over the listed mesh axes of what their devices hold; each device keeps its own partial
+ * sum. Replaces the spec's unreduced set (naxes 0 clears it). The parser reads the same from
+ * "'x', unreduced={'y'}" (a set, tuple or list of names), and spmd_spec_format writes it back.
+ * spmd_reshard to a spec without them adds the partial sums up (a psum over them, or a
+ * psum_scatter where the new spec shards a dimension over them); reading such an array on the
+ * host (spmd_array_to_host, spmd_process_allgather ...) is refused until it is resharded.
+ * @return SPMD_ERR_SPEC for a bad or repeated name, or one that the spec's entries use
+ *         (partitions cannot overlap with unreduced axes); the spec is unchanged on failure.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_spec_set_unreduced(spmd_spec *spec, int naxes,
+                                                            const char *const *axis_names);
+/** Number of unreduced axes; -1 if spec is NULL. */
+SPMD_API int spmd_spec_unreduced_size(const spmd_spec *spec);
+/** k-th unreduced axis name, in the order given; NULL if out of range. Borrowed. */
+SPMD_API const char *spmd_spec_unreduced_axis(const spmd_spec *spec, int k);
+
 /** Creates an empty spec, P(), to be extended with spmd_spec_append*. */
 SPMD_API SPMD_NODISCARD spmd_status spmd_spec_create(spmd_spec **out);
 
@@ -51,11 +69,13 @@ SPMD_API int spmd_spec_length(const spmd_spec *spec);
 SPMD_API int spmd_spec_entry_size(const spmd_spec *spec, int i);
 /** k-th axis name of entry `i`; NULL if out of range. Borrowed, valid while spec lives. */
 SPMD_API const char *spmd_spec_entry_axis(const spmd_spec *spec, int i, int k);
-/** 1 when both specs give every dimension the same axes once padded with None, else 0. */
+/** 1 when both specs give every dimension the same axes once padded with None and have the
+ * same unreduced axes (in any order), else 0. */
 SPMD_API int spmd_spec_is_equivalent(const spmd_spec *a, const spmd_spec *b);
 
 /** Writes the spec as JAX prints it: "P('a', None)", "P(('a', 'b'),)", "P()" (one entry keeps
- * Python's trailing comma). SPMD_ERR_INVALID_ARGUMENT when buf is too small. */
+ * Python's trailing comma), "P('a', unreduced={'b'})". SPMD_ERR_INVALID_ARGUMENT when buf is
+ * too small. */
 SPMD_API SPMD_NODISCARD spmd_status spmd_spec_format(const spmd_spec *spec, char *buf, size_t size);
 
 SPMD_END_DECLS

@@ -103,7 +103,7 @@ typedef struct spmd_trace_record {
     uint32_t seq;                   /* a collective's number on its device in the call */
     int32_t thread;                 /* the calling thread's number */
     int32_t nested;                 /* a call made inside another (pmap's shard_map) */
-    char what[SPMD_TRACE_TEXT];     /* "spmd_shard_map on Mesh('i': 8) ...", "psum float32[4]
+    char what[SPMD_TRACE_TEXT];     /* "spmd_shard_map on Mesh('i': 8, ...) ...", "psum float32[4]
                                        over ('i') #1" */
 } spmd_trace_record;
 

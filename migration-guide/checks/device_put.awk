@@ -5,15 +5,15 @@
 # same bytes on each device, and only P() is fully replicated, with shape (3,).
 BEGIN {
     for (p = 0; p < P; p++) {
-        st = "NamedSharding(mesh=Mesh('_device_put_sharded': " N "), spec=P('_device_put_sharded',))"
+        st = "NamedSharding(mesh=Mesh('_device_put_sharded': " N ", axis_types=(Auto,)), spec=P('_device_put_sharded',))"
         rt = "NamedSharding(mesh=Mesh('_device_put_replicated': " N \
-             "), spec=P('_device_put_replicated',))"
+             ", axis_types=(Auto,)), spec=P('_device_put_replicated',))"
         want("process " p ": device_put_sharded: (" N ", 3), " st ", fully replicated: no")
         want("process " p ": device_put_replicated: (" N ", 3), " rt ", fully replicated: no")
         want("process " p ": from_callback: (" N ", 3), NamedSharding(mesh=Mesh('i': " N \
-             "), spec=P('i',)), fully replicated: no")
+             ", axis_types=(Auto,)), spec=P('i',)), fully replicated: no")
         want("process " p ": device_put P(): (3,), NamedSharding(mesh=Mesh('i': " N \
-             "), spec=P()), fully replicated: yes")
+             ", axis_types=(Auto,)), spec=P()), fully replicated: yes")
         want("process " p ": device_put_replicated marks stacked replicas: yes")
     }
     for (d = 0; d < N; d++) {

@@ -18,9 +18,9 @@ BEGIN {
                "times, but the dimension size is 6 ", 1)
     want_match("^SPMD_ERR_SPEC: spmd_spec_parse: unbalanced parentheses", 1)
     want_match("^SPMD_ERR_SPEC: spmd_sharding_create_parse: resource axis 'k' of P\\('k', None\\) is not found in mesh " \
-               "Mesh\\('i': 8\\)", 1)
+               "Mesh\\('i': 8, axis_types=\\(Auto,\\)\\)", 1)
     want_match("^SPMD_ERR_INCOMPATIBLE_DEVICES: spmd_shard_map: input 0 is laid out as " \
-               "NamedSharding\\(mesh=Mesh\\('i': 8\\), spec=P\\(\\)\\)", 1)
+               "NamedSharding\\(mesh=Mesh\\('i': 8, axis_types=\\(Auto,\\)\\), spec=P\\(\\)\\)", 1)
     want_match("^SPMD_ERR_UNSUPPORTED: spmd_visualize_sharding: .* got rank 3", 1)
     want_match("^SPMD_ERR_SPEC: spmd_shard_map: output 0: out_specs\\[0\\] = P\\(\\) claims " \
                "the output is replicated over mesh axis 'i', but devices 0 and 1 ", 1)

@@ -17,5 +17,5 @@ BEGIN {
         want("process " p ": reshard sent 0 bytes to other processes")
     }
     want_match("^SPMD_ERR_INCOMPATIBLE_DEVICES: spmd_shard_map: input 0 is laid out as " \
-               "NamedSharding\\(mesh=Mesh\\('x': 4, 'y': 2\\), spec=P\\('x', 'y'\\)\\)", 1)
+               "NamedSharding\\(mesh=Mesh\\('x': 4, 'y': 2, axis_types=\\(Auto, Auto\\)\\), spec=P\\('x', 'y'\\)\\)", 1)
 }

@@ -10,5 +10,5 @@ BEGIN {
         want("device " d " holds x[" r ":" r + 2 ", " c ":" c + 2 "]")
     }
     for (p = 0; p < P; p++)
-        want("process " p ": NamedSharding(mesh=Mesh('i': 4, 'j': 2), spec=P('i', 'j'))")
+        want("process " p ": NamedSharding(mesh=Mesh('i': 4, 'j': 2, axis_types=(Auto, Auto)), spec=P('i', 'j'))")
 }

@@ -444,6 +444,8 @@ spmd_status spmd_device_put(const void *host, int ndim, const int64_t *shape, sp
     if (st == SPMD_OK)
         st = spmd__array_create_empty(sharding, ndim, shape, dtype, "spmd_device_put", &a);
     if (st == SPMD_OK)
+        st = spmd__sharding_refuse_unreduced(sharding, "spmd_device_put", "the sharding", 1);
+    if (st == SPMD_OK)
         st = check_same_data(a, host);
     if (st == SPMD_OK)
         st = spmd__array_for_shards("spmd_device_put", a, NULL, a->num_shards, put_shard,
@@ -465,7 +467,9 @@ spmd_status spmd__array_from_callback(const char *fn, int ndim, const int64_t *s
     SPMD_REQUIRE_NOT_NULL(callback, fn);
     spmd_array *a = NULL;
     SPMD_CHECK(spmd__array_create_empty(sharding, ndim, shape, dtype, fn, &a));
-    spmd_status st = spmd__array_alloc_buffers(fn, a);
+    spmd_status st = spmd__sharding_refuse_unreduced(sharding, fn, "the sharding", 1);
+    if (st == SPMD_OK)
+        st = spmd__array_alloc_buffers(fn, a);
     void *staging = NULL;
     /* The callback runs on the calling thread, one shard after another in mesh order, as in
      * JAX: user callbacks need not be thread-safe. */
@@ -616,6 +620,7 @@ spmd_status spmd_array_from_process_local_data(const spmd_sharding *sharding, co
     SPMD_REQUIRE_NOT_NULL(out, fn);
     *out = NULL;
     SPMD_CHECK(spmd__sharding_check(sharding, fn, "sharding"));
+    SPMD_CHECK(spmd__sharding_refuse_unreduced(sharding, fn, "the sharding", 1));
     /* first: an abstract mesh has no process-local data to infer or take (the real reason) */
     SPMD_CHECK(spmd__mesh_refuse_abstract(sharding->mesh, fn, "sharding"));
     SPMD_REQUIRE(ndim >= 0 && ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
@@ -964,6 +969,8 @@ spmd_status spmd_array_to_host(const spmd_array *array, void *dst, size_t dst_by
 {
     SPMD_CHECK(spmd__worker_refuse_nested("spmd_array_to_host"));
     SPMD_CHECK(spmd__array_check(array, "spmd_array_to_host", "array"));
+    SPMD_CHECK(
+        spmd__sharding_refuse_unreduced(array->sharding, "spmd_array_to_host", "the array", 0));
     SPMD_REQUIRE_NOT_NULL(dst, "spmd_array_to_host");
     size_t total = (size_t)spmd_array_size(array) * spmd_dtype_size(array->dtype);
     SPMD_REQUIRE(dst_bytes >= total, SPMD_ERR_INVALID_ARGUMENT,

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include <spmd/array.h>
+#include <spmd/reshard.h>
 
 #include "array/buffer.h"
 
@@ -59,6 +60,13 @@ spmd_status spmd__array_for_shards(const char *what, spmd_array *a, const int *w
 
 /** Allocates every shard's buffer, each on its device's worker. */
 spmd_status spmd__array_alloc_buffers(const char *what, spmd_array *a);
+
+/**
+ * spmd_reshard's data movement (the public function, in shard_map/, first adds up the partial
+ * sums of an unreduced source); an unreduced source or destination must keep its placement.
+ */
+spmd_status spmd__reshard(spmd_array *x, const spmd_sharding *new_sharding,
+                          const spmd_reshard_options *options, spmd_array **out);
 
 /** spmd_array_from_callback, its messages naming `fn`. */
 spmd_status spmd__array_from_callback(const char *fn, int ndim, const int64_t *shape,

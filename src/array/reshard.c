@@ -1252,7 +1252,24 @@ static spmd_status check_one(const spmd_array *x, const spmd_sharding *to, const
     if (!spmd__runtime_get_session(fn, to->mesh->session))
         return SPMD_ERR_INVALID_ARGUMENT;
     snprintf(what, sizeof what, batch ? "xs[%d]" : "x", k);
-    return spmd__sharding_check_shape(to, x->ndim, x->shape, fn, what);
+    SPMD_CHECK(spmd__sharding_check_shape(to, x->ndim, x->shape, fn, what));
+    /* partial sums move only where they stay (spmd_reshard adds them up first) */
+    const spmd_sharding *from = x->sharding;
+    if ((from->unreduced_mask || to->unreduced_mask) && from->layout != to->layout) {
+        char a[SPMD__SPEC_TEXT], b[SPMD__SPEC_TEXT];
+        spmd__ignore(spmd_spec_format(from->spec, a, sizeof a));
+        spmd__ignore(spmd_spec_format(to->spec, b, sizeof b));
+        if (to->unreduced_mask)
+            return SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
+                              "%s: resharding %s (%s) into unreduced axes (%s) is not offered; "
+                              "produce the array in spmd_shard_map with that out_spec",
+                              fn, what, a, b);
+        return SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
+                          "%s: %s is %s, partial sums; reshard it alone with spmd_reshard, which "
+                          "adds them up",
+                          fn, what, a);
+    }
+    return SPMD_OK;
 }
 
 /* Elements copied between buffers of this process into one destination shard. */
@@ -1433,8 +1450,8 @@ static spmd_status reshard_batch_entered(const char *fn, int n, spmd_array *cons
     return st;
 }
 
-spmd_status spmd_reshard(spmd_array *x, const spmd_sharding *new_sharding,
-                         const spmd_reshard_options *options, spmd_array **out)
+spmd_status spmd__reshard(spmd_array *x, const spmd_sharding *new_sharding,
+                          const spmd_reshard_options *options, spmd_array **out)
 {
     SPMD_REQUIRE_NOT_NULL(out, "spmd_reshard");
     *out = NULL;

@@ -196,18 +196,37 @@ spmd_status spmd_device_put_replicated(const void *host, int ndim, const int64_t
         "spmd_device_put_replicated");
 }
 
+/* An unreduced array's devices hold partial sums: no copy of it is the value. */
+static spmd_status refuse_unreduced(const spmd_array *x, const char *fn)
+{
+    const spmd_sharding *sh = spmd_array_sharding(x);
+    SPMD_REQUIRE(!sh || spmd_spec_unreduced_size(spmd_sharding_spec(sh)) <= 0,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: x has unreduced axes (its devices hold partial sums, not the value); "
+                 "spmd_reshard it to a spec without them first",
+                 fn);
+    return SPMD_OK;
+}
+
 spmd_status spmd_unreplicate(const spmd_array *x, spmd_array **out)
 {
+    if (out)
+        *out = NULL;
+    SPMD_CHECK(refuse_unreduced(x, "spmd_unreplicate"));
     return spmd__error_in(spmd_unreplicate_checked(x, out), "spmd_unreplicate");
 }
 
 spmd_status spmd_unreplicate_to_host(const spmd_array *x, void *dst, size_t dst_bytes)
 {
+    SPMD_CHECK(refuse_unreduced(x, "spmd_unreplicate_to_host"));
     return spmd__error_in(spmd_unreplicate_to_host_checked(x, dst, dst_bytes),
                           "spmd_unreplicate_to_host");
 }
 
 spmd_status spmd_replicate(const spmd_array *x, const int *devices, int n, spmd_array **out)
 {
+    if (out)
+        *out = NULL;
+    SPMD_CHECK(refuse_unreduced(x, "spmd_replicate"));
     return spmd__error_in(spmd_replicate_checked(x, devices, n, out), "spmd_replicate");
 }

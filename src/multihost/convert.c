@@ -15,6 +15,7 @@
 #include "array/array_impl.h"
 #include "array/buffer.h"
 #include "sharding/mesh_impl.h"
+#include "sharding/sharding_impl.h" /* refusing unreduced arrays */
 
 /* The mesh of this process's devices: the mesh's axis names, local sizes, same device order. */
 static spmd_status local_mesh_of(const spmd_mesh *mesh, spmd_mesh **out)
@@ -130,6 +131,7 @@ static spmd_status spmd_host_local_to_global_checked(const spmd_array *local, sp
     *global = NULL;
     SPMD_CHECK(spmd__worker_refuse_nested(fn));
     SPMD_CHECK(spmd__array_check(local, fn, "local"));
+    SPMD_CHECK(spmd__sharding_refuse_unreduced(local->sharding, fn, "local", 0));
     if (!spmd_array_is_fully_addressable(local)) /* already global */
         return pass_through(local, mesh, spec, fn, global);
     /* the real reason first: an abstract mesh has no devices, hence no local mesh either */
@@ -183,6 +185,7 @@ static spmd_status spmd_global_to_host_local_checked(const spmd_array *global, s
     *local = NULL;
     SPMD_CHECK(spmd__worker_refuse_nested(fn));
     SPMD_CHECK(spmd__array_check(global, fn, "global"));
+    SPMD_CHECK(spmd__sharding_refuse_unreduced(global->sharding, fn, "global", 0));
     if (spmd_array_is_fully_addressable(global)) /* already host-local */
         return pass_through(global, mesh, spec, fn, local);
     int64_t local_shape[SPMD_MAX_RANK];

@@ -17,6 +17,7 @@
 #include "runtime/worker.h" /* refusing calls from inside fn */
 #include "array/array_impl.h"
 #include "array/copy.h"
+#include "sharding/sharding_impl.h" /* refusing unreduced arrays */
 
 /* Communicator tag of the process communicator (mesh communicators use 1..30001). */
 enum { PROCESSES_TAG = 30002 };
@@ -260,6 +261,7 @@ spmd_status spmd_process_allgather_shape(const spmd_array *x, int tiled, int *nd
 {
     const char *fn = "spmd_process_allgather_shape";
     SPMD_CHECK(spmd__array_check(x, fn, "x"));
+    SPMD_CHECK(spmd__sharding_refuse_unreduced(x->sharding, fn, "x", 0));
     SPMD_REQUIRE_NOT_NULL(ndim, fn);
     SPMD_REQUIRE_NOT_NULL(shape, fn);
     int processes = spmd_process_count();
@@ -334,6 +336,8 @@ static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int ro
                           size_t out_bytes)
 {
     SPMD_CHECK(spmd__worker_refuse_nested(fn));
+    SPMD_CHECK(spmd__array_check(x, fn, "x"));
+    SPMD_CHECK(spmd__sharding_refuse_unreduced(x->sharding, fn, "x", 0));
     int ndim = 0, processes = spmd_process_count(), me = spmd_process_index();
     int64_t shape[SPMD_MAX_RANK];
     SPMD_CHECK(spmd_process_allgather_shape(x, tiled, &ndim, shape));
@@ -447,6 +451,7 @@ static spmd_status spmd_broadcast_array_one_to_all_checked(const spmd_array *x, 
     const char *fn = "spmd_broadcast_array_one_to_all";
     SPMD_CHECK(spmd__worker_refuse_nested(fn));
     SPMD_CHECK(spmd__array_check(x, fn, "x"));
+    SPMD_CHECK(spmd__sharding_refuse_unreduced(x->sharding, fn, "x", 0));
     SPMD_REQUIRE_NOT_NULL(host_out, fn);
     size_t bytes = array_bytes(x);
     SPMD_REQUIRE(host_bytes >= bytes, SPMD_ERR_INVALID_ARGUMENT,
@@ -510,6 +515,7 @@ spmd_status spmd_assert_equal(const spmd_array *x, const char *message)
     const char *fn = "spmd_assert_equal";
     SPMD_CHECK(spmd__worker_refuse_nested(fn));
     SPMD_CHECK(spmd__array_check(x, fn, "x"));
+    SPMD_CHECK(spmd__sharding_refuse_unreduced(x->sharding, fn, "x", 0));
     /* JAX compares a global array through its first addressable shard */
     int whole = spmd_array_is_fully_addressable(x);
     SPMD_REQUIRE(whole || x->num_shards > 0, SPMD_ERR_INVALID_ARGUMENT,

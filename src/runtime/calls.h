@@ -68,7 +68,8 @@ typedef struct spmd__call_about {
     unsigned long comm_call; /* its number on that communicator */
     const int *processes;    /* the processes taking part, ascending */
     int num_processes;
-    /* writes what the call is, for messages ("spmd_shard_map on Mesh('i': 4) ...") */
+    /* writes what the call is, for messages ("spmd_shard_map on Mesh('i': 4, axis_types=(Auto,))
+     * ...") */
     void (*describe)(const void *arg, char *text, size_t size);
     const void *arg;
 } spmd__call_about;

@@ -2444,6 +2444,197 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     return st;
 }
 
+/* ---- ragged all_to_all (JAX's lax.ragged_all_to_all) ---- */
+
+static spmd_status spmd_axis_index_checked(const spmd_ctx *ctx, const char *axes, int *index);
+
+/* One of ragged_all_to_all's offset or size blocks, read into v[n] (it must be a 1-D integer
+ * block with one entry per member of the group). */
+static spmd_status read_counts(const spmd_block *b, const char *name, int n, int64_t *v)
+{
+    SPMD_CHECK(spmd__check_block(b, name, "spmd_ragged_all_to_all"));
+    SPMD_REQUIRE(b->dtype == SPMD_DTYPE_I32 || b->dtype == SPMD_DTYPE_I64,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_ragged_all_to_all: %s must be of integer type (int32 or int64), not %s",
+                 name, spmd_dtype_name(b->dtype));
+    SPMD_REQUIRE(b->ndim == 1 && b->shape[0] == n, SPMD_ERR_SHAPE,
+                 "spmd_ragged_all_to_all: %s must be rank 1 with one entry per member of the group "
+                 "(%d), but it has rank %d and %lld entries",
+                 name, n, b->ndim, (long long)(b->ndim >= 1 ? b->shape[0] : 1));
+    for (int j = 0; j < n; j++)
+        v[j] = b->dtype == SPMD_DTYPE_I32 ? ((const int32_t *)b->data)[j]
+                                          : ((const int64_t *)b->data)[j];
+    return SPMD_OK;
+}
+
+/* operand and output: rows along dimension 0, alike in dtype and in every other dimension. */
+static spmd_status check_ragged_shapes(const spmd_block *operand, const spmd_block *output,
+                                       const spmd_block *out)
+{
+    SPMD_CHECK(spmd__check_block(operand, "operand", "spmd_ragged_all_to_all"));
+    SPMD_CHECK(spmd__check_block(output, "output", "spmd_ragged_all_to_all"));
+    SPMD_CHECK(spmd__check_block(out, "out", "spmd_ragged_all_to_all"));
+    SPMD_REQUIRE(operand->dtype == output->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_ragged_all_to_all: operand (%s) and output (%s) must have the same dtype",
+                 spmd_dtype_name(operand->dtype), spmd_dtype_name(output->dtype));
+    int same = operand->ndim >= 1 && operand->ndim == output->ndim;
+    for (int j = 1; same && j < operand->ndim; j++)
+        same = operand->shape[j] == output->shape[j];
+    if (!same) {
+        char a[128], b[128];
+        shape_text(operand, a, sizeof a);
+        shape_text(output, b, sizeof b);
+        return SPMD_ERROR(
+            SPMD_ERR_SHAPE,
+            "spmd_ragged_all_to_all: input and output shapes must be equal, except for "
+            "the outermost dimension (and at least rank 1): operand is %s, output %s",
+            a, b);
+    }
+    return check_out_shape(out, output->dtype, output->ndim, output->shape,
+                           "spmd_ragged_all_to_all");
+}
+
+/* Each member's slices for member j: rows [input_offsets[j], + send_sizes[j]) of its operand,
+ * within the operand, landing within j's output (every output has this one's shape). */
+static spmd_status check_ragged_ranges(const int64_t *v, int n, int64_t rows, int64_t out_rows)
+{
+    const int64_t *in_off = v, *send = v + n, *out_off = v + 2 * (size_t)n,
+                  *recv = v + 3 * (size_t)n;
+    for (int j = 0; j < n; j++) {
+        SPMD_REQUIRE(
+            send[j] >= 0 && in_off[j] >= 0 && in_off[j] <= rows - send[j],
+            SPMD_ERR_INVALID_ARGUMENT,
+            "spmd_ragged_all_to_all: the slice for member %d, input_offsets[%d] = %lld and "
+            "send_sizes[%d] = %lld, is not within the operand's %lld rows",
+            j, j, (long long)in_off[j], j, (long long)send[j], (long long)rows);
+        SPMD_REQUIRE(
+            out_off[j] >= 0 && out_off[j] <= out_rows - send[j], SPMD_ERR_INVALID_ARGUMENT,
+            "spmd_ragged_all_to_all: the slice for member %d, output_offsets[%d] = %lld and "
+            "send_sizes[%d] = %lld, is not within its output's %lld rows",
+            j, j, (long long)out_off[j], j, (long long)send[j], (long long)out_rows);
+        SPMD_REQUIRE(
+            recv[j] >= 0 && recv[j] <= out_rows, SPMD_ERR_INVALID_ARGUMENT,
+            "spmd_ragged_all_to_all: recv_sizes[%d] = %lld is not within the output's %lld "
+            "rows",
+            j, (long long)recv[j], (long long)out_rows);
+    }
+    return SPMD_OK;
+}
+
+/* A row of the exchange: where the slice goes in the receiver's output and how many rows it
+ * has, then its rows (padded to the group's longest slice). */
+typedef struct ragged_header {
+    int64_t out_offset, rows;
+} ragged_header;
+
+/*
+ * Every member's slices padded to the group's longest (a pmax of one number finds it) and moved
+ * by one untiled all_to_all of [G, header + longest rows]; each receiver checks that what member
+ * h sends it is recv_sizes[h] rows and writes them at the sender's output_offsets. Bytes per
+ * member: G x the longest slice, near the data itself when the slices are balanced.
+ */
+static spmd_status
+spmd_ragged_all_to_all_checked(spmd_ctx *ctx, const spmd_block *operand, const spmd_block *output,
+                               const spmd_block *input_offsets, const spmd_block *send_sizes,
+                               const spmd_block *output_offsets, const spmd_block *recv_sizes,
+                               spmd_block *out, const char *axes)
+{
+    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_ragged_all_to_all"));
+    int n = 0, ids[SPMD_MAX_MESH_AXES], naxes = 0;
+    spmd_status st = check_ragged_shapes(operand, output, out);
+    if (st == SPMD_OK)
+        st = group_of(ctx, axes, ids, &naxes, &n);
+    int me = 0;
+    if (st == SPMD_OK)
+        st = spmd_axis_index_checked(ctx, axes, &me);
+    if (st == SPMD_OK)
+        st = spmd__ctx_sync(ctx); /* kernels fn queued may still be writing the counts */
+    int64_t *v = st == SPMD_OK ? malloc(4 * (size_t)n * sizeof *v) : NULL;
+    if (st == SPMD_OK && !v)
+        st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for a group of %d", n);
+    const spmd_block *counts[4] = {input_offsets, send_sizes, output_offsets, recv_sizes};
+    static const char *const names[4] = {"input_offsets", "send_sizes", "output_offsets",
+                                         "recv_sizes"};
+    for (int k = 0; k < 4 && st == SPMD_OK; k++)
+        st = read_counts(counts[k], names[k], n, v + (size_t)k * (size_t)n);
+    if (st == SPMD_OK)
+        st = check_ragged_ranges(v, n, operand->shape[0], output->shape[0]);
+    if (st != SPMD_OK) {
+        free(v);
+        return fail_args(ctx, st);
+    }
+    size_t elem = spmd_dtype_size(operand->dtype);
+    size_t row_bytes = elem;
+    for (int j = 1; j < operand->ndim; j++)
+        row_bytes *= (size_t)operand->shape[j];
+    uint64_t layout = mix_block(mix_block(0x72616767656400ull, operand), output); /* "ragged" */
+    /* the group's longest slice */
+    int64_t shape1[1] = {1};
+    spmd_block mine, longest;
+    st = spmd_ctx_alloc(ctx, 1, shape1, SPMD_DTYPE_I64, &mine);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, shape1, SPMD_DTYPE_I64, &longest);
+    if (st != SPMD_OK) {
+        free(v);
+        return fail_args(ctx, st);
+    }
+    int64_t most = 0;
+    for (int j = 0; j < n; j++)
+        most = v[n + j] > most ? v[n + j] : most;
+    *(int64_t *)mine.data = most;
+    packed_layout = layout | 1;
+    st = spmd_pmax_checked(ctx, &mine, &longest, axes, NULL);
+    packed_layout = 0;
+    if (st != SPMD_OK) {
+        free(v);
+        return st;
+    }
+    most = *(const int64_t *)longest.data;
+    size_t row = sizeof(ragged_header) + (size_t)most * row_bytes;
+    int64_t shape2[2] = {n, (int64_t)row};
+    spmd_block send, recv;
+    st = spmd_ctx_alloc(ctx, 2, shape2, SPMD_DTYPE_U8, &send);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 2, shape2, SPMD_DTYPE_U8, &recv);
+    if (st != SPMD_OK) {
+        free(v);
+        return fail_args(ctx, st);
+    }
+    for (int j = 0; j < n; j++) {
+        char *r = (char *)send.data + (size_t)j * row;
+        ragged_header h = {v[2 * (size_t)n + j], v[n + j]};
+        size_t bytes = (size_t)h.rows * row_bytes;
+        memcpy(r, &h, sizeof h);
+        memcpy(r + sizeof h, (const char *)operand->data + (size_t)v[j] * row_bytes, bytes);
+        memset(r + sizeof h + bytes, 0, row - sizeof h - bytes); /* no stray bytes on the wire */
+    }
+    packed_layout = layout | 1;
+    st = spmd_all_to_all_checked(ctx, &send, &recv, axes, 0, 0, 0, NULL);
+    packed_layout = 0;
+    if (st == SPMD_OK && out->data != output->data)
+        memmove(out->data, output->data, block_bytes(output));
+    for (int h = 0; st == SPMD_OK && h < n; h++) {
+        const char *r = (const char *)recv.data + (size_t)h * row;
+        ragged_header head;
+        memcpy(&head, r, sizeof head);
+        const int64_t *recv_sizes_v = v + 3 * (size_t)n;
+        if (head.rows != recv_sizes_v[h] || head.out_offset < 0 ||
+            head.out_offset > output->shape[0] - head.rows)
+            st = fail_args(ctx,
+                           SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                                      "spmd_ragged_all_to_all: member %d of the group sends %lld "
+                                      "rows to this one (member %d) but recv_sizes[%d] is "
+                                      "%lld; each recv_sizes[h] must equal member h's "
+                                      "send_sizes for this member",
+                                      h, (long long)head.rows, me, h, (long long)recv_sizes_v[h]));
+        else if (head.rows > 0)
+            memcpy((char *)out->data + (size_t)head.out_offset * row_bytes, r + sizeof head,
+                   (size_t)head.rows * row_bytes);
+    }
+    free(v);
+    return st;
+}
+
 /* ---- many blocks in one collective (a pytree's leaves) ---- */
 
 /* What every local member computes alike about block i of a many-block reduction. */
@@ -3007,6 +3198,16 @@ spmd_status spmd_pswapaxes_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd
     spmd_status st =
         spmd_all_to_all_many_checked(ctx, n, in, out, axes, axis, axis, 0, "spmd_pswapaxes_many");
     return spmd__error_in(finished_many(ctx, st, n, out), "spmd_pswapaxes_many");
+}
+
+spmd_status spmd_ragged_all_to_all(spmd_ctx *ctx, const spmd_block *operand,
+                                   const spmd_block *output, const spmd_block *input_offsets,
+                                   const spmd_block *send_sizes, const spmd_block *output_offsets,
+                                   const spmd_block *recv_sizes, spmd_block *out, const char *axes)
+{
+    spmd_status st = spmd_ragged_all_to_all_checked(ctx, operand, output, input_offsets, send_sizes,
+                                                    output_offsets, recv_sizes, out, axes);
+    return spmd__error_in(finished_many(ctx, st, 1, out), "spmd_ragged_all_to_all");
 }
 
 spmd_status spmd_axis_index(const spmd_ctx *ctx, const char *axes, int *index)

@@ -114,7 +114,7 @@ static spmd_status make_sharding(spmd_mesh *mesh, const spmd_spec *spec, const c
 }
 
 /* The mesh axes of size > 1 that the spec leaves out, as bits: those it claims replication
- * along (0: none). */
+ * along (0: none). Unreduced axes claim none: their devices hold partial sums. */
 static int replicated_axes(const spmd_sharding *sh)
 {
     const spmd_mesh *m = sh->mesh;
@@ -123,7 +123,7 @@ static int replicated_axes(const spmd_sharding *sh)
         for (int k = 0; k < sh->spec->entry_size[j]; k++)
             used[sh->entry_mesh_axis[j][k]] = 1;
     for (int a = 0; a < m->ndim; a++)
-        if (!used[a] && m->shape[a] > 1)
+        if (!used[a] && m->shape[a] > 1 && !(sh->unreduced_mask >> a & 1))
             mask |= 1 << a;
     return mask;
 }
@@ -1245,8 +1245,9 @@ static void keep_buffers(spmd_plan *p, spmd_array *const *inputs, spmd_array **o
         spmd__array_keep_buffers(k < p->nin ? inputs[k] : outputs[k - p->nin]);
 }
 
-/* "spmd_shard_map on Mesh('i': 4) (devices [0, 1, 2, 3]), call #3 on that mesh" */
-/* "spmd_shard_map on Mesh('i': 4) (devices [0, 1, 2, 3]" */
+/* "spmd_shard_map on Mesh('i': 4, axis_types=(Auto,)) (devices [0, 1, 2, 3]), call #3 on that mesh"
+ */
+/* "spmd_shard_map on Mesh('i': 4, axis_types=(Auto,)) (devices [0, 1, 2, 3]" */
 static void mesh_part(const spmd__call *call, spmd__strbuf *sb)
 {
     char mesh[SPMD__MESH_TEXT];

@@ -549,6 +549,12 @@ spmd_status spmd_mesh_format(const spmd_mesh *mesh, char *buf, size_t size)
     spmd__strbuf_printf(&sb, "Mesh(");
     for (int a = 0; a < mesh->ndim; a++)
         spmd__strbuf_printf(&sb, "%s'%s': %d", a ? ", " : "", mesh->names[a], mesh->shape[a]);
-    spmd__strbuf_printf(&sb, ")");
+    /* JAX's str(Mesh): every axis of a jax.sharding.Mesh is Auto by default, and a one-axis
+     * tuple keeps Python's trailing comma */
+    if (mesh->ndim > 0) /* JAX: an empty mesh is "Mesh()" */
+        spmd__strbuf_printf(&sb, ", axis_types=(");
+    for (int a = 0; a < mesh->ndim; a++)
+        spmd__strbuf_printf(&sb, a ? ", Auto" : "Auto");
+    spmd__strbuf_printf(&sb, mesh->ndim == 0 ? ")" : mesh->ndim == 1 ? ",))" : "))");
     return spmd__strbuf_finish(&sb, "spmd_mesh_format");
 }

@@ -19,6 +19,25 @@ spmd_status spmd__sharding_check(const spmd_sharding *sh, const char *fn, const 
 
 static int valid(const spmd_sharding *sh) { return sh && sh->magic == SPMD__MAGIC_SHARDING; }
 
+spmd_status spmd__sharding_refuse_unreduced(const spmd_sharding *sh, const char *fn,
+                                            const char *what, int creating)
+{
+    if (!sh->unreduced_mask)
+        return SPMD_OK;
+    char text[SPMD__SPEC_TEXT];
+    spmd__ignore(spmd_spec_format(sh->spec, text, sizeof text));
+    if (creating)
+        return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                          "%s: %s is %s, whose devices hold partial sums that host data does not "
+                          "give; make the array without unreduced axes (or produce it in "
+                          "spmd_shard_map with an unreduced out_spec)",
+                          fn, what, text);
+    return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
+                      "%s: %s is %s: its devices hold partial sums, not the value; spmd_reshard "
+                      "it to a spec without unreduced axes first (that adds them up)",
+                      fn, what, text);
+}
+
 /* ---- layouts: one per distinct placement of blocks, shared by its shardings ---- */
 
 static pthread_mutex_t layouts_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -44,8 +63,10 @@ static void layout_key(const spmd_sharding *sh, spmd__layout *key)
         memcpy(key->entry_axis[j], sh->entry_mesh_axis[j],
                (size_t)key->entry_size[j] * sizeof(int));
     }
+    key->unreduced_mask = sh->unreduced_mask;
     /* the fixed part is hashed whole: memset above zeroed what is unused */
     uint64_t h = spmd__fnv1a(SPMD__FNV1A_SEED, &key->session, sizeof key->session);
+    h = spmd__fnv1a(h, &key->unreduced_mask, sizeof key->unreduced_mask);
     h = spmd__fnv1a(h, key->mesh_shape, sizeof key->mesh_shape);
     h = spmd__fnv1a(h, key->device_ids, (size_t)key->size * sizeof(int));
     h = spmd__fnv1a(h, &key->length, sizeof key->length);
@@ -56,7 +77,7 @@ static void layout_key(const spmd_sharding *sh, spmd__layout *key)
 static int layout_equal(const spmd__layout *a, const spmd__layout *b)
 {
     return a->hash == b->hash && a->session == b->session && a->mesh_ndim == b->mesh_ndim &&
-           a->size == b->size && a->length == b->length &&
+           a->size == b->size && a->length == b->length && a->unreduced_mask == b->unreduced_mask &&
            memcmp(a->mesh_shape, b->mesh_shape, sizeof a->mesh_shape) == 0 &&
            memcmp(a->entry_size, b->entry_size, sizeof a->entry_size) == 0 &&
            memcmp(a->entry_axis, b->entry_axis, sizeof a->entry_axis) == 0 &&
@@ -152,29 +173,40 @@ static void sharding_free(spmd_sharding *sh)
     free(sh);
 }
 
-/* Maps every spec name to its mesh axis; the message lists the mesh's axes. */
+/* The mesh axis of a spec's name (`kind`: "resource", "unreduced"); the message lists the
+ * mesh's axes. */
+static spmd_status axis_of(const spmd_sharding *sh, const char *name, const char *kind, int *axis)
+{
+    *axis = spmd_mesh_axis_index(sh->mesh, name);
+    if (*axis >= 0)
+        return SPMD_OK;
+    char spec_text[SPMD__SPEC_TEXT], mesh_text[SPMD__MESH_TEXT];
+    spmd__ignore(spmd_spec_format(sh->spec, spec_text, sizeof spec_text));
+    spmd__ignore(spmd_mesh_format(sh->mesh, mesh_text, sizeof mesh_text));
+    return SPMD_ERROR(SPMD_ERR_SPEC,
+                      "%s axis '%s' of %s is not found in mesh %s; use one of the mesh's axis "
+                      "names",
+                      kind, name, spec_text, mesh_text);
+}
+
+/* Maps every spec name, and every unreduced one, to its mesh axis. */
 static spmd_status resolve_axes(spmd_sharding *sh)
 {
     const spmd_spec *spec = sh->spec;
-    const spmd_mesh *mesh = sh->mesh;
     for (int j = 0; j < spec->length; j++) {
         long long blocks = 1;
         for (int k = 0; k < spec->entry_size[j]; k++) {
-            const char *name = spec->names[spec->entry_axis[j][k]];
-            int a = spmd_mesh_axis_index(mesh, name);
-            if (a < 0) {
-                char spec_text[SPMD__SPEC_TEXT], mesh_text[SPMD__MESH_TEXT];
-                spmd__ignore(spmd_spec_format(spec, spec_text, sizeof spec_text));
-                spmd__ignore(spmd_mesh_format(mesh, mesh_text, sizeof mesh_text));
-                return SPMD_ERROR(SPMD_ERR_SPEC,
-                                  "resource axis '%s' of %s is not found in mesh %s; use one of "
-                                  "the mesh's axis names",
-                                  name, spec_text, mesh_text);
-            }
+            int a = 0;
+            SPMD_CHECK(axis_of(sh, spec->names[spec->entry_axis[j][k]], "resource", &a));
             sh->entry_mesh_axis[j][k] = a;
-            blocks *= mesh->shape[a];
+            blocks *= sh->mesh->shape[a];
         }
         sh->nblocks[j] = (int)blocks;
+    }
+    for (int k = 0; k < spec->num_unreduced; k++) {
+        int a = 0;
+        SPMD_CHECK(axis_of(sh, spec->unreduced[k], "unreduced", &a));
+        sh->unreduced_mask |= 1u << a;
     }
     return SPMD_OK;
 }
@@ -191,7 +223,7 @@ static void compute_tables(spmd_sharding *sh)
             used[sh->entry_mesh_axis[j][k]] = 1;
             used_size *= m->shape[sh->entry_mesh_axis[j][k]];
         }
-    sh->fully_replicated = used_size == 1;
+    sh->fully_replicated = used_size == 1 && !sh->unreduced_mask;
     int c[SPMD_MAX_MESH_AXES];
     for (int f = 0; f < m->size; f++) {
         spmd__mesh_coords(m, f, c);
@@ -419,6 +451,8 @@ int spmd_sharding_is_equivalent(const spmd_sharding *a, const spmd_sharding *b, 
 {
     if (!valid(a) || !valid(b) || ndim < a->length || ndim < b->length || ndim > SPMD_MAX_RANK)
         return 0;
+    if (a->unreduced_mask || b->unreduced_mask) /* partial sums: only the same placement */
+        return a->layout == b->layout;
     const spmd_mesh *ma = a->mesh, *mb = b->mesh;
     if (ma->size != mb->size)
         return 0;

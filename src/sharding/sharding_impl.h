@@ -28,6 +28,7 @@ typedef struct spmd__layout {
     int length;
     int entry_size[SPMD_MAX_RANK];
     int entry_axis[SPMD_MAX_RANK][SPMD_MAX_MESH_AXES];
+    unsigned unreduced_mask;         /* mesh axes the values are partial sums over */
     spmd__attachment *reshard_plans; /* plans from this layout (reshard.c, under its lock) */
 } spmd__layout;
 
@@ -42,10 +43,19 @@ struct spmd_sharding {
     int *block;   /* [mesh size * length]: block index of each mesh position per dimension */
     int *replica; /* [mesh size] */
     int fully_replicated;
-    spmd__layout *layout; /* shared with every sharding of the same layout */
+    unsigned unreduced_mask; /* bit a: mesh axis a is unreduced (spec.h) */
+    spmd__layout *layout;    /* shared with every sharding of the same layout */
 };
 
 spmd_status spmd__sharding_check(const spmd_sharding *sh, const char *fn, const char *arg);
+
+/**
+ * Refuses a sharding with unreduced axes where a value must be whole: reading an array on the
+ * host (`creating` 0: reshard it first) or making one from host data (`creating` 1: its
+ * devices would have to hold partial sums that no host value says).
+ */
+spmd_status spmd__sharding_refuse_unreduced(const spmd_sharding *sh, const char *fn,
+                                            const char *what, int creating);
 
 /** Shards along dimension `dim` of an array (1 beyond the spec's length). */
 static inline int spmd__sharding_blocks(const spmd_sharding *sh, int dim)

@@ -73,6 +73,55 @@ static int find_name(const spmd_spec *s, const char *name)
     return -1;
 }
 
+static int find_unreduced(const spmd_spec *s, const char *name)
+{
+    for (int i = 0; i < s->num_unreduced; i++)
+        if (strcmp(s->unreduced[i], name) == 0)
+            return i;
+    return -1;
+}
+
+static spmd_status spmd_spec_set_unreduced_checked(spmd_spec *spec, int naxes,
+                                                   const char *const *axis_names)
+{
+    SPMD_CHECK(spmd__spec_check(spec, "spmd_spec_set_unreduced", "spec"));
+    SPMD_REQUIRE(naxes >= 0 && naxes <= SPMD_MAX_MESH_AXES, SPMD_ERR_SPEC,
+                 "spmd_spec_set_unreduced: naxes is %d; use 0 (none) to %d", naxes,
+                 SPMD_MAX_MESH_AXES);
+    SPMD_REQUIRE(naxes == 0 || axis_names != NULL, SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_spec_set_unreduced: axis_names is NULL but naxes is %d", naxes);
+    spmd_spec next = *spec; /* built aside so that a failure leaves the spec unchanged */
+    next.num_unreduced = 0;
+    for (int k = 0; k < naxes; k++) {
+        SPMD_CHECK(spmd__check_axis_name(axis_names[k], "spmd_spec_set_unreduced"));
+        if (find_name(&next, axis_names[k]) >= 0) {
+            char text[SPMD__SPEC_TEXT];
+            spmd__ignore(spmd_spec_format(spec, text, sizeof text));
+            return SPMD_ERROR(SPMD_ERR_SPEC,
+                              "partitions cannot overlap with unreduced axes passed to "
+                              "PartitionSpec. Got partitions: %s and unreduced axis `%s`",
+                              text, axis_names[k]);
+        }
+        SPMD_REQUIRE(find_unreduced(&next, axis_names[k]) < 0, SPMD_ERR_SPEC,
+                     "spmd_spec_set_unreduced: axis `%s` is listed twice", axis_names[k]);
+        snprintf(next.unreduced[next.num_unreduced++], sizeof next.unreduced[0], "%s",
+                 axis_names[k]);
+    }
+    *spec = next;
+    return SPMD_OK;
+}
+
+int spmd_spec_unreduced_size(const spmd_spec *spec)
+{
+    return spec && spec->magic == SPMD__MAGIC_SPEC ? spec->num_unreduced : -1;
+}
+
+const char *spmd_spec_unreduced_axis(const spmd_spec *spec, int k)
+{
+    int n = spmd_spec_unreduced_size(spec);
+    return n < 0 || k < 0 || k >= n ? NULL : spec->unreduced[k];
+}
+
 static spmd_status spmd_spec_append_checked(spmd_spec *spec, int naxes,
                                             const char *const *axis_names)
 {
@@ -89,6 +138,14 @@ static spmd_status spmd_spec_append_checked(spmd_spec *spec, int naxes,
     int e = next.length;
     for (int k = 0; k < naxes; k++) {
         SPMD_CHECK(spmd__check_axis_name(axis_names[k], "spmd_spec_append"));
+        if (find_unreduced(&next, axis_names[k]) >= 0) {
+            char text[SPMD__SPEC_TEXT];
+            spmd__ignore(spmd_spec_format(spec, text, sizeof text));
+            return SPMD_ERROR(SPMD_ERR_SPEC,
+                              "partitions cannot overlap with unreduced axes passed to "
+                              "PartitionSpec: appending `%s` to %s",
+                              axis_names[k], text);
+        }
         if (find_name(&next, axis_names[k]) >= 0) {
             char text[SPMD__SPEC_TEXT];
             spmd__ignore(spmd_spec_format(spec, text, sizeof text));
@@ -148,6 +205,11 @@ int spmd_spec_is_equivalent(const spmd_spec *a, const spmd_spec *b)
             if (strcmp(a->names[a->entry_axis[i][k]], b->names[b->entry_axis[i][k]]) != 0)
                 return 0;
     }
+    if (a->num_unreduced != b->num_unreduced)
+        return 0;
+    for (int k = 0; k < a->num_unreduced; k++)
+        if (find_unreduced(b, a->unreduced[k]) < 0)
+            return 0;
     return 1;
 }
 
@@ -169,7 +231,14 @@ spmd_status spmd_spec_format(const spmd_spec *spec, char *buf, size_t size)
                 spmd__strbuf_printf(&sb, "%s'%s'%s", k ? ", " : "(",
                                     spec->names[spec->entry_axis[i][k]], k == n - 1 ? ")" : "");
     }
-    spmd__strbuf_printf(&sb, spec->length == 1 ? ",)" : ")");
+    if (spec->num_unreduced) { /* JAX: "P('a', unreduced={'b'})", "P(unreduced={'b'})" */
+        spmd__strbuf_printf(&sb, spec->length ? ", unreduced={" : "unreduced={");
+        for (int k = 0; k < spec->num_unreduced; k++)
+            spmd__strbuf_printf(&sb, "%s'%s'", k ? ", " : "", spec->unreduced[k]);
+        spmd__strbuf_printf(&sb, "})");
+    } else {
+        spmd__strbuf_printf(&sb, spec->length == 1 ? ",)" : ")");
+    }
     return spmd__strbuf_finish(&sb, "spmd_spec_format");
 }
 
@@ -238,12 +307,10 @@ static spmd_status parse_name(parser *ps, char *name, int *is_none)
     return spmd__check_axis_name(name, "spmd_spec_parse");
 }
 
-/* Appends a parsed entry; a builder error (an axis used twice, too many entries) is reported
- * with the position of the entry in the text. */
-static spmd_status append_parsed(parser *ps, const char *entry_start, spmd_spec *spec, int n,
-                                 const char *const *names)
+/* A builder error (an axis used twice, too many entries) reported with the position of what
+ * was parsed in the text. */
+static spmd_status at_position(parser *ps, const char *start, spmd_status st, const char *builder)
 {
-    spmd_status st = spmd_spec_append_checked(spec, n, names);
     if (st == SPMD_OK)
         return st;
     char detail[SPMD__MESSAGE_CAPACITY];
@@ -251,14 +318,57 @@ static spmd_status append_parsed(parser *ps, const char *entry_start, spmd_spec 
     char *location = strstr(detail, " [src/");
     if (location)
         *location = '\0';
-    static const char prefix[] = "spmd_spec_append: ";
-    const char *what =
-        strncmp(detail, prefix, sizeof prefix - 1) == 0 ? detail + sizeof prefix - 1 : detail;
+    size_t skip = strlen(builder);
+    const char *what = strncmp(detail, builder, skip) == 0 && strncmp(detail + skip, ": ", 2) == 0
+                           ? detail + skip + 2
+                           : detail;
     return SPMD_ERROR(st, "spmd_spec_parse: %s, at position %d of \"%s\"", what,
-                      (int)(entry_start - ps->text), ps->text);
+                      (int)(start - ps->text), ps->text);
 }
 
-/* entry := None | name | '(' [name (',' name)* [','] ] ')' */
+/* names := [name (',' name)* [','] ] close, after the opening character at ps->p - 1; `what`
+ * says in messages what the list is ("tuple", "unreduced set"). */
+static spmd_status parse_names(parser *ps, char close, const char *what,
+                               char (*names)[SPMD_MAX_AXIS_NAME + 1], const char **ptrs, int *n)
+{
+    const char *open = ps->p - 1;
+    int is_none = 0;
+    char text[96];
+    for (*n = 0;;) {
+        skip_space(ps);
+        if (*ps->p == close)
+            break;
+        if (*ps->p == '(' && close == ')')
+            return parse_error(ps, "a tuple inside a partition spec cannot contain a nested tuple");
+        if (*ps->p == '\0') {
+            ps->p = open;
+            snprintf(text, sizeof text, "unbalanced parentheses: this %s is never closed", what);
+            return parse_error(ps, text);
+        }
+        if (*n == SPMD_MAX_MESH_AXES) {
+            snprintf(text, sizeof text, "more than SPMD_MAX_MESH_AXES axes in one %s", what);
+            return parse_error(ps, text);
+        }
+        SPMD_CHECK(parse_name(ps, names[*n], &is_none));
+        if (is_none) {
+            snprintf(text, sizeof text, "None inside a %s; list mesh axis names only", what);
+            return parse_error(ps, text);
+        }
+        ptrs[*n] = names[*n];
+        ++*n;
+        skip_space(ps);
+        if (*ps->p == ',')
+            ps->p++;
+        else if (*ps->p != close && *ps->p != '\0') {
+            snprintf(text, sizeof text, "expected ',' or '%c' after an axis name", close);
+            return parse_error(ps, text);
+        }
+    }
+    ps->p++;
+    return SPMD_OK;
+}
+
+/* entry := None | name | '(' names ')' */
 static spmd_status parse_entry(parser *ps, spmd_spec *spec)
 {
     char names[SPMD_MAX_MESH_AXES][SPMD_MAX_AXIS_NAME + 1];
@@ -269,34 +379,13 @@ static spmd_status parse_entry(parser *ps, spmd_spec *spec)
     if (*ps->p != '(') {
         SPMD_CHECK(parse_name(ps, names[0], &is_none));
         ptrs[0] = names[0];
-        return append_parsed(ps, entry_start, spec, is_none ? 0 : 1, ptrs);
+        n = is_none ? 0 : 1;
+    } else {
+        ps->p++;
+        SPMD_CHECK(parse_names(ps, ')', "tuple", names, ptrs, &n));
     }
-    const char *open = ps->p++;
-    for (;;) {
-        skip_space(ps);
-        if (*ps->p == ')')
-            break;
-        if (*ps->p == '(')
-            return parse_error(ps, "a tuple inside a partition spec cannot contain a nested tuple");
-        if (*ps->p == '\0') {
-            ps->p = open;
-            return parse_error(ps, "unbalanced parentheses: this '(' is never closed");
-        }
-        if (n == SPMD_MAX_MESH_AXES)
-            return parse_error(ps, "more than SPMD_MAX_MESH_AXES axes in one entry");
-        SPMD_CHECK(parse_name(ps, names[n], &is_none));
-        if (is_none)
-            return parse_error(ps, "None inside a tuple; list mesh axis names only");
-        ptrs[n] = names[n];
-        n++;
-        skip_space(ps);
-        if (*ps->p == ',')
-            ps->p++;
-        else if (*ps->p != ')' && *ps->p != '\0')
-            return parse_error(ps, "expected ',' or ')' after an axis name");
-    }
-    ps->p++;
-    return append_parsed(ps, entry_start, spec, n, ptrs);
+    return at_position(ps, entry_start, spmd_spec_append_checked(spec, n, ptrs),
+                       "spmd_spec_append");
 }
 
 /* Accepts P( / PartitionSpec( and returns 1 when a wrapper was consumed. */
@@ -318,6 +407,42 @@ static int parse_wrapper(parser *ps)
     return 0;
 }
 
+/* At "unreduced=": 1 (and moves past the '='), else 0. */
+static int at_unreduced(parser *ps)
+{
+    static const char kw[] = "unreduced";
+    if (strncmp(ps->p, kw, sizeof kw - 1) != 0)
+        return 0;
+    const char *q = ps->p + sizeof kw - 1;
+    while (isspace((unsigned char)*q))
+        q++;
+    if (*q != '=')
+        return 0;
+    ps->p = q + 1;
+    return 1;
+}
+
+/* unreduced := '{' names '}' | '(' names ')' | '[' names ']' | set() */
+static spmd_status parse_unreduced(parser *ps, spmd_spec *spec)
+{
+    char names[SPMD_MAX_MESH_AXES][SPMD_MAX_AXIS_NAME + 1];
+    const char *ptrs[SPMD_MAX_MESH_AXES];
+    int n = 0;
+    skip_space(ps);
+    const char *start = ps->p;
+    if (strncmp(ps->p, "set()", 5) == 0 || strncmp(ps->p, "frozenset()", 11) == 0) {
+        ps->p += *ps->p == 's' ? 5 : 11;
+        return SPMD_OK;
+    }
+    char close = *ps->p == '{' ? '}' : *ps->p == '(' ? ')' : *ps->p == '[' ? ']' : 0;
+    if (!close)
+        return parse_error(ps, "unreduced= takes a set of mesh axis names, such as {'y'}");
+    ps->p++;
+    SPMD_CHECK(parse_names(ps, close, "unreduced set", names, ptrs, &n));
+    return at_position(ps, start, spmd_spec_set_unreduced_checked(spec, n, ptrs),
+                       "spmd_spec_set_unreduced");
+}
+
 static spmd_status parse_spec(parser *ps, spmd_spec *spec)
 {
     skip_space(ps);
@@ -327,6 +452,16 @@ static spmd_status parse_spec(parser *ps, spmd_spec *spec)
         skip_space(ps);
         if (*ps->p == '\0' || (wrapped && *ps->p == ')'))
             break;
+        if (at_unreduced(ps)) { /* a keyword argument: after the entries, once */
+            SPMD_CHECK(parse_unreduced(ps, spec));
+            skip_space(ps);
+            if (*ps->p == ',')
+                ps->p++;
+            skip_space(ps);
+            if (*ps->p != '\0' && !(wrapped && *ps->p == ')'))
+                return parse_error(ps, "unreduced= must come after the entries, once");
+            continue;
+        }
         SPMD_CHECK(parse_entry(ps, spec));
         skip_space(ps);
         if (*ps->p == ',') {
@@ -374,6 +509,12 @@ spmd_status spmd_spec_parse(const char *text, spmd_spec **out)
 spmd_status spmd_spec_append(spmd_spec *spec, int naxes, const char *const *axis_names)
 {
     return spmd__error_in(spmd_spec_append_checked(spec, naxes, axis_names), "spmd_spec_append");
+}
+
+spmd_status spmd_spec_set_unreduced(spmd_spec *spec, int naxes, const char *const *axis_names)
+{
+    return spmd__error_in(spmd_spec_set_unreduced_checked(spec, naxes, axis_names),
+                          "spmd_spec_set_unreduced");
 }
 
 spmd_status spmd_spec_append_axis(spmd_spec *spec, const char *axis_name)

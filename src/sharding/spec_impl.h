@@ -14,6 +14,8 @@ struct spmd_spec {
     int entry_axis[SPMD_MAX_RANK][SPMD_MAX_MESH_AXES]; /* indices into names, major first */
     int num_names;                                     /* distinct axes used (each once) */
     char names[SPMD_MAX_MESH_AXES][SPMD_MAX_AXIS_NAME + 1];
+    int num_unreduced; /* axes the value is an unreduced sum over (JAX's unreduced={...}) */
+    char unreduced[SPMD_MAX_MESH_AXES][SPMD_MAX_AXIS_NAME + 1];
 };
 
 /** Validates a spec handle coming from the caller (`arg` names it in the message). */

@@ -99,11 +99,11 @@ spmd_cli_test(sharding_env_too_small_ids ENV SPMD_NUM_CPU_DEVICES=4
 
 # --- sharding: the picture -----------------------------------------------------------------
 spmd_cli_test(sharding_picture
-              ARGS -o "NamedSharding(mesh=Mesh('a': 4, 'b': 2), spec=P('a', None))"
+              ARGS -o "NamedSharding(mesh=Mesh('a': 4, 'b': 2, axis_types=(Auto, Auto)), spec=P('a', None))"
               -o "shard shape: (2, 8)" -o "CPU 0,1" -o "CPU 6,7"
               -- ${SPMD_CLI} sharding --mesh a=4,b=2 --spec "'a', None" --shape 8,8)
 spmd_cli_test(sharding_picture_rank3
-              ARGS -o "NamedSharding(mesh=Mesh('x': 2), spec=P(None, None, 'x'))"
+              ARGS -o "NamedSharding(mesh=Mesh('x': 2, axis_types=(Auto,)), spec=P(None, None, 'x'))"
               -o "shard shape: (2, 3, 2)" -o "device 1: [0:2, 0:3, 2:4] replica 0"
               -- ${SPMD_CLI} sharding --mesh x=2 --spec "None, None, 'x'" --shape 2,3,4)
 

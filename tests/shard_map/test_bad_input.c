@@ -492,14 +492,14 @@ static void test_mesh(void **state)
     BAD(spmd_mesh_format(NULL, buf, sizeof buf), SPMD_ERR_INVALID_ARGUMENT, "'mesh' is NULL");
     BAD(spmd_mesh_format(m, NULL, sizeof buf), SPMD_ERR_INVALID_ARGUMENT, "NULL");
     BAD(spmd_mesh_format(m, buf, 0), SPMD_ERR_INVALID_ARGUMENT, "size is 0");
-    /* "Mesh('x': 2, 'y': 2)" needs 21 bytes */
+    /* "Mesh('x': 2, 'y': 2, axis_types=(Auto, Auto))" needs 46 bytes */
     memset(buf, '#', sizeof buf);
-    BAD(spmd_mesh_format(m, buf, 20), SPMD_ERR_INVALID_ARGUMENT, "too small", "21");
-    assert_string_equal(buf, "Mesh('x': 2, 'y': 2");
+    BAD(spmd_mesh_format(m, buf, 45), SPMD_ERR_INVALID_ARGUMENT, "too small", "46");
+    assert_string_equal(buf, "Mesh('x': 2, 'y': 2, axis_types=(Auto, Auto)");
     BAD(spmd_mesh_format(m, buf, 1), SPMD_ERR_INVALID_ARGUMENT, "too small");
     assert_string_equal(buf, "");
-    assert_ok(spmd_mesh_format(m, buf, 21));
-    assert_string_equal(buf, "Mesh('x': 2, 'y': 2)");
+    assert_ok(spmd_mesh_format(m, buf, 46));
+    assert_string_equal(buf, "Mesh('x': 2, 'y': 2, axis_types=(Auto, Auto))");
 }
 
 /* ---- spec.h ------------------------------------------------------------------------------ */
@@ -586,7 +586,7 @@ static void test_sharding(void **state)
     assert_ok(spmd_spec_append_axis(z, "x"));
     assert_ok(spmd_spec_append_axis(z, "z"));
     BAD_CTOR(spmd_sharding, out, spmd_sharding_create(m, z, &out), SPMD_ERR_SPEC, "'z'",
-             "not found in mesh", "Mesh('x': 2, 'y': 2)");
+             "not found in mesh", "Mesh('x': 2, 'y': 2, axis_types=(Auto, Auto))");
     spmd_spec_destroy(z);
     BAD_CTOR(spmd_sharding, out, spmd_sharding_create_parse(m, "None, ('y', 'w')", &out),
              SPMD_ERR_SPEC, "'w'", "not found in mesh");
@@ -671,7 +671,8 @@ static void test_sharding(void **state)
         "'sharding' is NULL");
     BAD(spmd_sharding_format(g_xy, NULL, sizeof buf), SPMD_ERR_INVALID_ARGUMENT, "NULL");
     BAD(spmd_sharding_format(g_xy, buf, 0), SPMD_ERR_INVALID_ARGUMENT, "size is 0");
-    const char *want = "NamedSharding(mesh=Mesh('x': 2, 'y': 2), spec=P('x', 'y'))";
+    const char *want =
+        "NamedSharding(mesh=Mesh('x': 2, 'y': 2, axis_types=(Auto, Auto)), spec=P('x', 'y'))";
     BAD(spmd_sharding_format(g_xy, buf, strlen(want)), SPMD_ERR_INVALID_ARGUMENT, "too small");
     assert_int_equal(strlen(buf), strlen(want) - 1);
     assert_ok(spmd_sharding_format(g_xy, buf, strlen(want) + 1));

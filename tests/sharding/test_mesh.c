@@ -483,8 +483,8 @@ static void test_format(void **state)
     const char *names[2] = {"a", "b"};
     spmd_mesh *mesh = NULL;
     assert_ok(spmd_mesh_create(2, shape, names, NULL, 0, &mesh));
-    char want[64], buf[64];
-    snprintf(want, sizeof want, "Mesh('a': %d, 'b': %d)", nproc, ndev);
+    char want[128], buf[128];
+    snprintf(want, sizeof want, "Mesh('a': %d, 'b': %d, axis_types=(Auto, Auto))", nproc, ndev);
     assert_ok(spmd_mesh_format(mesh, buf, sizeof buf));
     assert_string_equal(buf, want);
     size_t len = strlen(want);
@@ -499,7 +499,7 @@ static void test_format(void **state)
     const char *long_names[2] = {"data", "model_parallel"};
     int shape1[1] = {ntotal};
     assert_ok(spmd_mesh_create(1, shape1, long_names, NULL, 0, &mesh));
-    snprintf(want, sizeof want, "Mesh('data': %d)", ntotal);
+    snprintf(want, sizeof want, "Mesh('data': %d, axis_types=(Auto,))", ntotal);
     assert_ok(spmd_mesh_format(mesh, buf, sizeof buf));
     assert_string_equal(buf, want);
     spmd_mesh_destroy(mesh);
@@ -507,7 +507,8 @@ static void test_format(void **state)
     int shape4[4] = {1, ntotal, 1, 1};
     const char *four[4] = {"w", "x", "y", "z"};
     assert_ok(spmd_mesh_create(4, shape4, four, NULL, 0, &mesh));
-    snprintf(want, sizeof want, "Mesh('w': 1, 'x': %d, 'y': 1, 'z': 1)", ntotal);
+    snprintf(want, sizeof want,
+             "Mesh('w': 1, 'x': %d, 'y': 1, 'z': 1, axis_types=(Auto, Auto, Auto, Auto))", ntotal);
     assert_ok(spmd_mesh_format(mesh, buf, sizeof buf));
     assert_string_equal(buf, want);
     spmd_mesh_destroy(mesh);
@@ -580,7 +581,7 @@ static void test_reference_counting(void **state)
     assert_string_equal(spmd_mesh_axis_name(kept, 1), "b");
     assert_int_equal(spmd_mesh_device_id(kept, ntotal - 1), ntotal - 1);
     char buf[64], want[64];
-    snprintf(want, sizeof want, "Mesh('a': %d, 'b': %d)", nproc, ndev);
+    snprintf(want, sizeof want, "Mesh('a': %d, 'b': %d, axis_types=(Auto, Auto))", nproc, ndev);
     assert_ok(spmd_mesh_format(kept, buf, sizeof buf));
     assert_string_equal(buf, want);
     /* A retained mesh from the sharding outlives the sharding. */

@@ -982,9 +982,11 @@ static void test_format(void **state)
     char buf[256];
     assert_ok(spmd_sharding_create_parse(mesh, "'x', None", &sh));
     assert_ok(spmd_sharding_format(sh, buf, sizeof buf));
-    assert_string_equal(buf, "NamedSharding(mesh=Mesh('x': 4, 'y': 2), spec=P('x', None))");
+    assert_string_equal(
+        buf,
+        "NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), spec=P('x', None))");
     assert_ok(spmd_mesh_format(mesh, buf, sizeof buf));
-    assert_string_equal(buf, "Mesh('x': 4, 'y': 2)");
+    assert_string_equal(buf, "Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto))");
 
     /* Round trips of the spellings the tables use, including JAX's one-entry comma. */
     static const char *const texts[] = {"'x', None", "('x', 'y')", "None, ('y', 'x')", "",

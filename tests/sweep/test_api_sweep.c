@@ -561,6 +561,7 @@ typedef enum coll_op {
     C_PRECV,           /* alone: no psend waits for it */
     C_ALL_TO_ALL_MANY, /* i1, i2: every block's split and concat axes; npairs: tiled */
     C_PSWAPAXES_MANY,  /* i1: every block's axis */
+    C_RAGGED,          /* in: operand, out: output, out2: out (else output); i1: counts flaw */
 } coll_op;
 
 /* One call made by every device inside spmd_shard_map over M. Block templates whose data is BUF
@@ -667,6 +668,35 @@ static spmd_status call_many(spmd_ctx *ctx, const coll_case *c, const spmd_block
     default:
         return spmd_all_gather_many(ctx, n, in, out, c->axes, c->i1, c->i2);
     }
+}
+
+/* ragged_all_to_all with zero counts (nothing moves) of the group's size, but for the flaw
+ * c->i1 gives them: 1 send_sizes NULL, 2 one entry too many, 3 float counts, 4 a slice past
+ * the operand's rows. */
+static spmd_status call_ragged(spmd_ctx *ctx, const coll_case *c, const spmd_block *pin,
+                               spmd_block *pout, int d)
+{
+    static int32_t counts[NDEV][4][NDEV + 1];
+    memset(counts[d], 0, sizeof counts[d]);
+    int n = 1;
+    if (spmd_axis_size(ctx, c->axes, &n) != SPMD_OK)
+        n = 1;
+    spmd_block cb[4];
+    for (int k = 0; k < 4; k++)
+        cb[k] = (spmd_block){counts[d][k], SPMD_DTYPE_I32, 1, {n}};
+    if (c->i1 == 2)
+        cb[0].shape[0] = n + 1;
+    if (c->i1 == 3)
+        cb[2].dtype = SPMD_DTYPE_F32;
+    if (c->i1 == 4)
+        counts[d][1][0] = 100;
+    spmd_block out2, *out = pout;
+    if (c->out2) {
+        instantiate(c->out2, g_dev_out2[d], &out2);
+        out = &out2;
+    }
+    return spmd_ragged_all_to_all(ctx, pin, pout, &cb[0], c->i1 == 1 ? NULL : &cb[1], &cb[2],
+                                  &cb[3], out, c->axes);
 }
 
 static spmd_status coll_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
@@ -782,6 +812,9 @@ static spmd_status coll_body(spmd_ctx *ctx, int nin, const spmd_block *in, int n
     case C_ALL_TO_ALL_MANY:
     case C_PSWAPAXES_MANY:
         st = call_many(ctx, c, pin, pout, d);
+        break;
+    case C_RAGGED:
+        st = call_ragged(ctx, c, pin, pout, d);
         break;
     }
     r->status = st;
@@ -1697,6 +1730,46 @@ static void sweep_spmd_spec_destroy(void)
 {
     Q_VOID(spmd_spec_destroy(NULL));
     Q_VOID(spmd_spec_destroy(DEAD_SPEC));
+}
+
+static void sweep_spmd_spec_set_unreduced(void)
+{
+    const char *x[1] = {"x"}, *y[1] = {"y"}, *null1[1] = {NULL}, *empty[1] = {""};
+    const char *none[1] = {"None"}, *dup[2] = {"y", "y"};
+    const char *nine[9] = {"a", "b", "c", "d", "e", "f", "g", "h", "i"};
+    BAD(INV, spmd_spec_set_unreduced(NULL, 1, y));
+    BAD(INV, spmd_spec_set_unreduced(DEAD_SPEC, 1, y));
+    fresh_t("'x', None, unreduced={'z'}");
+    BAD_T(SPC, INV, spmd_spec_set_unreduced(T, -1, y));
+    BAD_T(SPC, INV, spmd_spec_set_unreduced(T, SPMD_MAX_MESH_AXES + 1, nine));
+    BAD_T(SPC, INV, spmd_spec_set_unreduced(T, INT_MIN, y));
+    BAD_T(INV, INV, spmd_spec_set_unreduced(T, 1, NULL));
+    BAD_T(SPC, INV, spmd_spec_set_unreduced(T, 1, null1));
+    BAD_T(SPC, SPC, spmd_spec_set_unreduced(T, 1, empty));
+    BAD_T(SPC, SPC, spmd_spec_set_unreduced(T, 1, none));
+    BAD_T(SPC, SPC, spmd_spec_set_unreduced(T, 1, x)); /* 'x' partitions a dimension */
+    BAD_T(SPC, SPC, spmd_spec_set_unreduced(T, 2, dup));
+    if (g_case > g_skip && spmd_spec_unreduced_size(T) != 1)
+        case_fail("modified", "a refused call changed the unreduced axes");
+    spmd_spec_destroy(T);
+    T = NULL;
+}
+
+static void sweep_spmd_spec_unreduced_size(void)
+{
+    Q_INT(-1, spmd_spec_unreduced_size(NULL));
+    Q_INT(-1, spmd_spec_unreduced_size(DEAD_SPEC));
+}
+
+static void sweep_spmd_spec_unreduced_axis(void)
+{
+    fixture_up();
+    Q_NULL(spmd_spec_unreduced_axis(NULL, 0));
+    Q_NULL(spmd_spec_unreduced_axis(DEAD_SPEC, 0));
+    Q_NULL(spmd_spec_unreduced_axis(P_XY, 0)); /* none */
+    Q_NULL(spmd_spec_unreduced_axis(P_XY, -1));
+    Q_NULL(spmd_spec_unreduced_axis(P_XY, INT_MAX));
+    Q_NULL(spmd_spec_unreduced_axis(P_XY, INT_MIN));
 }
 
 static void sweep_spmd_spec_length(void)
@@ -2943,6 +3016,29 @@ static void sweep_spmd_all_to_all_many(void)
     BAD_COLL(SHP, .op = op, .in = &B_F33, .out = &B_F33, .axes = "x", .npairs = 1);
     BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i3 = 3, .out2 = &B_F23);
     BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i3 = 2, .out2 = &B_I22);
+}
+
+static void sweep_spmd_ragged_all_to_all(void)
+{
+    HB(b, F32, 2, 2, 2);
+    HB(k, SPMD_DTYPE_I32, 1, 2);
+    BAD(INV, spmd_ragged_all_to_all(NULL, &b, &b, &k, &k, &k, &k, &b, "x"));
+    fixture_up();
+    const coll_op op = C_RAGGED;
+    BAD_COLL(INV, .op = op, .in = NULL, .out = &B_F22, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = NULL, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_NODATA, .out = &B_F22, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = NULL);
+    BAD_COLL(SPC, .op = op, .in = &B_F22, .out = &B_F22, .axes = "z");
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = 1);
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = 2);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = 3);
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .i1 = 4);
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F23, .axes = "x");
+    BAD_COLL(SHP, .op = op, .in = &B_F0, .out = &B_F0, .axes = "x");
+    BAD_COLL(INV, .op = op, .in = &B_F22, .out = &B_I22, .axes = "x");
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .out2 = &B_F33);
+    BAD_COLL(SHP, .op = op, .in = &B_F22, .out = &B_F22, .axes = "x", .out2 = &B_I22);
 }
 
 static void sweep_spmd_pswapaxes_many(void)

@@ -49,7 +49,7 @@ diverge)
     [ $? -eq 1 ] || fail "spmd trace diff of the planted divergence does not exit with 1"
     # the third shard_map call, collective #2, device 5 (process 2 in 4 x 2), its input
     expect "$work/diverge.diff" "^first difference: call #[0-9]+, collective #2 on device 5: all_gather float32\[4\] over \('i'\) #2$"
-    expect "$work/diverge.diff" "^  in call #[0-9]+: spmd_shard_map on Mesh\('i': 8\).*call #3 on that mesh$"
+    expect "$work/diverge.diff" "^  in call #[0-9]+: spmd_shard_map on Mesh\('i': 8, axis_types=\(Auto,\)\).*call #3 on that mesh$"
     expect "$work/diverge.diff" "^  the input data \(digests\) differs:$"
     expect "$work/diverge.diff" "^    B: [0-9a-f]{16} \(process 2\)$"
     # a directory holding the files of two runs is refused, not read as one
@@ -97,7 +97,7 @@ hang | killed)
     expect "$work/show" "^where the devices were \(the smallest groups first\):$"
     expect "$work/show" "^  device 2: (in fn, past 1 collective\(s\), the last psum|returned from fn)"
     expect "$work/show" "^  devices 0, 1, 3\.\.7: in all_gather float32\[4\] over \('i'\) #2 of call #3$"
-    expect "$work/show" "^  call #3 spmd_shard_map on Mesh\('i': 8\).*call #2 on that mesh: started at"
+    expect "$work/show" "^  call #3 spmd_shard_map on Mesh\('i': 8, axis_types=\(Auto,\)\).*call #2 on that mesh: started at"
     if [ "$case" = killed ]; then
         [ "$(grep -c 'no end recorded: still running, or killed' "$work/show")" -eq 4 ] ||
             fail "not every process says it has no recorded end"
@@ -110,7 +110,7 @@ signal)
     run 1 2 "$work/e" exit
     "$spmd" trace show "$work/e" >"$work/e.show"
     expect "$work/e.show" "^process 0 of 1 .*: ended: the process exited without spmd_finalize"
-    expect "$work/e.show" "^  call #[0-9]+ spmd_shard_map on Mesh\('i': 2\).*: started at [0-9.]+ s, ended after"
+    expect "$work/e.show" "^  call #[0-9]+ spmd_shard_map on Mesh\('i': 2, axis_types=\(Auto,\)\).*: started at [0-9.]+ s, ended after"
     "$spmd" trace show "$work/none" >"$work/none.show" 2>&1 && fail "show of a missing trace exits 0"
     expect "$work/none.show" "^spmd: trace show: cannot read"
     ;;

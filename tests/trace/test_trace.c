@@ -165,7 +165,7 @@ static void test_records(void **state)
         }
         assert_non_null(call);
         char want[64];
-        snprintf(want, sizeof want, "spmd_shard_map on Mesh('i': %d)", ndev);
+        snprintf(want, sizeof want, "spmd_shard_map on Mesh('i': %d, axis_types=(Auto,))", ndev);
         assert_true(strncmp(call->what, want, strlen(want)) == 0);
         assert_int_equal(call->device, -1);
         assert_int_equal(call->mesh_call, (uint64_t)c + 1);
