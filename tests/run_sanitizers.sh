@@ -26,5 +26,5 @@ cmake --build build-tsan -j"$jobs"
 # stack is gone from its history, so no suppression can name it). Their 1-process and
 # 1-device-per-process runs stay in.
 ctest --test-dir build-tsan --output-on-failure \
-      -R '^test_(runtime|platform|log|random|abstract_mesh|status|dtype|adopt_mpi|thread_level|mesh|array|collectives|shard_map|nested_calls|bool_reductions|axis_groups|many_blocks|donation|failures|reshard|ops|spec|sharding_reference|sharding_math|bad_input|pmap|compat|multihost|threads|fn_threads|call_mismatch|trace|pbroadcast|replication_proof|ppermute_many|all_to_all_many|take_concat_softmax|bitwise|psend_precv)' \
+      -R '^test_(runtime|platform|log|random|abstract_mesh|status|dtype|adopt_mpi|thread_level|mesh|array|collectives|shard_map|nested_calls|bool_reductions|axis_groups|many_blocks|donation|failures|reshard|ops|spec|sharding_reference|sharding_math|bad_input|pmap|compat|multihost|threads|fn_threads|call_mismatch|trace|pbroadcast|replication_proof|ppermute_many|all_to_all_many|take_concat_softmax|bitwise|psend_precv|ragged_all_to_all|unreduced)' \
       -E '^test_(collectives|many_blocks)_np[2-9]_d[2-9]$'

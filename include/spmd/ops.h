@@ -1,7 +1,9 @@
 /* Block operations for fn bodies, on the calling device: CPU loops and OpenBLAS on CPU devices;
  * kernels and cuBLAS on CUDA devices for blocks of 64 KiB and more (each op waits for its
  * kernel, so host code may read the result). Blocks are dense and row-major. `ctx` may be NULL
- * outside shard_map, for blocks in host memory. */
+ * outside shard_map, for blocks in host memory. Blocks whose dtypes must agree and do not give
+ * SPMD_ERR_INVALID_ARGUMENT (convert with spmd_op_copy); a dtype the op does not take,
+ * SPMD_ERR_UNSUPPORTED. */
 #ifndef SPMD_OPS_H
 #define SPMD_OPS_H
 

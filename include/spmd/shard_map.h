@@ -216,6 +216,15 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_bl
                                                     spmd_block *out, const char *axes, int axis,
                                                     int tiled);
 /**
+ * JAX's lax.all_gather_invariant, for ports: JAX types all_gather's result as still varying
+ * over `axes` (a replicated out_spec refuses it) and this one as invariant. libspmd's
+ * spmd_all_gather already proves its result alike over `axes` (a replicated out_spec of it
+ * needs no hashing), so both run the same collective.
+ */
+SPMD_API SPMD_NODISCARD spmd_status spmd_all_gather_invariant(spmd_ctx *ctx, const spmd_block *in,
+                                                              spmd_block *out, const char *axes,
+                                                              int axis, int tiled);
+/**
  * The group's sum, scattered: untiled needs in.shape[d] == group size and the member at
  * position g gets slice g with dimension d removed; tiled needs in.shape[d] divisible by it and
  * gets the g-th block along d.

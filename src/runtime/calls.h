@@ -167,7 +167,7 @@ void spmd__calls_set_formatter(void (*format)(const void *arg, const uint64_t *w
 
 #define SPMD__NOTE_WAITS 8
 #define SPMD__NOTE_DEVICES 16
-#define SPMD__NOTE_TEXT 240
+#define SPMD__NOTE_TEXT 384 /* a call's text, or an abandon's reason up to both calls' numbers */
 #define SPMD__NOTE_WHAT 200
 enum { SPMD__NOTE_PROBE = 1, SPMD__NOTE_REPLY, SPMD__NOTE_ABANDON };
 

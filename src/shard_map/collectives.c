@@ -1896,7 +1896,18 @@ static spmd_status spmd_psend_checked(spmd_ctx *ctx, const spmd_block *in, const
                  ctx->pending_sends, ctx->device_id);
     SPMD_CHECK(spmd__ctx_sync(ctx)); /* kernels fn queued may still be writing the block */
     spmd_block copy;
-    SPMD_CHECK(spmd_ctx_alloc(ctx, in->ndim, in->shape, in->dtype, &copy));
+    int spare = -1; /* the smallest spare copy that holds it */
+    for (int i = 0; i < ctx->spare_sends; i++)
+        if (block_bytes(&ctx->spares[i]) >= block_bytes(in) &&
+            (spare < 0 || block_bytes(&ctx->spares[i]) < block_bytes(&ctx->spares[spare])))
+            spare = i;
+    if (spare >= 0) { /* reshaped over the spare's bytes: they are fn's until the call ends */
+        copy = *in;
+        copy.data = ctx->spares[spare].data;
+        ctx->spares[spare] = ctx->spares[--ctx->spare_sends];
+    } else {
+        SPMD_CHECK(spmd_ctx_alloc(ctx, in->ndim, in->shape, in->dtype, &copy));
+    }
     memcpy(copy.data, in->data, block_bytes(in));
     ctx->sends[ctx->pending_sends++] = (spmd__pending_send){copy, key};
     return SPMD_OK;
@@ -1930,6 +1941,9 @@ static spmd_status spmd_precv_checked(spmd_ctx *ctx, spmd_block *out, const char
     packed_layout = mix(0x7073656e64ull, 1) | 1; /* "psend": not a plain ppermute */
     st = spmd_ppermute_checked(ctx, &sent, out, axes, pairs, npairs);
     packed_layout = 0;
+    /* after a failure MPI may still read it: never reused */
+    if (st == SPMD_OK && ctx->spare_sends < SPMD__PENDING_SENDS)
+        ctx->spares[ctx->spare_sends++] = sent;
     return st;
 }
 
@@ -3112,6 +3126,14 @@ spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
     return spmd__error_in(
         finished(ctx, spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, NULL), 1, out),
         "spmd_all_gather");
+}
+
+spmd_status spmd_all_gather_invariant(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                                      const char *axes, int axis, int tiled)
+{
+    return spmd__error_in(
+        finished(ctx, spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, NULL), 1, out),
+        "spmd_all_gather_invariant");
 }
 
 spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,

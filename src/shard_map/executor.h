@@ -115,6 +115,9 @@ struct spmd_ctx {
     /* spmd_psend's blocks that no spmd_precv has taken yet, oldest first */
     int pending_sends;
     spmd__pending_send sends[SPMD__PENDING_SENDS];
+    /* the copies precv is done with, for the next psends (a pipeline's loop allocates once) */
+    int spare_sends;
+    spmd_block spares[SPMD__PENDING_SENDS];
 };
 
 /**

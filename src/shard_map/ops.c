@@ -236,9 +236,7 @@ static spmd_status check_binary(spmd_binary_op op, const spmd_block *a, const sp
     SPMD_CHECK(require_same_shape(a, out, fn, "a", "out"));
     SPMD_REQUIRE(op >= SPMD_BINARY_ADD && op <= SPMD_BINARY_XOR, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: op %d is not a spmd_binary_op", fn, (int)op);
-    SPMD_REQUIRE(a->dtype == out->dtype, SPMD_ERR_UNSUPPORTED,
-                 "%s: a (%s) and out (%s) must share a dtype; convert with spmd_op_copy first", fn,
-                 spmd_dtype_name(a->dtype), spmd_dtype_name(out->dtype));
+    SPMD_CHECK(require_out_dtype(a, "a", out, fn));
     if (is_bitwise(op))
         SPMD_REQUIRE(!is_float(a->dtype), SPMD_ERR_UNSUPPORTED,
                      "%s: a bitwise op takes int32, int64, uint8 or bool, not %s (as "
@@ -308,10 +306,10 @@ static spmd_status spmd_op_softmax_checked(spmd_ctx *ctx, const spmd_block *in, 
     SPMD_CHECK(spmd__check_block(in, "in", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
     SPMD_CHECK(require_same_shape(in, out, fn, "in", "out"));
-    SPMD_REQUIRE(in->dtype == out->dtype && is_float(in->dtype), SPMD_ERR_UNSUPPORTED,
-                 "%s: in (%s) and out (%s) must share a float dtype; convert with spmd_op_copy "
-                 "first",
-                 fn, spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    SPMD_CHECK(require_out_dtype(in, "in", out, fn));
+    SPMD_REQUIRE(is_float(in->dtype), SPMD_ERR_UNSUPPORTED,
+                 "%s: softmax takes a float dtype, not %s; convert with spmd_op_copy first", fn,
+                 spmd_dtype_name(in->dtype));
     SPMD_REQUIRE(in->ndim >= 1, SPMD_ERR_SHAPE, "%s: in has rank 0; softmax needs an axis", fn);
     int a = axis < 0 ? axis + in->ndim : axis;
     SPMD_REQUIRE(a >= 0 && a < in->ndim, SPMD_ERR_INVALID_ARGUMENT,
@@ -586,10 +584,13 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, 
     SPMD_CHECK(spmd__check_block(a, "A", fn));
     SPMD_CHECK(spmd__check_block(b, "B", fn));
     SPMD_CHECK(spmd__check_block(c, "C", fn));
-    SPMD_REQUIRE(a->dtype == b->dtype && b->dtype == c->dtype && is_float(a->dtype),
-                 SPMD_ERR_UNSUPPORTED, "%s: A, B and C must share a float dtype (got %s, %s, %s)",
+    SPMD_REQUIRE(a->dtype == b->dtype && b->dtype == c->dtype, SPMD_ERR_INVALID_ARGUMENT,
+                 "%s: A, B and C must share a dtype (got %s, %s, %s); convert with spmd_op_copy "
+                 "first",
                  fn, spmd_dtype_name(a->dtype), spmd_dtype_name(b->dtype),
                  spmd_dtype_name(c->dtype));
+    SPMD_REQUIRE(is_float(a->dtype), SPMD_ERR_UNSUPPORTED,
+                 "%s: gemm takes a float dtype, not %s", fn, spmd_dtype_name(a->dtype));
     int m = 0, n = 0, k = 0;
     SPMD_CHECK(gemm_dims(trans_a, trans_b, a, b, c, &m, &n, &k));
     CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans,

@@ -72,7 +72,7 @@ BEGIN {
     next
 }
 /^NamedSharding/ {
-    want = "NamedSharding(mesh=Mesh(\047a\047: " A ", \047b\047: 2), spec=P(\047a\047,))"
+    want = "NamedSharding(mesh=Mesh(\047a\047: " A ", \047b\047: 2, axis_types=(Auto, Auto)), spec=P(\047a\047,))"
     if (p != 0 || line != want)
         fail("expected \"" want "\" from process 0, got \"" line "\" from process " p)
     named++

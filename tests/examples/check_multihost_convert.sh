@@ -42,7 +42,7 @@ BEGIN {
     K = 4 / gcd(4, L) * L; b = K / L
     for (p = 0; p < P; p++) for (i = 0; i < K; i++) G[p * K + i] = i * p
     for (p = 0; p < P; p++) {
-        line("x", p, "mesh=Mesh(\047x\047: " N ") spec=P(\047x\047,) local_shape=(" K ",) local=" fmt(G, p * K, 0, K))
+        line("x", p, "mesh=Mesh(\047x\047: " N ", axis_types=(Auto,)) spec=P(\047x\047,) local_shape=(" K ",) local=" fmt(G, p * K, 0, K))
         line("x", p, "global_shape=(" K * P ",) local_to_global_shape=(" K * P ",) zero_copy=1")
         for (j = 0; j < L; j++) {
             d = p * L + j
@@ -55,7 +55,7 @@ BEGIN {
     delete G
     for (p = 0; p < P; p++) for (i = 0; i < 4; i++) G[p * 4 + i] = i * p
     for (p = 0; p < P; p++) {
-        line("host_dev", p, "mesh=Mesh(\047host\047: " P ", \047dev\047: " L ") spec=P(\047host\047,) local_shape=(4,) local=" fmt(G, 4 * p, 0, 4))
+        line("host_dev", p, "mesh=Mesh(\047host\047: " P ", \047dev\047: " L ", axis_types=(Auto, Auto)) spec=P(\047host\047,) local_shape=(4,) local=" fmt(G, 4 * p, 0, 4))
         line("host_dev", p, "global_shape=(" 4 * P ",) local_to_global_shape=(" 4 * P ",) zero_copy=1")
         for (j = 0; j < L; j++)
             line("host_dev", p, "device=" p * L + j " replica=" j " index=[" 4 * p ":" 4 * p + 4 "] values=" fmt(G, 4 * p, 0, 4))
@@ -66,7 +66,7 @@ BEGIN {
     delete G
     for (i = 0; i < 4; i++) G[i] = i
     for (p = 0; p < P; p++) {
-        line("replicated", p, "mesh=Mesh(\047host\047: " P ", \047dev\047: " L ") spec=P() local_shape=(4,) local=" fmt(G, 0, 0, 4))
+        line("replicated", p, "mesh=Mesh(\047host\047: " P ", \047dev\047: " L ", axis_types=(Auto, Auto)) spec=P() local_shape=(4,) local=" fmt(G, 0, 0, 4))
         line("replicated", p, "global_shape=(4,) local_to_global_shape=(4,) zero_copy=1")
         for (j = 0; j < L; j++)
             line("replicated", p, "device=" p * L + j " replica=" p * L + j " index=[0:4] values=" fmt(G, 0, 0, 4))
@@ -78,7 +78,7 @@ BEGIN {
     delete G
     for (i = 0; i < 2 * P * L; i++) G[i] = i
     for (p = 0; p < P; p++) {
-        line("transposed", p, "mesh=Mesh(\047dev\047: " L ", \047host\047: " P ") spec=P(\047host\047, \047dev\047) local_shape=(2, " L ") local=" fmt(G, 2 * L * p, 2, L))
+        line("transposed", p, "mesh=Mesh(\047dev\047: " L ", \047host\047: " P ", axis_types=(Auto, Auto)) spec=P(\047host\047, \047dev\047) local_shape=(2, " L ") local=" fmt(G, 2 * L * p, 2, L))
         line("transposed", p, "global_shape=(" 2 * P ", " L ") local_to_global_shape=(" 2 * P ", " L ") zero_copy=1")
         for (j = 0; j < L; j++) {
             col[0] = G[2 * p * L + j]; col[1] = G[(2 * p + 1) * L + j]

@@ -13,7 +13,9 @@
 
 enum { MAX_DEV = 64, PER = 6 };
 
-typedef enum { PIPELINE, PARTIAL, TWO_WAITING, NO_SEND, OTHER_PAIRS, NO_RECV } mode;
+typedef enum { PIPELINE, PARTIAL, TWO_WAITING, LOOP, NO_SEND, OTHER_PAIRS, NO_RECV } mode;
+
+enum { STEPS = 40 };
 
 static float act(int stage, int k) { return (float)(stage * 100 + k) + 0.5f; }
 static float grad(int stage, int k) { return -(float)(stage * 10 + k) - 0.25f; }
@@ -73,6 +75,24 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
         if (st == SPMD_OK)
             st = spmd_precv(ctx, &rg, "i", backward, nf);
         break;
+    case LOOP: /* a pipeline's steps, blocks of two sizes: the sends' copies are reused */
+        for (int step = 0; st == SPMD_OK && step < STEPS; step++) {
+            spmd_block x = a;
+            x.shape[0] = step % 2 ? PER / 2 : PER;
+            for (int k = 0; k < PER; k++)
+                ((float *)a.data)[k] = act(p, k) + (float)step;
+            st = spmd_psend(ctx, &x, "i", forward, nf);
+            for (int k = 0; k < PER; k++)
+                ((float *)a.data)[k] = -1.0f;
+            spmd_block r = ra;
+            r.shape[0] = x.shape[0];
+            if (st == SPMD_OK)
+                st = spmd_precv(ctx, &r, "i", forward, nf);
+            for (int k = 0; st == SPMD_OK && k < x.shape[0]; k++)
+                if (((float *)r.data)[k] != act((p - 1 + n) % n, k) + (float)step)
+                    ((float *)rg.data)[0] = -1.0f; /* a wrong step shows in the second block */
+        }
+        break;
     case NO_SEND:
         return spmd_precv(ctx, &ra, "i", forward, nf);
     case OTHER_PAIRS:
@@ -108,7 +128,7 @@ int main(void)
     float zeros[MAX_DEV] = {0};
     spmd_test_line line = spmd_test_line_create(1, zeros);
     static float got[2 * PER * MAX_DEV];
-    for (mode m = PIPELINE; m <= TWO_WAITING; m++) {
+    for (mode m = PIPELINE; m <= LOOP; m++) {
         spmd_status st = run(&line, m, n, got);
         SPMD_TEST_CHECK(st == SPMD_OK, "mode %d: %s", (int)m, spmd_last_error());
         for (int d = 0; st == SPMD_OK && d < n; d++) {
@@ -116,7 +136,11 @@ int main(void)
             int prev = (d - 1 + n) % n, next = (d + 1) % n;
             int gets = m != PARTIAL || d == 1 % n;
             for (int k = 0; k < PER; k++) {
+                /* LOOP: the last step (odd) sent the first PER / 2 elements */
                 float want = !gets ? 0.0f : act(prev, k);
+                if (m == LOOP)
+                    want = k < PER / 2 ? act(prev, k) + (float)(STEPS - 1)
+                                       : act(prev, k) + (float)(STEPS - 2);
                 SPMD_TEST_CHECK(r[k] == want, "mode %d: position %d element %d is %g, want %g",
                                 (int)m, d, k, r[k], want);
                 float want_g = m == TWO_WAITING ? grad(next, k) : 7.0f;

@@ -20,6 +20,7 @@ typedef enum {
                           into out: the same bytes, passes */
     PSUM_THEN_HAND,    /* psum into out, then device 1 changes out by hand: trusted unless strict */
     ALL_GATHER_ONLY,   /* all_gather into out: proven, passes */
+    ALL_GATHER_INV,    /* all_gather_invariant (JAX's name for the same) into out: passes */
     GROUPS_ONLY        /* psum with axis_index_groups into out: not proven over the axis, hashed */
 } plan_kind;
 
@@ -40,6 +41,8 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
         return st;
     if (kind == ALL_GATHER_ONLY) /* out is (N * ndev,) */
         return spmd_all_gather(ctx, &in[0], &out[0], "i", 0, 1);
+    if (kind == ALL_GATHER_INV)
+        return spmd_all_gather_invariant(ctx, &in[0], &out[0], "i", 0, 1);
     if (kind == GROUPS_ONLY) { /* one group of every position: alike, but not proven */
         int positions[64];
         for (int k = 0; k < ndev; k++)
@@ -76,7 +79,7 @@ static spmd_status run(plan_kind kind, int check, float *result, size_t bytes)
 {
     spmd_shard_map_options o = SPMD_SHARD_MAP_OPTIONS_INIT;
     o.check_replication = check;
-    int wide = kind == ALL_GATHER_ONLY;
+    int wide = kind == ALL_GATHER_ONLY || kind == ALL_GATHER_INV;
     const spmd_out_desc desc = {1, {wide ? (int64_t)N * ndev : N}, SPMD_DTYPE_F32};
     spmd_array *y = NULL;
     spmd_status st = spmd_shard_map(mesh, body, &kind, 1, &x, (const spmd_spec *[]){split}, 1,
@@ -128,6 +131,12 @@ int main(void)
                         spmd_last_error());
         for (int k = 0; st == SPMD_OK && k < N * ndev; k++)
             SPMD_TEST_CHECK(got[k] == host_x[k], "all_gather element %d", k);
+        memset(got, 0, sizeof(float) * N * (size_t)ndev);
+        st = run(ALL_GATHER_INV, check, got, sizeof(float) * N * (size_t)ndev);
+        SPMD_TEST_CHECK(st == SPMD_OK, "check %d: all_gather_invariant into out refused: %s", check,
+                        spmd_last_error());
+        for (int k = 0; st == SPMD_OK && k < N * ndev; k++)
+            SPMD_TEST_CHECK(got[k] == host_x[k], "all_gather_invariant element %d", k);
         st = run(GROUPS_ONLY, check, got, sizeof(float) * N);
         SPMD_TEST_CHECK(st == SPMD_OK, "check %d: psum in one group refused: %s", check,
                         spmd_last_error());

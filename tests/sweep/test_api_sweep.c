@@ -561,7 +561,8 @@ typedef enum coll_op {
     C_PRECV,           /* alone: no psend waits for it */
     C_ALL_TO_ALL_MANY, /* i1, i2: every block's split and concat axes; npairs: tiled */
     C_PSWAPAXES_MANY,  /* i1: every block's axis */
-    C_RAGGED,          /* in: operand, out: output, out2: out (else output); i1: counts flaw */
+    C_ALL_GATHER_INV,
+    C_RAGGED, /* in: operand, out: output, out2: out (else output); i1: counts flaw */
 } coll_op;
 
 /* One call made by every device inside spmd_shard_map over M. Block templates whose data is BUF
@@ -815,6 +816,9 @@ static spmd_status coll_body(spmd_ctx *ctx, int nin, const spmd_block *in, int n
         break;
     case C_RAGGED:
         st = call_ragged(ctx, c, pin, pout, d);
+        break;
+    case C_ALL_GATHER_INV:
+        st = spmd_all_gather_invariant(ctx, pin, pout, c->axes, c->i1, c->i2);
         break;
     }
     r->status = st;
@@ -2759,6 +2763,13 @@ static void sweep_spmd_all_gather(void)
     sweep_all_gather_op(C_ALL_GATHER);
 }
 
+static void sweep_spmd_all_gather_invariant(void)
+{
+    HB(b, F32, 2, 2, 2);
+    BAD(INV, spmd_all_gather_invariant(NULL, &b, &b, "x", 0, 0));
+    sweep_all_gather_op(C_ALL_GATHER_INV);
+}
+
 static void sweep_spmd_psum_scatter(void)
 {
     HB(b, F32, 2, 2, 2);
@@ -3388,7 +3399,7 @@ static void sweep_spmd_op_softmax(void)
     BAD(INV, spmd_op_softmax(NULL, NULL, 1, &f23));
     BAD(INV, spmd_op_softmax(NULL, &f23, 1, NULL));
     BAD(UNS, spmd_op_softmax(NULL, &i23, 1, &i23));
-    BAD(UNS, spmd_op_softmax(NULL, &f23, 1, &d23));
+    BAD(INV, spmd_op_softmax(NULL, &f23, 1, &d23)); /* dtypes differ */
     BAD(SHP, spmd_op_softmax(NULL, &f23, 1, &f32));
     BAD(INV, spmd_op_softmax(NULL, &f23, 2, &f23));
     BAD(INV, spmd_op_softmax(NULL, &f23, -3, &f23));
@@ -3538,7 +3549,7 @@ static void sweep_spmd_op_binary(void)
     BAD(INV, spmd_op_binary(NULL, SPMD_BINARY_DIV, &i22, &zeros, &i22));
     BAD(UNS, spmd_op_binary(NULL, SPMD_BINARY_AND, &f22, &f22, &f22)); /* bitwise: no floats */
     BAD(UNS, spmd_op_binary(NULL, SPMD_BINARY_XOR, &d22, &d22, &d22));
-    BAD(UNS, spmd_op_binary(NULL, SPMD_BINARY_OR, &u22, &u22, &f22)); /* out's dtype differs */
+    BAD(INV, spmd_op_binary(NULL, SPMD_BINARY_OR, &u22, &u22, &f22)); /* out's dtype differs */
 }
 
 static void sweep_spmd_op_binary_scalar(void)
@@ -3614,7 +3625,7 @@ static void sweep_spmd_op_gemm(void)
     BAD(SHP, spmd_op_gemm(NULL, 0, 0, 1.0, &f2, &f22, 0.0, &f22));
     BAD(SHP, spmd_op_gemm(NULL, 0, 0, 1.0, &f22, &f33, 0.0, &f22));
     BAD(SHP, spmd_op_gemm(NULL, INT_MIN, INT_MAX, 1.0, &f22, &f22, 0.0, &f33));
-    BAD(UNS, spmd_op_gemm(NULL, 0, 0, 1.0, &f22, &d22, 0.0, &f22));
+    BAD(INV, spmd_op_gemm(NULL, 0, 0, 1.0, &f22, &d22, 0.0, &f22));
     BAD(UNS, spmd_op_gemm(NULL, 0, 0, 1.0, &i22, &i22, 0.0, &i22));
     BAD(UNS, spmd_op_gemm(NULL, 0, 0, 1.0, &tall, &one, 0.0, &tall));
 }
