@@ -589,8 +589,8 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, 
                  "first",
                  fn, spmd_dtype_name(a->dtype), spmd_dtype_name(b->dtype),
                  spmd_dtype_name(c->dtype));
-    SPMD_REQUIRE(is_float(a->dtype), SPMD_ERR_UNSUPPORTED,
-                 "%s: gemm takes a float dtype, not %s", fn, spmd_dtype_name(a->dtype));
+    SPMD_REQUIRE(is_float(a->dtype), SPMD_ERR_UNSUPPORTED, "%s: gemm takes a float dtype, not %s",
+                 fn, spmd_dtype_name(a->dtype));
     int m = 0, n = 0, k = 0;
     SPMD_CHECK(gemm_dims(trans_a, trans_b, a, b, c, &m, &n, &k));
     CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans,

@@ -342,8 +342,7 @@ static spmd_status parse_names(parser *ps, char close, const char *what,
             return parse_error(ps, "a tuple inside a partition spec cannot contain a nested tuple");
         if (*ps->p == '\0') {
             ps->p = open;
-            snprintf(text, sizeof text, "unbalanced parentheses: this '%c' is never closed",
-                     *open);
+            snprintf(text, sizeof text, "unbalanced parentheses: this '%c' is never closed", *open);
             return parse_error(ps, text);
         }
         if (*n == SPMD_MAX_MESH_AXES) {

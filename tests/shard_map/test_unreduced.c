@@ -74,8 +74,8 @@ static void spec_text(void)
         spmd_spec_destroy(s);
     }
     static const char *const bad[] = {"P('y', unreduced={'y'})", "P(unreduced={'y'}, 'x')",
-                                      "P(unreduced={None})", "P(unreduced={'y', 'y'})",
-                                      "P(unreduced='y')", "P(unreduced={'y'"};
+                                      "P(unreduced={None})",     "P(unreduced={'y', 'y'})",
+                                      "P(unreduced='y')",        "P(unreduced={'y'"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         spmd_spec *s = NULL;
         spmd_status st = spmd_spec_parse(bad[i], &s);
