@@ -250,7 +250,7 @@ static size_t recv_capacity(size_t capacity)
 static void look_for_late_note(xchg *x)
 {
     spmd__comm *c = x->c;
-    int64_t until = spmd__now_ns() + (x->w->spread_arrivals ? 2000000 : 0);
+    int64_t until = x->w->spread_arrivals ? spmd__now_ns() + 2000000 : 0; /* 0: one test */
     do {
         MPI_Status status;
         int arrived = 0;
@@ -263,7 +263,7 @@ static void look_for_late_note(xchg *x)
         unlock();
         if (rc != MPI_SUCCESS || x->late_by >= 0)
             return;
-    } while (spmd__now_ns() < until);
+    } while (until && spmd__now_ns() < until);
 }
 
 enum { GOT, MISSED, STOPPED };
@@ -346,7 +346,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
     unlock();
     int outcome = GOT, tracked = -1, tracked_request = 0, tests = 0, waiting_at_first = 0;
     x->last_from = from;
-    int64_t started = 0, received_at = 0, probe_after = 0;
+    int64_t started = 0, received_at = 0, probe_after = 0, now = 0;
     for (;;) {
         uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
         /* one call tests both (each test runs MPI's progress, which may yield the core) */
@@ -400,7 +400,8 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             break;
         if (suspicion && !done[tracked_request])
             spmd__calls_wait_confirm(tracked, suspicion);
-        int64_t now = spmd__now_ns();
+        if (!started || (tests & 7) == 0) /* as in spmd__comm_paired_exchange */
+            now = spmd__now_ns();
         if (!started) {
             started = now;
             if (x->next_cancel_check == 0)
