@@ -41,7 +41,7 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_spec_set_unreduced(spmd_spec *spec, int
                                                             const char *const *axis_names);
 /** Number of unreduced axes; -1 if spec is NULL. */
 SPMD_API int spmd_spec_unreduced_size(const spmd_spec *spec);
-/** k-th unreduced axis name, in the order given; NULL if out of range. Borrowed. */
+/** k-th unreduced axis name (a set: sorted by name); NULL if out of range. Borrowed. */
 SPMD_API const char *spmd_spec_unreduced_axis(const spmd_spec *spec, int k);
 
 /** Creates an empty spec, P(), to be extended with spmd_spec_append*. */

@@ -261,7 +261,6 @@ spmd_status spmd_process_allgather_shape(const spmd_array *x, int tiled, int *nd
 {
     const char *fn = "spmd_process_allgather_shape";
     SPMD_CHECK(spmd__array_check(x, fn, "x"));
-    SPMD_CHECK(spmd__sharding_refuse_unreduced(x->sharding, fn, "x", 0));
     SPMD_REQUIRE_NOT_NULL(ndim, fn);
     SPMD_REQUIRE_NOT_NULL(shape, fn);
     int processes = spmd_process_count();

@@ -2599,6 +2599,7 @@ spmd_ragged_all_to_all_checked(spmd_ctx *ctx, const spmd_block *operand, const s
     packed_layout = layout | 1;
     st = spmd_pmax_checked(ctx, &mine, &longest, axes, NULL);
     packed_layout = 0;
+    st = finished(ctx, st, 0, NULL); /* its trace record: the all_to_all makes its own */
     if (st != SPMD_OK) {
         free(v);
         return st;

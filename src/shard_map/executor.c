@@ -641,12 +641,39 @@ static uint64_t digest(const void *data, size_t n)
     return spmd__digest(data, n) | 1; /* never 0: 0 marks "not held here" */
 }
 
+/* The holders a block's check compares: the devices with its block and, for an unreduced
+ * output, the same coordinates on the unreduced axes (those hold partial sums of their own). */
 static int64_t block_key(const spmd_sharding *sh, int ndim, int flat)
 {
     int64_t key = 0;
     for (int j = 0; j < ndim; j++)
         key = key * spmd__sharding_blocks(sh, j) + spmd__sharding_block(sh, flat, j);
+    if (sh->unreduced_mask) {
+        int c[SPMD_MAX_MESH_AXES];
+        spmd__mesh_coords(sh->mesh, flat, c);
+        for (int a = 0; a < sh->mesh->ndim; a++)
+            if (sh->unreduced_mask >> a & 1)
+                key = key * sh->mesh->shape[a] + c[a];
+    }
     return key;
+}
+
+/* Whether `flat` is the first of its block's holders (block_key): replica 0 along the axes
+ * the spec leaves out, its unreduced axes set aside. */
+static int first_holder(const spmd_sharding *sh, int flat)
+{
+    if (!sh->unreduced_mask)
+        return sh->replica[flat] == 0;
+    int c[SPMD_MAX_MESH_AXES];
+    unsigned used = sh->unreduced_mask;
+    spmd__mesh_coords(sh->mesh, flat, c);
+    for (int j = 0; j < sh->length; j++)
+        for (int k = 0; k < sh->spec->entry_size[j]; k++)
+            used |= 1u << sh->entry_mesh_axis[j][k];
+    for (int a = 0; a < sh->mesh->ndim; a++)
+        if (!(used >> a & 1) && c[a] != 0)
+            return 0;
+    return 1;
 }
 
 /* Whether a collective made output j's block alike along every axis out_spec leaves out. */
@@ -813,13 +840,16 @@ static uint64_t replication_sum(const spmd_plan *p, spmd_array **outputs, const 
             holders *= (uint64_t)p->mesh->shape[a];
         for (int d = 0; d < sh->length; d++)
             holders /= (uint64_t)sh->nblocks[d];
+        for (int a = 0; a < p->mesh->ndim; a++)
+            if (sh->unreduced_mask >> a & 1)
+                holders /= (uint64_t)p->mesh->shape[a];
         for (int s = 0; s < o->num_shards; s++, at++) {
             int flat = o->shards[s].flat;
             int64_t b = block_index(p, checked, j, flat);
             if (b < lo || b >= hi)
                 continue;
             uint64_t h = mix64(local[at] ^ mix64((uint64_t)b + 0x9E3779B97F4A7C15ull));
-            sum += (sh->replica[flat] == 0 ? holders * h : 0) - h;
+            sum += (first_holder(sh, flat) ? holders * h : 0) - h;
         }
         checked++;
     }

@@ -102,9 +102,16 @@ static spmd_status reduce_then_reshard(spmd_array *x, const spmd_sharding *to,
     opts.donate = donate;
     spmd_array *sum = NULL;
     const spmd_spec *in_spec = from->spec, *out_spec = reduced;
-    if (st == SPMD_OK)
+    if (st == SPMD_OK && mesh->num_local > 0) {
         st = spmd_shard_map(mesh, reduce_body, &r, 1, &x, &in_spec, 1, &desc, &out_spec, &opts,
                             &sum);
+    } else if (st == SPMD_OK) { /* a process of the new mesh alone: its part of the move */
+        spmd_sharding *sh = NULL;
+        st = spmd_sharding_create(mesh, reduced, &sh);
+        if (st == SPMD_OK)
+            st = spmd__array_create_empty(sh, x->ndim, x->shape, x->dtype, "spmd_reshard", &sum);
+        spmd_sharding_destroy(sh);
+    }
     spmd_spec_destroy(reduced);
     if (st != SPMD_OK)
         return st;
@@ -123,6 +130,11 @@ spmd_status spmd_reshard(spmd_array *x, const spmd_sharding *new_sharding,
     *out = NULL;
     SPMD_CHECK(spmd__array_check(x, "spmd_reshard", "x"));
     SPMD_CHECK(spmd__sharding_check(new_sharding, "spmd_reshard", "new_sharding"));
+    SPMD_REQUIRE(!options || options->version == SPMD_RESHARD_OPTIONS_VERSION,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "spmd_reshard: options->version is %u, not SPMD_RESHARD_OPTIONS_VERSION (%u); "
+                 "initialize the options with SPMD_RESHARD_OPTIONS_INIT",
+                 options ? options->version : 0u, SPMD_RESHARD_OPTIONS_VERSION);
     if (!x->sharding->unreduced_mask || new_sharding->unreduced_mask)
         return spmd__reshard(x, new_sharding, options, out);
     return spmd__error_in(reduce_then_reshard(x, new_sharding, options, out), "spmd_reshard");

@@ -73,6 +73,8 @@ static int find_name(const spmd_spec *s, const char *name)
     return -1;
 }
 
+static int by_name(const void *a, const void *b) { return strcmp(a, b); }
+
 static int find_unreduced(const spmd_spec *s, const char *name)
 {
     for (int i = 0; i < s->num_unreduced; i++)
@@ -107,6 +109,8 @@ static spmd_status spmd_spec_set_unreduced_checked(spmd_spec *spec, int naxes,
         snprintf(next.unreduced[next.num_unreduced++], sizeof next.unreduced[0], "%s",
                  axis_names[k]);
     }
+    /* a set: kept by name, so that every process prints and hashes it alike */
+    qsort(next.unreduced, (size_t)next.num_unreduced, sizeof next.unreduced[0], by_name);
     *spec = next;
     return SPMD_OK;
 }

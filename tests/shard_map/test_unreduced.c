@@ -44,6 +44,66 @@ static spmd_status make_partials(spmd_ctx *ctx, int nin, const spmd_block *in, i
     return st;
 }
 
+static void check_value(spmd_array *y, int nx, const char *what);
+
+/* On a mesh (x, y, z): the partials of (ix, iy), alike along z unless *user says otherwise. */
+static spmd_status make_partials_3d(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                    spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout;
+    int ix = 0, iy = 0, iz = 0, vary_z = *(const int *)user;
+    spmd_status st = spmd_axis_index(ctx, "x", &ix);
+    if (st == SPMD_OK)
+        st = spmd_axis_index(ctx, "y", &iy);
+    if (st == SPMD_OK)
+        st = spmd_axis_index(ctx, "z", &iz);
+    for (int r = 0; st == SPMD_OK && r < ROWS; r++)
+        for (int c = 0; c < COLS; c++)
+            ((float *)out[0].data)[r * COLS + c] =
+                (float)partial(ix, iy, r, c) + (vary_z && iz == 1 && r == 0 ? 1.0f : 0.0f);
+    return st;
+}
+
+/* Partial sums over 'y' beside a replicated axis 'z' that the check hashes: holders compare
+ * only with the devices of their own 'y' coordinate; a value differing along 'z' is caught. */
+static void three_axes(int n)
+{
+    int shape[3] = {n / 4, 2, 2}, nx = n / 4;
+    const char *names[3] = {"x", "y", "z"};
+    spmd_test_mesh tm;
+    spmd_test_mesh_build(&tm, NULL, 3, shape, names, NULL);
+    spmd_spec *unreduced = NULL, *x_rows = NULL;
+    spmd_sharding *s_x = NULL;
+    SPMD_TEST_CHECK(spmd_spec_parse("P('x', None, unreduced={'y'})", &unreduced) == SPMD_OK &&
+                        spmd_spec_parse("P('x', None)", &x_rows) == SPMD_OK &&
+                        spmd_sharding_create(tm.mesh, x_rows, &s_x) == SPMD_OK,
+                    "3-D specs: %s", spmd_last_error());
+    const spmd_out_desc desc = {2, {(int64_t)nx * ROWS, COLS}, SPMD_DTYPE_F32};
+    for (int vary_z = 0; vary_z < 2; vary_z++) {
+        spmd_array *part = NULL, *y = NULL;
+        spmd_status st = spmd_shard_map(tm.mesh, make_partials_3d, &vary_z, 0, NULL, NULL, 1, &desc,
+                                        (const spmd_spec *[]){unreduced}, NULL, &part);
+        if (vary_z) {
+            SPMD_TEST_CHECK(st == SPMD_ERR_SPEC && strstr(spmd_last_error(), "'z'"),
+                            "partials differing along z: %s (%s)", spmd_status_name(st),
+                            spmd_last_error());
+        } else {
+            SPMD_TEST_CHECK(st == SPMD_OK, "partials beside z: %s", spmd_last_error());
+            if (st == SPMD_OK)
+                st = spmd_reshard(part, s_x, NULL, &y);
+            SPMD_TEST_CHECK(st == SPMD_OK, "3-D psum: %s", spmd_last_error());
+            if (st == SPMD_OK)
+                check_value(y, nx, "psum over y beside z");
+        }
+        spmd_array_destroy(y);
+        spmd_array_destroy(part);
+    }
+    spmd_sharding_destroy(s_x);
+    spmd_spec_destroy(unreduced);
+    spmd_spec_destroy(x_rows);
+    spmd_mesh_destroy(tm.mesh);
+}
+
 /* fn of an unreduced in_spec: sees its own partial, adds them up itself */
 static spmd_status sum_partials(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
                                 spmd_block *out, void *user)
@@ -220,6 +280,8 @@ int main(void)
                         strstr(spmd_last_error(), "partial sums"),
                     "device_put onto partial sums: %s (%s)", spmd_status_name(st),
                     spmd_last_error());
+    if (n % 4 == 0)
+        three_axes(n);
     spmd_sharding_destroy(s_unreduced);
     spmd_sharding_destroy(s_x);
     spmd_sharding_destroy(s_xy);
