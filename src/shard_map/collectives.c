@@ -2476,8 +2476,7 @@ static spmd_status read_counts(const spmd_block *b, const char *name, int n, int
                  "(%d), but it has rank %d and %lld entries",
                  name, n, b->ndim, (long long)(b->ndim >= 1 ? b->shape[0] : 1));
     for (int j = 0; j < n; j++)
-        v[j] = b->dtype == SPMD_DTYPE_I32 ? ((const int32_t *)b->data)[j]
-                                          : ((const int64_t *)b->data)[j];
+        v[j] = spmd__load_int(b->dtype, b->data, (size_t)j);
     return SPMD_OK;
 }
 

@@ -83,6 +83,17 @@ static int find_unreduced(const spmd_spec *s, const char *name)
     return -1;
 }
 
+/* JAX's refusal of an axis both partitioning a dimension and unreduced. */
+static spmd_status overlap_error(const spmd_spec *spec, const char *axis)
+{
+    char text[SPMD__SPEC_TEXT];
+    spmd__ignore(spmd_spec_format(spec, text, sizeof text));
+    return SPMD_ERROR(SPMD_ERR_SPEC,
+                      "partitions cannot overlap with unreduced axes passed to PartitionSpec: "
+                      "axis `%s` would be both in %s",
+                      axis, text);
+}
+
 static spmd_status spmd_spec_set_unreduced_checked(spmd_spec *spec, int naxes,
                                                    const char *const *axis_names)
 {
@@ -96,14 +107,8 @@ static spmd_status spmd_spec_set_unreduced_checked(spmd_spec *spec, int naxes,
     next.num_unreduced = 0;
     for (int k = 0; k < naxes; k++) {
         SPMD_CHECK(spmd__check_axis_name(axis_names[k], "spmd_spec_set_unreduced"));
-        if (find_name(&next, axis_names[k]) >= 0) {
-            char text[SPMD__SPEC_TEXT];
-            spmd__ignore(spmd_spec_format(spec, text, sizeof text));
-            return SPMD_ERROR(SPMD_ERR_SPEC,
-                              "partitions cannot overlap with unreduced axes passed to "
-                              "PartitionSpec. Got partitions: %s and unreduced axis `%s`",
-                              text, axis_names[k]);
-        }
+        if (find_name(&next, axis_names[k]) >= 0)
+            return overlap_error(spec, axis_names[k]);
         SPMD_REQUIRE(find_unreduced(&next, axis_names[k]) < 0, SPMD_ERR_SPEC,
                      "spmd_spec_set_unreduced: axis `%s` is listed twice", axis_names[k]);
         snprintf(next.unreduced[next.num_unreduced++], sizeof next.unreduced[0], "%s",
@@ -142,14 +147,8 @@ static spmd_status spmd_spec_append_checked(spmd_spec *spec, int naxes,
     int e = next.length;
     for (int k = 0; k < naxes; k++) {
         SPMD_CHECK(spmd__check_axis_name(axis_names[k], "spmd_spec_append"));
-        if (find_unreduced(&next, axis_names[k]) >= 0) {
-            char text[SPMD__SPEC_TEXT];
-            spmd__ignore(spmd_spec_format(spec, text, sizeof text));
-            return SPMD_ERROR(SPMD_ERR_SPEC,
-                              "partitions cannot overlap with unreduced axes passed to "
-                              "PartitionSpec: appending `%s` to %s",
-                              axis_names[k], text);
-        }
+        if (find_unreduced(&next, axis_names[k]) >= 0)
+            return overlap_error(spec, axis_names[k]);
         if (find_name(&next, axis_names[k]) >= 0) {
             char text[SPMD__SPEC_TEXT];
             spmd__ignore(spmd_spec_format(spec, text, sizeof text));
