@@ -54,11 +54,14 @@ typedef struct spmd_shard_map_options {
     /**
      * 1 (default): verify that every output is identical along the mesh axes its out_spec
      * leaves out (the replication it claims), failing with SPMD_ERR_SPEC otherwise. A block
-     * that a psum, pmean, pmax, pmin or all_gather over those axes (no axis_index_groups)
-     * wrote whole as its out, with no block op writing it after, is alike by construction and
-     * is not hashed (fn must not change it by hand after: SPMD_CHECK_REPLICATION_STRICT, or
-     * SPMD_STRICT_REPLICATION=1, hashes every block). 0: trust it, as JAX's check_vma=False
-     * does.
+     * that a psum, pmean, pmax, pmin or all_gather_invariant over those axes (no
+     * axis_index_groups) wrote whole as its out, with no block op writing it after, is alike
+     * by construction and is not hashed (fn must not change it by hand after:
+     * SPMD_CHECK_REPLICATION_STRICT, or SPMD_STRICT_REPLICATION=1, hashes every block). A
+     * block that an all_gather, pbroadcast, ppermute, all_to_all or psum_scatter over one of
+     * those axes wrote last varies by type and is refused whatever its values, as JAX
+     * refuses it. Other
+     * blocks are hashed. 0: trust it, as JAX's check_vma=False does.
      */
     int check_replication;
     /**
@@ -210,16 +213,18 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_pmin(spmd_ctx *ctx, const spmd_block *i
                                               const char *axes);
 /**
  * Untiled: out = stack of the group's blocks at `axis` (normalized against rank+1, so -1 is a
- * new last axis). Tiled: concatenation along `axis` (normalized against rank).
+ * new last axis). Tiled: concatenation along `axis` (normalized against rank). As in JAX, the
+ * result varies over `axes` by type: written last into an output whose out_spec claims
+ * replication along them, the call fails with SPMD_ERR_SPEC whatever the values (unless
+ * check_replication is 0); gather with spmd_all_gather_invariant there.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in,
                                                     spmd_block *out, const char *axes, int axis,
                                                     int tiled);
 /**
- * JAX's lax.all_gather_invariant, for ports: JAX types all_gather's result as still varying
- * over `axes` (a replicated out_spec refuses it) and this one as invariant. libspmd's
- * spmd_all_gather already proves its result alike over `axes` (a replicated out_spec of it
- * needs no hashing), so both run the same collective.
+ * JAX's all_gather_invariant (lax.all_gather(..., to='invarying')): spmd_all_gather whose
+ * result is invariant over `axes`, so an out_spec replicated along them takes it, proven alike
+ * (no hashing). The same collective and data as spmd_all_gather.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_all_gather_invariant(spmd_ctx *ctx, const spmd_block *in,
                                                               spmd_block *out, const char *axes,
@@ -235,15 +240,18 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_
 /**
  * JAX's lax.pbroadcast: every member of the group gets the block of the member at position
  * `source` (0 <= source < group size) over `axes`; out has in's shape and dtype. Several axes
- * must be given in mesh order. The result is the same on every member (a replicated out_spec
- * needs no hashing).
+ * must be given in mesh order. The result is the same on every member, yet varies over
+ * `axes` by type, as JAX's does (see spmd_all_gather): a replicated out_spec refuses it; a
+ * psum to which only `source` adds its block is invariant.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_pbroadcast(spmd_ctx *ctx, const spmd_block *in,
                                                     spmd_block *out, const char *axes, int source);
 /**
  * pairs[2k] -> pairs[2k+1] (positions in the group, taken modulo its size; sources and
  * destinations unique): the destination receives the source's block; positions that are no
- * destination receive zeros. Several axes must be given in mesh order.
+ * destination receive zeros. Several axes must be given in mesh order. Its result varies over
+ * `axes` by type, as those of spmd_all_to_all, spmd_psum_scatter and their _many, _groups and
+ * ragged forms (see spmd_all_gather).
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_ppermute(spmd_ctx *ctx, const spmd_block *in,
                                                   spmd_block *out, const char *axes,

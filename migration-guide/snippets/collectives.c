@@ -2,8 +2,8 @@
  * Migration guide, page 2: collectives. The same three collectives in a pmap fn (rows of shape
  * (4,)) and a shard_map fn (blocks of shape (1, 4)): x - psum(x), all_gather and a ppermute
  * shifting each row to the next device. pmap's untiled all_gather of a row is shard_map's tiled
- * all_gather of a block, and since every device gathers the same value, shard_map returns it
- * once (out_specs P(), verified) where pmap stacked N copies. Any number of devices.
+ * all_gather of a block, invariant, and since every device gathers the same value, shard_map
+ * returns it once (out_specs P(), proven) where pmap stacked N copies. Any number of devices.
  *
  *   SPMD_NUM_CPU_DEVICES=8 ./guide_collectives
  *   mpirun -np 4 -x SPMD_NUM_CPU_DEVICES=2 ./guide_collectives
@@ -54,7 +54,9 @@ static spmd_status f_pmap(spmd_ctx *ctx, int nin, const spmd_block *in, int nout
 
 /* [snippet:shard_map_fn] */
 /* shard_map: x is this device's block, shape (1, 4). Only the gather changes: tiled, it
- * concatenates the (1, 4) blocks into (N, 4); untiled it would stack them into (N, 1, 4). */
+ * concatenates the (1, 4) blocks into (N, 4); untiled it would stack them into (N, 1, 4). It
+ * is the invariant gather, as out_specs P() claims its result alike on every device (a plain
+ * spmd_all_gather's result varies by type: refused there, as JAX refuses it). */
 static spmd_status f_shard_map(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
                                spmd_block *out, void *user)
 {
@@ -67,7 +69,7 @@ static spmd_status f_shard_map(spmd_ctx *ctx, int nin, const spmd_block *in, int
     if (st == SPMD_OK)
         st = spmd_op_binary(ctx, SPMD_BINARY_SUB, &in[0], &total, &out[0]);
     if (st == SPMD_OK)
-        st = spmd_all_gather(ctx, &in[0], &out[1], "i", 0, 1);
+        st = spmd_all_gather_invariant(ctx, &in[0], &out[1], "i", 0, 1);
     if (st == SPMD_OK)
         st = spmd_ppermute(ctx, &in[0], &out[2], "i", s->pairs, s->n);
     return st;

@@ -56,7 +56,8 @@ static spmd_status pipeline(spmd_ctx *ctx, int nin, const spmd_block *in, int no
     TRY(spmd_ctx_alloc(ctx, 2, row, SPMD_DTYPE_F32, &h));
     TRY(spmd_ctx_alloc(ctx, 2, out[0].shape, SPMD_DTYPE_F32, &y));
     float *a = h.data, *results = y.data;
-    memset(a, 0, sizeof(float) * B); /* a bubble computes on zeros, harmlessly */
+    memset(a, 0, sizeof(float) * B);                   /* a bubble computes on zeros, harmlessly */
+    memset(results, 0, (size_t)spmd_block_nbytes(&y)); /* what stages before the last add */
 
     /* Step t: stage s works on microbatch t - s (a bubble while that is not in 0 .. M-1). */
     for (int t = 0; t < M + S - 1; t++) {
@@ -71,7 +72,7 @@ static spmd_status pipeline(spmd_ctx *ctx, int nin, const spmd_block *in, int no
         TRY(spmd_psend(ctx, &h, "stage", pairs, S - 1)); /* keeps a copy: h is free at once, */
         TRY(spmd_precv(ctx, &h, "stage", pairs, S - 1)); /* here for the next step's input */
     }
-    return spmd_pbroadcast(ctx, &y, &out[0], "stage", S - 1);
+    return spmd_psum(ctx, &y, &out[0], "stage"); /* the last stage's y, invariant over 'stage' */
 }
 /* [end] */
 

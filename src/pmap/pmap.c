@@ -12,8 +12,9 @@
 #include "runtime/calls.h"
 #include "runtime/check.h" /* error messages */
 #include "runtime/log.h"
-#include "runtime/worker.h"   /* refusing nested calls */
-#include "array/array_impl.h" /* donation marks inputs deleted */
+#include "runtime/worker.h"     /* refusing nested calls */
+#include "array/array_impl.h"   /* donation marks inputs deleted */
+#include "shard_map/executor.h" /* pmap's check by value */
 
 enum { MAX_ARGS = 64, MAX_DEVICES = 4096, HALF_SLOTS = 16, CACHE_SLOTS = 2 * HALF_SLOTS };
 
@@ -379,9 +380,11 @@ static spmd_status build_entry(const call *c, spmd_array *const *inputs,
     spmd_shard_map_options smo = SPMD_SHARD_MAP_OPTIONS_INIT;
     smo.check_replication = o->check_replication;
     smo.donate = o->donate;
-    return spmd_plan_create(e->mesh, body, e, c->nin, in_descs,
-                            (const spmd_spec *const *)e->in_specs, c->nout, c->global_out,
-                            (const spmd_spec *const *)e->out_specs, &smo, &e->plan);
+    SPMD_CHECK(spmd_plan_create(e->mesh, body, e, c->nin, in_descs,
+                                (const spmd_spec *const *)e->in_specs, c->nout, c->global_out,
+                                (const spmd_spec *const *)e->out_specs, &smo, &e->plan));
+    spmd__plan_check_by_value(e->plan); /* legacy pmap has no varying types */
+    return SPMD_OK;
 }
 
 /* The cached entry of `key`, or NULL; one made before an spmd_finalize is dropped. Called

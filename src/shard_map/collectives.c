@@ -754,6 +754,15 @@ static unsigned proven_axes(const coll *c)
     return alike && !c->grouping ? axes_mask(c->axes, c->naxes) : 0;
 }
 
+/* The axes along which JAX types the out as varying (its vma keeps them), even where the
+ * values agree (an all_gather's, a pbroadcast's); spmd_all_gather_invariant clears them. */
+static unsigned varying_axes(const coll *c)
+{
+    int varies = c->op == OP_ALL_GATHER || c->op == OP_PSUM_SCATTER || c->op == OP_PPERMUTE ||
+                 c->op == OP_ALL_TO_ALL || c->op == OP_PBROADCAST;
+    return varies ? axes_mask(c->axes, c->naxes) : 0;
+}
+
 static void trace_begin(const coll *c)
 {
     char what[SPMD_TRACE_TEXT];
@@ -776,9 +785,12 @@ static spmd_status finished(spmd_ctx *ctx, spmd_status st, int n, const spmd_blo
                         st == SPMD_OK && n > 0 && out ? spmd__ctx_trace_digest(ctx, n, out) : 0);
     }
     spmd__proof proof = pending_proof;
-    pending_proof = (spmd__proof){0, 0, 0};
-    for (int i = 0; st == SPMD_OK && ctx->proofs && out && i < n; i++)
-        spmd__ctx_note_write(ctx, &out[i], proof.axes, mix(proof.token, (uint64_t)i));
+    pending_proof = (spmd__proof){0};
+    for (int i = 0; st == SPMD_OK && ctx->proofs && out && i < n; i++) {
+        spmd__proof each = proof;
+        each.token = mix(proof.token, (uint64_t)i);
+        spmd__ctx_note(ctx, &out[i], each);
+    }
     return st;
 }
 
@@ -788,7 +800,10 @@ static spmd_status arrive(coll *c, const void *in, void *out, const void *extra)
     if (spmd__tracing())
         trace_begin(c);
     if (c->ctx->proofs)
-        pending_proof = (spmd__proof){c->fingerprint, proven_axes(c), 0};
+        pending_proof = (spmd__proof){.token = c->fingerprint,
+                                      .axes = proven_axes(c),
+                                      .varying = varying_axes(c),
+                                      .varying_by = op_names[c->op]};
     /* where this device is, for the other processes' notes (its fingerprint is final now) */
     uint64_t what[2] = {(uint64_t)c->op | (uint64_t)c->naxes << 8, c->grouping_hash};
     for (int k = 0; k < c->naxes; k++)
@@ -1941,6 +1956,7 @@ static spmd_status spmd_precv_checked(spmd_ctx *ctx, spmd_block *out, const char
     packed_layout = mix(0x7073656e64ull, 1) | 1; /* "psend": not a plain ppermute */
     st = spmd_ppermute_checked(ctx, &sent, out, axes, pairs, npairs);
     packed_layout = 0;
+    pending_proof.varying_by = "precv";
     /* after a failure MPI may still read it: never reused */
     if (st == SPMD_OK && ctx->spare_sends < SPMD__PENDING_SENDS)
         ctx->spares[ctx->spare_sends++] = sent;
@@ -3131,9 +3147,9 @@ spmd_status spmd_all_gather(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
 spmd_status spmd_all_gather_invariant(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                       const char *axes, int axis, int tiled)
 {
-    return spmd__error_in(
-        finished(ctx, spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, NULL), 1, out),
-        "spmd_all_gather_invariant");
+    spmd_status st = spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, NULL);
+    pending_proof.varying = 0; /* JAX's Varying -> Invariant */
+    return spmd__error_in(finished(ctx, st, 1, out), "spmd_all_gather_invariant");
 }
 
 spmd_status spmd_psum_scatter(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
@@ -3174,16 +3190,23 @@ spmd_status spmd_precv(spmd_ctx *ctx, spmd_block *out, const char *axes, const i
                           "spmd_precv");
 }
 
+/* The many forms' outs were written on the host after the packed collective: no proof, but
+ * they vary by type as the collective's out did. */
+static spmd_status finished_many(spmd_ctx *ctx, spmd_status st, int n, spmd_block *out,
+                                 const char *name)
+{
+    unsigned varying = pending_proof.varying;
+    st = finished(ctx, st, 0, NULL);
+    for (int i = 0; st == SPMD_OK && i < n; i++)
+        spmd__ctx_note(ctx, &out[i], (spmd__proof){.varying = varying, .varying_by = name});
+    return st;
+}
+
 spmd_status spmd_ppermute_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                                const char *axes, const int *pairs, int npairs)
 {
     spmd_status st = spmd_ppermute_many_checked(ctx, n, in, out, axes, pairs, npairs);
-    /* the collective's record and proof were of the packed block: out's blocks are written on
-     * the host after it, so none of them keeps a proof */
-    st = finished(ctx, st, 0, NULL);
-    for (int i = 0; st == SPMD_OK && i < n; i++)
-        spmd__ctx_note_write(ctx, &out[i], 0, 0);
-    return spmd__error_in(st, "spmd_ppermute_many");
+    return spmd__error_in(finished_many(ctx, st, n, out, "ppermute_many"), "spmd_ppermute_many");
 }
 
 spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axes,
@@ -3196,22 +3219,14 @@ spmd_status spmd_all_to_all(spmd_ctx *ctx, const spmd_block *in, spmd_block *out
         "spmd_all_to_all");
 }
 
-/* The many forms' outs were written on the host after the packed collective: no proof. */
-static spmd_status finished_many(spmd_ctx *ctx, spmd_status st, int n, spmd_block *out)
-{
-    st = finished(ctx, st, 0, NULL);
-    for (int i = 0; st == SPMD_OK && i < n; i++)
-        spmd__ctx_note_write(ctx, &out[i], 0, 0);
-    return st;
-}
-
 spmd_status spmd_all_to_all_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                                  const char *axes, const int *split_axes, const int *concat_axes,
                                  int tiled)
 {
     spmd_status st = spmd_all_to_all_many_checked(ctx, n, in, out, axes, split_axes, concat_axes,
                                                   tiled, "spmd_all_to_all_many");
-    return spmd__error_in(finished_many(ctx, st, n, out), "spmd_all_to_all_many");
+    return spmd__error_in(finished_many(ctx, st, n, out, "all_to_all_many"),
+                          "spmd_all_to_all_many");
 }
 
 spmd_status spmd_pswapaxes_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
@@ -3219,7 +3234,7 @@ spmd_status spmd_pswapaxes_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd
 {
     spmd_status st =
         spmd_all_to_all_many_checked(ctx, n, in, out, axes, axis, axis, 0, "spmd_pswapaxes_many");
-    return spmd__error_in(finished_many(ctx, st, n, out), "spmd_pswapaxes_many");
+    return spmd__error_in(finished_many(ctx, st, n, out, "pswapaxes_many"), "spmd_pswapaxes_many");
 }
 
 spmd_status spmd_ragged_all_to_all(spmd_ctx *ctx, const spmd_block *operand,
@@ -3229,7 +3244,8 @@ spmd_status spmd_ragged_all_to_all(spmd_ctx *ctx, const spmd_block *operand,
 {
     spmd_status st = spmd_ragged_all_to_all_checked(ctx, operand, output, input_offsets, send_sizes,
                                                     output_offsets, recv_sizes, out, axes);
-    return spmd__error_in(finished_many(ctx, st, 1, out), "spmd_ragged_all_to_all");
+    return spmd__error_in(finished_many(ctx, st, 1, out, "ragged_all_to_all"),
+                          "spmd_ragged_all_to_all");
 }
 
 spmd_status spmd_axis_index(const spmd_ctx *ctx, const char *axes, int *index)

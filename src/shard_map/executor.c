@@ -44,6 +44,7 @@ struct spmd_plan {
     int *check_output; /* the mesh axes (size > 1) out_spec leaves out, as bits; 0: unchecked */
     int check_replication;
     int strict_replication; /* every checked block hashed, proven or not */
+    int by_value;           /* pmap: no refusal by type (spmd__plan_check_by_value) */
     int *donate;            /* per input: 0, SPMD_DONATE or SPMD_DONATE_IN_PLACE */
     int *donate_to;         /* per input donated in place: the output it can alias, or -1 */
     int num_local;          /* this process's mesh devices, flat order */
@@ -735,8 +736,14 @@ static void local_digests(const spmd_plan *p, spmd_array **outputs, const spmd__
 
 void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst, unsigned axes, uint64_t token)
 {
+    spmd__ctx_note(ctx, dst, (spmd__proof){.token = token, .axes = axes});
+}
+
+void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof)
+{
     if (!ctx || !ctx->proofs || !dst || !dst->data)
         return;
+    proof.digest = 0;
     const char *d = dst->data;
     size_t bytes = (size_t)spmd_block_size(dst) * spmd_dtype_size(dst->dtype);
     for (int j = 0; j < ctx->nout; j++) {
@@ -745,7 +752,7 @@ void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst, unsigned axes, u
         if (!o || d >= o + ob || o >= d + (bytes ? bytes : 1))
             continue;
         int whole = d == o && bytes == ob;
-        ctx->proofs[j] = whole ? (spmd__proof){token, axes, 0} : (spmd__proof){0, 0, 0};
+        ctx->proofs[j] = whole ? proof : (spmd__proof){0};
     }
 }
 
@@ -770,6 +777,47 @@ static spmd_status replication_error(const spmd_plan *p, int j, int fa, int fb)
                       "along it) hold different values; reduce over %s in fn (spmd_psum), or name "
                       "%s in out_specs[%d]",
                       j, j, spec, axes, m->device_ids[fa], m->device_ids[fb], axes, axes, j);
+}
+
+void spmd__plan_check_by_value(spmd_plan *p) { p->by_value = 1; }
+
+/* JAX's check by type: an output whose out_spec claims replication along an axis that the
+ * collective writing it last leaves varying (an all_gather, not all_gather_invariant) is
+ * refused whatever its values. Every process decides alike, from its own devices. */
+static spmd_status refuse_varying(const spmd_plan *p, const spmd__proof *proofs)
+{
+    if (!proofs || p->by_value)
+        return SPMD_OK;
+    for (int j = 0; j < p->nout; j++) {
+        for (int k = 0; p->check_output[j] && k < p->num_local; k++) {
+            const spmd__proof *pr = &proofs[(size_t)k * (size_t)p->nout + (size_t)j];
+            unsigned bad = pr->varying & (unsigned)p->check_output[j];
+            if (!bad)
+                continue;
+            const spmd_mesh *m = p->mesh;
+            char axes[256], spec[SPMD__SPEC_TEXT], mesh[SPMD__MESH_TEXT];
+            spmd__strbuf sb;
+            spmd__strbuf_init(&sb, axes, sizeof axes);
+            for (int a = 0, n = 0; a < m->ndim; a++)
+                if (bad >> a & 1)
+                    spmd__strbuf_printf(&sb, "%s'%s'", n++ ? ", " : "", m->names[a]);
+            spmd__ignore(spmd_spec_format(p->out_shardings[j]->spec, spec, sizeof spec));
+            spmd__ignore(spmd_mesh_format(m, mesh, sizeof mesh));
+            int gather = strncmp(pr->varying_by, "all_gather", 10) == 0;
+            return SPMD_ERROR(
+                SPMD_ERR_SPEC,
+                "spmd_shard_map: output %d: out_specs[%d] = %s claims the output is replicated "
+                "over mesh axis %s of %s, but fn wrote it last (device %d) with spmd_%s over %s, "
+                "whose result varies along %s by type; JAX refuses this whatever the values. "
+                "%s, name %s in out_specs[%d], or set options.check_replication = 0 (JAX's "
+                "check_vma=False)",
+                j, j, spec, axes, mesh, m->device_ids[p->local_flat[k]], pr->varying_by, axes, axes,
+                gather ? "Gather with spmd_all_gather_invariant (its result is alike)"
+                       : "Reduce it over them (spmd_psum)",
+                axes, j);
+        }
+    }
+    return SPMD_OK;
 }
 
 /* Every device holding the same block of a checked output must hold the same bytes (a mesh in
@@ -1392,6 +1440,8 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     int ran = st == SPMD_OK;
     if (ran)
         st = run_call(entry, p, &frame.job, call, inputs, outputs, proofs);
+    if (st == SPMD_OK)
+        st = refuse_varying(p, proofs);
 
     int abandoned = atomic_load(&call->abandoned), everyone_finished = 0, settled = 0;
     if (spans && spmd__calls_has_verdict() == 2) {

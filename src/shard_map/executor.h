@@ -72,19 +72,32 @@ spmd_status spmd__ctx_sync(const spmd_ctx *ctx);
 void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs);
 
 /** How an output block of fn came to be, for the replication check: `axes` (bits) are the mesh
- * axes along which a collective made it alike, `token` that collective (0: nothing proven). */
+ * axes along which a collective made it alike, `token` that collective (0: nothing proven);
+ * `varying` the axes along which the collective that wrote it makes it vary by type (JAX's
+ * vma: an all_gather, ppermute, all_to_all or psum_scatter over them), `varying_by` its name. */
 typedef struct spmd__proof {
     uint64_t token;
     unsigned axes;
+    unsigned varying;
+    const char *varying_by;
     uint64_t digest; /* of its bytes, taken by the device when fn returned (0: not taken) */
 } spmd__proof;
 
 /**
  * fn (a collective or a block op) wrote `dst`: when it is one of fn's outputs, whole, its proof
- * becomes (`axes`, `token`); any other write to an output takes the proof away. Nothing when
- * the call checks no replication.
+ * becomes `proof` (its digest left out); any other write to an output takes the proof away.
+ * Nothing when the call checks no replication.
  */
+void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof);
+
+/** spmd__ctx_note of a write that proves nothing (a block op, a host copy). */
 void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst, unsigned axes, uint64_t token);
+
+/**
+ * pmap's plans: no refusal by type (legacy pmap has no varying types), the replication check
+ * goes by the values alone.
+ */
+void spmd__plan_check_by_value(spmd_plan *p);
 
 /** How many spmd_psend a device may have waiting for their spmd_precv. */
 #define SPMD__PENDING_SENDS 8

@@ -114,6 +114,14 @@ static spmd_status psum_all(spmd_ctx *ctx, int nin, const spmd_block *in, int no
     return spmd_psum(ctx, &in[0], &out[0], user);
 }
 
+/* Legacy pmap has no varying types: its all_gather under out_axes NONE goes by the values. */
+static spmd_status gather_all(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                              spmd_block *out, void *user)
+{
+    (void)nin, (void)nout, (void)user;
+    return spmd_all_gather(ctx, &in[0], &out[0], "i", 0, 0);
+}
+
 static spmd_status copy_in(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
                            void *user)
 {
@@ -151,6 +159,15 @@ static void test_unmapped(void **state)
             want += g * 4 + c;
         assert_true(out[c] == (float)want);
     }
+    spmd_array_destroy(r);
+    /* all_gather with out_axes NONE: every row, once (shard_map would refuse it by type) */
+    spmd_out_desc gathered = {2, {N, 4}, SPMD_DTYPE_F32};
+    assert_ok(
+        spmd_pmap(gather_all, NULL, 1, in, in_axes, 1, &gathered, &none, "i", NULL, 0, NULL, &r));
+    float rows[64 * 4];
+    to_host(r, rows, (size_t)(N * 4));
+    for (int i = 0; i < N * 4; i++)
+        assert_true(rows[i] == (float)i);
     spmd_array_destroy(r);
     /* a varying value claimed unmapped fails the check, with the fix in the message */
     if (N > 1) {

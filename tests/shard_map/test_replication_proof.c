@@ -1,9 +1,11 @@
 /*
- * The replication check's proofs: a block that a psum (pmean, pmax, pmin, all_gather) over the
- * axes out_specs leaves out wrote whole is alike by construction and is not hashed; any later
- * write by a block op or another collective takes the proof away, so a block changed after
- * its psum is still caught; holders that differ only in how they were made (proven or not) but
- * hold the same bytes pass; SPMD_CHECK_REPLICATION_STRICT hashes every block.
+ * The replication check's proofs: a block that a psum (pmean, pmax, pmin, all_gather_invariant)
+ * over the axes out_specs leaves out wrote whole is alike by construction and is not hashed;
+ * any later write by a block op or another collective takes the proof away, so a block changed
+ * after its psum is still caught; holders that differ only in how they were made (proven or
+ * not) but hold the same bytes pass; SPMD_CHECK_REPLICATION_STRICT hashes every block. As in
+ * JAX, a block that an all_gather, ppermute or all_to_all over those axes wrote last varies by
+ * type: refused whatever its values, unless the check is off.
  */
 #include <stdio.h>
 #include <string.h>
@@ -19,7 +21,10 @@ typedef enum {
     HALF_PROVEN,       /* device 0 copies the psum from a temporary (unproven), the others psum
                           into out: the same bytes, passes */
     PSUM_THEN_HAND,    /* psum into out, then device 1 changes out by hand: trusted unless strict */
-    ALL_GATHER_ONLY,   /* all_gather into out: proven, passes */
+    ALL_GATHER_ONLY,   /* all_gather into out: varying by type, refused (JAX too) */
+    ALL_GATHER_MANY,   /* all_gather_many into out: the same */
+    PERMUTE_ALIKE,     /* a ppermute of a psum into out: alike values, varying type: refused */
+    GATHER_THEN_PSUM,  /* all_gather into out, then a psum of it into out: proven, passes */
     ALL_GATHER_INV,    /* all_gather_invariant (JAX's name for the same) into out: passes */
     GROUPS_ONLY        /* psum with axis_index_groups into out: not proven over the axis, hashed */
 } plan_kind;
@@ -41,6 +46,12 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
         return st;
     if (kind == ALL_GATHER_ONLY) /* out is (N * ndev,) */
         return spmd_all_gather(ctx, &in[0], &out[0], "i", 0, 1);
+    if (kind == ALL_GATHER_MANY)
+        return spmd_all_gather_many(ctx, 1, &in[0], &out[0], "i", 0, 1);
+    if (kind == GATHER_THEN_PSUM) { /* ndev * (the gathered vector) */
+        st = spmd_all_gather(ctx, &in[0], &out[0], "i", 0, 1);
+        return st == SPMD_OK ? spmd_psum(ctx, &out[0], &out[0], "i") : st;
+    }
     if (kind == ALL_GATHER_INV)
         return spmd_all_gather_invariant(ctx, &in[0], &out[0], "i", 0, 1);
     if (kind == GROUPS_ONLY) { /* one group of every position: alike, but not proven */
@@ -63,11 +74,20 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
         return st;
     if (kind == PSUM_THEN_OP && me == 1)
         return spmd_op_binary_scalar(ctx, SPMD_BINARY_ADD, &out[0], 1.0, &out[0]);
-    if (kind == PSUM_THEN_PERMUTE) {
+    if (kind == PSUM_THEN_PERMUTE || kind == PERMUTE_ALIKE) {
         int pairs[2 * 64];
         for (int k = 0; k < ndev; k++)
             pairs[2 * k] = k, pairs[2 * k + 1] = (k + 1) % ndev;
-        return spmd_ppermute(ctx, &in[0], &out[0], "i", pairs, ndev);
+        spmd_block src = in[0];
+        if (kind == PERMUTE_ALIKE) { /* every device sends the sum: out is alike */
+            int64_t shape[1] = {N};
+            st = spmd_ctx_alloc(ctx, 1, shape, SPMD_DTYPE_F32, &src);
+            if (st == SPMD_OK)
+                st = spmd_op_copy(ctx, &out[0], &src);
+            if (st != SPMD_OK)
+                return st;
+        }
+        return spmd_ppermute(ctx, &src, &out[0], "i", pairs, ndev);
     }
     if (kind == PSUM_THEN_HAND && me == 1)
         ((float *)out[0].data)[0] += 1.0f;
@@ -79,7 +99,8 @@ static spmd_status run(plan_kind kind, int check, float *result, size_t bytes)
 {
     spmd_shard_map_options o = SPMD_SHARD_MAP_OPTIONS_INIT;
     o.check_replication = check;
-    int wide = kind == ALL_GATHER_ONLY || kind == ALL_GATHER_INV;
+    int wide = kind == ALL_GATHER_ONLY || kind == ALL_GATHER_INV || kind == ALL_GATHER_MANY ||
+               kind == GATHER_THEN_PSUM;
     const spmd_out_desc desc = {1, {wide ? (int64_t)N * ndev : N}, SPMD_DTYPE_F32};
     spmd_array *y = NULL;
     spmd_status st = spmd_shard_map(mesh, body, &kind, 1, &x, (const spmd_spec *[]){split}, 1,
@@ -127,10 +148,29 @@ int main(void)
         if (st == SPMD_OK)
             expect_sum(got);
         st = run(ALL_GATHER_ONLY, check, got, sizeof(float) * N * (size_t)ndev);
-        SPMD_TEST_CHECK(st == SPMD_OK, "check %d: all_gather into out refused: %s", check,
+        SPMD_TEST_CHECK(st == SPMD_ERR_SPEC &&
+                            strstr(spmd_last_error(), "spmd_all_gather over 'i', whose result "
+                                                      "varies along 'i' by type") &&
+                            strstr(spmd_last_error(), "out_specs[0] = P()") &&
+                            strstr(spmd_last_error(), "spmd_all_gather_invariant") &&
+                            strstr(spmd_last_error(), "check_replication = 0"),
+                        "check %d: all_gather into P() not refused by type (%s: %s)", check,
+                        spmd_status_name(st), spmd_last_error());
+        st = run(ALL_GATHER_MANY, check, got, sizeof(float) * N * (size_t)ndev);
+        SPMD_TEST_CHECK(st == SPMD_ERR_SPEC && strstr(spmd_last_error(), "by type"),
+                        "check %d: all_gather_many into P() not refused by type (%s: %s)", check,
+                        spmd_status_name(st), spmd_last_error());
+        st = run(PERMUTE_ALIKE, check, got, sizeof(float) * N);
+        SPMD_TEST_CHECK(st == SPMD_ERR_SPEC && strstr(spmd_last_error(), "spmd_ppermute") &&
+                            strstr(spmd_last_error(), "by type"),
+                        "check %d: a ppermute of alike values into P() not refused by type "
+                        "(%s: %s)",
+                        check, spmd_status_name(st), spmd_last_error());
+        st = run(GATHER_THEN_PSUM, check, got, sizeof(float) * N * (size_t)ndev);
+        SPMD_TEST_CHECK(st == SPMD_OK, "check %d: a psum after the all_gather refused: %s", check,
                         spmd_last_error());
         for (int k = 0; st == SPMD_OK && k < N * ndev; k++)
-            SPMD_TEST_CHECK(got[k] == host_x[k], "all_gather element %d", k);
+            SPMD_TEST_CHECK(got[k] == (float)ndev * host_x[k], "gather then psum element %d", k);
         memset(got, 0, sizeof(float) * N * (size_t)ndev);
         st = run(ALL_GATHER_INV, check, got, sizeof(float) * N * (size_t)ndev);
         SPMD_TEST_CHECK(st == SPMD_OK, "check %d: all_gather_invariant into out refused: %s", check,
@@ -151,6 +191,16 @@ int main(void)
                         "check %d: a ppermute after the psum went unseen (%s: %s)", check,
                         spmd_status_name(st), spmd_last_error());
     }
+    /* unchecked, the varying types are trusted as JAX's check_vma=False trusts them */
+    memset(got, 0, sizeof got);
+    spmd_status off = run(ALL_GATHER_ONLY, 0, got, sizeof(float) * N * (size_t)ndev);
+    SPMD_TEST_CHECK(off == SPMD_OK, "unchecked all_gather into P() refused: %s", spmd_last_error());
+    for (int k = 0; off == SPMD_OK && k < N * ndev; k++)
+        SPMD_TEST_CHECK(got[k] == host_x[k], "unchecked all_gather element %d", k);
+    off = run(PERMUTE_ALIKE, 0, got, sizeof(float) * N);
+    SPMD_TEST_CHECK(off == SPMD_OK, "unchecked ppermute into P() refused: %s", spmd_last_error());
+    if (off == SPMD_OK)
+        expect_sum(got);
     /* a change by hand after the psum: trusted (proven), caught when strict */
     spmd_status st = run(PSUM_THEN_HAND, 1, NULL, 0);
     SPMD_TEST_CHECK(st == SPMD_OK, "a proven block was hashed: %s", spmd_last_error());

@@ -65,7 +65,7 @@ static spmd_status fn_gather(spmd_ctx *ctx, int nin, const spmd_block *in, int n
                              spmd_block *out, void *user)
 {
     (void)nin, (void)nout;
-    return spmd_all_gather(ctx, &in[0], &out[0], (const char *)user, 0, 1);
+    return spmd_all_gather_invariant(ctx, &in[0], &out[0], (const char *)user, 0, 1);
 }
 
 /* A failure must be a mismatch (or a timeout), end within the bound and name a call. */

@@ -58,7 +58,7 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
     if (st == SPMD_OK)
         st = spmd_pmax(ctx, &in[0], &out[1], "i");
     if (st == SPMD_OK)
-        st = spmd_all_gather(ctx, &in[0], &out[2], "i", 0, 1);
+        st = spmd_all_gather_invariant(ctx, &in[0], &out[2], "i", 0, 1);
     int pairs[2 * SPMD_TEST_MAX_DEVICES];
     for (int k = 0; k < *n; k++) {
         pairs[2 * k] = k;
