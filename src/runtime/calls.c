@@ -41,9 +41,15 @@ static void thread_text_of(int number, const char *name, char *text, size_t size
 
 void spmd__thread_text(char *text, size_t size)
 {
-    if (!thread_text[0])
-        thread_text_of(spmd__thread_number(), thread_name, thread_text, sizeof thread_text);
-    spmd__copy_text(text, size, thread_text);
+    char *mine = thread_text; /* one look-up of the thread's storage, not one per byte */
+    if (!mine[0])
+        thread_text_of(spmd__thread_number(), thread_name, mine, sizeof thread_text);
+    if (!size)
+        return;
+    size_t n = strnlen(mine, sizeof thread_text - 1);
+    n = n < size - 1 ? n : size - 1;
+    memcpy(text, mine, n);
+    text[n] = '\0';
 }
 
 uint64_t spmd__thread_tag(void) { return thread_tag; }
@@ -329,6 +335,8 @@ static spmd__call_about about;
 static unsigned long about_number; /* the call `about` belongs to */
 static int64_t about_since;        /* ... which said so then */
 static tracked waits[WAIT_SLOTS];
+static int waits_high; /* slots below it may be used (each slot is large: a call's end clears
+                          only these) */
 static peer_note peers[PEER_NOTES];
 static abandoned_call abandoned[ABANDONED];
 static int abandoned_next, abandoned_count;
@@ -402,8 +410,9 @@ static void clear_call_state(void)
     about_number = 0;
     atomic_store(&verdict_set, 0);
     verdict_number = 0;
-    for (int i = 0; i < WAIT_SLOTS; i++)
+    for (int i = 0; i < waits_high; i++)
         waits[i].used = 0;
+    waits_high = 0;
     pthread_mutex_unlock(&state);
 }
 
@@ -592,6 +601,7 @@ int spmd__calls_wait_begin(const spmd__wait_info *info)
             slot = i;
     if (slot >= 0) {
         tracked *t = &waits[slot];
+        waits_high = slot + 1 > waits_high ? slot + 1 : waits_high;
         t->used = 1;
         t->info = *info;
         t->since = now;

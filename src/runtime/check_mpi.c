@@ -401,7 +401,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         if (suspicion && !done[tracked_request])
             spmd__calls_wait_confirm(tracked, suspicion);
         if (!started || (tests & 7) == 0) /* as in spmd__comm_paired_exchange */
-            now = spmd__now_ns();
+            now = spmd__coarse_now_ns();
         if (!started) {
             started = now;
             if (x->next_cancel_check == 0)
@@ -904,7 +904,7 @@ static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wa
     x->stamp = c->stamp; /* of the exchange whose tag the caller just took */
     /* at most half of a short window (a grace period) shared out over the steps */
     int64_t s = w->spread_arrivals ? 250000000 : spmd__comm_stagger_ns();
-    int64_t share = (deadline - spmd__now_ns()) / (2 * (int64_t)(x->t.levels + 2));
+    int64_t share = (deadline - spmd__coarse_now_ns()) / (2 * (int64_t)(x->t.levels + 2));
     x->stagger = share < s ? (share > 1000000 ? share : 1000000) : s;
     /* counted back from the deadline, so that the last step ends a stagger before it: what
      * follows a failed exchange (messages, the outcome) fits in before the deadline too */
@@ -1246,7 +1246,9 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
     }
     unlock();
     int left = n, timed_out = 0, culprit = -1, tracked = -1, tracked_request = -1;
-    int64_t started = spmd__now_ns(), probe_after = spmd__calls_probe_after_ns(), now = started;
+    /* the coarse clock: deadlines are seconds away, probes milliseconds */
+    int64_t started = spmd__coarse_now_ns(), probe_after = spmd__calls_probe_after_ns();
+    int64_t now = started;
     unsigned spins = 0;
     while (left > 0 && x.stopped == SPMD_OK) {
         uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
@@ -1297,7 +1299,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             spmd__calls_wait_confirm(tracked, suspicion);
         if ((++spins & 7) == 0) /* the clock every few tests: a test is far shorter than any
                                    deadline, and reading it cost a tenth of a short call */
-            now = spmd__now_ns();
+            now = spmd__coarse_now_ns();
         if (left > 0 && x.next_cancel_check == 0)
             x.next_cancel_check = now + CANCEL_FIRST_NS;
         if (left > 0 && now > x.deadline) {

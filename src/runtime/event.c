@@ -74,6 +74,17 @@ int64_t spmd__now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t spmd__coarse_now_ns(void)
+{
+#ifdef CLOCK_MONOTONIC_COARSE
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+#else
+    return spmd__now_ns();
+#endif
+}
+
 int spmd__event_wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, int64_t poll_ns)
 {
     int spins = atomic_load_explicit(&spin_limit, memory_order_relaxed);

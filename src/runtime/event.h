@@ -16,6 +16,10 @@ typedef struct spmd__event {
 /** Monotonic clock in nanoseconds: every deadline is on it. */
 int64_t spmd__now_ns(void);
 
+/** The same clock, up to one kernel tick (a few ms) behind, at a quarter of the cost: where a
+ * call sets a deadline seconds away, not for durations. */
+int64_t spmd__coarse_now_ns(void);
+
 void spmd__event_init(spmd__event *e);
 void spmd__event_destroy(spmd__event *e);
 /** The current sequence number: read it, test the condition, then wait on what was read. */

@@ -573,7 +573,7 @@ static void combine(void *acc, const void *in, size_t bytes, void *arg)
  * aborted (here or in another process). Messages describe the collective (agreement_of). */
 static spmd__wait cross_wait(coll *c)
 {
-    spmd__wait w = {.deadline_ns = spmd__now_ns() + c->call->timeout_ns,
+    spmd__wait w = {.deadline_ns = spmd__coarse_now_ns() + c->call->timeout_ns,
                     .cancelled = spmd__call_check_cancel,
                     .arg = c->call,
                     .late_told_later = 1,

@@ -810,7 +810,8 @@ static spmd_status refuse_varying(const spmd_plan *p, const spmd__proof *proofs)
                 "over mesh axis %s of %s, but fn wrote it last (device %d) with spmd_%s over %s, "
                 "whose result varies along %s by type; JAX refuses this whatever the values. "
                 "%s, name %s in out_specs[%d], or set options.check_replication = 0 (JAX's "
-                "check_vma=False)",
+                "check_vma=False). (A block fn rewrote by hand after it keeps that record: "
+                "write the last value with spmd_op_copy.)",
                 j, j, spec, axes, mesh, m->device_ids[p->local_flat[k]], pr->varying_by, axes, axes,
                 gather ? "Gather with spmd_all_gather_invariant (its result is alike)"
                        : "Reduce it over them (spmd_psum)",
@@ -1170,7 +1171,7 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
      * answer here either: the others, which time out at about the same moment, only need the
      * grace period. */
     int64_t grace = spmd__comm_grace_ns();
-    int64_t now = spmd__now_ns(), deadline = now + call->timeout_ns + grace;
+    int64_t now = spmd__coarse_now_ns(), deadline = now + call->timeout_ns + grace;
     if (atomic_load(&call->peer_missing)) {
         /* counted from the wait that gave up, so that the call ends by its deadline + grace;
          * yet long enough for the others, which gave up at about the same moment */
@@ -1286,11 +1287,18 @@ static void apply_donations(spmd_plan *p, spmd_array *const *inputs, spmd_array 
 static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd__call *call,
                             spmd_array *const *inputs, spmd_array **outputs, spmd__proof *proofs)
 {
-    int *aliased = calloc((size_t)(p->nout ? p->nout : 1), sizeof *aliased);
-    spmd__allocation **allocations = calloc((size_t)p->num_local, sizeof *allocations);
+    enum { ON_STACK = 8 }; /* a small call allocates nothing here */
+    int aliased_here[ON_STACK] = {0};
+    spmd__allocation *allocations_here[ON_STACK] = {NULL};
+    int *aliased = p->nout <= ON_STACK ? aliased_here : calloc((size_t)p->nout, sizeof *aliased);
+    spmd__allocation **allocations = p->num_local <= ON_STACK
+                                         ? allocations_here
+                                         : calloc((size_t)p->num_local, sizeof *allocations);
     if (!aliased || !allocations) {
-        free(aliased);
-        free(allocations);
+        if (aliased != aliased_here)
+            free(aliased);
+        if (allocations != allocations_here)
+            free(allocations);
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     }
     apply_donations(p, inputs, outputs, aliased);
@@ -1305,13 +1313,15 @@ static spmd_status run_call(const char *entry, spmd_plan *p, call_job *job, spmd
                                           p->local_ordinal, device_task, job);
     for (int k = 0; k < p->num_local; k++)
         free_allocations(allocations[k], atomic_load(&call->data_abandoned));
-    free(allocations);
+    if (allocations != allocations_here)
+        free(allocations);
     if (atomic_load(&call->aborted))
         st = spmd__call_aborted_status(call); /* the root cause, not a bystander's error */
     call->digest = job->first_digest;
     call->first_count = job->first_count;
     memcpy(call->first_last, job->first_last, sizeof call->first_last);
-    free(aliased);
+    if (aliased != aliased_here)
+        free(aliased);
     return st;
 }
 
@@ -1449,7 +1459,9 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
         st = spmd__calls_verdict(&settled);
     } else if (spans) {
         /* this process's digests, and the sum that checks them everywhere at once */
-        uint64_t *local = calloc((size_t)(checked_shards ? checked_shards : 1), sizeof *local);
+        uint64_t no_digest = 0;
+        uint64_t *local =
+            checked_shards ? calloc((size_t)checked_shards, sizeof *local) : &no_digest;
         if (!local && st == SPMD_OK)
             st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
         if (local && st == SPMD_OK)
@@ -1468,7 +1480,8 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
                 everyone_finished = 0;
             }
         }
-        free(local);
+        if (local != &no_digest)
+            free(local);
     } else if (st == SPMD_OK && checked) {
         size_t digest_bytes = (size_t)checked * (size_t)p->mesh->size * sizeof(uint64_t);
         uint64_t *digests = calloc(1, digest_bytes);

@@ -25,6 +25,7 @@ typedef enum {
     ALL_GATHER_MANY,   /* all_gather_many into out: the same */
     PERMUTE_ALIKE,     /* a ppermute of a psum into out: alike values, varying type: refused */
     GATHER_THEN_PSUM,  /* all_gather into out, then a psum of it into out: proven, passes */
+    GATHER_THEN_COPY,  /* all_gather into out, then spmd_op_copy of a psum into out: hashed */
     ALL_GATHER_INV,    /* all_gather_invariant (JAX's name for the same) into out: passes */
     GROUPS_ONLY        /* psum with axis_index_groups into out: not proven over the axis, hashed */
 } plan_kind;
@@ -51,6 +52,15 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
     if (kind == GATHER_THEN_PSUM) { /* ndev * (the gathered vector) */
         st = spmd_all_gather(ctx, &in[0], &out[0], "i", 0, 1);
         return st == SPMD_OK ? spmd_psum(ctx, &out[0], &out[0], "i") : st;
+    }
+    if (kind == GATHER_THEN_COPY) { /* the same, the last write a block op's */
+        spmd_block sum;
+        st = spmd_ctx_alloc(ctx, 1, out[0].shape, SPMD_DTYPE_F32, &sum);
+        if (st == SPMD_OK)
+            st = spmd_all_gather(ctx, &in[0], &out[0], "i", 0, 1);
+        if (st == SPMD_OK)
+            st = spmd_psum(ctx, &out[0], &sum, "i");
+        return st == SPMD_OK ? spmd_op_copy(ctx, &sum, &out[0]) : st;
     }
     if (kind == ALL_GATHER_INV)
         return spmd_all_gather_invariant(ctx, &in[0], &out[0], "i", 0, 1);
@@ -100,7 +110,7 @@ static spmd_status run(plan_kind kind, int check, float *result, size_t bytes)
     spmd_shard_map_options o = SPMD_SHARD_MAP_OPTIONS_INIT;
     o.check_replication = check;
     int wide = kind == ALL_GATHER_ONLY || kind == ALL_GATHER_INV || kind == ALL_GATHER_MANY ||
-               kind == GATHER_THEN_PSUM;
+               kind == GATHER_THEN_PSUM || kind == GATHER_THEN_COPY;
     const spmd_out_desc desc = {1, {wide ? (int64_t)N * ndev : N}, SPMD_DTYPE_F32};
     spmd_array *y = NULL;
     spmd_status st = spmd_shard_map(mesh, body, &kind, 1, &x, (const spmd_spec *[]){split}, 1,
@@ -171,6 +181,13 @@ int main(void)
                         spmd_last_error());
         for (int k = 0; st == SPMD_OK && k < N * ndev; k++)
             SPMD_TEST_CHECK(got[k] == (float)ndev * host_x[k], "gather then psum element %d", k);
+        memset(got, 0, sizeof(float) * N * (size_t)ndev);
+        st = run(GATHER_THEN_COPY, check, got, sizeof(float) * N * (size_t)ndev);
+        SPMD_TEST_CHECK(st == SPMD_OK,
+                        "check %d: a block op's copy after the all_gather refused: %s", check,
+                        spmd_last_error());
+        for (int k = 0; st == SPMD_OK && k < N * ndev; k++)
+            SPMD_TEST_CHECK(got[k] == (float)ndev * host_x[k], "gather then copy element %d", k);
         memset(got, 0, sizeof(float) * N * (size_t)ndev);
         st = run(ALL_GATHER_INV, check, got, sizeof(float) * N * (size_t)ndev);
         SPMD_TEST_CHECK(st == SPMD_OK, "check %d: all_gather_invariant into out refused: %s", check,
