@@ -55,8 +55,9 @@ typedef struct spmd_shard_map_options {
      * 1 (default): verify that every output is identical along the mesh axes its out_spec
      * leaves out (the replication it claims), failing with SPMD_ERR_SPEC otherwise. A block
      * that a psum, pmean, pmax, pmin or all_gather_invariant over those axes (no
-     * axis_index_groups) wrote whole as its out, with no block op writing it after, is alike
-     * by construction and is not hashed (fn must not change it by hand after:
+     * axis_index_groups) wrote whole as its out, or that spmd_op_copy copied from an input
+     * block its in_spec replicates along them, with no block op writing it after, is alike
+     * by construction and is not hashed (fn must not change either by hand:
      * SPMD_CHECK_REPLICATION_STRICT, or SPMD_STRICT_REPLICATION=1, hashes every block). A
      * block that an all_gather, pbroadcast, ppermute, all_to_all or psum_scatter over one of
      * those axes wrote last varies by type and is refused whatever its values, as JAX

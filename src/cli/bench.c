@@ -355,8 +355,9 @@ static void command_of(const suite *s, const options *o, const char *dir, const 
     arg(a, "%s", json_path);
 }
 
-/* Runs argv with stdout and stderr appended to log_path; 0 when it exited with status 0. */
-static int run_program(const argv_list *a, const options *o, const char *log_path)
+/* Runs argv with stdout and stderr appended to log_path; 0 when it exited with status 0. An MPI
+ * suite runs one device per process (command_of). */
+static int run_program(const argv_list *a, const options *o, int mpi, const char *log_path)
 {
     pid_t pid = fork();
     if (pid < 0)
@@ -372,7 +373,9 @@ static int run_program(const argv_list *a, const options *o, const char *log_pat
         (void)join(devices, sizeof devices, "%d", o->devices);
         setenv("SPMD_NUM_CPU_DEVICES", devices, 1);
         setenv("SPMD_CUDA_DEVICES_PER_GPU", devices, 1);
-        spmd_cli_mpi_settings(o->procs, o->devices); /* as spmd launch */
+        /* as spmd launch, for the layout the suite runs: MPI processes yield their cores only
+         * when more of them poll than there are cores (yielding slows MPI's baselines too) */
+        spmd_cli_mpi_settings(mpi ? o->procs : 1, mpi ? 1 : o->devices);
         execvp(a->items[0], a->items);
         fprintf(stderr, "cannot run %s: %s\n", a->items[0], strerror(errno));
         _exit(127);
@@ -534,7 +537,7 @@ static void run_suite(const suite *s, const options *o, const char *dir, int ind
     while (r->runs < max_runs) {
         progress(index, total, r, "running");
         remove(json_path);
-        int rc = run_program(&a, o, log_path);
+        int rc = run_program(&a, o, s->mpi, log_path);
         cJSON *root = rc == 0 ? read_json(json_path) : NULL;
         r->seconds = now_s() - t0;
         if (!root) {

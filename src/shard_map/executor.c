@@ -42,6 +42,7 @@ struct spmd_plan {
     int64_t (*out_blocks)[SPMD_MAX_RANK];
     int64_t (*in_blocks)[SPMD_MAX_RANK];
     int *check_output; /* the mesh axes (size > 1) out_spec leaves out, as bits; 0: unchecked */
+    int *in_alike;     /* per input: the mesh axes its in_spec replicates it along, as bits */
     int check_replication;
     int strict_replication; /* every checked block hashed, proven or not */
     int by_value;           /* pmap: no refusal by type (spmd__plan_check_by_value) */
@@ -90,6 +91,7 @@ void spmd_plan_destroy(spmd_plan *plan)
     free(plan->out_blocks);
     free(plan->in_blocks);
     free(plan->check_output);
+    free(plan->in_alike);
     free(plan->donate);
     free(plan->donate_to);
     free(plan->local_flat);
@@ -186,12 +188,14 @@ static spmd_status plan_fill(spmd_plan *p, const spmd_in_desc *in_descs,
     p->out_shardings = calloc(no, sizeof *p->out_shardings);
     p->out_blocks = calloc(no, sizeof *p->out_blocks);
     p->check_output = calloc(no, sizeof *p->check_output);
+    p->in_alike = calloc(ni, sizeof *p->in_alike);
     p->local_flat = malloc(2 * (size_t)(p->mesh->num_local ? p->mesh->num_local : 1) * sizeof(int));
     p->slot_of_ordinal = malloc((size_t)spmd_local_device_count() * sizeof(int) + 1);
     p->slot_of_flat = malloc((size_t)p->mesh->size * sizeof(int));
     SPMD_REQUIRE(p->in_descs && p->in_shardings && p->accepted && p->in_blocks && p->donate &&
                      p->donate_to && p->out_descs && p->out_shardings && p->out_blocks &&
-                     p->check_output && p->local_flat && p->slot_of_ordinal && p->slot_of_flat,
+                     p->check_output && p->in_alike && p->local_flat && p->slot_of_ordinal &&
+                     p->slot_of_flat,
                  SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     p->local_ordinal = p->local_flat + p->mesh->num_local;
     for (int i = 0; i < nin; i++) {
@@ -202,6 +206,7 @@ static spmd_status plan_fill(spmd_plan *p, const spmd_in_desc *in_descs,
         SPMD_CHECK(make_sharding(p->mesh, in_specs ? in_specs[i] : NULL, "in_specs", i,
                                  &p->in_shardings[i]));
         SPMD_CHECK(block_shape(p->in_shardings[i], &in_descs[i], what, p->in_blocks[i]));
+        p->in_alike[i] = replicated_axes(p->in_shardings[i]);
     }
     for (int j = 0; j < nout; j++) {
         char what[48];
@@ -553,6 +558,9 @@ static spmd_status device_task(int ordinal, void *arg)
         ctx.proofs = job->proofs + (size_t)k * (size_t)p->nout;
         ctx.outs = out;
         ctx.nout = p->nout;
+        ctx.ins = in;
+        ctx.nin = p->nin;
+        ctx.in_alike = p->in_alike;
     }
     spmd_status st = SPMD_OK;
     for (int i = 0; i < p->nin; i++) {
@@ -754,6 +762,21 @@ void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof)
         int whole = d == o && bytes == ob;
         ctx->proofs[j] = whole ? proof : (spmd__proof){0};
     }
+}
+
+void spmd__ctx_note_copy(spmd_ctx *ctx, const spmd_block *src, const spmd_block *dst)
+{
+    if (!ctx || !ctx->proofs || !src || !dst)
+        return;
+    for (int i = 0; i < ctx->nin; i++)
+        if (ctx->ins[i].data == src->data &&
+            spmd_block_size(&ctx->ins[i]) == spmd_block_size(src)) {
+            /* every holder of dst's block copied the same block of input i */
+            uint64_t token = spmd__fnv1a(SPMD__FNV1A_SEED ^ 0x636f7079ull, &i, sizeof i) | 1;
+            spmd__ctx_note(ctx, dst,
+                           (spmd__proof){.token = token, .axes = (unsigned)ctx->in_alike[i]});
+            return;
+        }
 }
 
 static spmd_status replication_error(const spmd_plan *p, int j, int fa, int fb)

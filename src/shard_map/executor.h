@@ -94,6 +94,13 @@ void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof);
 void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst, unsigned axes, uint64_t token);
 
 /**
+ * A block op copied `src` into `dst` unchanged: when `src` is one of fn's inputs, whole, dst
+ * is alike along the axes that input's in_spec replicates it along (JAX: an invariant value
+ * stays invariant). fn must not have changed the input by hand before (strict mode hashes).
+ */
+void spmd__ctx_note_copy(spmd_ctx *ctx, const spmd_block *src, const spmd_block *dst);
+
+/**
  * pmap's plans: no refusal by type (legacy pmap has no varying types), the replication check
  * goes by the values alone.
  */
@@ -121,6 +128,9 @@ struct spmd_ctx {
     spmd__proof *proofs;           /* per output of fn (NULL: no replication to check) */
     const spmd_block *outs;        /* fn's outputs */
     int nout;
+    const spmd_block *ins; /* fn's inputs, and the axes each is replicated along */
+    int nin;
+    const int *in_alike;
     /* the last axes string parsed, and its parse */
     char axes_text[128];
     int naxes;

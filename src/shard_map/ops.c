@@ -136,6 +136,7 @@ spmd_status spmd_op_copy(spmd_ctx *ctx, const spmd_block *in, spmd_block *out)
     SPMD_REQUIRE(in->data != out->data || in->dtype == out->dtype, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_op_copy: converting %s to %s in place is not possible; use another out",
                  spmd_dtype_name(in->dtype), spmd_dtype_name(out->dtype));
+    spmd__ctx_note_copy(ctx, in, out); /* a replicated input copied stays alike */
     size_t n = (size_t)spmd_block_size(in);
     void *q = op_queue(ctx, 2, (const spmd_block *[]){in, out});
     if (q)

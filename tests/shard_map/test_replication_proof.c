@@ -121,6 +121,77 @@ static spmd_status run(plan_kind kind, int check, float *result, size_t bytes)
     return st;
 }
 
+/* fn(x split, r replicated): out = r copied by spmd_op_copy (proven: JAX's invariant input),
+ * or x's block (not proven, hashed: the blocks differ); `hand` then changes device 1's out. */
+typedef struct copy_job {
+    int from_split, hand;
+} copy_job;
+
+static spmd_status copy_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                             spmd_block *out, void *user)
+{
+    (void)nin, (void)nout;
+    const copy_job *j = user;
+    int me = 0;
+    spmd_status st = spmd_axis_index(ctx, "i", &me);
+    if (st == SPMD_OK)
+        st = spmd_op_copy(ctx, &in[j->from_split ? 0 : 1], &out[0]);
+    if (st == SPMD_OK && j->hand && me == 1)
+        ((float *)out[0].data)[0] += 1.0f;
+    return st;
+}
+
+static spmd_status run_copy(spmd_array *r, copy_job j, int check, float *got)
+{
+    spmd_shard_map_options o = SPMD_SHARD_MAP_OPTIONS_INIT;
+    o.check_replication = check;
+    const spmd_out_desc desc = {1, {N}, SPMD_DTYPE_F32};
+    spmd_array *in[2] = {x, r}, *y = NULL;
+    spmd_status st =
+        spmd_shard_map(mesh, copy_body, &j, 2, in, (const spmd_spec *[]){split, replicated}, 1,
+                       &desc, (const spmd_spec *[]){replicated}, &o, &y);
+    if (st == SPMD_OK && got)
+        st = spmd_array_shard_to_host(y, 0, got, sizeof(float) * N);
+    spmd_array_destroy(y);
+    return st;
+}
+
+static void test_copied_inputs(void)
+{
+    float host_r[N], got[N];
+    for (int k = 0; k < N; k++)
+        host_r[k] = 0.25f * (float)k - 1.0f;
+    spmd_sharding *rep_sh = NULL;
+    spmd_array *r = NULL;
+    const int64_t shape[1] = {N};
+    SPMD_TEST_CHECK(spmd_sharding_create(mesh, replicated, &rep_sh) == SPMD_OK &&
+                        spmd_device_put(host_r, 1, shape, SPMD_DTYPE_F32, rep_sh, &r) == SPMD_OK,
+                    "replicated input: %s", spmd_last_error());
+    if (!r) {
+        spmd_sharding_destroy(rep_sh);
+        return;
+    }
+    spmd_status st = run_copy(r, (copy_job){0, 0}, 1, got);
+    SPMD_TEST_CHECK(st == SPMD_OK, "a copied replicated input refused: %s", spmd_last_error());
+    for (int k = 0; st == SPMD_OK && k < N; k++)
+        SPMD_TEST_CHECK(got[k] == host_r[k], "copied input element %d is %g", k, got[k]);
+    /* proven: a change by hand after the copy is trusted, as after a psum; strict catches it */
+    st = run_copy(r, (copy_job){0, 1}, 1, NULL);
+    SPMD_TEST_CHECK(st == SPMD_OK, "the copy of a replicated input was hashed: %s",
+                    spmd_last_error());
+    st = run_copy(r, (copy_job){0, 1}, SPMD_CHECK_REPLICATION_STRICT, NULL);
+    SPMD_TEST_CHECK(st == SPMD_ERR_SPEC && strstr(spmd_last_error(), "replicated over mesh axis"),
+                    "strict: a change after the copy went unseen (%s: %s)", spmd_status_name(st),
+                    spmd_last_error());
+    /* a copied block of the split input proves nothing: hashed, and the blocks differ */
+    st = run_copy(r, (copy_job){1, 0}, 1, NULL);
+    SPMD_TEST_CHECK(st == SPMD_ERR_SPEC && strstr(spmd_last_error(), "replicated over mesh axis"),
+                    "a copied split input passed as replicated (%s: %s)", spmd_status_name(st),
+                    spmd_last_error());
+    spmd_array_destroy(r);
+    spmd_sharding_destroy(rep_sh);
+}
+
 static void expect_sum(const float *got)
 {
     for (int k = 0; k < N; k++) {
@@ -208,6 +279,7 @@ int main(void)
                         "check %d: a ppermute after the psum went unseen (%s: %s)", check,
                         spmd_status_name(st), spmd_last_error());
     }
+    test_copied_inputs();
     /* unchecked, the varying types are trusted as JAX's check_vma=False trusts them */
     memset(got, 0, sizeof got);
     spmd_status off = run(ALL_GATHER_ONLY, 0, got, sizeof(float) * N * (size_t)ndev);
