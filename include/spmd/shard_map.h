@@ -60,8 +60,10 @@ typedef struct spmd_shard_map_options {
      * by construction and is not hashed (fn must not change either by hand:
      * SPMD_CHECK_REPLICATION_STRICT, or SPMD_STRICT_REPLICATION=1, hashes every block). A
      * block that an all_gather, pbroadcast, ppermute, all_to_all or psum_scatter over one of
-     * those axes wrote last varies by type and is refused whatever its values, as JAX
-     * refuses it. Other
+     * those axes (of any size, as JAX counts them) wrote last varies by type and is refused
+     * whatever its values, as JAX refuses it; libspmd sees only those writes, so a varying
+     * value a block op copies into the output is hashed instead (JAX would refuse it too).
+     * The refusal comes after fn ran: donated inputs are gone, as after any call. Other
      * blocks are hashed. 0: trust it, as JAX's check_vma=False does.
      */
     int check_replication;

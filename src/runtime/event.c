@@ -78,7 +78,8 @@ int64_t spmd__coarse_now_ns(void)
 {
 #ifdef CLOCK_MONOTONIC_COARSE
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+        return spmd__now_ns();
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 #else
     return spmd__now_ns();

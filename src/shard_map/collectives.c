@@ -47,6 +47,17 @@ typedef enum op_kind {
 static const char *const op_names[] = {"",           "psum",       "pmean",        "pmax",
                                        "pmin",       "all_gather", "psum_scatter", "ppermute",
                                        "all_to_all", "pbroadcast"};
+/* The public names of the forms with axis_index_groups, for messages. */
+static const char *const group_op_names[] = {"",
+                                             "psum_groups",
+                                             "pmean_groups",
+                                             "pmax_groups",
+                                             "pmin_groups",
+                                             "all_gather_groups",
+                                             "psum_scatter_groups",
+                                             "ppermute",
+                                             "all_to_all_groups",
+                                             "pbroadcast"};
 
 /* One device's view of the collective in progress. */
 typedef struct coll {
@@ -800,10 +811,11 @@ static spmd_status arrive(coll *c, const void *in, void *out, const void *extra)
     if (spmd__tracing())
         trace_begin(c);
     if (c->ctx->proofs)
-        pending_proof = (spmd__proof){.token = c->fingerprint,
-                                      .axes = proven_axes(c),
-                                      .varying = varying_axes(c),
-                                      .varying_by = op_names[c->op]};
+        pending_proof =
+            (spmd__proof){.token = c->fingerprint,
+                          .axes = proven_axes(c),
+                          .varying = varying_axes(c),
+                          .varying_by = c->grouping ? group_op_names[c->op] : op_names[c->op]};
     /* where this device is, for the other processes' notes (its fingerprint is final now) */
     uint64_t what[2] = {(uint64_t)c->op | (uint64_t)c->naxes << 8, c->grouping_hash};
     for (int k = 0; k < c->naxes; k++)
@@ -3368,7 +3380,7 @@ static spmd_status spmd_all_gather_many_checked(spmd_ctx *ctx, int n, const spmd
 spmd_status spmd_all_gather_many(spmd_ctx *ctx, int n, const spmd_block *in, spmd_block *out,
                                  const char *axes, int axis, int tiled)
 {
-    return spmd__error_in(
-        finished(ctx, spmd_all_gather_many_checked(ctx, n, in, out, axes, axis, tiled), n, out),
-        "spmd_all_gather_many");
+    spmd_status st = spmd_all_gather_many_checked(ctx, n, in, out, axes, axis, tiled);
+    pending_proof.varying_by = "all_gather_many";
+    return spmd__error_in(finished(ctx, st, n, out), "spmd_all_gather_many");
 }

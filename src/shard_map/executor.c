@@ -43,6 +43,8 @@ struct spmd_plan {
     int64_t (*in_blocks)[SPMD_MAX_RANK];
     int *check_output; /* the mesh axes (size > 1) out_spec leaves out, as bits; 0: unchecked */
     int *in_alike;     /* per input: the mesh axes its in_spec replicates it along, as bits */
+    int *typed_output; /* per output: the axes out_spec leaves out, of any size (JAX's types
+                          count size-1 axes too); 0: unchecked */
     int check_replication;
     int strict_replication; /* every checked block hashed, proven or not */
     int by_value;           /* pmap: no refusal by type (spmd__plan_check_by_value) */
@@ -92,6 +94,7 @@ void spmd_plan_destroy(spmd_plan *plan)
     free(plan->in_blocks);
     free(plan->check_output);
     free(plan->in_alike);
+    free(plan->typed_output);
     free(plan->donate);
     free(plan->donate_to);
     free(plan->local_flat);
@@ -116,9 +119,10 @@ static spmd_status make_sharding(spmd_mesh *mesh, const spmd_spec *spec, const c
     return SPMD_OK;
 }
 
-/* The mesh axes of size > 1 that the spec leaves out, as bits: those it claims replication
- * along (0: none). Unreduced axes claim none: their devices hold partial sums. */
-static int replicated_axes(const spmd_sharding *sh)
+/* The mesh axes (of size > 1 unless `any_size`) that the spec leaves out, as bits: those it
+ * claims replication along (0: none). Unreduced axes claim none: their devices hold partial
+ * sums. */
+static int left_out_axes(const spmd_sharding *sh, int any_size)
 {
     const spmd_mesh *m = sh->mesh;
     int used[SPMD_MAX_MESH_AXES] = {0}, mask = 0;
@@ -126,10 +130,12 @@ static int replicated_axes(const spmd_sharding *sh)
         for (int k = 0; k < sh->spec->entry_size[j]; k++)
             used[sh->entry_mesh_axis[j][k]] = 1;
     for (int a = 0; a < m->ndim; a++)
-        if (!used[a] && m->shape[a] > 1 && !(sh->unreduced_mask >> a & 1))
+        if (!used[a] && (any_size || m->shape[a] > 1) && !(sh->unreduced_mask >> a & 1))
             mask |= 1 << a;
     return mask;
 }
+
+static int replicated_axes(const spmd_sharding *sh) { return left_out_axes(sh, 0); }
 
 static spmd_status check_desc(const spmd_out_desc *d, const char *which, int k)
 {
@@ -189,13 +195,14 @@ static spmd_status plan_fill(spmd_plan *p, const spmd_in_desc *in_descs,
     p->out_blocks = calloc(no, sizeof *p->out_blocks);
     p->check_output = calloc(no, sizeof *p->check_output);
     p->in_alike = calloc(ni, sizeof *p->in_alike);
+    p->typed_output = calloc(no, sizeof *p->typed_output);
     p->local_flat = malloc(2 * (size_t)(p->mesh->num_local ? p->mesh->num_local : 1) * sizeof(int));
     p->slot_of_ordinal = malloc((size_t)spmd_local_device_count() * sizeof(int) + 1);
     p->slot_of_flat = malloc((size_t)p->mesh->size * sizeof(int));
     SPMD_REQUIRE(p->in_descs && p->in_shardings && p->accepted && p->in_blocks && p->donate &&
                      p->donate_to && p->out_descs && p->out_shardings && p->out_blocks &&
-                     p->check_output && p->in_alike && p->local_flat && p->slot_of_ordinal &&
-                     p->slot_of_flat,
+                     p->check_output && p->in_alike && p->typed_output && p->local_flat &&
+                     p->slot_of_ordinal && p->slot_of_flat,
                  SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
     p->local_ordinal = p->local_flat + p->mesh->num_local;
     for (int i = 0; i < nin; i++) {
@@ -217,6 +224,7 @@ static spmd_status plan_fill(spmd_plan *p, const spmd_in_desc *in_descs,
                                  &p->out_shardings[j]));
         SPMD_CHECK(block_shape(p->out_shardings[j], &out_descs[j], what, p->out_blocks[j]));
         p->check_output[j] = p->check_replication ? replicated_axes(p->out_shardings[j]) : 0;
+        p->typed_output[j] = p->check_replication ? left_out_axes(p->out_shardings[j], 1) : 0;
     }
     const spmd__runtime *rt = spmd__runtime_get("spmd_shard_map");
     if (!rt)
@@ -559,7 +567,7 @@ static spmd_status device_task(int ordinal, void *arg)
         ctx.outs = out;
         ctx.nout = p->nout;
         ctx.ins = in;
-        ctx.nin = p->nin;
+        ctx.nin = p->by_value ? 0 : p->nin; /* pmap's unmapped inputs are each process's own */
         ctx.in_alike = p->in_alike;
     }
     spmd_status st = SPMD_OK;
@@ -771,6 +779,9 @@ void spmd__ctx_note_copy(spmd_ctx *ctx, const spmd_block *src, const spmd_block 
     for (int i = 0; i < ctx->nin; i++)
         if (ctx->ins[i].data == src->data &&
             spmd_block_size(&ctx->ins[i]) == spmd_block_size(src)) {
+            for (int j = 0; j < ctx->nout; j++)
+                if (ctx->outs[j].data == src->data)
+                    return; /* donated in place: fn's writes to that output changed it */
             /* every holder of dst's block copied the same block of input i */
             uint64_t token = spmd__fnv1a(SPMD__FNV1A_SEED ^ 0x636f7079ull, &i, sizeof i) | 1;
             spmd__ctx_note(ctx, dst,
@@ -804,6 +815,16 @@ static spmd_status replication_error(const spmd_plan *p, int j, int fa, int fb)
 
 void spmd__plan_check_by_value(spmd_plan *p) { p->by_value = 1; }
 
+/* "'x', 'y'": the mesh axes in `mask`. */
+static void axis_list(const spmd_mesh *m, unsigned mask, char *text, size_t size)
+{
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, text, size);
+    for (int a = 0, n = 0; a < m->ndim; a++)
+        if (mask >> a & 1)
+            spmd__strbuf_printf(&sb, "%s'%s'", n++ ? ", " : "", m->names[a]);
+}
+
 /* JAX's check by type: an output whose out_spec claims replication along an axis that the
  * collective writing it last leaves varying (an all_gather, not all_gather_invariant) is
  * refused whatever its values. Every process decides alike, from its own devices. */
@@ -812,33 +833,37 @@ static spmd_status refuse_varying(const spmd_plan *p, const spmd__proof *proofs)
     if (!proofs || p->by_value)
         return SPMD_OK;
     for (int j = 0; j < p->nout; j++) {
-        for (int k = 0; p->check_output[j] && k < p->num_local; k++) {
+        for (int k = 0; p->typed_output[j] && k < p->num_local; k++) {
             const spmd__proof *pr = &proofs[(size_t)k * (size_t)p->nout + (size_t)j];
-            unsigned bad = pr->varying & (unsigned)p->check_output[j];
+            unsigned bad = pr->varying & (unsigned)p->typed_output[j];
             if (!bad)
                 continue;
             const spmd_mesh *m = p->mesh;
-            char axes[256], spec[SPMD__SPEC_TEXT], mesh[SPMD__MESH_TEXT];
-            spmd__strbuf sb;
-            spmd__strbuf_init(&sb, axes, sizeof axes);
-            for (int a = 0, n = 0; a < m->ndim; a++)
-                if (bad >> a & 1)
-                    spmd__strbuf_printf(&sb, "%s'%s'", n++ ? ", " : "", m->names[a]);
+            char refused[256], over[256], spec[SPMD__SPEC_TEXT], mesh[SPMD__MESH_TEXT];
+            axis_list(m, bad, refused, sizeof refused);
+            axis_list(m, pr->varying, over, sizeof over);
             spmd__ignore(spmd_spec_format(p->out_shardings[j]->spec, spec, sizeof spec));
             spmd__ignore(spmd_mesh_format(m, mesh, sizeof mesh));
-            int gather = strncmp(pr->varying_by, "all_gather", 10) == 0;
+            const char *by = pr->varying_by, *hint = "its result differs between devices by design";
+            if (!strcmp(by, "all_gather") || !strcmp(by, "all_gather_many"))
+                hint =
+                    "gather with spmd_all_gather_invariant (its result is invariant; one block a "
+                    "call)";
+            else if (!strcmp(by, "pbroadcast"))
+                hint = "make it a spmd_psum to which only the source adds its block (invariant)";
+            else if (!strncmp(by, "psum_scatter", 12))
+                hint = "psum instead of psum_scatter (invariant)";
+            int several = (bad & (bad - 1)) != 0;
             return SPMD_ERROR(
                 SPMD_ERR_SPEC,
                 "spmd_shard_map: output %d: out_specs[%d] = %s claims the output is replicated "
-                "over mesh axis %s of %s, but fn wrote it last (device %d) with spmd_%s over %s, "
+                "over mesh %s %s of %s, but fn wrote it last (device %d) with spmd_%s over %s, "
                 "whose result varies along %s by type; JAX refuses this whatever the values. "
-                "%s, name %s in out_specs[%d], or set options.check_replication = 0 (JAX's "
+                "Either %s, name %s in out_specs[%d], or set options.check_replication = 0 (JAX's "
                 "check_vma=False). (A block fn rewrote by hand after it keeps that record: "
                 "write the last value with spmd_op_copy.)",
-                j, j, spec, axes, mesh, m->device_ids[p->local_flat[k]], pr->varying_by, axes, axes,
-                gather ? "Gather with spmd_all_gather_invariant (its result is alike)"
-                       : "Reduce it over them (spmd_psum)",
-                axes, j);
+                j, j, spec, several ? "axes" : "axis", refused, mesh,
+                m->device_ids[p->local_flat[k]], by, over, refused, hint, refused, j);
         }
     }
     return SPMD_OK;
@@ -1460,16 +1485,22 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     }
     pthread_mutex_init(&call->abort_lock, NULL);
 
-    int checked = 0, checked_shards = 0;
-    for (int j = 0; j < p->nout; j++)
+    int checked = 0, checked_shards = 0, typed = 0;
+    for (int j = 0; j < p->nout; j++) {
+        typed |= p->typed_output[j] != 0;
         if (p->check_output[j]) {
             checked++;
             checked_shards += p->num_local;
         }
-    spmd__proof *proofs = NULL; /* NULL: every checked block hashed here */
-    if (checked)
+    }
+    spmd__proof *proofs = NULL; /* how fn's blocks were written; NULL: nothing to check */
+    if (checked || typed)
         proofs = calloc((size_t)p->num_local * (size_t)p->nout, sizeof *proofs);
-    spmd_status st = create_outputs(p, outputs);
+    spmd_status st = (checked || typed) && !proofs
+                         ? SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory")
+                         : SPMD_OK;
+    if (st == SPMD_OK)
+        st = create_outputs(p, outputs);
     int ran = st == SPMD_OK;
     if (ran)
         st = run_call(entry, p, &frame.job, call, inputs, outputs, proofs);

@@ -192,6 +192,54 @@ static void test_copied_inputs(void)
     spmd_sharding_destroy(rep_sh);
 }
 
+/* A gather over a size-1 axis that out_specs leaves out: JAX's types count that axis too. */
+static spmd_status gather_unit(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                               spmd_block *out, void *user)
+{
+    (void)nin, (void)nout;
+    return *(const int *)user ? spmd_all_gather_invariant(ctx, &in[0], &out[0], "u", 0, 1)
+                              : spmd_all_gather(ctx, &in[0], &out[0], "u", 0, 1);
+}
+
+static void test_size_one_axis(void)
+{
+    int shape[2] = {ndev, 1};
+    const char *names[2] = {"i", "u"};
+    spmd_mesh *m2 = NULL;
+    spmd_sharding *sh = NULL;
+    spmd_array *x2 = NULL;
+    const int64_t global[1] = {(int64_t)N * ndev};
+    spmd_status st = spmd_mesh_create(2, shape, names, NULL, 0, &m2);
+    if (st == SPMD_OK)
+        st = spmd_sharding_create(m2, split, &sh);
+    if (st == SPMD_OK)
+        st = spmd_device_put(host_x, 1, global, SPMD_DTYPE_F32, sh, &x2);
+    SPMD_TEST_CHECK(st == SPMD_OK, "(n, 1) mesh: %s", spmd_last_error());
+    const spmd_out_desc desc = {1, {(int64_t)N * ndev}, SPMD_DTYPE_F32};
+    for (int invariant = 0; st == SPMD_OK && invariant <= 1; invariant++) {
+        spmd_array *y = NULL;
+        spmd_status got =
+            spmd_shard_map(m2, gather_unit, &invariant, 1, &x2, (const spmd_spec *[]){split}, 1,
+                           &desc, (const spmd_spec *[]){split}, NULL, &y);
+        if (invariant) {
+            SPMD_TEST_CHECK(got == SPMD_OK, "invariant gather over a size-1 axis: %s",
+                            spmd_last_error());
+            float back[N * 64];
+            if (got == SPMD_OK && spmd_array_to_host(y, back, sizeof(float) * N * ndev) == SPMD_OK)
+                for (int k = 0; k < N * ndev; k++)
+                    SPMD_TEST_CHECK(back[k] == host_x[k], "size-1 gather element %d", k);
+        } else {
+            SPMD_TEST_CHECK(got == SPMD_ERR_SPEC && strstr(spmd_last_error(), "over mesh axis 'u'"),
+                            "a gather over a size-1 left-out axis not refused (%s: %s)",
+                            spmd_status_name(got), spmd_last_error());
+        }
+        spmd_array_destroy(y);
+    }
+    spmd_array_destroy(x2);
+    spmd_sharding_destroy(sh);
+    spmd_mesh_destroy(m2);
+}
+
 static void expect_sum(const float *got)
 {
     for (int k = 0; k < N; k++) {
@@ -280,6 +328,7 @@ int main(void)
                         spmd_status_name(st), spmd_last_error());
     }
     test_copied_inputs();
+    test_size_one_axis();
     /* unchecked, the varying types are trusted as JAX's check_vma=False trusts them */
     memset(got, 0, sizeof got);
     spmd_status off = run(ALL_GATHER_ONLY, 0, got, sizeof(float) * N * (size_t)ndev);
