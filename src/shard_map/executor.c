@@ -750,9 +750,9 @@ static void local_digests(const spmd_plan *p, spmd_array **outputs, const spmd__
     }
 }
 
-void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst, unsigned axes, uint64_t token)
+void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst)
 {
-    spmd__ctx_note(ctx, dst, (spmd__proof){.token = token, .axes = axes});
+    spmd__ctx_note(ctx, dst, (spmd__proof){0});
 }
 
 void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof)
@@ -1493,10 +1493,11 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
             checked_shards += p->num_local;
         }
     }
-    spmd__proof *proofs = NULL; /* how fn's blocks were written; NULL: nothing to check */
-    if (checked || typed)
+    /* how fn's blocks were written (typed_output covers check_output); NULL: nothing to check */
+    spmd__proof *proofs = NULL;
+    if (typed)
         proofs = calloc((size_t)p->num_local * (size_t)p->nout, sizeof *proofs);
-    spmd_status st = (checked || typed) && !proofs
+    spmd_status st = typed && !proofs
                          ? SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory")
                          : SPMD_OK;
     if (st == SPMD_OK)

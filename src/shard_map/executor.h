@@ -91,7 +91,7 @@ typedef struct spmd__proof {
 void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof);
 
 /** spmd__ctx_note of a write that proves nothing (a block op, a host copy). */
-void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst, unsigned axes, uint64_t token);
+void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst);
 
 /**
  * A block op copied `src` into `dst` unchanged: when `src` is one of fn's inputs, whole, dst

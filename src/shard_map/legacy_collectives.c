@@ -69,7 +69,7 @@ spmd_status spmd_pshuffle(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, 
                           const int *perm, int n)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pshuffle"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* its out is written on the host */
+    spmd__ctx_note_write(ctx, out); /* its out is written on the host */
     spmd_status st = check_permutation(ctx, axis, perm, n);
     if (st != SPMD_OK)
         return spmd__error_in(refuse(ctx, st), "spmd_pshuffle");
@@ -158,13 +158,13 @@ static spmd_status parg(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, co
 spmd_status spmd_pargmax(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axis)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pargmax"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* its out is written on the host */
+    spmd__ctx_note_write(ctx, out); /* its out is written on the host */
     return spmd__error_in(parg(ctx, in, out, axis, 1), "spmd_pargmax");
 }
 
 spmd_status spmd_pargmin(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, const char *axis)
 {
     SPMD_CHECK(spmd__ctx_check(ctx, "spmd_pargmin"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* its out is written on the host */
+    spmd__ctx_note_write(ctx, out); /* its out is written on the host */
     return spmd__error_in(parg(ctx, in, out, axis, 0), "spmd_pargmin");
 }

@@ -95,7 +95,7 @@ static int is_number(spmd_dtype t)
 spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_fill"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_fill"));
     size_t n = (size_t)spmd_block_size(out);
     void *q = op_queue(ctx, 1, (const spmd_block *[]){out});
@@ -115,7 +115,7 @@ spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value)
 spmd_status spmd_op_iota(spmd_ctx *ctx, spmd_block *out, double start, double step)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_iota"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_iota"));
     size_t n = (size_t)spmd_block_size(out);
     void *q = op_queue(ctx, 1, (const spmd_block *[]){out});
@@ -129,7 +129,7 @@ spmd_status spmd_op_iota(spmd_ctx *ctx, spmd_block *out, double start, double st
 spmd_status spmd_op_copy(spmd_ctx *ctx, const spmd_block *in, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_copy"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     SPMD_CHECK(spmd__check_block(in, "in", "spmd_op_copy"));
     SPMD_CHECK(spmd__check_block(out, "out", "spmd_op_copy"));
     SPMD_CHECK(require_same_shape(in, out, "spmd_op_copy", "in", "out"));
@@ -148,7 +148,7 @@ spmd_status spmd_op_copy(spmd_ctx *ctx, const spmd_block *in, spmd_block *out)
 spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_unary"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     const char *fn = "spmd_op_unary";
     SPMD_CHECK(spmd__check_block(in, "in", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
@@ -255,7 +255,7 @@ spmd_status spmd_op_binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a
                            const spmd_block *b, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_binary"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     SPMD_CHECK(check_binary(op, a, out));
     SPMD_CHECK(spmd__check_block(b, "b", "spmd_op_binary"));
     SPMD_REQUIRE(b->dtype == a->dtype, SPMD_ERR_INVALID_ARGUMENT,
@@ -427,14 +427,14 @@ spmd_status spmd_op_take(spmd_ctx *ctx, const spmd_block *in, const spmd_block *
                          spmd_take_mode mode, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_take"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     return spmd__error_in(spmd_op_take_checked(ctx, in, indices, axis, mode, out), "spmd_op_take");
 }
 
 spmd_status spmd_op_softmax(spmd_ctx *ctx, const spmd_block *in, int axis, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_softmax"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     return spmd__error_in(spmd_op_softmax_checked(ctx, in, axis, out), "spmd_op_softmax");
 }
 
@@ -442,7 +442,7 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
                            spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_reduce"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     const char *fn = "spmd_op_reduce";
     SPMD_CHECK(spmd__check_block(in, "in", fn));
     SPMD_CHECK(spmd__check_block(out, "out", fn));
@@ -580,7 +580,7 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, 
                          const spmd_block *b, double beta, spmd_block *c)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_gemm"));
-    spmd__ctx_note_write(ctx, c, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, c); /* no longer what a collective proved */
     const char *fn = "spmd_op_gemm";
     SPMD_CHECK(spmd__check_block(a, "A", fn));
     SPMD_CHECK(spmd__check_block(b, "B", fn));
@@ -694,7 +694,7 @@ spmd_status spmd_op_where(spmd_ctx *ctx, const spmd_block *cond, const spmd_bloc
                           const spmd_block *b, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_where"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     return spmd__error_in(spmd_op_where_checked(ctx, cond, a, b, out), "spmd_op_where");
 }
 
@@ -778,7 +778,7 @@ static spmd_status spmd_op_transpose_checked(spmd_ctx *ctx, const spmd_block *in
 spmd_status spmd_op_transpose(spmd_ctx *ctx, const spmd_block *in, const int *perm, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_transpose"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     return spmd__error_in(spmd_op_transpose_checked(ctx, in, perm, out), "spmd_op_transpose");
 }
 
@@ -967,7 +967,7 @@ spmd_status spmd_op_concatenate(spmd_ctx *ctx, int n, const spmd_block *ins, int
                                 spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_concatenate"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     return spmd__error_in(spmd_op_concatenate_checked(ctx, n, ins, axis, out),
                           "spmd_op_concatenate");
 }
@@ -976,7 +976,7 @@ spmd_status spmd_op_slice(spmd_ctx *ctx, const spmd_block *in, const int64_t *st
                           spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_slice"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     return spmd__error_in(spmd_op_slice_checked(ctx, in, start, out), "spmd_op_slice");
 }
 
@@ -984,7 +984,7 @@ spmd_status spmd_op_update_slice(spmd_ctx *ctx, const spmd_block *operand, const
                                  const int64_t *start, spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_update_slice"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     return spmd__error_in(spmd_op_update_slice_checked(ctx, operand, update, start, out),
                           "spmd_op_update_slice");
 }
@@ -993,7 +993,7 @@ spmd_status spmd_op_binary_scalar(spmd_ctx *ctx, spmd_binary_op op, const spmd_b
                                   spmd_block *out)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_binary_scalar"));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     return spmd__error_in(spmd_op_binary_scalar_checked(ctx, op, a, s, out),
                           "spmd_op_binary_scalar");
 }

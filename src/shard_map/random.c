@@ -83,7 +83,7 @@ spmd_status spmd_op_random(spmd_ctx *ctx, uint64_t seed, spmd_random_distributio
 {
     const char *fn = "spmd_op_random";
     SPMD_CHECK(spmd__ctx_check_optional(ctx, fn));
-    spmd__ctx_note_write(ctx, out, 0, 0); /* no longer what a collective proved */
+    spmd__ctx_note_write(ctx, out); /* no longer what a collective proved */
     SPMD_CHECK(spmd__check_block(out, "out", fn));
     SPMD_CHECK(check_random(fn, out->dtype, (int)dist, out->ndim, global_shape, start, out->shape));
     int code = dtype_code(out->dtype), normal = dist == SPMD_RANDOM_NORMAL;
