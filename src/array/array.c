@@ -49,7 +49,6 @@ void spmd_array_destroy(spmd_array *array)
     array->magic = SPMD__MAGIC_DEAD;
     for (int i = 0; i < array->num_shards; i++)
         spmd__buffer_release(array->shards[i].buffer);
-    free(array->shards);
     spmd_sharding_destroy(array->sharding);
     free(array);
 }
@@ -72,13 +71,15 @@ spmd_status spmd__array_create_empty(const spmd_sharding *sharding, int ndim, co
                  SPMD_ERR_SHAPE, "%s: the array's %s bytes do not fit in size_t", fn,
                  spmd_dtype_name(dtype));
 
-    spmd_array *a = calloc(1, sizeof *a);
+    /* one block for the array and its shard table, from malloc's fast path (calloc has none) */
+    size_t table = (size_t)(mesh->num_local ? mesh->num_local : 1) * sizeof(spmd__shard_slot);
+    size_t head = (sizeof(spmd_array) + _Alignof(spmd__shard_slot) - 1) /
+                  _Alignof(spmd__shard_slot) * _Alignof(spmd__shard_slot);
+    spmd_array *a = malloc(head + table);
     SPMD_REQUIRE(a != NULL, SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    a->shards = calloc((size_t)(mesh->num_local ? mesh->num_local : 1), sizeof *a->shards);
-    if (!a->shards) {
-        free(a);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
+    *a = (spmd_array){0}; /* not one memset of the whole: GCC would make that a calloc */
+    a->shards = (spmd__shard_slot *)((char *)a + head);
+    memset(a->shards, 0, table);
     a->magic = SPMD__MAGIC_ARRAY;
     a->ndim = ndim;
     a->dtype = dtype;

@@ -84,11 +84,9 @@ static spmd_status say_what(const char *fn, const char *description, int count,
     uint64_t id = PROCESSES_TAG;
     unsigned long call = spmd__calls_next_call(id);
     *number = call;
-    spmd__calls_comm_started(id, call);
     spmd__call_about about = {id, call, everyone, count, describe_text, description};
-    spmd__calls_about(&about);
     char reason[SPMD__NOTE_TEXT];
-    if (!spmd__calls_abandoned(id, call, reason, sizeof reason))
+    if (!spmd__calls_start(&about, reason, sizeof reason))
         return SPMD_OK;
     if (processes_comm) /* as the others drop theirs */
         drop_processes_comm();

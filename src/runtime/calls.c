@@ -23,6 +23,7 @@ static _Thread_local int thread_no;
 static _Thread_local char thread_name[32];
 static _Thread_local uint64_t thread_tag;
 static _Thread_local char thread_text[48]; /* "thread 2 'loader'", made once per name */
+static atomic_uint names_version; /* spmd_thread_set_name calls: the call lock holder's text */
 
 int spmd__thread_number(void)
 {
@@ -59,6 +60,7 @@ static spmd_status spmd_thread_set_name_checked(const char *name)
     spmd__thread_number();
     if (!name || !name[0]) {
         thread_name[0] = thread_text[0] = '\0';
+        atomic_fetch_add(&names_version, 1);
         thread_tag = 0;
         return SPMD_OK;
     }
@@ -75,6 +77,7 @@ static spmd_status spmd_thread_set_name_checked(const char *name)
     memcpy(thread_name, name, len + 1);
     thread_tag = spmd__fnv1a(SPMD__FNV1A_SEED, name, len) | 1;
     thread_text[0] = '\0';
+    atomic_fetch_add(&names_version, 1);
     return SPMD_OK;
 }
 
@@ -117,7 +120,9 @@ static spmd_status spmd_thread_guard_checked(int enable)
 spmd_status spmd_thread_guard(int enable) { return spmd_thread_guard_checked(enable); }
 
 static void clear_call_state(void);
-static int abandon_pending(void);
+static int clear_call_state_unless_pending(void);
+static int owner_text_thread; /* owner_text is of this thread, at this names_version */
+static unsigned owner_text_version;
 
 static spmd_status enter(const char *fn, spmd__call_entry *e, int numbered)
 {
@@ -155,9 +160,14 @@ static spmd_status enter(const char *fn, spmd__call_entry *e, int numbered)
     if (!numbered)
         return SPMD_OK;
     SPMD_DEBUG("call #%lu (%s) from thread %d", number, fn, me);
-    pthread_mutex_lock(&state);
-    spmd__thread_text(owner_text, sizeof owner_text);
-    pthread_mutex_unlock(&state);
+    unsigned names = atomic_load_explicit(&names_version, memory_order_relaxed);
+    if (owner_text_thread != me || owner_text_version != names) { /* else it holds already */
+        pthread_mutex_lock(&state);
+        spmd__thread_text(owner_text, sizeof owner_text);
+        pthread_mutex_unlock(&state);
+        owner_text_thread = me;
+        owner_text_version = names;
+    }
     atomic_store(&current_number, number);
     if (spmd__tracing())
         spmd__trace_call_enter(fn, number, 0);
@@ -175,17 +185,20 @@ void spmd__calls_exit(const spmd__call_entry *e, spmd_status st)
 {
     if (!e->unnumbered && spmd__tracing())
         spmd__trace_call_exit(st);
-    pthread_mutex_lock(&lock_state);
-    if (--owner_depth > 0 || e->nested) {
+    if (e->nested) {
+        pthread_mutex_lock(&lock_state);
+        owner_depth--;
         pthread_mutex_unlock(&lock_state);
         return;
     }
-    pthread_mutex_unlock(&lock_state);
-    if (abandon_pending())
+    /* the outermost call of the holder (owner_depth is 1) */
+    if (!clear_call_state_unless_pending()) {
         spmd__notes_flush(); /* no wait of this call will poll for it any more */
-    clear_call_state();
+        clear_call_state();
+    }
     atomic_store(&current_number, 0);
     pthread_mutex_lock(&lock_state);
+    owner_depth = 0;
     owner_thread = 0;
     serving++;
     pthread_cond_broadcast(&lock_turn);
@@ -343,7 +356,7 @@ static int abandoned_next, abandoned_count;
 static u64map started;  /* communicator identity -> last call started there */
 static u64map ordinals; /* identity key -> communicators made over it */
 static int me = -1;
-static int64_t probe_after_ns = 200000000;
+static _Atomic int64_t probe_after_ns = 200000000;
 static uint64_t probes_sent;
 static uint64_t suspicions;
 static device_slot *devices;
@@ -397,15 +410,12 @@ void spmd__calls_close(void)
 
 int64_t spmd__calls_probe_after_ns(void)
 {
-    pthread_mutex_lock(&state);
-    int64_t p = probe_after_ns;
-    pthread_mutex_unlock(&state);
-    return p;
+    return atomic_load_explicit(&probe_after_ns, memory_order_relaxed);
 }
 
-static void clear_call_state(void)
+/* Called with `state` held. */
+static void clear_call_state_locked(void)
 {
-    pthread_mutex_lock(&state);
     memset(&about, 0, sizeof about);
     about_number = 0;
     atomic_store(&verdict_set, 0);
@@ -413,16 +423,33 @@ static void clear_call_state(void)
     for (int i = 0; i < waits_high; i++)
         waits[i].used = 0;
     waits_high = 0;
+}
+
+static void clear_call_state(void)
+{
+    pthread_mutex_lock(&state);
+    clear_call_state_locked();
     pthread_mutex_unlock(&state);
 }
 
-void spmd__calls_about(const spmd__call_about *a)
+/* Clears the call's state unless news of abandoned calls waits to be sent (0: it waits). */
+static int clear_call_state_unless_pending(void)
+{
+    pthread_mutex_lock(&state);
+    int pending = push_count;
+    if (!pending)
+        clear_call_state_locked();
+    pthread_mutex_unlock(&state);
+    return !pending;
+}
+
+/* Called with `state` held. */
+static void set_about(const spmd__call_about *a)
 {
     static const spmd__call_about nothing;
-    pthread_mutex_lock(&state);
     about = a ? *a : nothing;
     about_number = atomic_load(&current_number);
-    about_since = spmd__now_ns();
+    about_since = spmd__coarse_now_ns();
     if (a && spmd__log_enabled(SPMD__LOG_DEBUG)) {
         char what[SPMD__NOTE_TEXT] = "";
         if (a->describe)
@@ -430,6 +457,12 @@ void spmd__calls_about(const spmd__call_about *a)
         SPMD_DEBUG("call #%lu is %016llx/%lu: %s", about_number, (unsigned long long)a->comm_id,
                    a->comm_call, what);
     }
+}
+
+void spmd__calls_about(const spmd__call_about *a)
+{
+    pthread_mutex_lock(&state);
+    set_about(a);
     pthread_mutex_unlock(&state);
 }
 
@@ -454,15 +487,6 @@ unsigned long spmd__calls_next_call(uint64_t key)
     return call;
 }
 
-void spmd__calls_comm_started(uint64_t comm_id, unsigned long comm_call)
-{
-    pthread_mutex_lock(&state);
-    unsigned long *n = map_get(&started, comm_id);
-    if (n && comm_call > *n)
-        *n = comm_call;
-    pthread_mutex_unlock(&state);
-}
-
 void spmd__calls_comm_forget(uint64_t comm_id)
 {
     pthread_mutex_lock(&state);
@@ -470,15 +494,25 @@ void spmd__calls_comm_forget(uint64_t comm_id)
     pthread_mutex_unlock(&state);
 }
 
-int spmd__calls_abandoned(uint64_t comm_id, unsigned long comm_call, char *reason, size_t size)
+/* Called with `state` held. */
+static int find_abandoned(uint64_t comm_id, unsigned long comm_call, char *reason, size_t size)
 {
-    pthread_mutex_lock(&state);
-    int found = 0;
-    for (int i = 0; i < abandoned_count && !found; i++)
+    for (int i = 0; i < abandoned_count; i++)
         if (abandoned[i].comm_id == comm_id && abandoned[i].comm_call == comm_call) {
             spmd__copy_text(reason, size, abandoned[i].reason);
-            found = 1;
+            return 1;
         }
+    return 0;
+}
+
+int spmd__calls_start(const spmd__call_about *a, char *reason, size_t size)
+{
+    pthread_mutex_lock(&state); /* once: a small call's path takes few locks */
+    unsigned long *n = map_get(&started, a->comm_id);
+    if (n && a->comm_call > *n)
+        *n = a->comm_call;
+    set_about(a);
+    int found = find_abandoned(a->comm_id, a->comm_call, reason, size);
     pthread_mutex_unlock(&state);
     return found;
 }
@@ -536,14 +570,6 @@ static void set_verdict(spmd_status st, int settled, const char *message, int te
     if (settled && tell && about.num_processes > 1)
         queue_push(about.processes, about.num_processes, 1, about.comm_id, about.comm_call,
                    message);
-}
-
-static int abandon_pending(void)
-{
-    pthread_mutex_lock(&state);
-    int pending = push_count;
-    pthread_mutex_unlock(&state);
-    return pending;
 }
 
 int spmd__calls_pending_abandon(int **processes, int *n, uint64_t *comm_id,

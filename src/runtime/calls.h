@@ -93,16 +93,16 @@ uint64_t spmd__calls_identity(uint64_t key, int taken);
  * communicators, made anew after failures: no two calls over the set share a number.
  */
 unsigned long spmd__calls_next_call(uint64_t key);
-/** This process has started call `comm_call` on communicator `comm_id` (kept per identity). */
-void spmd__calls_comm_started(uint64_t comm_id, unsigned long comm_call);
 /** The communicator is gone: its calls are no longer this process's past. */
 void spmd__calls_comm_forget(uint64_t comm_id);
 
 /**
- * 1, with the reason in `reason`, when another process abandoned call `comm_call` on
- * `comm_id` (it had issued its calls in another order): this process abandons it too.
+ * A call starts: this process has started call about->comm_call on communicator
+ * about->comm_id (kept per identity), and says so (spmd__calls_about). Returns 1, with the
+ * reason in `reason`, when another process abandoned that call (it had issued its calls in
+ * another order): this process abandons it too.
  */
-int spmd__calls_abandoned(uint64_t comm_id, unsigned long comm_call, char *reason, size_t size);
+int spmd__calls_start(const spmd__call_about *about, char *reason, size_t size);
 
 /**
  * SPMD_OK, or the status with which the notes ended the current call (its message becomes the

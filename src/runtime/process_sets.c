@@ -119,11 +119,9 @@ spmd_status spmd__set_comm_call(spmd__set_comm **list, spmd__set_comm **e, const
     /* the set's calls are numbered across its communicators: every member makes them all */
     uint64_t id = set_key(processes, n, tag);
     *call = spmd__calls_next_call(id);
-    spmd__calls_comm_started(id, *call);
     spmd__call_about about = {id, *call, processes, n, describe_text, description};
-    spmd__calls_about(&about);
     char reason[SPMD__NOTE_TEXT];
-    if (!spmd__calls_abandoned(id, *call, reason, sizeof reason))
+    if (!spmd__calls_start(&about, reason, sizeof reason))
         return SPMD_OK;
     /* another process gave this call up (the processes issued their calls in different
      * orders): drop it alike, with the communicator the others dropped */

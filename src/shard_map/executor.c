@@ -545,7 +545,8 @@ static spmd_status device_task(int ordinal, void *arg)
     spmd_plan *p = job->plan;
     int k = p->slot_of_ordinal[ordinal];
     spmd_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
+    memset(&ctx, 0, offsetof(spmd_ctx, axes_text));
+    ctx.axes_text[0] = '\0';
     ctx.call = job->call;
     ctx.flat = p->local_flat[k];
     ctx.ordinal = ordinal;
@@ -1462,6 +1463,7 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     if (spmd__tracing())
         trace_call(p, call);
     call->timeout_ns = rt->collective_timeout_ns;
+    call->platform = rt->platform;
     call->slot_of_flat = p->slot_of_flat;
     int spans = p->mesh->num_processes > 1;
     spmd__call_about about = {
@@ -1469,10 +1471,8 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     if (spans) { /* what this process is doing, for the others' notes (calls.h) */
         char reason[SPMD__NOTE_TEXT];
         about.comm_id = spmd__mesh_state_identity(p->mesh, state);
-        spmd__calls_about(&about);
-        spmd__calls_comm_started(about.comm_id, call->seq);
         /* another process gave up on this call: it issued its calls in another order */
-        SPMD_REQUIRE(!spmd__calls_abandoned(about.comm_id, call->seq, reason, sizeof reason),
+        SPMD_REQUIRE(!spmd__calls_start(&about, reason, sizeof reason),
                      SPMD_ERR_COLLECTIVE_MISMATCH, "spmd_shard_map: call #%lu on this mesh: %s",
                      call->seq, abandon_then_discard(state, reason));
     }
@@ -1494,9 +1494,16 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
         }
     }
     /* how fn's blocks were written (typed_output covers check_output); NULL: nothing to check */
+    enum { ON_STACK = 8 }; /* a small call's records take no heap memory */
+    spmd__proof proofs_here[ON_STACK];
+    size_t num_proofs = (size_t)p->num_local * (size_t)p->nout;
     spmd__proof *proofs = NULL;
-    if (typed)
-        proofs = calloc((size_t)p->num_local * (size_t)p->nout, sizeof *proofs);
+    if (typed && num_proofs <= ON_STACK) {
+        memset(proofs_here, 0, num_proofs * sizeof *proofs);
+        proofs = proofs_here;
+    } else if (typed) {
+        proofs = calloc(num_proofs, sizeof *proofs);
+    }
     spmd_status st = typed && !proofs
                          ? SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory")
                          : SPMD_OK;
@@ -1514,9 +1521,10 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
         st = spmd__calls_verdict(&settled);
     } else if (spans) {
         /* this process's digests, and the sum that checks them everywhere at once */
-        uint64_t no_digest = 0;
-        uint64_t *local =
-            checked_shards ? calloc((size_t)checked_shards, sizeof *local) : &no_digest;
+        uint64_t digests_here[ON_STACK] = {0};
+        uint64_t *local = checked_shards <= ON_STACK
+                              ? digests_here
+                              : calloc((size_t)checked_shards, sizeof *local);
         if (!local && st == SPMD_OK)
             st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
         if (local && st == SPMD_OK)
@@ -1535,7 +1543,7 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
                 everyone_finished = 0;
             }
         }
-        if (local != &no_digest)
+        if (local != digests_here)
             free(local);
     } else if (st == SPMD_OK && checked) {
         size_t digest_bytes = (size_t)checked * (size_t)p->mesh->size * sizeof(uint64_t);
@@ -1552,7 +1560,8 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
         }
         free(digests);
     }
-    free(proofs);
+    if (proofs != proofs_here)
+        free(proofs);
 
     if (st != SPMD_OK)
         spmd__mesh_state_drain(state, call->seq); /* what no wait consumed would pile up */
@@ -1722,11 +1731,10 @@ uint64_t spmd__ctx_trace_digest(const spmd_ctx *ctx, int n, const spmd_block *bl
     return h | 1; /* 0 means "none taken" */
 }
 
+/* Called on a checked ctx (spmd__ctx_check): the call's platform, without the look-ups. */
 int spmd__ctx_platform_is_host(const spmd_ctx *ctx)
 {
-    int local = 0, hw = 0;
-    const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
-    return rt && rt->platform == SPMD_PLATFORM_CPU;
+    return ctx->call->platform == SPMD_PLATFORM_CPU;
 }
 
 /* The device's CUDA stream (NULL on CPU devices or outside fn), and the runtime in *rt. */
@@ -1750,6 +1758,8 @@ void *spmd__ctx_queue(const spmd_ctx *ctx)
 
 spmd_status spmd__ctx_sync(const spmd_ctx *ctx)
 {
+    if (ctx->call->platform != SPMD_PLATFORM_CUDA) /* a CPU device's work is done already */
+        return SPMD_OK;
     int local = 0, hw = 0;
     const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
     if (!rt || rt->platform != SPMD_PLATFORM_CUDA)

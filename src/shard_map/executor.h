@@ -31,6 +31,7 @@ typedef struct spmd__call {
     uint64_t first_last[2];  /* ... and the last, for messages (spmd__collective_format) */
     const int *slot_of_flat; /* [mesh size]: local slot of a mesh position, or -1 */
     int64_t timeout_ns;
+    spmd_platform platform; /* of every device (one platform per run) */
     atomic_int aborted;
     pthread_mutex_t abort_lock;
     spmd_status abort_status;  /* the first failure: the call's status */
@@ -131,16 +132,15 @@ struct spmd_ctx {
     const spmd_block *ins; /* fn's inputs, and the axes each is replicated along */
     int nin;
     const int *in_alike;
-    /* the last axes string parsed, and its parse */
-    char axes_text[128];
-    int naxes;
+    int naxes;         /* of axes_text's parse */
+    int pending_sends; /* spmd_psend's blocks that no spmd_precv has taken yet, oldest first */
+    int spare_sends;   /* the copies precv is done with, for the next psends */
+    /* From here on only what the counts above say is read: a call zeroes the fields above and
+     * the first byte of axes_text (the rest is kilobytes). */
+    char axes_text[128]; /* the last axes string parsed, and its parse */
     int axes[SPMD_MAX_MESH_AXES];
-    /* spmd_psend's blocks that no spmd_precv has taken yet, oldest first */
-    int pending_sends;
     spmd__pending_send sends[SPMD__PENDING_SENDS];
-    /* the copies precv is done with, for the next psends (a pipeline's loop allocates once) */
-    int spare_sends;
-    spmd_block spares[SPMD__PENDING_SENDS];
+    spmd_block spares[SPMD__PENDING_SENDS]; /* a pipeline's loop allocates once */
 };
 
 /**
