@@ -20,6 +20,7 @@
  * sends text.
  */
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_mpi_impl.h"
+#include "runtime/host_rings.h"
 
 #define lock spmd__mpi_lock
 #define unlock spmd__mpi_unlock
@@ -320,11 +322,90 @@ static void broken(xchg *x, int rc, const char *what)
     x->broken = 1;
 }
 
+/* The exchange, for the notes that go through the rings. */
+static uint64_t ring_token(const xchg *x)
+{
+    return (x->c->wire * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uint32_t)x->tag << 32) ^ x->stamp;
+}
+
+/* A message of `count` bytes came for this step into rbuf (rcap + 1: longer than rcap): 1 when
+ * it is this exchange's, 0 when an exchange given up on that had this tag left it. */
+static int is_current(const xchg *x, const void *rbuf, size_t count, size_t rcap)
+{
+    if (count > rcap)
+        return 1; /* a longer message: the header came first */
+    uint32_t stamp = stamp_of(rbuf, count);
+    return !stamp || stamp == x->stamp;
+}
+
+/* The receive of a step from a peer that writes into a ring: the ring's message; else (now and
+ * then) one that came through MPI instead (too long for a slot, or the ring was full), whose
+ * receive then goes on in *req like any other (it may be long: a sender that stops half way
+ * must not hold this rank). */
+static void ring_receive(xchg *x, int from, void *rbuf, size_t rcap, int probe_mpi, size_t *got,
+                         int *done, MPI_Request *req)
+{
+    spmd__comm *c = x->c;
+    long n;
+    while ((n = spmd__ring_take(c->processes[from], c->wire, x->tag, rbuf, rcap)) >= 0)
+        if (is_current(x, rbuf, (size_t)n, rcap)) {
+            *got = (size_t)n;
+            *done = 1;
+            return;
+        }
+    if (!probe_mpi || *req != MPI_REQUEST_NULL)
+        return;
+    int flag = 0;
+    MPI_Message message;
+    lock();
+    int rc = MPI_Improbe(c->peer[from], x->tag, c->comm, &flag, &message, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && flag)
+        rc = MPI_Imrecv(rbuf, (int)rcap, MPI_BYTE, &message, req);
+    unlock();
+    if (rc != MPI_SUCCESS)
+        broken(x, rc, "MPI_Imrecv");
+}
+
+/* A ring message came while a receive through MPI was posted into rbuf (the exchanges differ):
+ * the receive is called off. 0 when it cannot be (its message is half in, from a sender that
+ * stopped: rbuf stays with MPI); else 1, with *done set when the receive had a message of this
+ * exchange, which stays in rbuf. */
+static int call_off_receive(xchg *x, MPI_Request *req, void *rbuf, size_t rcap, size_t *got,
+                            int *done)
+{
+    MPI_Status status;
+    int settled = spmd__comm_cancel_receive(req, &status);
+    if (settled == SPMD__STUCK) {
+        spmd__comm_detach_buffer(x->c, 1);
+        return 0;
+    }
+    if (settled == SPMD__ARRIVED) {
+        int count = 0;
+        MPI_Get_count(&status, MPI_BYTE, &count);
+        size_t n = status.MPI_ERROR == MPI_ERR_TRUNCATE ? rcap + 1 : (size_t)count;
+        if (is_current(x, rbuf, n, rcap)) {
+            *got = n;
+            *done = 1;
+        }
+    }
+    return 1;
+}
+
+/* In a step with a ring, MPI is polled every this many tests (its progress costs more than a
+ * look at a ring): for a message that came through it, the note receive and a send; every
+ * RING_MPI_RARELY tests when this rank's message went into a ring (the partner's, as long,
+ * comes through MPI then only when its ring was full, or when the exchanges differ). */
+#define RING_MPI_EVERY 16
+#define RING_MPI_RARELY 256
+/* ... and waits for a ring longer than this yield the core between looks. */
+#define RING_SPIN_NS 1000000
+
 /*
  * Sends sbytes of sbuf to rank `to` (-1: none) and receives at most rcap bytes into rbuf from
  * rank `from` (-1: none), waiting for the receive until `deadline`, then for the send as long.
  * *got is the size of the message received (rcap + 1 when it was longer than rcap).
- * *send_open is set when the send did not complete: sbuf then belongs to MPI.
+ * *send_open is set when the send did not complete: sbuf then belongs to MPI. A peer on this
+ * machine exchanges through the shared-memory rings (host_rings.h) where it can.
  */
 static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void *rbuf, size_t rcap,
                 int64_t deadline, size_t *got, int *send_open)
@@ -333,10 +414,18 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
     MPI_Request reqs[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     int done[2] = {from < 0, to < 0};
     *send_open = 0;
+    int ring_in = from >= 0 && spmd__ring_from(c->processes[from]);
+    if (to >= 0 && spmd__ring_send(c->processes[to], c->wire, x->tag, sbuf, sbytes))
+        done[1] = 1;
+    /* This rank's message fitted a slot: the partner's, of the same exchange, should too. When
+     * it did not, the partner's should come through MPI too: its receive is posted, as without
+     * a ring (straight into rbuf), and the ring looked at now and then (exchanges that differ). */
+    int hybrid = ring_in && to >= 0 && !done[1];
+    int every = to >= 0 && !hybrid ? RING_MPI_RARELY : RING_MPI_EVERY;
     lock();
-    if (from >= 0)
+    if (from >= 0 && (!ring_in || hybrid))
         MPI_Irecv(rbuf, (int)rcap, MPI_BYTE, c->peer[from], x->tag, c->comm, &reqs[0]);
-    if (to >= 0)
+    if (!done[1])
         MPI_Isend(sbuf, (int)sbytes, MPI_BYTE, c->peer[to], x->tag, c->comm, &reqs[1]);
     if (x->watch_notes) {
         if (c->note_req == MPI_REQUEST_NULL)
@@ -349,47 +438,63 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
     int64_t started = 0, received_at = 0, probe_after = 0, now = 0;
     for (;;) {
         uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
-        /* one call tests both (each test runs MPI's progress, which may yield the core) */
-        MPI_Status statuses[3];
-        int idx[3], n = 0;
-        lock();
-        int rc = MPI_Testsome(3, reqs, &n, idx, statuses);
-        for (int k = 0; n != MPI_UNDEFINED && k < n; k++)
-            if (idx[k] == 2) { /* a note, not a message of this step */
-                take_note(x, &statuses[k]);
-                reqs[2] = c->note_req;
-                idx[k] = idx[n - 1];
-                statuses[k] = statuses[n - 1];
-                n--;
-                k--;
-            }
-        unlock();
-        if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
-            broken(x, rc, "MPI_Testsome");
+        int look = tests % every == every - 1;
+        int poll_mpi = !ring_in || look || done[0] || reqs[0] != MPI_REQUEST_NULL;
+        if (hybrid && look && !done[0] && reqs[0] != MPI_REQUEST_NULL &&
+            spmd__ring_ready(c->processes[from], c->wire, x->tag) &&
+            !call_off_receive(x, &reqs[0], rbuf, rcap, got, &done[0])) {
+            outcome = MISSED; /* its sender stopped half way through a message */
             break;
         }
-        for (int k = 0; n != MPI_UNDEFINED && k < n; k++) {
-            int i = idx[k], err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
-            done[i] = 1;
-            int cls = MPI_SUCCESS;
-            if (err != MPI_SUCCESS)
-                MPI_Error_class(err, &cls);
-            if (i == 0 && cls == MPI_ERR_TRUNCATE) { /* a longer message: the header came first */
-                *got = rcap + 1;
-            } else if (err != MPI_SUCCESS) {
-                broken(x, err, "MPI_Testsome");
-                *got = 0;
-            } else if (i == 0) {
-                int count = 0;
-                MPI_Get_count(&statuses[k], MPI_BYTE, &count);
-                *got = (size_t)count;
-                uint32_t stamp = stamp_of(rbuf, *got);
-                if (stamp && stamp != x->stamp) {
-                    /* left by an exchange given up on that had this tag: not this one's */
-                    lock();
-                    MPI_Irecv(rbuf, (int)rcap, MPI_BYTE, c->peer[from], x->tag, c->comm, &reqs[0]);
-                    unlock();
-                    done[0] = 0;
+        if (ring_in && !done[0] && reqs[0] == MPI_REQUEST_NULL)
+            ring_receive(x, from, rbuf, rcap, poll_mpi, got, &done[0], &reqs[0]);
+        if (ring_in && done[0] && done[1] && !tests) /* the fast path: MPI not called at all */
+            poll_mpi = 0, tests++, waiting_at_first = 1;
+        if (poll_mpi) {
+            /* one call tests them all (each test runs MPI's progress, which may yield) */
+            MPI_Status statuses[3];
+            int idx[3], n = 0;
+            lock();
+            int rc = MPI_Testsome(3, reqs, &n, idx, statuses);
+            for (int k = 0; n != MPI_UNDEFINED && k < n; k++)
+                if (idx[k] == 2) { /* a note, not a message of this step */
+                    take_note(x, &statuses[k]);
+                    reqs[2] = c->note_req;
+                    idx[k] = idx[n - 1];
+                    statuses[k] = statuses[n - 1];
+                    n--;
+                    k--;
+                }
+            unlock();
+            if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+                broken(x, rc, "MPI_Testsome");
+                break;
+            }
+            for (int k = 0; n != MPI_UNDEFINED && k < n; k++) {
+                int i = idx[k], err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
+                done[i] = 1;
+                int cls = MPI_SUCCESS;
+                if (err != MPI_SUCCESS)
+                    MPI_Error_class(err, &cls);
+                if (i == 0 && cls == MPI_ERR_TRUNCATE) { /* the header came first */
+                    *got = rcap + 1;
+                } else if (err != MPI_SUCCESS) {
+                    broken(x, err, "MPI_Testsome");
+                    *got = 0;
+                } else if (i == 0) {
+                    int count = 0;
+                    MPI_Get_count(&statuses[k], MPI_BYTE, &count);
+                    *got = (size_t)count;
+                    if (!is_current(x, rbuf, *got, rcap)) {
+                        /* left by an exchange given up on that had this tag: not this one's
+                         * (with a ring, the next look at it and at MPI goes on) */
+                        done[0] = 0;
+                        lock();
+                        if (!ring_in)
+                            MPI_Irecv(rbuf, (int)rcap, MPI_BYTE, c->peer[from], x->tag, c->comm,
+                                      &reqs[0]);
+                        unlock();
+                    }
                 }
             }
         }
@@ -418,6 +523,10 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         }
         if (tracked >= 0)
             spmd__notes_poll();
+        /* a ring is polled without MPI's progress, which would yield the core when others
+         * wait for it: so does a wait for a ring on a crowded machine, or after a while */
+        if (ring_in && !done[0] && (spmd__rings_crowded() || now - started > RING_SPIN_NS))
+            sched_yield();
         /* Once the partner's message is in, its receive for ours is posted: our send ends
          * soon, unless the partner stopped since (a long message waits for it to take the
          * rest). The send then stays with MPI. */
@@ -431,9 +540,13 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         }
     }
     spmd__calls_wait_end(tracked);
-    if (waiting_at_first && x->watch_notes && x->late_by < 0 && outcome == GOT)
-        look_for_late_note(x);
-    if (!done[0]) { /* a receive that matched just before the cancel completes normally */
+    if (waiting_at_first && x->watch_notes && x->late_by < 0 && outcome == GOT) {
+        if (!ring_in)
+            look_for_late_note(x);
+        else if (spmd__ring_gave_up(c->processes[from], ring_token(x)))
+            x->late_by = from; /* its note through MPI may come later than its message */
+    }
+    if (!done[0] && reqs[0] != MPI_REQUEST_NULL) { /* one that matched before the cancel ends */
         MPI_Status status;
         int settled = spmd__comm_cancel_receive(&reqs[0], &status);
         if (settled == SPMD__ARRIVED) {
@@ -477,6 +590,7 @@ static void missed(xchg *x, int rank)
 {
     add_missing(&x->h, rank);
     spmd__comm *c = x->c;
+    spmd__ring_give_up(c->processes[rank], ring_token(x));
     note n = {x->h, x->tag};
     void *copy = spmd__comm_keep_copy(c, &n, sizeof n);
     if (!copy)

@@ -16,6 +16,7 @@
 #include "runtime/check.h"
 #include "runtime/comm.h"
 #include "runtime/comm_mpi_impl.h"
+#include "runtime/host_rings.h"
 #include "runtime/process.h"
 
 /* With less than MPI_THREAD_MULTIPLE, device threads take turns in MPI. */
@@ -168,6 +169,37 @@ static int create_over(MPI_Comm base, const int *ranks, int n, int tag, MPI_Comm
     return rc;
 }
 
+/* The identity of the communicator made now over processes[0..n) with `tag`, alike on every
+ * member: MPI pairs the creations over one group and tag in the order each member makes them,
+ * so the n-th of them here is the n-th everywhere. 1 is the private communicator's. */
+static uint64_t wire_of_created(const int *processes, int n, int tag)
+{
+    static pthread_mutex_t made_lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct made {
+        uint64_t key;
+        unsigned long count;
+    } * made;
+    static int num_made;
+    uint64_t key = spmd__fnv1a(SPMD__FNV1A_SEED, processes, (size_t)n * sizeof *processes);
+    key = spmd__fnv1a(key, &tag, sizeof tag);
+    unsigned long ordinal = 0;
+    pthread_mutex_lock(&made_lock);
+    int i = 0;
+    while (i < num_made && made[i].key != key)
+        i++;
+    if (i == num_made) {
+        struct made *grown = realloc(made, (size_t)(num_made + 1) * sizeof *made);
+        if (grown) {
+            made = grown;
+            made[num_made++] = (struct made){key, 0};
+        }
+    }
+    if (i < num_made)
+        ordinal = made[i].count++;
+    pthread_mutex_unlock(&made_lock);
+    return (uint64_t)mix_key((unsigned long)(key ^ mix_key(ordinal + 1))) | 2;
+}
+
 spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm **out)
 {
     *out = NULL;
@@ -183,6 +215,7 @@ spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm *
         c->peer[r] = r;
     c->whole = c->comm;
     c->owns_comm = 1;
+    c->wire = wire_of_created(processes, n, tag);
     *out = c;
     return SPMD_OK;
 }
@@ -194,6 +227,7 @@ spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int l
     spmd__comm *c = new_wrapper(ranks, n);
     SPMD_REQUIRE(c != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator");
     c->comm = parent->comm;
+    c->wire = parent->wire;
     c->rank = -1;
     for (int r = 0; r < n; r++) {
         c->processes[r] = parent->processes[ranks[r]];
@@ -236,6 +270,7 @@ spmd_status spmd__comm_view(const int *processes, int n, spmd__comm **out)
     spmd__comm *c = new_wrapper(processes, n);
     SPMD_REQUIRE(c != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator");
     c->comm = spmd_mpi_comm();
+    c->wire = 1;
     c->is_view = 1;
     int me = 0;
     MPI_Comm_rank(c->comm, &me);
@@ -336,6 +371,8 @@ void spmd__comm_destroy(spmd__comm *c)
     if (c->owns_comm)
         MPI_Comm_free(&c->comm);
     unlock();
+    if (c->owns_comm) /* what its exchanges left in the rings would only take up slots */
+        spmd__ring_forget(c->wire);
     free_wrapper(c);
 }
 

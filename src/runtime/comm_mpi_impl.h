@@ -10,6 +10,7 @@
 
 struct spmd__comm {
     MPI_Comm comm; /* carries the messages: this communicator, or its parent's */
+    uint64_t wire; /* comm's identity, alike on every member: a ring message's envelope */
     /* exactly these ranks, for MPI's collectives: `comm` itself, or (a subset) made on first
      * use; MPI_COMM_NULL until then */
     MPI_Comm whole;

@@ -17,6 +17,13 @@ spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int 
 /** Moves to a private duplicate of the chosen communicator, once every process is known to be
  * there; waits at most timeout_ns (the start-up timeout, SPMD_INIT_TIMEOUT). Collective. */
 spmd_status spmd__proc_go_private(int64_t timeout_ns);
+/**
+ * Links the processes that share a machine (hosts[p] alike), once every process went private:
+ * the control plane's shared-memory rings (host_rings.h) when `want`, named after `job` (the
+ * same on every process, new at each start-up). Collective, bounded by timeout_ns.
+ */
+spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want,
+                                  int64_t timeout_ns);
 /** Leaves the process group (finalizing MPI when spmd_init initialized it). */
 spmd_status spmd__proc_finalize(void);
 /** After a start-up that a missing process failed: lets go of MPI without waiting for it (no

@@ -13,6 +13,7 @@
 
 #include "runtime/check.h"
 #include "runtime/event.h"
+#include "runtime/host_rings.h"
 #include "runtime/process.h"
 #include "runtime/runtime_impl.h"
 
@@ -149,6 +150,15 @@ spmd_status spmd__proc_go_private(int64_t timeout_ns)
     return SPMD_OK;
 }
 
+spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want, int64_t timeout_ns)
+{
+    int me = 0, count = 1;
+    if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &count) != MPI_SUCCESS || count == 1)
+        return SPMD_OK;
+    MPI_REQUIRE(MPI_Comm_rank(comm, &me), "MPI_Comm_rank");
+    return spmd__rings_link(comm, me, count, hosts, job, want, timeout_ns);
+}
+
 uint64_t spmd__proc_host_id(void)
 {
     char name[MPI_MAX_PROCESSOR_NAME + 1];
@@ -160,6 +170,7 @@ uint64_t spmd__proc_host_id(void)
 
 spmd_status spmd__proc_finalize(void)
 {
+    spmd__rings_unlink();
     if (owns_comm)
         MPI_Comm_free(&comm);
     restore_base_handler();
@@ -176,6 +187,7 @@ void spmd__proc_abandon(void)
 {
     /* messages to a missing process may be pending: nothing is freed, and MPI_Finalize would
      * wait for that process */
+    spmd__rings_unlink();
     restore_base_handler();
     comm = MPI_COMM_NULL;
     owns_comm = 0;

@@ -45,7 +45,8 @@ typedef struct process_record {
     int32_t platform;
     int32_t num_local;
     int32_t devices_per_gpu;
-    uint64_t host; /* processes on one machine share it */
+    uint64_t host;  /* processes on one machine share it */
+    uint64_t nonce; /* process 0's names this start-up's shared memory (host_rings.h) */
 } process_record;
 
 /* The lowest failing process's message. */
@@ -212,6 +213,9 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     long strict = 0;
     SPMD_CHECK(spmd__env_int("SPMD_STRICT_REPLICATION", 0, 1, &strict, &from_env));
     rt.strict_replication = (int)strict;
+    long rings = 1;
+    SPMD_CHECK(spmd__env_int("SPMD_SHM", 0, 1, &rings, &from_env));
+    rt.host_rings = (int)rings;
     long kernel_min = SPMD__CUDA_KERNEL_MIN_BYTES;
     SPMD_CHECK(spmd__env_int("SPMD_CUDA_KERNEL_MIN_BYTES", 0, 1L << 40, &kernel_min, &from_env));
     rt.cuda_kernel_min_bytes = (size_t)kernel_min;
@@ -397,6 +401,19 @@ static spmd_status start_workers(void)
     return st;
 }
 
+/* The processes on one machine share memory for their small messages (host_rings.h). */
+static spmd_status link_hosts(const process_record *all, int n)
+{
+    uint64_t *hosts = malloc((size_t)n * sizeof *hosts);
+    SPMD_REQUIRE(hosts != NULL, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for the machines of %d processes", n);
+    for (int p = 0; p < n; p++)
+        hosts[p] = all[p].host;
+    spmd_status st = spmd__proc_link_hosts(hosts, all[0].nonce, rt.host_rings, rt.init_timeout_ns);
+    free(hosts);
+    return st;
+}
+
 static spmd_status init_locked(const spmd_init_options *o, const void *user_comm)
 {
     SPMD_CHECK(spmd__proc_init(o->use_mpi, user_comm, &rt.process_index, &rt.process_count));
@@ -411,6 +428,8 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
         snprintf(failure.message, sizeof failure.message, "%s", spmd_last_error());
     }
     mine.host = spmd__proc_host_id();
+    uint64_t salt[3] = {(uint64_t)getpid(), (uint64_t)spmd__now_ns(), last_session};
+    mine.nonce = spmd__fnv1a(mine.host, salt, sizeof salt);
     process_record *all = calloc((size_t)rt.process_count, sizeof *all);
     spmd_status st =
         all ? SPMD_OK
@@ -432,11 +451,15 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
         for (int p = 0; p < rt.process_count; p++)
             processes_here += all[p].host == mine.host;
     }
-    free(all);
     if (st == SPMD_OK) {
         st = spmd__proc_go_private(rt.init_timeout_ns);
         missing = st != SPMD_OK;
     }
+    if (st == SPMD_OK && rt.process_count > 1) {
+        st = link_hosts(all, rt.process_count);
+        missing = st != SPMD_OK;
+    }
+    free(all);
     if (rt.collective_timeout_ns > 0) /* start-up is over (0: its variable was refused) */
         spmd__comm_set_timeout(rt.collective_timeout_ns);
     if (st == SPMD_OK)

@@ -1090,6 +1090,8 @@ static void sweep_spmd_init(void)
     BAD_INIT(init_with_env("SPMD_INIT_TIMEOUT", "soon"), 0);
     BAD_INIT(init_with_env("SPMD_INIT_TIMEOUT", "inf"), 0);
     BAD_INIT(init_with_env("SPMD_BUFFER_POOL_MB", "-1"), 0);
+    BAD_INIT(init_with_env("SPMD_SHM", "2"), 0);
+    BAD_INIT(init_with_env("SPMD_SHM", "yes"), 0);
     /* nested: the options are checked, and a failure takes no reference */
     runtime_up();
     BAD_INIT(spmd_init(OPT(version, 0)), 1);
