@@ -415,13 +415,15 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
     int done[2] = {from < 0, to < 0};
     *send_open = 0;
     int ring_in = from >= 0 && spmd__ring_from(c->processes[from]);
-    if (to >= 0 && spmd__ring_send(c->processes[to], c->wire, x->tag, sbuf, sbytes))
+    if (to >= 0 && spmd__ring_send(c->processes[to], c->wire, x->tag, x->stamp, sbuf, sbytes))
         done[1] = 1;
     /* This rank's message fitted a slot: the partner's, of the same exchange, should too. When
      * it did not, the partner's should come through MPI too: its receive is posted, as without
      * a ring (straight into rbuf), and the ring looked at now and then (exchanges that differ). */
     int hybrid = ring_in && to >= 0 && !done[1];
     int every = to >= 0 && !hybrid ? RING_MPI_RARELY : RING_MPI_EVERY;
+    if (spmd__rings_crowded()) /* each look yields the core: MPI's turn comes at every one */
+        every = 1;
     lock();
     if (from >= 0 && (!ring_in || hybrid))
         MPI_Irecv(rbuf, (int)rcap, MPI_BYTE, c->peer[from], x->tag, c->comm, &reqs[0]);
@@ -441,7 +443,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         int look = tests % every == every - 1;
         int poll_mpi = !ring_in || look || done[0] || reqs[0] != MPI_REQUEST_NULL;
         if (hybrid && look && !done[0] && reqs[0] != MPI_REQUEST_NULL &&
-            spmd__ring_ready(c->processes[from], c->wire, x->tag) &&
+            spmd__ring_ready(c->processes[from], c->wire, x->tag, x->stamp) &&
             !call_off_receive(x, &reqs[0], rbuf, rcap, got, &done[0])) {
             outcome = MISSED; /* its sender stopped half way through a message */
             break;
@@ -552,9 +554,12 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         if (settled == SPMD__ARRIVED) {
             int count = 0;
             MPI_Get_count(&status, MPI_BYTE, &count);
-            *got = status.MPI_ERROR == MPI_ERR_TRUNCATE ? rcap + 1 : (size_t)count;
-            if (outcome == MISSED)
-                outcome = GOT;
+            size_t n = status.MPI_ERROR == MPI_ERR_TRUNCATE ? rcap + 1 : (size_t)count;
+            if (is_current(x, rbuf, n, rcap)) { /* not one an exchange given up on left */
+                *got = n;
+                if (outcome == MISSED)
+                    outcome = GOT;
+            }
         } else if (settled == SPMD__STUCK) {
             spmd__comm_detach_buffer(c, 1); /* MPI may still write rbuf */
         }
@@ -1320,6 +1325,21 @@ static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__w
  * arrives whole, trailer and all. */
 #define PAIRED_SLACK 256
 
+/* A paired exchange's partners send through MPI alone: a message of this exchange's tag from
+ * `rank` in a ring comes from a step of another exchange, which that rank runs instead (1). */
+static int ring_mismatch(xchg *x, int rank)
+{
+    spmd__comm *c = x->c;
+    if (!spmd__ring_from(c->processes[rank]))
+        return 0;
+    char message[SPMD__RING_BYTES];
+    long n;
+    while ((n = spmd__ring_take(c->processes[rank], c->wire, x->tag, message, sizeof message)) >= 0)
+        if (is_current(x, message, (size_t)n, sizeof message))
+            return 1;
+    return 0;
+}
+
 spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
                                        const spmd__message *sends, int nrecv,
                                        const spmd__message *recvs, spmd__wait *w)
@@ -1409,6 +1429,18 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             if (!header_failed(&x.h))
                 memcpy(recvs[i].data, R + slot[i], payload);
         }
+        if ((spins & 15) == 15) /* its partners send through MPI: a ring message is another */
+            for (int i = 0; i < nrecv; i++)
+                if (!done[i] && ring_mismatch(&x, recvs[i].peer)) {
+                    MPI_Status status; /* that partner is in another exchange */
+                    if (spmd__comm_cancel_receive(&reqs[i], &status) == SPMD__STUCK)
+                        spmd__comm_detach_buffer(c, 1);
+                    done[i] = 1;
+                    left--;
+                    x.h.flags |= FLAG_SIZE;
+                    if (culprit < 0)
+                        culprit = recvs[i].peer;
+                }
         if (suspicion && tracked_request >= 0 && !done[tracked_request])
             spmd__calls_wait_confirm(tracked, suspicion);
         if ((++spins & 7) == 0) /* the clock every few tests: a test is far shorter than any

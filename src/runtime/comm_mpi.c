@@ -169,35 +169,48 @@ static int create_over(MPI_Comm base, const int *ranks, int n, int tag, MPI_Comm
     return rc;
 }
 
+/* How many communicators were made over each group and tag (wire_of_created). */
+static pthread_mutex_t made_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct creation {
+    uint64_t key;
+    unsigned long count;
+} * created;
+static int num_made;
+
+void spmd__comm_restart_wires(void)
+{
+    pthread_mutex_lock(&made_lock);
+    free(created);
+    created = NULL;
+    num_made = 0;
+    pthread_mutex_unlock(&made_lock);
+}
+
 /* The identity of the communicator made now over processes[0..n) with `tag`, alike on every
  * member: MPI pairs the creations over one group and tag in the order each member makes them,
  * so the n-th of them here is the n-th everywhere. 1 is the private communicator's. */
 static uint64_t wire_of_created(const int *processes, int n, int tag)
 {
-    static pthread_mutex_t made_lock = PTHREAD_MUTEX_INITIALIZER;
-    static struct made {
-        uint64_t key;
-        unsigned long count;
-    } * made;
-    static int num_made;
     uint64_t key = spmd__fnv1a(SPMD__FNV1A_SEED, processes, (size_t)n * sizeof *processes);
     key = spmd__fnv1a(key, &tag, sizeof tag);
     unsigned long ordinal = 0;
     pthread_mutex_lock(&made_lock);
     int i = 0;
-    while (i < num_made && made[i].key != key)
+    while (i < num_made && created[i].key != key)
         i++;
     if (i == num_made) {
-        struct made *grown = realloc(made, (size_t)(num_made + 1) * sizeof *made);
+        struct creation *grown = realloc(created, (size_t)(num_made + 1) * sizeof *created);
         if (grown) {
-            made = grown;
-            made[num_made++] = (struct made){key, 0};
+            created = grown;
+            created[num_made++] = (struct creation){key, 0};
         }
     }
-    if (i < num_made)
-        ordinal = made[i].count++;
+    int counted = i < num_made;
+    if (counted)
+        ordinal = created[i].count++;
     pthread_mutex_unlock(&made_lock);
-    return (uint64_t)mix_key((unsigned long)(key ^ mix_key(ordinal + 1))) | 2;
+    /* 0 (out of memory): uncounted, it would not be the others' */
+    return counted ? (uint64_t)mix_key((unsigned long)(key ^ mix_key(ordinal + 1))) | 2 : 0;
 }
 
 spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm **out)
@@ -216,6 +229,10 @@ spmd_status spmd__comm_create(const int *processes, int n, int tag, spmd__comm *
     c->whole = c->comm;
     c->owns_comm = 1;
     c->wire = wire_of_created(processes, n, tag);
+    if (!c->wire) {
+        spmd__comm_destroy(c);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator");
+    }
     *out = c;
     return SPMD_OK;
 }
@@ -382,6 +399,8 @@ void spmd__comm_abandon(spmd__comm *c)
      * operations that will never complete. */
     if (!c)
         return;
+    if (c->owns_comm)
+        spmd__ring_forget(c->wire);
     if (c->note_req != MPI_REQUEST_NULL) { /* a receive can be called off: it writes no more */
         lock();
         MPI_Cancel(&c->note_req);

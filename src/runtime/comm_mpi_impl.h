@@ -48,6 +48,9 @@ struct spmd__comm {
 void spmd__mpi_lock(void);
 void spmd__mpi_unlock(void);
 
+/** A new private communicator (spmd_init): the creations over it are counted afresh (wire). */
+void spmd__comm_restart_wires(void);
+
 /** SPMD_ERR_DISTRIBUTED with MPI's text for rc. */
 spmd_status spmd__mpi_failure(int rc, const char *what);
 

@@ -14,10 +14,10 @@
 #include "runtime/check.h"
 #include "runtime/event.h"
 
-/* Slots per ring: an exchange has one message in flight per pair and direction; a few more let
- * messages of other communicators (other device threads) and ones left by exchanges given up
- * wait beside it. */
-enum { SLOTS = 4 };
+/* Slots per ring: an exchange has one message in flight per pair and direction, and each of a
+ * process's devices may be in one (up to 8 devices per process without falling back to MPI);
+ * messages left by exchanges given up take slots too. */
+enum { SLOTS = 8 };
 enum { SLOT_EMPTY = 0, SLOT_WRITING, SLOT_FULL, SLOT_TAKING };
 #define SEGMENT_MAGIC 0x73706d6472696e67ull /* "spmdring" */
 
@@ -25,16 +25,20 @@ typedef struct slot {
     _Alignas(64) _Atomic uint32_t state;
     uint32_t bytes;
     int32_t tag;
-    uint32_t unused;
+    uint32_t stamp; /* the exchange's (check_mpi.c), for a look that takes nothing */
     uint64_t wire;
     uint64_t seq; /* per sender and receiver: the oldest of several matching messages first */
     char data[SPMD__RING_BYTES];
 } slot;
 
+/* The last exchanges (their tokens) in which the sender gave up waiting for this process: the
+ * shared-memory form of its notes (check_mpi.c), several in case they come faster than looked
+ * at. */
+enum { GAVE_UP = 8 };
+
 typedef struct ring {
-    /* the sender gave up waiting for this process in the exchange with this token (the
-     * shared-memory form of its note: check_mpi.c) */
-    _Alignas(64) _Atomic uint64_t gave_up;
+    _Alignas(64) _Atomic uint64_t gave_up[GAVE_UP];
+    _Atomic uint32_t gave_up_next;
     slot slots[SLOTS];
 } ring;
 
@@ -90,7 +94,9 @@ static char *create_own(const char *name, size_t bytes, uint64_t job, int me)
     if (fd < 0)
         return NULL;
     char *p = NULL;
-    if (ftruncate(fd, (off_t)bytes) == 0) {
+    /* the pages now: tmpfs would allocate them at the first write, and a full /dev/shm would
+     * then kill the writer (SIGBUS) mid-collective */
+    if (ftruncate(fd, (off_t)bytes) == 0 && posix_fallocate(fd, 0, (off_t)bytes) == 0) {
         p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED)
             p = NULL;
@@ -180,13 +186,17 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
         }
     /* Whether rings are wanted may differ between processes: the barriers are everyone's. */
     int rings = want && n > 1;
-    spmd_status st = SPMD_OK;
     char name[64];
     if (rings) {
         R.n = n;
         R.here = here;
-        st = allocate_tables(count);
-        for (int p = 0, k = 0; st == SPMD_OK && p < count; p++)
+        if (allocate_tables(count) != SPMD_OK) { /* only this process goes without */
+            spmd__rings_unlink();
+            rings = 0;
+        }
+    }
+    if (rings) {
+        for (int p = 0, k = 0; p < count; p++)
             R.local_of[p] = hosts[p] == hosts[me] ? k++ : -1;
         R.rings_at = rings_offset(n);
         R.segment_bytes = R.rings_at + (size_t)n * sizeof(ring);
@@ -194,23 +204,19 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
          * to a core of its own */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         R.crowded = cores > 0 && n > cores;
-        if (st == SPMD_OK) {
-            segment_name(name, sizeof name, job, me);
-            R.own = create_own(name, R.segment_bytes, job, me);
-        }
+        segment_name(name, sizeof name, job, me);
+        R.own = create_own(name, R.segment_bytes, job, me);
     }
     spmd_status met = barrier(comm, timeout_ns); /* every segment exists now */
-    if (met == SPMD_OK && rings && st == SPMD_OK) {
-        for (int p = 0; p < count; p++) {
-            int j = R.local_of[p];
-            if (j < 0 || p == me)
-                continue;
-            char peer_name[64];
-            segment_name(peer_name, sizeof peer_name, job, p);
-            R.peers[j] = open_peer(peer_name, R.segment_bytes, job, p);
-            if (R.peers[j]) /* from now on this process writes to p through p's rings */
-                atomic_store_explicit(&attached_flags(R.peers[j])[here], 1, memory_order_release);
-        }
+    for (int p = 0; met == SPMD_OK && rings && p < count; p++) {
+        int j = R.local_of[p];
+        if (j < 0 || p == me)
+            continue;
+        char peer_name[64];
+        segment_name(peer_name, sizeof peer_name, job, p);
+        R.peers[j] = open_peer(peer_name, R.segment_bytes, job, p);
+        if (R.peers[j]) /* from now on this process writes to p through p's rings */
+            atomic_store_explicit(&attached_flags(R.peers[j])[here], 1, memory_order_release);
     }
     if (met == SPMD_OK)
         met = barrier(comm, timeout_ns); /* every process that will write here said so */
@@ -220,9 +226,9 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
             R.writes_here[j] =
                 atomic_load_explicit(&attached_flags(R.own)[j], memory_order_acquire) != 0;
     }
-    if (st != SPMD_OK || met != SPMD_OK)
+    if (met != SPMD_OK)
         spmd__rings_unlink();
-    return met != SPMD_OK ? met : st;
+    return met;
 }
 
 void spmd__rings_unlink(void)
@@ -249,7 +255,7 @@ int spmd__ring_from(int from)
     return j >= 0 && R.writes_here[j];
 }
 
-int spmd__ring_send(int to, uint64_t wire, int tag, const void *data, size_t bytes)
+int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *data, size_t bytes)
 {
     if (!R.n || bytes > SPMD__RING_BYTES)
         return 0;
@@ -265,6 +271,7 @@ int spmd__ring_send(int to, uint64_t wire, int tag, const void *data, size_t byt
             continue;
         s->bytes = (uint32_t)bytes;
         s->tag = tag;
+        s->stamp = stamp;
         s->wire = wire;
         s->seq = atomic_fetch_add_explicit(&R.next_seq[j], 1, memory_order_relaxed);
         memcpy(s->data, data, bytes);
@@ -274,13 +281,13 @@ int spmd__ring_send(int to, uint64_t wire, int tag, const void *data, size_t byt
     return 0;
 }
 
-int spmd__ring_ready(int from, uint64_t wire, int tag)
+int spmd__ring_ready(int from, uint64_t wire, int tag, uint32_t stamp)
 {
     ring *r = ring_in(R.own, R.local_of[from]);
-    for (int k = 0; k < SLOTS; k++) {
+    for (int k = 0; k < SLOTS; k++) { /* a look only: spmd__ring_take claims what it takes */
         slot *s = &r->slots[k];
         if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL && s->wire == wire &&
-            s->tag == tag)
+            s->tag == tag && s->stamp == stamp)
             return 1;
     }
     return 0;
@@ -289,21 +296,34 @@ int spmd__ring_ready(int from, uint64_t wire, int tag)
 long spmd__ring_take(int from, uint64_t wire, int tag, void *buf, size_t cap)
 {
     ring *r = ring_in(R.own, R.local_of[from]);
-    slot *best = NULL;
-    for (int k = 0; k < SLOTS; k++) {
-        slot *s = &r->slots[k];
-        if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL && s->wire == wire &&
-            s->tag == tag && (!best || s->seq < best->seq))
-            best = s;
+    for (;;) {
+        slot *best = NULL;
+        uint64_t best_seq = 0;
+        for (int k = 0; k < SLOTS; k++) {
+            slot *s = &r->slots[k];
+            if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL &&
+                s->wire == wire && s->tag == tag && (!best || s->seq < best_seq)) {
+                best = s;
+                best_seq = s->seq;
+            }
+        }
+        if (!best)
+            return -1;
+        /* Claimed before it is read: another thread of this process may have taken what this
+         * one looked at, and the sender written another message there since. */
+        uint32_t full = SLOT_FULL;
+        if (!atomic_compare_exchange_strong_explicit(&best->state, &full, SLOT_TAKING,
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        if (best->wire != wire || best->tag != tag || best->seq != best_seq) {
+            atomic_store_explicit(&best->state, SLOT_FULL, memory_order_release); /* not ours */
+            continue;
+        }
+        size_t bytes = best->bytes;
+        memcpy(buf, best->data, bytes < cap ? bytes : cap);
+        atomic_store_explicit(&best->state, SLOT_EMPTY, memory_order_release);
+        return bytes > cap ? (long)cap + 1 : (long)bytes;
     }
-    if (!best)
-        return -1;
-    /* Nobody else empties it: one exchange at a time takes an envelope (one per communicator
-     * and tag), and a sender writes only into empty slots. */
-    size_t bytes = best->bytes;
-    memcpy(buf, best->data, bytes < cap ? bytes : cap);
-    atomic_store_explicit(&best->state, SLOT_EMPTY, memory_order_release);
-    return bytes > cap ? (long)cap + 1 : (long)bytes;
 }
 
 void spmd__ring_forget(uint64_t wire)
@@ -327,12 +347,18 @@ void spmd__ring_forget(uint64_t wire)
 void spmd__ring_give_up(int to, uint64_t token)
 {
     int j = R.n ? R.local_of[to] : -1;
-    if (j >= 0 && R.peers[j])
-        atomic_store_explicit(&ring_in(R.peers[j], R.here)->gave_up, token, memory_order_release);
+    if (j < 0 || !R.peers[j])
+        return;
+    ring *r = ring_in(R.peers[j], R.here);
+    uint32_t k = atomic_fetch_add_explicit(&r->gave_up_next, 1, memory_order_relaxed);
+    atomic_store_explicit(&r->gave_up[k % GAVE_UP], token, memory_order_release);
 }
 
 int spmd__ring_gave_up(int from, uint64_t token)
 {
-    return atomic_load_explicit(&ring_in(R.own, R.local_of[from])->gave_up, memory_order_acquire) ==
-           token;
+    ring *r = ring_in(R.own, R.local_of[from]);
+    for (int k = 0; k < GAVE_UP; k++)
+        if (atomic_load_explicit(&r->gave_up[k], memory_order_acquire) == token)
+            return 1;
+    return 0;
 }

@@ -45,13 +45,15 @@ int spmd__rings_crowded(void);
  */
 int spmd__ring_from(int from);
 /**
- * Writes a message of `bytes` to process `to`, with the envelope (wire, tag): 1 when it is in its
+ * Writes a message of `bytes` to process `to`, with the envelope (wire, tag) and its exchange's
+ * stamp (spmd__comm_exchange_tag): 1 when it is in its
  * ring; 0 when `to` has no ring from this process, the message is too long or the ring is full
  * (send it through MPI).
  */
-int spmd__ring_send(int to, uint64_t wire, int tag, const void *data, size_t bytes);
-/** 1 when a message from process `from` with the envelope (wire, tag) waits in its ring. */
-int spmd__ring_ready(int from, uint64_t wire, int tag);
+int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *data, size_t bytes);
+/** 1 when a message from process `from` with the envelope (wire, tag) and the exchange's stamp
+ * waits in its ring (a look, which may miss one being taken). */
+int spmd__ring_ready(int from, uint64_t wire, int tag, uint32_t stamp);
 /**
  * Takes the oldest message from process `from` with the envelope (wire, tag) into buf (at most
  * cap bytes): its length, cap + 1 when it was longer (cut to cap, as MPI truncates); -1 when none

@@ -13,6 +13,7 @@
 
 #include "runtime/check.h"
 #include "runtime/event.h"
+#include "runtime/comm_mpi_impl.h"
 #include "runtime/host_rings.h"
 #include "runtime/process.h"
 #include "runtime/runtime_impl.h"
@@ -147,6 +148,7 @@ spmd_status spmd__proc_go_private(int64_t timeout_ns)
     restore_base_handler();
     comm = dup;
     owns_comm = 1;
+    spmd__comm_restart_wires();
     return SPMD_OK;
 }
 
