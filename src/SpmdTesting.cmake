@@ -15,7 +15,9 @@
 # built with, sets SPMD_NUM_CPU_DEVICES (and SPMD_CUDA_DEVICES_PER_GPU) to L, adds what Open
 # MPI needs as root, in a container and with more processes than cores, and forwards the exit
 # status. Each layout test claims P x L processors (capped at this machine's) so that
-# `ctest -j` does not oversubscribe the cores, and saves the program's standard output.
+# `ctest -j` does not oversubscribe the cores, and saves the program's standard output. The
+# tests are labelled spmd, and mpi too where libspmd has MPI (spmd launch then starts every
+# layout under mpiexec): ctest -L / -LE select them.
 #
 # With COMPARE, <name>_compare runs after the layouts (a ctest fixture) and fails when their
 # outputs differ (`spmd compare --compare <how>`): `exact` (every byte), or numbers found
@@ -106,8 +108,13 @@ function(spmd_add_test)
     add_test(NAME ${test}
              COMMAND ${SPMD_TESTING_CLI} launch -n ${procs} -d ${devices} --output ${output}
                      -- ${program} ${T_COMMAND})
+    set(labels spmd ${T_LABELS})
+    if(SPMD_HAVE_MPI)
+      list(APPEND labels mpi)
+    endif()
+    list(REMOVE_DUPLICATES labels)
     set_tests_properties(${test} PROPERTIES PROCESSORS ${processors} TIMEOUT ${T_TIMEOUT}
-                         LABELS "spmd;${T_LABELS}" ENVIRONMENT "${T_ENVIRONMENT}")
+                         LABELS "${labels}" ENVIRONMENT "${T_ENVIRONMENT}")
     if(T_WORKING_DIRECTORY)
       set_tests_properties(${test} PROPERTIES WORKING_DIRECTORY ${T_WORKING_DIRECTORY})
     endif()

@@ -218,7 +218,7 @@ if(SPMD_HAVE_MPI)
 endif()
 add_test(NAME cli_bench COMMAND sh ${SPMD_CLI_DIR}/check_bench.sh ${SPMD_CLI} ${SPMD_CLI_EXPECTED}
                                    ${SPMD_CLI_HAVE_MPI})
-set_tests_properties(cli_bench PROPERTIES LABELS "bench;cli" TIMEOUT 300
+set_tests_properties(cli_bench PROPERTIES LABELS "bench;cli;mpi" TIMEOUT 300
                      ENVIRONMENT "${SPMD_MPI_TEST_ENV}")
 
 # --- launch and compare: exit statuses, layouts compared, bad layouts, tolerances ----------
@@ -243,7 +243,7 @@ set_tests_properties(cli_compare PROPERTIES LABELS "cli" TIMEOUT 60)
 set(SPMD_TESTING_CLI ${SPMD_CLI})
 include(${PROJECT_SOURCE_DIR}/src/SpmdTesting.cmake)
 spmd_add_test(NAME spmd_testing_sum COMMAND launch_probe sum LAYOUTS 1x8 2x4 4x2
-              COMPARE exact tolerance=1e-6 LABELS mpi TIMEOUT 120 ENVIRONMENT ${SPMD_TEST_ENV})
+              COMPARE exact tolerance=1e-6 TIMEOUT 120 ENVIRONMENT ${SPMD_TEST_ENV})
 # the saved outputs, for a comparison of one's own
 add_test(NAME spmd_testing_sum_outputs_listed
          COMMAND ${SPMD_CLI} compare --compare abs=0 ${spmd_testing_sum_SPMD_OUTPUTS})
@@ -260,6 +260,6 @@ foreach(bad -1 tolerance=-1 abs=-1 rel=nan ulps=1.5 foo=1 0x10 "abs=1,")
 endforeach()
 if(SPMD_HAVE_MPI)
   spmd_add_test(NAME spmd_testing_layout COMMAND launch_probe layout LAYOUTS 1x4 2x2
-                COMPARE tolerance=1e-6 LABELS mpi TIMEOUT 120 ENVIRONMENT ${SPMD_TEST_ENV})
+                COMPARE tolerance=1e-6 TIMEOUT 120 ENVIRONMENT ${SPMD_TEST_ENV})
   set_tests_properties(spmd_testing_layout_compare PROPERTIES WILL_FAIL TRUE)
 endif()

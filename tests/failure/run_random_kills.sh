@@ -1,5 +1,5 @@
 #!/bin/sh
-# usage: run_random_kills.sh PROCS MPIEXEC PROGRAM FIRST_SEED LAST_SEED
+# usage: run_random_kills.sh PROCS MPIEXEC PROGRAM SEED... (each a number, or FIRST-LAST)
 # Runs test_random_kill once per seed under `MPIEXEC $SPMD_TEST_RECOVERY_FLAG` (--enable-recovery) (each run guarded by
 # `timeout`), collects the survivors' RESULT lines and prints the distribution of the time from
 # the kill to each survivor's return (since_kill) and from the start of the operation that
@@ -10,7 +10,21 @@
 # SPMD_COLLECTIVE_TIMEOUT must be set. RK_LOG_DIR: keep every run's output there (default: a
 # temporary directory, removed at the end unless something failed).
 set -u
-procs=$1 mpiexec=$2 prog=$3 first=$4 last=$5
+procs=$1 mpiexec=$2 prog=$3
+shift 3
+seeds=""
+for range in "$@"; do
+    case $range in
+    "" | *[!0-9-]* | -* | *- | *-*-*) echo "run_random_kills.sh: bad seed \"$range\"" >&2; exit 2 ;;
+    *-*) seed=${range%-*} ;;
+    *) seed=$range ;;
+    esac
+    while [ "$seed" -le "${range#*-}" ]; do
+        seeds="$seeds $seed"
+        seed=$((seed + 1))
+    done
+done
+[ -n "$seeds" ] || { echo "usage: run_random_kills.sh PROCS MPIEXEC PROGRAM SEED..." >&2; exit 2; }
 recovery=${SPMD_TEST_RECOVERY_FLAG:-}
 if [ -z "$recovery" ]; then
     echo "skipped: $mpiexec has no flag known here to outlive a dead process (Open MPI: --enable-recovery)"
@@ -26,8 +40,7 @@ results=$logs/results.txt
 : >"$results"
 status=0
 
-seed=$first
-while [ "$seed" -le "$last" ]; do
+for seed in $seeds; do
     dir=$logs/seed.$seed
     rm -rf "$dir"
     mkdir -p "$dir"
@@ -50,7 +63,6 @@ while [ "$seed" -le "$last" ]; do
     fi
     line=$(grep '^KILL ' "$dir/out.txt" | head -n 1)
     printf '%s\n' "${line:-KILL seed=$seed (no kill line)}"
-    seed=$((seed + 1))
 done
 
 echo
