@@ -325,10 +325,10 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_all_to_all_groups(spmd_ctx *ctx, const 
  * nothing). One rendezvous and one agreement serve all n blocks. Between processes, blocks
  * below 32 KiB and f16/bf16 blocks (accumulated in f32) are packed into one buffer per
  * accumulator dtype, which travels with the agreement when it is 64 KiB at most and no block
- * goes on its own; every other block is an MPI operation of its own, straight between the
- * blocks, all in flight together. The numbers are those of n one-block calls, except that
- * between more than two processes MPI may add a float's terms in another order (as it may for
- * one block of another size).
+ * goes on its own; every other block travels on its own, straight between the blocks, all in
+ * flight together. The numbers are those of n one-block calls: each block's terms are added in
+ * the one order of README "Reduction order", whatever the processes, the packing or the sizes,
+ * so every layout gives the same bits.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_psum_many(spmd_ctx *ctx, int n, const spmd_block *in,
                                                    spmd_block *out, const char *axes);

@@ -37,15 +37,6 @@ void spmd__mpi_unlock(void)
 #define lock spmd__mpi_lock
 #define unlock spmd__mpi_unlock
 
-spmd_status spmd__mpi_failure(int rc, const char *what)
-{
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
-        snprintf(text, sizeof text, "MPI error code %d", rc);
-    return SPMD_ERROR(SPMD_ERR_DISTRIBUTED, "%s failed: %s", what, text);
-}
-
 /* ---- tags ---- */
 
 /*
@@ -70,6 +61,7 @@ static int view_tag(void) { return tag_top() - 2 * SPMD__TAGS_PER_EXCHANGE; }
 int spmd__comm_pieces_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE; }
 int spmd__comm_note_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 1; }
 int spmd__comm_calls_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 2; }
+int spmd__comm_rings_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 3; }
 
 /* Exchanges keyed by a number (and those of communicators that are not subsets) use the first
  * KEYED_BLOCKS blocks; the subsets of a communicator share the rest, each its lane. */

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "runtime/comm.h"
+#include "runtime/mpi_failure.h"
 
 struct spmd__comm {
     MPI_Comm comm; /* carries the messages: this communicator, or its parent's */
@@ -51,9 +52,6 @@ void spmd__mpi_unlock(void);
 /** A new private communicator (spmd_init): the creations over it are counted afresh (wire). */
 void spmd__comm_restart_wires(void);
 
-/** SPMD_ERR_DISTRIBUTED with MPI's text for rc. */
-spmd_status spmd__mpi_failure(int rc, const char *what);
-
 /** Tags: each exchange owns a block of SPMD__TAGS_PER_EXCHANGE consecutive tags. */
 #define SPMD__TAGS_PER_EXCHANGE 4
 /**
@@ -69,6 +67,9 @@ int spmd__comm_note_tag(void);
 /** The tag of the notes between processes about their calls (calls.h), on the private
  * communicator (outside every exchange's block). */
 int spmd__comm_calls_tag(void);
+/** The tag of the start-up's exchange of shared-memory names (host_rings.h), on the private
+ * communicator (outside every exchange's block). */
+int spmd__comm_rings_tag(void);
 
 /**
  * Tells the notes between processes (calls.h) about a wait on c that lasts: for agreement `a`

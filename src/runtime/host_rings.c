@@ -1,18 +1,23 @@
 #include "runtime/host_rings.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "runtime/check.h"
 #include "runtime/event.h"
+#include "runtime/log.h"
+#include "runtime/mpi_failure.h"
 
 /* Slots per ring: an exchange has one message in flight per pair and direction, and each of a
  * process's devices may be in one (up to 8 devices per process without falling back to MPI);
@@ -77,31 +82,75 @@ static _Atomic uint32_t *attached_flags(char *segment)
 
 static ring *ring_in(char *segment, int sender) { return (ring *)(segment + R.rings_at) + sender; }
 
-static void segment_name(char *name, size_t size, uint64_t job, int process)
+/* A segment's name: "/spmd-rings-<pid>-<token>". The token is 128 random bits, and the name
+ * reaches the job's other processes through MPI alone, so no one else can create it before its
+ * owner does; the pid tells a later start-up whether the owner is gone (remove_leftovers). */
+enum { TOKEN_BYTES = 16, NAME_BYTES = 64 };
+
+static void segment_name(char *name, const unsigned char *token)
 {
-    snprintf(name, size, "/spmd-rings-%016llx-%d", (unsigned long long)job, process);
+    int at = snprintf(name, NAME_BYTES, "/spmd-rings-%ld-", (long)getpid());
+    for (int i = 0; i < TOKEN_BYTES; i++)
+        at += snprintf(name + at, (size_t)(NAME_BYTES - at), "%02x", token[i]);
 }
 
-/* Creates and maps this process's segment; NULL when shared memory is not available (the
- * others then send everything to this process through MPI). */
-static char *create_own(const char *name, size_t bytes, uint64_t job, int me)
+static int random_token(unsigned char *token)
 {
-    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0 && errno == EEXIST) { /* a leftover (a crash within spmd_init) */
-        shm_unlink(name);
+    FILE *f = fopen("/dev/urandom", "rb");
+    int ok = f && fread(token, 1, TOKEN_BYTES, f) == TOKEN_BYTES;
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+/* What is wrong with an open segment, or NULL when it is this user's alone and `bytes` long
+ * (bytes 0: any size). Nothing that fails this is written to or mapped. */
+static const char *segment_fault(int fd, size_t bytes)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return "it cannot be examined (fstat)";
+    if (!S_ISREG(st.st_mode))
+        return "it is not a regular file";
+    if (st.st_uid != geteuid())
+        return "another user owns it";
+    if ((st.st_mode & 07777) != 0600)
+        return "its mode is not 0600";
+    if (bytes && (size_t)st.st_size != bytes)
+        return "its size is not the expected one";
+    return NULL;
+}
+
+/* Creates and maps this process's segment, its name into `name`; NULL when shared memory is not
+ * available (the others then send everything to this process through MPI). A name that exists
+ * is someone else's: never opened, another token tried. */
+static char *create_own(char *name, size_t bytes, uint64_t job, int me)
+{
+    int fd = -1;
+    unsigned char token[TOKEN_BYTES];
+    for (int tries = 0; fd < 0 && tries < 4 && random_token(token); tries++) {
+        segment_name(name, token);
         fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
     }
     if (fd < 0)
         return NULL;
     char *p = NULL;
+    const char *fault = fchmod(fd, 0600) == 0 ? segment_fault(fd, 0) : "fchmod failed";
     /* the pages now: tmpfs would allocate them at the first write, and a full /dev/shm would
      * then kill the writer (SIGBUS) mid-collective */
-    if (ftruncate(fd, (off_t)bytes) == 0 && posix_fallocate(fd, 0, (off_t)bytes) == 0) {
+    if (!fault && ftruncate(fd, (off_t)bytes) == 0 && posix_fallocate(fd, 0, (off_t)bytes) == 0 &&
+        !(fault = segment_fault(fd, bytes))) {
         p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED)
             p = NULL;
     }
     close(fd);
+    if (fault)
+        SPMD_WARN("the shared-memory segment /dev/shm%s that this process created is not its own "
+                  "alone (%s): its peers send it everything through MPI",
+                  name, fault);
     if (!p) {
         shm_unlink(name);
         return NULL;
@@ -111,15 +160,20 @@ static char *create_own(const char *name, size_t bytes, uint64_t job, int me)
     return p;
 }
 
-/* Maps another process's segment; NULL when it has none (or not the expected one). */
+/* Maps another process's segment; NULL, with a warning where something else has its name, when it
+ * has none or not the expected one (this process then writes to it through MPI). */
 static char *open_peer(const char *name, size_t bytes, uint64_t job, int owner)
 {
     int fd = shm_open(name, O_RDWR, 0);
-    if (fd < 0)
+    if (fd < 0) {
+        SPMD_WARN("cannot open the shared-memory segment /dev/shm%s of process %d (%s): this "
+                  "process sends it everything through MPI",
+                  name, owner, strerror(errno));
         return NULL;
-    struct stat st;
+    }
     char *p = NULL;
-    if (fstat(fd, &st) == 0 && (size_t)st.st_size == bytes) {
+    const char *fault = segment_fault(fd, bytes);
+    if (!fault) {
         p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED)
             p = NULL;
@@ -132,9 +186,60 @@ static char *open_peer(const char *name, size_t bytes, uint64_t job, int owner)
             head.processes != R.n) {
             munmap(p, bytes);
             p = NULL;
+            fault = "its header is not the job's";
         }
     }
+    if (fault)
+        SPMD_WARN("the shared-memory segment /dev/shm%s of process %d is not the job's (%s): "
+                  "never written to, this process sends that process everything through MPI",
+                  name, owner, fault);
     return p;
+}
+
+/* Removes this user's segments whose processes are gone: those of a start-up killed between
+ * creating its segment and unlinking it. A live process's are kept (its pid answers). */
+static void remove_leftovers(void)
+{
+    DIR *dir = opendir("/dev/shm");
+    if (!dir)
+        return;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        long pid = 0;
+        char rest = 0;
+        if (sscanf(e->d_name, "spmd-rings-%ld-%c", &pid, &rest) != 2 || pid <= 0)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            st.st_uid != geteuid() || !S_ISREG(st.st_mode) ||
+            (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+            continue;
+        char name[1 + sizeof e->d_name];
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        shm_unlink(name);
+    }
+    closedir(dir);
+}
+
+/* Waits for requests until done, or fails the start-up at deadline (a process that stopped). */
+static spmd_status wait_startup(MPI_Request *requests, int count, int64_t deadline,
+                                const char *what)
+{
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return spmd__mpi_failure(rc, what);
+        if (done)
+            return SPMD_OK;
+        SPMD_REQUIRE(spmd__now_ns() < deadline, SPMD_ERR_TIMEOUT,
+                     "setting up shared memory between the processes (%s) did not complete "
+                     "within SPMD_INIT_TIMEOUT, although every process had arrived: a process "
+                     "stopped during start-up",
+                     what);
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, NULL);
+    }
 }
 
 /* Every process of comm arrives here, or the start-up fails after timeout_ns. */
@@ -142,24 +247,38 @@ static spmd_status barrier(MPI_Comm comm, int64_t timeout_ns)
 {
     MPI_Request request = MPI_REQUEST_NULL;
     int rc = MPI_Ibarrier(comm, &request);
-    int64_t deadline = spmd__now_ns() + timeout_ns;
-    while (rc == MPI_SUCCESS) {
-        int done = 0;
-        rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-        if (rc == MPI_SUCCESS && done)
-            return SPMD_OK;
-        SPMD_REQUIRE(spmd__now_ns() < deadline, SPMD_ERR_TIMEOUT,
-                     "setting up shared memory between the processes did not complete within "
-                     "SPMD_INIT_TIMEOUT, although every process had arrived: a process stopped "
-                     "during start-up");
-        struct timespec pause = {0, 100000};
-        nanosleep(&pause, NULL);
+    if (rc != MPI_SUCCESS)
+        return spmd__mpi_failure(rc, "MPI_Ibarrier of the start-up");
+    return wait_startup(&request, 1, spmd__now_ns() + timeout_ns, "the start-up's MPI_Ibarrier");
+}
+
+/* Each process of the machine sends the others its segment's name ("": none) once the segment
+ * exists; every process of the machine takes part, rings wanted or not. */
+static spmd_status exchange_names(MPI_Comm comm, int me, int count, const uint64_t *hosts, int tag,
+                                  const char *mine, char *theirs, int64_t timeout_ns)
+{
+    MPI_Request *requests = malloc(2 * (size_t)count * sizeof *requests);
+    SPMD_REQUIRE(requests, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for the start-up's exchange of shared-memory names");
+    int posted = 0, rc = MPI_SUCCESS;
+    for (int p = 0; p < count && rc == MPI_SUCCESS; p++) {
+        if (p == me || hosts[p] != hosts[me])
+            continue;
+        rc = MPI_Irecv(theirs + (size_t)p * NAME_BYTES, NAME_BYTES, MPI_CHAR, p, tag, comm,
+                       &requests[posted]);
+        if (rc == MPI_SUCCESS)
+            posted++;
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Isend(mine, NAME_BYTES, MPI_CHAR, p, tag, comm, &requests[posted]);
+        if (rc == MPI_SUCCESS)
+            posted++;
     }
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
-        snprintf(text, sizeof text, "MPI error code %d", rc);
-    return SPMD_ERROR(SPMD_ERR_DISTRIBUTED, "MPI_Ibarrier failed during start-up: %s", text);
+    spmd_status st = rc == MPI_SUCCESS
+                         ? wait_startup(requests, posted, spmd__now_ns() + timeout_ns,
+                                        "the exchange of shared-memory names")
+                         : spmd__mpi_failure(rc, "posting the exchange of shared-memory names");
+    free(requests); /* a start-up that failed leaves its requests to MPI_Finalize */
+    return st;
 }
 
 static spmd_status allocate_tables(int count)
@@ -174,7 +293,7 @@ static spmd_status allocate_tables(int count)
 }
 
 spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *hosts, uint64_t job,
-                             int want, int64_t timeout_ns)
+                             int want, int tag, int64_t timeout_ns)
 {
     spmd__rings_unlink();
     int n = 0, here = -1;
@@ -184,16 +303,19 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
                 here = n;
             n++;
         }
-    /* Whether rings are wanted may differ between processes: the barriers are everyone's. */
+    /* Whether rings are wanted may differ between processes: the exchanges are everyone's. */
     int rings = want && n > 1;
-    char name[64];
-    if (rings) {
+    char name[NAME_BYTES] = "";
+    char *theirs = n > 1 ? calloc((size_t)count, NAME_BYTES) : NULL;
+    if (rings && theirs) {
         R.n = n;
         R.here = here;
         if (allocate_tables(count) != SPMD_OK) { /* only this process goes without */
             spmd__rings_unlink();
             rings = 0;
         }
+    } else {
+        rings = 0;
     }
     if (rings) {
         for (int p = 0, k = 0; p < count; p++)
@@ -204,16 +326,23 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
          * to a core of its own */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         R.crowded = cores > 0 && n > cores;
-        segment_name(name, sizeof name, job, me);
+        remove_leftovers();
         R.own = create_own(name, R.segment_bytes, job, me);
+        if (!R.own)
+            name[0] = 0;
     }
-    spmd_status met = barrier(comm, timeout_ns); /* every segment exists now */
+    spmd_status met = SPMD_OK;
+    if (n > 1) /* every segment of the machine exists now, its name here */
+        met = theirs
+                  ? exchange_names(comm, me, count, hosts, tag, name, theirs, timeout_ns)
+                  : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
+                               "out of memory for the names of %d processes' shared memory", count);
     for (int p = 0; met == SPMD_OK && rings && p < count; p++) {
         int j = R.local_of[p];
-        if (j < 0 || p == me)
+        char *peer_name = theirs + (size_t)p * NAME_BYTES;
+        peer_name[NAME_BYTES - 1] = 0;
+        if (j < 0 || p == me || strncmp(peer_name, "/spmd-rings-", 12) != 0)
             continue;
-        char peer_name[64];
-        segment_name(peer_name, sizeof peer_name, job, p);
         R.peers[j] = open_peer(peer_name, R.segment_bytes, job, p);
         if (R.peers[j]) /* from now on this process writes to p through p's rings */
             atomic_store_explicit(&attached_flags(R.peers[j])[here], 1, memory_order_release);
@@ -226,6 +355,7 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
             R.writes_here[j] =
                 atomic_load_explicit(&attached_flags(R.own)[j], memory_order_acquire) != 0;
     }
+    free(theirs);
     if (met != SPMD_OK)
         spmd__rings_unlink();
     return met;

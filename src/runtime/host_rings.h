@@ -27,14 +27,18 @@
 
 /**
  * Sets up the rings between this process (`me`, of `count`) and the others on its machine
- * (those with the same hosts[] entry), its segments named after `job` (alike on every process,
- * new at each start-up) and each process's index. Collective over `comm` (two barriers, each
- * bounded by timeout_ns): every process calls it, whether it `want`s rings (SPMD_SHM) or not.
- * A process that cannot map shared memory only goes without (its peers send it everything
- * through MPI); a barrier that times out fails the start-up.
+ * (those with the same hosts[] entry). Each process creates its segment under a random name
+ * (O_EXCL, mode 0600), tells the others of its machine that name through `comm` (messages of
+ * `tag`), and maps theirs after checking that this user owns them alone (fstat: owner, mode
+ * 0600, size) and that their head names `job` (alike on every process, new at each start-up).
+ * Collective over `comm` (the names' exchange and a barrier, each bounded by timeout_ns): every
+ * process calls it, whether it `want`s rings (SPMD_SHM) or not. A process that cannot map
+ * shared memory only goes without (its peers send it everything through MPI), and so does a
+ * pair whose segment fails the check (with a warning naming the file); an exchange that times
+ * out fails the start-up. It first removes this user's segments whose processes are gone.
  */
 spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *hosts, uint64_t job,
-                             int want, int64_t timeout_ns);
+                             int want, int tag, int64_t timeout_ns);
 /** Unmaps the rings (spmd_finalize, or a start-up given up). */
 void spmd__rings_unlink(void);
 

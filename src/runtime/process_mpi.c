@@ -25,20 +25,11 @@ static MPI_Errhandler base_handler = MPI_ERRHANDLER_NULL; /* its own, restored a
 static int initialized_mpi; /* spmd_init called MPI_Init_thread, so it finalizes MPI too */
 static int thread_multiple;
 
-static spmd_status mpi_error(int rc, const char *what)
-{
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
-        snprintf(text, sizeof text, "MPI error code %d", rc);
-    return SPMD_ERROR(SPMD_ERR_DISTRIBUTED, "%s failed: %s", what, text);
-}
-
 #define MPI_REQUIRE(call, what)                                                                    \
     do {                                                                                           \
         int rc_ = (call);                                                                          \
         if (rc_ != MPI_SUCCESS)                                                                    \
-            return mpi_error(rc_, (what));                                                         \
+            return spmd__mpi_failure(rc_, (what));                                                 \
     } while (0)
 
 static const char *level_name(int level)
@@ -158,7 +149,7 @@ spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want,
     if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &count) != MPI_SUCCESS || count == 1)
         return SPMD_OK;
     MPI_REQUIRE(MPI_Comm_rank(comm, &me), "MPI_Comm_rank");
-    return spmd__rings_link(comm, me, count, hosts, job, want, timeout_ns);
+    return spmd__rings_link(comm, me, count, hosts, job, want, spmd__comm_rings_tag(), timeout_ns);
 }
 
 uint64_t spmd__proc_host_id(void)
