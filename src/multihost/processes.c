@@ -507,6 +507,68 @@ static void format_element(spmd__strbuf *sb, spmd_dtype dtype, const char *p)
     }
 }
 
+/*
+ * assert_equal's record, reduced over the processes (recursive doubling: O(log P) messages and
+ * O(bytes log P) bytes per process, never every process's value on every process): the value of
+ * the lowest process seen, `lo`, and the lowest process seen whose value differs from it, with
+ * its first differing element. Both depend only on the set merged, so the merge is commutative
+ * and associative; over every process, lo is 0 and `diff` the first process that differs.
+ */
+typedef struct equality_record {
+    int32_t lo, diff; /* diff: INT32_MAX when none */
+    uint64_t index;   /* diff's first element that differs from lo's value */
+    unsigned char elem[16];
+    uint32_t elem_bytes;
+    /* then lo's value */
+} equality_record;
+
+static unsigned char *record_value(void *record)
+{
+    return (unsigned char *)record + sizeof(equality_record);
+}
+
+/* `ref`, the record of the lower processes, takes in `other`'s (of `bytes` of value). */
+static void absorb(equality_record *ref, const unsigned char *ref_value,
+                   const equality_record *other, const unsigned char *other_value, size_t bytes)
+{
+    if (memcmp(other_value, ref_value, bytes) != 0) { /* other's lowest process differs */
+        if (other->lo < ref->diff) {
+            size_t elem = ref->elem_bytes, i = 0;
+            while (memcmp(other_value + i * elem, ref_value + i * elem, elem) == 0)
+                i++;
+            ref->diff = other->lo;
+            ref->index = i;
+            memcpy(ref->elem, other_value + i * elem, elem);
+        }
+    } else if (other->diff < ref->diff) { /* alike: other's differ from ref's value too */
+        ref->diff = other->diff;
+        ref->index = other->index;
+        memcpy(ref->elem, other->elem, sizeof ref->elem);
+    }
+}
+
+static void merge_equality(void *mine, const void *theirs, size_t theirs_bytes, void *arg)
+{
+    size_t bytes = *(const size_t *)arg;
+    if (theirs_bytes != sizeof(equality_record) + bytes)
+        return; /* cannot happen: the agreement fixed the shape */
+    equality_record *a = mine, b;
+    memcpy(&b, theirs, sizeof b);
+    const unsigned char *their_value = (const unsigned char *)theirs + sizeof b;
+    if (a->lo < b.lo) {
+        absorb(a, record_value(a), &b, their_value, bytes);
+        return;
+    }
+    /* theirs becomes the reference: mine, kept aside, is taken in */
+    equality_record *kept = malloc(theirs_bytes);
+    if (!kept)
+        return; /* the lowest process's record wins anyway where memory allows */
+    memcpy(kept, mine, theirs_bytes);
+    memcpy(mine, theirs, theirs_bytes);
+    absorb(a, record_value(a), kept, record_value(kept), bytes);
+    free(kept);
+}
+
 spmd_status spmd_assert_equal(const spmd_array *x, const char *message)
 {
     const char *fn = "spmd_assert_equal";
@@ -519,50 +581,50 @@ spmd_status spmd_assert_equal(const spmd_array *x, const char *message)
                  "%s: this process holds no shard of x; call it with a value every process has",
                  fn);
     size_t bytes = whole ? array_bytes(x) : x->shard_bytes;
-    int processes = spmd_process_count(), me = spmd_process_index();
     char description[256];
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, description, sizeof description);
     spmd__strbuf_printf(&sb, "assert_equal of %s", spmd_dtype_name(x->dtype));
     spmd__strbuf_shape(&sb, whole ? x->shape : x->shard_shape, x->ndim);
-    char *all = malloc(bytes * (size_t)processes + 1);
-    size_t *counts = calloc((size_t)processes, sizeof *counts);
-    spmd_status st = SPMD_OK;
-    if (!all || !counts)
-        st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    if (st == SPMD_OK)
-        st = whole ? spmd_array_to_host(x, all + bytes * (size_t)me, bytes)
-                   : spmd_array_shard_to_host(x, 0, all + bytes * (size_t)me, bytes);
+    size_t record_bytes = sizeof(equality_record) + bytes;
+    equality_record *record = malloc(record_bytes);
+    SPMD_REQUIRE(record != NULL, SPMD_ERR_OUT_OF_MEMORY,
+                 "%s: out of memory for a copy of x (%zu bytes)", fn, bytes);
+    memset(record, 0, sizeof *record);
+    record->lo = spmd_process_index();
+    record->diff = INT32_MAX;
+    record->elem_bytes = (uint32_t)spmd_dtype_size(x->dtype);
+    spmd_status st = whole ? spmd_array_to_host(x, record_value(record), bytes)
+                           : spmd_array_shard_to_host(x, 0, record_value(record), bytes);
     spmd__comm *comm = NULL;
     spmd__call_entry lock;
     if (st == SPMD_OK)
         st = begin(fn, description, &comm, &lock);
     if (st == SPMD_OK && comm) {
-        for (int p = 0; p < processes; p++)
-            counts[p] = bytes;
-        st = spmd__comm_allgatherv(comm, NULL, all, counts);
+        const spmd__runtime *rt = spmd__runtime_get(fn);
+        spmd__agreement a = {fingerprint_of(description), describe_text, description, NULL};
+        spmd__wait w = {.deadline_ns = spmd__now_ns() + (rt ? rt->collective_timeout_ns : 0),
+                        .what = fn};
+        size_t got = record_bytes;
+        st = spmd__comm_reduce_record(comm, &a, record, &got, record_bytes, merge_equality, &bytes,
+                                      &w);
     }
     if (comm)
         finish(comm, &lock, st);
-    size_t elem = spmd_dtype_size(x->dtype);
-    for (int p = 1; p < processes && st == SPMD_OK; p++) {
-        const char *a = all, *b = all + bytes * (size_t)p;
-        if (memcmp(a, b, bytes) == 0)
-            continue;
-        size_t i = 0;
-        while (memcmp(a + i * elem, b + i * elem, elem) == 0)
-            i++;
+    if (st == SPMD_OK && record->diff != INT32_MAX) {
         char text[SPMD__MESSAGE_CAPACITY];
         spmd__strbuf_init(&sb, text, sizeof text);
-        spmd__strbuf_printf(&sb, "%s%sprocess %d's value differs from process 0's: element %zu is ",
-                            message ? message : "", message && *message ? ": " : "", p, i);
-        format_element(&sb, x->dtype, b + i * elem);
+        spmd__strbuf_printf(&sb,
+                            "%s%sprocess %d's value differs from process 0's: element %llu is ",
+                            message ? message : "", message && *message ? ": " : "",
+                            (int)record->diff, (unsigned long long)record->index);
+        format_element(&sb, x->dtype, (const char *)record->elem);
         spmd__strbuf_printf(&sb, " instead of ");
-        format_element(&sb, x->dtype, a + i * elem);
+        format_element(&sb, x->dtype,
+                       (const char *)record_value(record) + record->index * record->elem_bytes);
         st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT, "%s: %s", fn, text);
     }
-    free(all);
-    free(counts);
+    free(record);
     return st;
 }
 

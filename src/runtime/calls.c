@@ -843,8 +843,8 @@ static const peer_note *latest_of(int process)
     return NULL;
 }
 
-static const char *device_state_text(const spmd__note_device *d, unsigned phase, char *buf,
-                                     size_t size)
+static const char *device_state_text(const spmd__note_device *d, unsigned phase, uint64_t fp,
+                                     char *buf, size_t size)
 {
     char last[128] = "", what[96] = "";
     if (d->what[0]) {
@@ -856,6 +856,8 @@ static const char *device_state_text(const spmd__note_device *d, unsigned phase,
         snprintf(buf, size, "returned from fn without calling it%s", last);
     else if (d->seq > phase)
         snprintf(buf, size, "has gone on past it%s", last);
+    else if (returned && d->fingerprint == fp) /* its message for this one should have come */
+        snprintf(buf, size, "issued it as its #%u and returned from fn", d->seq);
     else
         snprintf(buf, size, "issued another collective as its #%u%s%s", d->seq, what,
                  returned ? ", then returned from fn" : "");
@@ -936,7 +938,8 @@ static void weigh_my_waits(const spmd__note *n, const char *mine)
                          "issue the same collectives, with the same axis_index_groups, in the "
                          "same order",
                          mine, me, t->info.device, what, n->process, d->device,
-                         device_state_text(d, (unsigned)t->info.phase, why, sizeof why));
+                         device_state_text(d, (unsigned)t->info.phase, t->info.fingerprint, why,
+                                           sizeof why));
                 /* A long message may still be coming in, fragment by fragment: only a second
                  * answer, a recheck interval later, makes the wait's thread look. */
                 if (t->recheck_after && n->probe > t->recheck_after) {

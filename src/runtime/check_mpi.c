@@ -391,6 +391,30 @@ static int call_off_receive(xchg *x, MPI_Request *req, void *rbuf, size_t rcap, 
     return 1;
 }
 
+/* A note that says the awaited peer went past this wait is confirmed only after this many
+ * full looks (its ring and MPI: each look runs MPI's progress, which takes in a few messages at
+ * a time) found nothing: a message that came through MPI while this wait looked at its ring
+ * alone is not taken for a missing one. */
+#define CONFIRM_LOOKS 3
+
+typedef struct doubt {
+    uint64_t suspicion;
+    int looks;
+} doubt;
+
+/* One full look found the awaited message still missing (`missing`) under `suspicion`. */
+static void weigh_doubt(doubt *d, int tracked, uint64_t suspicion, int missing)
+{
+    if (!suspicion || !missing)
+        return;
+    if (d->suspicion != suspicion) {
+        d->suspicion = suspicion;
+        d->looks = 0;
+    }
+    if (++d->looks >= CONFIRM_LOOKS)
+        spmd__calls_wait_confirm(tracked, suspicion);
+}
+
 /* In a step with a ring, MPI is polled every this many tests (its progress costs more than a
  * look at a ring): for a message that came through it, the note receive and a send; every
  * RING_MPI_RARELY tests when this rank's message went into a ring (the partner's, as long,
@@ -438,9 +462,11 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
     int outcome = GOT, tracked = -1, tracked_request = 0, tests = 0, waiting_at_first = 0;
     x->last_from = from;
     int64_t started = 0, received_at = 0, probe_after = 0, now = 0;
+    doubt suspected = {0, 0};
     for (;;) {
         uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
-        int look = tests % every == every - 1;
+        /* a suspicion makes every test a full look: the message may be in MPI, unseen */
+        int look = suspicion || tests % every == every - 1;
         int poll_mpi = !ring_in || look || done[0] || reqs[0] != MPI_REQUEST_NULL;
         if (hybrid && look && !done[0] && reqs[0] != MPI_REQUEST_NULL &&
             spmd__ring_ready(c->processes[from], c->wire, x->tag, x->stamp) &&
@@ -505,8 +531,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         waiting_at_first |= tests++ == 0 && from >= 0 && done[0];
         if (done[0] && done[1])
             break;
-        if (suspicion && !done[tracked_request])
-            spmd__calls_wait_confirm(tracked, suspicion);
+        weigh_doubt(&suspected, tracked, suspicion, !done[tracked_request]);
         if (!started || (tests & 7) == 0) /* as in spmd__comm_paired_exchange */
             now = spmd__coarse_now_ns();
         if (!started) {
@@ -1384,6 +1409,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
     int64_t started = spmd__coarse_now_ns(), probe_after = spmd__calls_probe_after_ns();
     int64_t now = started;
     unsigned spins = 0;
+    doubt suspected = {0, 0};
     while (left > 0 && x.stopped == SPMD_OK) {
         uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
         int got = 0;
@@ -1441,8 +1467,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
                     if (culprit < 0)
                         culprit = recvs[i].peer;
                 }
-        if (suspicion && tracked_request >= 0 && !done[tracked_request])
-            spmd__calls_wait_confirm(tracked, suspicion);
+        weigh_doubt(&suspected, tracked, suspicion, tracked_request >= 0 && !done[tracked_request]);
         if ((++spins & 7) == 0) /* the clock every few tests: a test is far shorter than any
                                    deadline, and reading it cost a tenth of a short call */
             now = spmd__coarse_now_ns();

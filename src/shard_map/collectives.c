@@ -321,27 +321,75 @@ static spmd_status missing_members(coll *c, unsigned gen, int *any_finished)
     char list[256];
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, list, sizeof list);
-    int shown = 0, finished_device = -1;
+    int shown = 0, finished_device = -1, finished_flat = 0;
     for (int k = 0; k < g->num_local; k++) {
         if (atomic_load(&g->slots[k].arrived) == gen + 1)
             continue;
         int f = g->local_flat[k];
         if (shown++ < 16)
             spmd__strbuf_printf(&sb, "%s%d", shown > 1 ? ", " : "", c->mesh->device_ids[f]);
-        if (spmd__call_finished(c->call, f) && finished_device < 0)
+        if (spmd__call_finished(c->call, f) && finished_device < 0) {
             finished_device = c->mesh->device_ids[f];
+            finished_flat = f;
+        }
     }
     *any_finished = finished_device >= 0;
-    if (finished_device >= 0)
+    if (finished_device >= 0) {
+        /* what it issued in this one's place, when it did: another grouping, say */
+        unsigned long call = 0;
+        unsigned seq = 0;
+        uint64_t fingerprint = 0, what[2];
+        spmd__device_at_read(&c->call->state->at[c->call->slot_of_flat[finished_flat]], &call, &seq,
+                             &fingerprint, what);
+        if (call == c->call->seq && seq >= c->seq && fingerprint != c->fingerprint) {
+            char other[160];
+            spmd__collective_format(c->call, what, other, sizeof other);
+            return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                              "devices issued different collectives: device %d waits in %s for "
+                              "device %d, which issued %s as its #%u and returned from fn; every "
+                              "device must issue the same collectives, with the same "
+                              "axis_index_groups, in the same order",
+                              c->ctx->device_id, describe(c), finished_device, other, seq);
+        }
         return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
                           "device %d waits in %s, but device %d returned from fn without calling "
                           "it; every device must issue the same collectives in the same order",
                           c->ctx->device_id, describe(c), finished_device);
+    }
     return SPMD_ERROR(SPMD_ERR_TIMEOUT,
                       "device %d waited in %s for device(s) %s, which did not arrive within "
                       "SPMD_COLLECTIVE_TIMEOUT (%.3g s); every device must issue the same "
                       "collectives in the same order",
                       c->ctx->device_id, describe(c), list, (double)c->call->timeout_ns / 1e9);
+}
+
+/* A missing local member that arrived at another collective of this call in this one's place
+ * (its number, another fingerprint) or past it: it will never come. SPMD_OK when none did. */
+static spmd_status member_elsewhere(coll *c, unsigned gen)
+{
+    spmd__group *g = c->g;
+    for (int k = 0; k < g->num_local; k++) {
+        if (atomic_load(&g->slots[k].arrived) == gen + 1)
+            continue;
+        int f = g->local_flat[k];
+        unsigned long call = 0;
+        unsigned seq = 0;
+        uint64_t fingerprint = 0, what[2];
+        spmd__device_at_read(&c->call->state->at[c->call->slot_of_flat[f]], &call, &seq,
+                             &fingerprint, what);
+        if (call != c->call->seq || seq < c->seq ||
+            (seq == c->seq && fingerprint == c->fingerprint))
+            continue;
+        char other[160];
+        spmd__collective_format(c->call, what, other, sizeof other);
+        return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                          "devices issued different collectives: device %d waits in %s for device "
+                          "%d, which %s %s as its #%u; every device must issue the same "
+                          "collectives, with the same axis_index_groups, in the same order",
+                          c->ctx->device_id, describe(c), c->mesh->device_ids[f],
+                          seq == c->seq ? "issued" : "has gone on past it to", other, seq);
+    }
+    return SPMD_OK;
 }
 
 /* g->positions for this collective's axis order (or grouping), when it differs from the last
@@ -490,13 +538,16 @@ static spmd_status barrier(coll *c, int arrive)
                 if (timed_out || spmd__now_ns() > deadline)
                     why = missing_members(c, gen, &any_finished);
                 else {
-                    /* quick look: did a missing member already leave fn? */
+                    /* quick look: did a missing member already leave fn, or issue another
+                     * collective (another grouping, say) in its place? */
                     for (int k = 0; k < g->num_local; k++)
                         if (atomic_load(&g->slots[k].arrived) != gen + 1 &&
                             spmd__call_finished(call, g->local_flat[k]))
                             any_finished = 1;
                     if (any_finished)
                         why = missing_members(c, gen, &any_finished);
+                    else
+                        why = member_elsewhere(c, gen);
                 }
                 if (why != SPMD_OK)
                     st = spmd__call_abort(call, why);
@@ -821,6 +872,8 @@ static spmd_status arrive(coll *c, const void *in, void *out, const void *extra)
     for (int k = 0; k < c->naxes; k++)
         what[0] |= (uint64_t)c->axes[k] << (16 + 4 * k);
     memcpy(c->ctx->last_what, what, sizeof what);
+    spmd__device_at_publish(&c->call->state->at[c->call->slot_of_flat[c->ctx->flat]], c->call->seq,
+                            c->seq, c->fingerprint, what);
     spmd__calls_device(c->ctx->ordinal, c->ctx->device_id, SPMD__DEVICE_WAITING, c->seq,
                        c->fingerprint, what);
     /* the call's end compares what every process's devices issued: collectives within one

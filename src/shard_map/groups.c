@@ -2,6 +2,7 @@
  * an axis set, and their communicators, come with the first collective over it. */
 #include "shard_map/groups.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ static void mesh_state_destroy(spmd__attachment *a)
     else
         spmd__comm_destroy(state->control);
     free(state->returned);
+    free(state->at);
     pthread_mutex_destroy(&state->lock);
     pthread_mutex_destroy(&state->tables_lock);
     free(state);
@@ -84,16 +86,21 @@ spmd__mesh_state *spmd__mesh_state_get(spmd_mesh *mesh)
     size_t returned_bytes =
         (size_t)(mesh->num_local ? mesh->num_local : 1) * sizeof(spmd__private_word);
     void *returned = aligned_alloc(_Alignof(spmd__private_word), returned_bytes);
-    if (!s || !returned) {
+    size_t at_bytes = (size_t)(mesh->num_local ? mesh->num_local : 1) * sizeof(spmd__device_at);
+    void *at = aligned_alloc(_Alignof(spmd__device_at), at_bytes);
+    if (!s || !returned || !at) {
         free(s);
         free(returned);
+        free(at);
         SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory for the shard_map state of a mesh");
         return NULL;
     }
     memset(s, 0, sizeof *s);
     memset(returned, 0, returned_bytes);
+    memset(at, 0, at_bytes);
     s->base.destroy = mesh_state_destroy;
     s->returned = returned;
+    s->at = at;
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->tables_lock, NULL);
     spmd__mesh_state *kept = (spmd__mesh_state *)spmd__mesh_attach(mesh, &s->base);
@@ -591,6 +598,37 @@ void spmd__mesh_state_reset_rendezvous(spmd__mesh_state *s)
         for (int id = 0; t && id < t->num_groups; id++)
             if (t->groups[id])
                 atomic_store(&t->groups[id]->arrived, 0);
+    }
+}
+
+void spmd__device_at_publish(spmd__device_at *at, unsigned long call, unsigned seq,
+                             uint64_t fingerprint, const uint64_t what[2])
+{
+    unsigned v = atomic_load_explicit(&at->version, memory_order_relaxed);
+    atomic_store_explicit(&at->version, v + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&at->call, call, memory_order_relaxed);
+    atomic_store_explicit(&at->seq, seq, memory_order_relaxed);
+    atomic_store_explicit(&at->fingerprint, fingerprint, memory_order_relaxed);
+    atomic_store_explicit(&at->what[0], what[0], memory_order_relaxed);
+    atomic_store_explicit(&at->what[1], what[1], memory_order_relaxed);
+    atomic_store_explicit(&at->version, v + 2, memory_order_release);
+}
+
+void spmd__device_at_read(spmd__device_at *at, unsigned long *call, unsigned *seq,
+                          uint64_t *fingerprint, uint64_t what[2])
+{
+    for (;;) {
+        unsigned v = atomic_load_explicit(&at->version, memory_order_acquire);
+        *call = atomic_load_explicit(&at->call, memory_order_relaxed);
+        *seq = atomic_load_explicit(&at->seq, memory_order_relaxed);
+        *fingerprint = atomic_load_explicit(&at->fingerprint, memory_order_relaxed);
+        what[0] = atomic_load_explicit(&at->what[0], memory_order_relaxed);
+        what[1] = atomic_load_explicit(&at->what[1], memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (!(v & 1) && atomic_load_explicit(&at->version, memory_order_relaxed) == v)
+            return;
+        sched_yield(); /* its writer is between two stores */
     }
 }
 

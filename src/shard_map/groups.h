@@ -112,6 +112,23 @@ typedef struct spmd__private_word {
     _Alignas(128) atomic_ulong value;
 } spmd__private_word;
 
+/* Where a local device is in the current call: the collective it last arrived at. Its group's
+ * other local members read it while they wait for it (a seqlock: version odd while written). */
+typedef struct spmd__device_at {
+    _Alignas(128) atomic_uint version;
+    atomic_ulong call;
+    atomic_uint seq;
+    _Atomic uint64_t fingerprint;
+    _Atomic uint64_t what[2]; /* spmd__collective_format's */
+} spmd__device_at;
+
+/** Publishes that a local device arrived at collective `seq` of call `call`. */
+void spmd__device_at_publish(spmd__device_at *at, unsigned long call, unsigned seq,
+                             uint64_t fingerprint, const uint64_t what[2]);
+/** Reads what spmd__device_at_publish last wrote (a consistent copy). */
+void spmd__device_at_read(spmd__device_at *at, unsigned long *call, unsigned *seq,
+                          uint64_t *fingerprint, uint64_t what[2]);
+
 /* Per-mesh state behind shard_map: set up by the first call (collectively); the groups of an
  * axis set, and their communicators, by the first collective over it. */
 typedef struct spmd__mesh_state {
@@ -134,6 +151,7 @@ typedef struct spmd__mesh_state {
     pthread_mutex_t tables_lock; /* one table built at a time in this process */
     /* [local slot]: the number of the last call whose fn the device returned from */
     spmd__private_word *returned;
+    spmd__device_at *at; /* [local slot] */
     /* devices blocked in a rendezvous; apart from call_seq, which every call writes */
     _Alignas(128) atomic_int waiting;
 } spmd__mesh_state;

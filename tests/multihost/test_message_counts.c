@@ -3,7 +3,8 @@
  * libspmd makes are counted here through MPI's profiling interface (PMPI), per process, over
  * a run of calls, for the calls whose control plane must scale (an empty shard_map, one with a
  * 4-byte psum, one with a replicated output whose claim is checked, a barrier, a small
- * reshard, a device_put whose host data is checked to be the same on every process). The test
+ * reshard, a device_put whose host data is checked to be the same on every process, an
+ * spmd_assert_equal that holds and one that fails). The test
  * fails when the busiest process sends and receives more than MESSAGES_PER_LEVEL *
  * ceil(log2 P) + MESSAGES_FLAT messages per call, sends more than BYTES_PER_MESSAGE bytes per
  * message it counts, or makes an MPI collective call per call (those hide their own traffic; the
@@ -426,6 +427,42 @@ static void device_put(void *arg)
     spmd_array_destroy(y);
 }
 
+/* spmd_assert_equal of a host-local array: alike everywhere, or differing on the last process
+ * (the call then fails on every process, as it must). */
+static void assert_same(void *arg) { CHECK(spmd_assert_equal(arg, "counted")); }
+
+static void assert_differs(void *arg)
+{
+    spmd_status st = spmd_assert_equal(arg, "counted");
+    if (st != SPMD_ERR_INVALID_ARGUMENT || !strstr(spmd_last_error(), "differs")) {
+        fprintf(stderr, "process %d: spmd_assert_equal of differing values gave %s: %s\n", me,
+                spmd_status_name(st), spmd_last_error());
+        exit(1);
+    }
+}
+
+static void count_assert_equal(void)
+{
+    int32_t values[4] = {1, 2, 3, 4};
+    int64_t shape[1] = {4};
+    spmd_array *x = NULL;
+    CHECK(
+        spmd_array_create_on_device(spmd_local_device_id(0), values, 1, shape, SPMD_DTYPE_I32, &x));
+    /* an agreement and a record of 16 bytes with its header (64) reduced: two exchanges */
+    double bound = MESSAGES_PER_LEVEL * ceil_log2(P) + MESSAGES_FLAT;
+    measure_within("spmd_assert_equal, 16 B", assert_same, x, CALLS, MESSAGES_PER_LEVEL,
+                   MESSAGES_FLAT, (BYTES_PER_MESSAGE + 16 + 64) * bound);
+    spmd_array_destroy(x);
+    if (P < 2)
+        return;
+    values[1] = me == P - 1 ? 5 : 2;
+    CHECK(
+        spmd_array_create_on_device(spmd_local_device_id(0), values, 1, shape, SPMD_DTYPE_I32, &x));
+    measure_within("spmd_assert_equal, 16 B, one differs", assert_differs, x, CALLS,
+                   MESSAGES_PER_LEVEL, MESSAGES_FLAT, (BYTES_PER_MESSAGE + 16 + 64) * bound);
+    spmd_array_destroy(x);
+}
+
 /* A plan of fn with nout float32 outputs of `length` elements, laid out by out_spec. */
 static void plan_with_length(scenario *s, spmd_fn fn, int nout, const char *out_spec,
                              int64_t length)
@@ -627,6 +664,7 @@ int main(void)
             printf("| %-36s | %3s | %8s | %10s | %11s | %5s |\n", "per call, busiest process", "P",
                    "messages", "bytes sent", "collectives", "bound");
         count_calls();
+        count_assert_equal();
     }
     int any = failures != 0, all = 0;
     PMPI_Allreduce(&any, &all, 1, MPI_INT, MPI_MAX, spmd_mpi_comm());

@@ -198,6 +198,24 @@ static void test_sync_and_assert_equal(void **state)
         assert_status(spmd_assert_equal(x, "weights drifted"), SPMD_ERR_INVALID_ARGUMENT,
                       "weights drifted", expected, "element 1 is 5 instead of 2");
         spmd_array_destroy(x);
+        /* process 0 alone differs: the first process named is 1, against process 0's value */
+        int32_t odd_one[3] = {1, 2, me == 0 ? 7 : 3};
+        x = host_local(odd_one, 1, shape, SPMD_DTYPE_I32);
+        assert_status(spmd_assert_equal(x, NULL), SPMD_ERR_INVALID_ARGUMENT,
+                      "process 1's value differs", "element 2 is 3 instead of 7");
+        spmd_array_destroy(x);
+    }
+    if (P > 2) {
+        /* processes from 2 on differ, each at its own element: the lowest is named, with its
+         * first differing element (the reduction pairs processes in any order) */
+        int32_t several[3] = {1, 2, 3};
+        if (me >= 2)
+            several[me % 3] = 100 + me;
+        x = host_local(several, 1, shape, SPMD_DTYPE_I32);
+        assert_status(spmd_assert_equal(x, "drift"), SPMD_ERR_INVALID_ARGUMENT,
+                      "drift: process 2's value differs from process 0's",
+                      "element 2 is 102 instead of 3");
+        spmd_array_destroy(x);
     }
 }
 

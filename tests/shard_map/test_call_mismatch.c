@@ -7,6 +7,8 @@
  *   - axis_index_groups that differ between the processes: pairs [[0,1],[2,3],...] against
  *     [[0,n/2],[1,n/2+1],...] (a psum), and the same members in another order (an all_gather,
  *     every group within one process: only the end of the call sees it);
+ *   - axis_index_groups that differ between devices (even ones take the pairs, odd ones the
+ *     halves), on every process alike: however the devices are split into processes;
  *   - spmd_device_put onto meshes whose device order differs (the device lists, and where they
  *     first differ);
  *   - spmd_reshard from arrays on other devices to one sharding (the source devices);
@@ -112,6 +114,20 @@ static spmd_status fn_gather_groups(spmd_ctx *ctx, int nin, const spmd_block *in
     return st != SPMD_OK ? st : spmd_all_gather_groups(ctx, &in[0], &out[0], "i", 0, 1, &g);
 }
 
+/* user: two groupings; even device positions take the first, odd ones the second. */
+static spmd_status fn_groups_by_parity(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                       spmd_block *out, void *user)
+{
+    (void)nin, (void)nout;
+    int *const *both = user;
+    int d = 0;
+    spmd_axis_groups g;
+    spmd_status st = spmd_axis_index(ctx, "i", &d);
+    if (st == SPMD_OK)
+        st = pairs_over_i(ctx, both[d % 2], &g);
+    return st != SPMD_OK ? st : spmd_psum_groups(ctx, &in[0], &out[0], "i", &g);
+}
+
 static spmd_status fn_psum_a(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
                              spmd_block *out, void *user)
 {
@@ -193,6 +209,19 @@ static void test_groupings(spmd_array *x, int ndev)
     check_groupings_named("all_gather in groups", consecutive, swapped);
     spmd_array_destroy(out);
     barrier("the reordered groups");
+    /* the groupings differ between devices, on every process alike: even devices pair
+     * consecutive positions, odd ones the halves (device 1 then waits for n/2+1, which waits for
+     * n/2 ...): a mismatch at once however the devices are split into processes */
+    for (int round = 0; round < 5; round++) {
+        int *by_parity[2] = {consecutive, halves};
+        t0 = now_s();
+        st = run(fn_groups_by_parity, by_parity, x, ndev, 0, &out);
+        expect_mismatch("psum in groups that differ between even and odd devices", st, now_s() - t0,
+                        "axis_index_groups");
+        check_groupings_named("psum in groups by parity", consecutive, halves);
+        spmd_array_destroy(out);
+        barrier("the groupings by parity");
+    }
     /* the mesh still works: the same grouping everywhere, against a host loop */
     st = run(fn_groups, consecutive, x, ndev, 0, &out);
     SPMD_TEST_CHECK(st == SPMD_OK, "a psum in groups after the mismatch failed: %s",
