@@ -324,8 +324,10 @@ spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreem
 /** Discards the abort records of calls up to `epoch`; those of later calls are kept. */
 void spmd__comm_drain(spmd__comm *c, unsigned long epoch);
 /**
- * Sends `bytes` of an abort record to every other rank, without waiting. A record begins with
- * the number (unsigned long) of the call that failed.
+ * Sends `bytes` of an abort record to every other rank, without waiting: down a binomial tree
+ * rooted at this rank, each rank passing it on as it takes it in (spmd__comm_poll_abort,
+ * spmd__comm_drain), so that no rank sends more than ceil(log2 size) of them. A record begins
+ * with the number (unsigned long) of the call that failed.
  */
 void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes);
 /**

@@ -421,17 +421,23 @@ void spmd__comm_keep(void *block)
 int spmd__comm_rank(const spmd__comm *c) { return c->rank; }
 int spmd__comm_size(const spmd__comm *c) { return c->size; }
 
-void spmd__comm_keep_with(spmd__comm *c, void *block)
+/* spmd__comm_keep_with, with kept_lock held. */
+static void keep_locked(spmd__comm *c, void *block)
 {
-    pthread_mutex_lock(&c->kept_lock);
     void **grown = realloc(c->kept, (size_t)(c->num_kept + 1) * sizeof *grown);
     if (grown) {
         c->kept = grown;
         c->kept[c->num_kept++] = block;
-    }
-    pthread_mutex_unlock(&c->kept_lock);
-    if (!grown)
+    } else {
         spmd__comm_keep(block);
+    }
+}
+
+void spmd__comm_keep_with(spmd__comm *c, void *block)
+{
+    pthread_mutex_lock(&c->kept_lock);
+    keep_locked(c, block);
+    pthread_mutex_unlock(&c->kept_lock);
 }
 
 void *spmd__comm_keep_copy(spmd__comm *c, const void *data, size_t bytes)
@@ -927,7 +933,40 @@ spmd_status spmd__comm_post_pieces(spmd__comm *c, int tag, int nsend,
     return st;
 }
 
-/* ---- abort records ---- */
+/* ---- abort records ----
+ *
+ * A record travels a binomial tree rooted at the rank that posted it: each rank sends it on to
+ * its children when it first takes it in (at most ceil(log2 size) sends on any rank, never one
+ * to every rank). A message is the record followed by its root's rank. A rank that is gone cuts
+ * its subtree off: those ranks end the call by their own waits' timeouts, as they would without
+ * the record. */
+
+typedef int32_t abort_root;
+
+/* Sends `message` (a record and its root) to the children of this rank in the tree of `root`;
+ * called locked, with kept_lock held (the copy sent is kept with c until c goes). */
+static void send_to_children(spmd__comm *c, const void *message, size_t bytes, int root)
+{
+    int relative = (c->rank - root + c->size) % c->size;
+    int mask = 1;
+    while (mask <= relative) /* past this rank's own bit: its children */
+        mask <<= 1;
+    void *copy = NULL;
+    for (; relative + mask < c->size; mask <<= 1) {
+        if (!copy) {
+            copy = malloc(bytes);
+            if (!copy)
+                return; /* best effort: the subtree times out instead */
+            memcpy(copy, message, bytes);
+            keep_locked(c, copy);
+        }
+        MPI_Request req;
+        int child = (relative + mask + root) % c->size;
+        if (MPI_Isend(copy, (int)bytes, MPI_BYTE, c->peer[child], abort_tag(), c->comm, &req) ==
+            MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
+}
 
 /* The call number a record begins with. */
 static unsigned long leading_epoch(const void *message, size_t bytes)
@@ -971,8 +1010,16 @@ static char *next_record(spmd__comm *c, size_t *bytes)
     char *buf = malloc(count > 0 ? (size_t)count : 1);
     char byte;
     MPI_Mrecv(buf ? buf : &byte, buf ? count : 0, MPI_BYTE, &message, MPI_STATUS_IGNORE);
-    *bytes = buf ? (size_t)count : 0;
-    return buf ? buf : next_record(c, bytes);
+    if (!buf || (size_t)count < sizeof(abort_root)) {
+        free(buf);
+        return next_record(c, bytes);
+    }
+    abort_root root;
+    memcpy(&root, buf + count - sizeof root, sizeof root);
+    if (root >= 0 && root < c->size)
+        send_to_children(c, buf, (size_t)count, root);
+    *bytes = (size_t)count - sizeof root;
+    return buf;
 }
 
 void spmd__comm_drain(spmd__comm *c, unsigned long epoch)
@@ -992,19 +1039,19 @@ void spmd__comm_drain(spmd__comm *c, unsigned long epoch)
 
 void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
 {
-    void *copy = spmd__comm_keep_copy(c, record, bytes);
-    if (!copy)
+    abort_root root = c->rank;
+
+    char *message = malloc(bytes + sizeof root);
+    if (!message)
         return; /* best effort: the others will time out instead */
+    memcpy(message, record, bytes);
+    memcpy(message + bytes, &root, sizeof root);
+    pthread_mutex_lock(&c->kept_lock);
     lock();
-    for (int r = 0; r < c->size; r++) {
-        if (r == c->rank)
-            continue;
-        MPI_Request req;
-        if (MPI_Isend(copy, (int)bytes, MPI_BYTE, c->peer[r], abort_tag(), c->comm, &req) ==
-            MPI_SUCCESS)
-            MPI_Request_free(&req);
-    }
+    send_to_children(c, message, bytes + sizeof root, c->rank);
     unlock();
+    pthread_mutex_unlock(&c->kept_lock);
+    free(message);
 }
 
 int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size_t bytes)

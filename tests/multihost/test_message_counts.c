@@ -4,7 +4,8 @@
  * a run of calls, for the calls whose control plane must scale (an empty shard_map, one with a
  * 4-byte psum, one with a replicated output whose claim is checked, a barrier, a small
  * reshard, a device_put whose host data is checked to be the same on every process, an
- * spmd_assert_equal that holds and one that fails). The test
+ * spmd_assert_equal that holds and one that fails, a shard_map whose fn fails on one process:
+ * its abort record goes down a tree, at most 5 messages per level). The test
  * fails when the busiest process sends and receives more than MESSAGES_PER_LEVEL *
  * ceil(log2 P) + MESSAGES_FLAT messages per call, sends more than BYTES_PER_MESSAGE bytes per
  * message it counts, or makes an MPI collective call per call (those hide their own traffic; the
@@ -294,6 +295,21 @@ static spmd_status empty_body(spmd_ctx *ctx, int nin, const spmd_block *in, int 
     return SPMD_OK;
 }
 
+/* fn fails on the last process's devices, after a psum every device makes: the call fails on
+ * every process (its abort record goes out while the others wait in the call's outcome). */
+static spmd_status failing_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)user;
+    float one[4] = {1, 1, 1, 1}; /* out's block: one element */
+    spmd_block b = out[0];
+    b.data = one;
+    spmd_status st = spmd_psum(ctx, &b, &out[0], "x");
+    if (st == SPMD_OK && spmd_process_index() == spmd_process_count() - 1)
+        return SPMD_ERR_INVALID_ARGUMENT;
+    return st;
+}
+
 static spmd_status psum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
                              spmd_block *out, void *user)
 {
@@ -405,6 +421,17 @@ static void execute(void *arg)
     spmd_array_destroy(out);
 }
 
+static void execute_failing(void *arg)
+{
+    scenario *s = arg;
+    spmd_array *out = NULL;
+    spmd_status st = spmd_plan_execute(s->plan, NULL, &out);
+    if (st == SPMD_OK) {
+        fprintf(stderr, "process %d: a call whose fn fails on process %d succeeded\n", me, P - 1);
+        exit(1);
+    }
+}
+
 static void barrier(void *arg)
 {
     (void)arg;
@@ -494,6 +521,12 @@ static void count_calls(void)
 
     plan_scenario(&s, psum_body, 1, "'x'");
     measure("shard_map with one 4-byte psum", execute, &s);
+    spmd_plan_destroy(s.plan);
+
+    /* a failed call: its abort record down a tree, beside the outcome (1 KiB records) */
+    plan_scenario(&s, failing_body, 1, "'x'");
+    measure_within("shard_map failing on one process", execute_failing, &s, CALLS,
+                   MESSAGES_PER_LEVEL + 1, MESSAGES_FLAT, 1100 * (ceil_log2(P) + 1) + 64 * 16);
     spmd_plan_destroy(s.plan);
 
     plan_scenario(&s, psum_many_body, 0, "'x'");
