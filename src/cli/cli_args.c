@@ -3,7 +3,6 @@
  * starts. */
 #include "cli_args.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -161,32 +160,39 @@ static const char *trim(const char *text, size_t *len)
     return text;
 }
 
-/* Parses text[0..len) as a whole decimal integer. Returns 0 on success, -1 when it is not an
- * integer, 1 when it is out of range for int64_t. */
-static int parse_int64(const char *text, size_t len, int64_t *out)
+int cli_parse_digits(const char *text, size_t len, uint64_t most, uint64_t *out)
 {
-    char buf[32];
-    char *end = NULL;
-    size_t i = 0;
+    uint64_t v = 0;
+    int over = 0;
 
     if (len == 0)
         return -1;
-    if (text[0] == '-' || text[0] == '+')
-        i = 1;
-    if (i == len)
-        return -1;
-    for (; i < len; i++)
+    for (size_t i = 0; i < len; i++) {
         if (text[i] < '0' || text[i] > '9')
             return -1;
-    if (len >= sizeof buf)
+        unsigned digit = (unsigned)(text[i] - '0');
+        if (digit > most || v > (most - digit) / 10)
+            over = 1; /* read on: a later non-digit makes it no number at all */
+        else
+            v = v * 10 + digit;
+    }
+    if (over)
         return 1;
-    memcpy(buf, text, len);
-    buf[len] = '\0';
-    errno = 0;
-    long long v = strtoll(buf, &end, 10);
-    if (errno == ERANGE)
-        return 1;
-    *out = (int64_t)v;
+    *out = v;
+    return 0;
+}
+
+/* Parses text[0..len) as a whole decimal integer, with an optional sign. Returns 0 on success,
+ * -1 when it is not an integer, 1 when it is out of range for int64_t. */
+static int parse_int64(const char *text, size_t len, int64_t *out)
+{
+    int negative = len > 0 && text[0] == '-';
+    size_t sign = len > 0 && (text[0] == '-' || text[0] == '+');
+    uint64_t v = 0;
+    int rc = cli_parse_digits(text + sign, len - sign, (uint64_t)INT64_MAX + negative, &v);
+    if (rc != 0)
+        return rc;
+    *out = negative && v ? -(int64_t)(v - 1) - 1 : (int64_t)v; /* INT64_MIN too */
     return 0;
 }
 

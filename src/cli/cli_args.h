@@ -32,6 +32,10 @@ void cli_set_error_stream(FILE *err);
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 int cli_failure(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 
+/* Parses text[0..len) as decimal digits alone (no sign, no blanks): 0 with *out set, -1 when
+ * it is anything else (empty included), 1 when it is larger than `most`. */
+int cli_parse_digits(const char *text, size_t len, uint64_t most, uint64_t *out);
+
 /* ---- spmd [--help] [--version] <command> [<options>] --------------------------------------- */
 
 typedef enum cli_action {

@@ -147,12 +147,16 @@ static size_t number_at(const char *s, size_t len, size_t i)
     return j < len && word_char(s[j]) ? 0 : j - i;
 }
 
-static double number_value(const char *s, size_t n)
+/* The value of the number s[0..n) in *value; -1 when float64 cannot hold it (1e400 would read
+ * as an infinity, 1e-400 as 0): such a number is compared as text. */
+static int number_value(const char *s, size_t n, double *value)
 {
     char buf[128];
     memcpy(buf, s, n);
     buf[n] = '\0';
-    return strtod(buf, NULL);
+    errno = 0;
+    *value = strtod(buf, NULL);
+    return errno == ERANGE && (isinf(*value) || *value == 0) ? -1 : 0;
 }
 
 static uint64_t steps64(double x, double y)
@@ -241,6 +245,9 @@ static size_t skip_blanks(const char *s, size_t len, size_t i)
 static int line_within(const char *a, size_t la, const char *b, size_t lb, const compare_rule *r,
                        compare_summary *s, long line)
 {
+    /* a CR ending (CRLF) on one side only is a difference, not a blank at the end */
+    if ((la > 0 && a[la - 1] == '\r') != (lb > 0 && b[lb - 1] == '\r'))
+        return 0;
     while (la > 0 && blank(a[la - 1]))
         la--;
     while (lb > 0 && blank(b[lb - 1]))
@@ -258,8 +265,12 @@ static int line_within(const char *a, size_t la, const char *b, size_t lb, const
         size_t na = number_at(a, la, i), nb = number_at(b, lb, j);
         if (na >= 128 || nb >= 128) /* past any float's digits: compared as text */
             na = nb = 0;
+        double x = 0, y = 0;
+        if (na && number_value(a + i, na, &x) != 0)
+            na = 0;
+        if (nb && number_value(b + j, nb, &y) != 0)
+            nb = 0;
         if (na && nb) {
-            double x = number_value(a + i, na), y = number_value(b + j, nb);
             s->numbers++;
             note_difference(s, line, x, y, a + i, na, b + j, nb);
             ok &= numbers_match(x, y, r);

@@ -8,7 +8,8 @@
 
 /* How two outputs are compared. exact: every line byte for byte. Otherwise a number matches
  * when any criterion that is set (>= 0) holds, and every other character must be equal (runs
- * of blanks count as one, blanks at either end of a line are ignored). */
+ * of blanks count as one, blanks at either end of a line are ignored, but a line's final CR
+ * must end both lines or neither). A number float64 cannot hold (1e400, 1e-400) is text. */
 typedef struct compare_rule {
     int exact;
     double scaled;    /* tolerance=T: |a - b| <= T x max(1, |a|, |b|) */

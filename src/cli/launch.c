@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,32 +44,19 @@ typedef struct layout {
     int devices;
 } layout;
 
-/* "PxL": P processes of L devices each. 0, or CLI_USAGE after saying why. */
+/* "PxL": P processes of L devices each, digits alone on each side (no blank, no sign). 0, or
+ * CLI_USAGE after saying why. */
 static int parse_layout(const char *text, size_t len, layout *out)
 {
-    char buf[32];
-    if (len == 0 || len >= sizeof buf)
-        return cli_usage_error("launch",
-                               "layout \"%.*s\" is not PxL (processes x devices per "
-                               "process, e.g. 2x4)",
-                               (int)len, text);
-    memcpy(buf, text, len);
-    buf[len] = '\0';
-    char *x = strchr(buf, 'x');
-    char *end1 = NULL, *end2 = NULL;
-    long p = 0, l = 0;
-    if (x) {
-        *x = '\0';
-        errno = 0;
-        p = strtol(buf, &end1, 10);
-        l = strtol(x + 1, &end2, 10);
-    }
-    if (!x || errno || end1 == buf || *end1 || end2 == x + 1 || *end2 || buf[0] == '+' ||
-        x[1] == '+' || p < 1 || l < 1 || p > 1 << 20 || l > SPMD_MAX_CPU_DEVICES)
+    const char *x = memchr(text, 'x', len);
+    uint64_t p = 0, l = 0;
+    if (!x || cli_parse_digits(text, (size_t)(x - text), MAX_PROCESSES, &p) != 0 ||
+        cli_parse_digits(x + 1, len - (size_t)(x - text) - 1, SPMD_MAX_CPU_DEVICES, &l) != 0 ||
+        p < 1 || l < 1)
         return cli_usage_error("launch",
                                "layout \"%.*s\" is not PxL (processes x devices per process, "
-                               "each at least 1, at most %d devices, e.g. 2x4)",
-                               (int)len, text, SPMD_MAX_CPU_DEVICES);
+                               "digits alone, P in [1, %d], L in [1, %d], e.g. 2x4)",
+                               (int)len, text, MAX_PROCESSES, SPMD_MAX_CPU_DEVICES);
     out->processes = (int)p;
     out->devices = (int)l;
     return CLI_OK;
@@ -109,63 +97,39 @@ static int status_code(int status)
     return 1;
 }
 
-/* The process a tagged line comes from, and where its text starts: Open MPI's
- * "[1,3]<stdout>:text" or hydra's "[3] text". -1 for a line without a tag. */
-static int line_process(const char *line, size_t len, size_t *text)
-{
-    if (len < 3 || line[0] != '[')
-        return -1;
-    size_t i = 1;
-    long first = 0, second = -1;
-    while (i < len && line[i] >= '0' && line[i] <= '9' && first < 1 << 24)
-        first = first * 10 + (line[i++] - '0');
-    if (i < len && line[i] == ',') {
-        second = 0;
-        for (i++; i < len && line[i] >= '0' && line[i] <= '9' && second < 1 << 24; i++)
-            second = second * 10 + (line[i] - '0');
-    }
-    if (i >= len || line[i] != ']')
-        return -1;
-    i++;
-    if (second >= 0) { /* Open MPI: "<stdout>:" follows */
-        static const char stream[] = "<stdout>:";
-        size_t n = sizeof stream - 1;
-        if (len - i < n || memcmp(line + i, stream, n) != 0)
-            return -1;
-        *text = i + n;
-        return (int)second;
-    }
-    if (i < len && line[i] == ' ')
-        i++;
-    *text = i;
-    return (int)first;
-}
-
 /*
- * The output of a run, kept on disk as it comes (memory stays bounded whatever its size) and
- * shown as it comes, without process tags. With tagged lines (`ordered`), each process's lines
- * go to a spill file of their own, and the output is those files one after another in process
- * order (lines without a tag first): mpiexec interleaves the processes' lines in whatever order
- * they come, but a program that prints what each process holds, in device order, or its
- * results from process 0 alone, then reads the same in every layout. NUL bytes are kept.
+ * A stream of the job's output (standard output or standard error), shown as it comes without
+ * the process tags mpiexec puts in. Standard output is also kept on disk as it comes (memory
+ * stays bounded whatever its size): with tagged lines (`ordered`), each process's lines go to a
+ * spill file of their own, and the output is those files one after another in process order
+ * (lines without a tag first): mpiexec interleaves the processes' lines in whatever order they
+ * come, but a program that prints what each process holds, in device order, or its results
+ * from process 0 alone, then reads the same in every layout. NUL bytes are kept.
  */
 typedef struct capture {
+    FILE *screen; /* where the text is shown */
+    int tagged;   /* mpiexec tags the text: take the tags out */
     int processes, ordered, failed;
-    FILE **spill; /* [processes + 1]: text without a tag, then process p's at p + 1 */
+    FILE **spill; /* NULL: shown only; else [processes + 1]: text without a tag, then process
+                     p's at p + 1 */
     int to;       /* the spill the text goes to now */
     int line_start, last_newline, shown;
     char pend[48]; /* the start of what may be a tag, until it is told apart */
     size_t pend_len;
 } capture;
 
-static int capture_open(capture *c, int processes, int ordered)
+/* keep: the text is also kept, for capture_close to write out. On failure (out of memory) the
+ * text is still shown, tags and all, and capture_close fails. */
+static void capture_open(capture *c, FILE *screen, int processes, int tagged, int keep)
 {
     memset(c, 0, sizeof *c);
-    c->processes = ordered ? processes : 0;
-    c->ordered = ordered;
+    c->screen = screen;
+    c->tagged = tagged;
+    c->ordered = tagged && keep;
+    c->processes = c->ordered ? processes : 0;
     c->line_start = 1;
-    c->spill = calloc((size_t)c->processes + 1, sizeof *c->spill);
-    return c->spill ? 0 : -1;
+    if (keep && !(c->spill = calloc((size_t)c->processes + 1, sizeof *c->spill)))
+        c->failed = 1, c->tagged = 0;
 }
 
 /* Text of the current process, to its spill file and to the screen. */
@@ -173,25 +137,42 @@ static void emit(capture *c, const char *data, size_t n)
 {
     if (!n)
         return;
-    FILE **f = &c->spill[c->to];
-    if (!*f && !(*f = tmpfile()))
+    FILE **f = c->spill ? &c->spill[c->to] : NULL;
+    if (f && !*f && !(*f = tmpfile()))
         c->failed = 1;
-    if (*f && fwrite(data, 1, n, *f) != n)
+    if (f && *f && fwrite(data, 1, n, *f) != n)
         c->failed = 1;
-    fwrite(data, 1, n, stdout);
+    fwrite(data, 1, n, c->screen);
     c->shown = 1;
     c->line_start = c->last_newline = data[n - 1] == '\n';
 }
 
+/* Reads the digits at p[*i..n) into *value: how many there were, or -1 when the number passes
+ * 2^24 (no process's). */
+static int tag_number(const char *p, size_t n, size_t *i, long *value)
+{
+    int digits = 0;
+    for (*value = 0; *i < n && p[*i] >= '0' && p[*i] <= '9'; (*i)++, digits++) {
+        if (*value >= 1 << 24)
+            return -1;
+        *value = *value * 10 + (p[*i] - '0');
+    }
+    return digits;
+}
+
 /* Whether pend holds a whole tag (1: *process set), may still become one (0), or cannot (-1).
- * Open MPI tags every fragment it forwards ("[1,3]<stdout>:"), also in the middle of a line
- * when a line crosses its 4 KiB fragments; hydra tags each line ("[3] ") at its start. */
+ * Open MPI tags every fragment it forwards ("[1,3]<stdout>:", "[1,3]<stderr>:"), also in the
+ * middle of a line when a line crosses its 4 KiB fragments; hydra tags each line ("[3] ") at
+ * its start. */
 static int tag_state(const capture *c, int *process)
 {
+    static const char *const streams[] = {"<stdout>:", "<stderr>:", "<stddiag>:"};
     const char *p = c->pend;
-    size_t n = c->pend_len, i = 1, digits = 0;
-    while (i < n && p[i] >= '0' && p[i] <= '9')
-        i++, digits++;
+    size_t n = c->pend_len, i = 1;
+    long first = 0, second = 0;
+    int digits = tag_number(p, n, &i, &first);
+    if (digits < 0)
+        return -1;
     if (i == n)
         return 0;
     if (!digits)
@@ -201,31 +182,34 @@ static int tag_state(const capture *c, int *process)
             return -1;
         if (i + 1 == n)
             return 0;
-        size_t text = 0;
-        *process = line_process(p, n, &text);
+        *process = (int)first;
         return p[i + 1] == ' ' ? 1 : -1;
     }
     if (p[i] != ',')
         return -1;
-    for (i++, digits = 0; i < n && p[i] >= '0' && p[i] <= '9'; i++)
-        digits++;
-    static const char rest[] = "]<stdout>:";
-    size_t k = 0;
-    while (i < n && k < sizeof rest - 1 && p[i] == rest[k])
-        i++, k++;
-    if (i < n)
+    i++;
+    digits = tag_number(p, n, &i, &second);
+    if (digits < 0)
         return -1;
-    if (k < sizeof rest - 1)
+    if (i == n)
         return 0;
-    size_t text = 0;
-    *process = line_process(p, n, &text);
-    return *process >= 0 ? 1 : -1;
+    if (!digits || p[i++] != ']')
+        return -1;
+    int state = -1; /* Open MPI's: a stream's name follows, whole or begun */
+    for (size_t k = 0; k < sizeof streams / sizeof streams[0]; k++) {
+        size_t m = strlen(streams[k]);
+        if (n - i <= m && memcmp(p + i, streams[k], n - i) == 0)
+            state = n - i == m ? 1 : state < 0 ? 0 : state;
+    }
+    if (state > 0)
+        *process = (int)second;
+    return state;
 }
 
 static void capture_feed(capture *c, const char *buf, size_t n)
 {
     for (size_t i = 0; i < n;) {
-        if (!c->ordered) {
+        if (!c->tagged) {
             emit(c, buf + i, n - i);
             return;
         }
@@ -251,7 +235,7 @@ static void capture_feed(capture *c, const char *buf, size_t n)
     }
 }
 
-/* The end of the output: the output in process order appended to `into`; 0, or -1 when a
+/* The end of the stream: what was kept, in process order, appended to `into`; 0, or -1 when a
  * spill file could not be written or read. */
 static int capture_close(capture *c, FILE *into)
 {
@@ -266,23 +250,53 @@ static int capture_close(capture *c, FILE *into)
                 c->failed = 1;
         }
     if (c->shown && !c->last_newline)
-        fputc('\n', stdout);
-    fflush(stdout);
+        fputc('\n', c->screen);
+    fflush(c->screen);
     char chunk[65536];
-    for (int k = 0; k <= c->processes; k++) {
+    for (int k = 0; c->spill && k <= c->processes; k++) {
         FILE *f = c->spill[k];
         if (!f)
             continue;
         rewind(f);
         size_t got;
         while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
-            if (fwrite(chunk, 1, got, into) != got)
+            if (into && fwrite(chunk, 1, got, into) != got)
                 c->failed = 1;
         c->failed |= ferror(f);
         fclose(f);
     }
     free(c->spill);
     return c->failed ? -1 : 0;
+}
+
+/* Feeds what the job writes on fds[k] to caps[k] until every one ends. */
+static void pump(const int *fds, capture *caps, int n)
+{
+    struct pollfd p[2];
+    int open = n;
+    for (int k = 0; k < n; k++)
+        p[k] = (struct pollfd){.fd = fds[k], .events = POLLIN};
+    char chunk[65536];
+    while (open > 0) {
+        if (poll(p, (nfds_t)n, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return; /* the caller closes the pipes: the job is not left blocked on them */
+        }
+        for (int k = 0; k < n; k++) {
+            if (p[k].fd < 0 || !p[k].revents)
+                continue;
+            ssize_t got = read(p[k].fd, chunk, sizeof chunk);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0) { /* the end (poll passes over a negative fd) */
+                p[k].fd = -1;
+                open--;
+            } else {
+                capture_feed(&caps[k], chunk, (size_t)got);
+            }
+        }
+    }
 }
 
 /* ---- signals: the job goes with the launcher ---- */
@@ -318,9 +332,21 @@ static void end_like_the_signal(void)
     raise(stop_signal);
 }
 
+/* Closes the ends of the job's pipes that are still open. */
+static void close_pipes(int (*pipes)[2], int n)
+{
+    for (int k = 0; k < n; k++)
+        for (int e = 0; e < 2; e++)
+            if (pipes[k][e] >= 0) {
+                close(pipes[k][e]);
+                pipes[k][e] = -1;
+            }
+}
+
 /* Runs prog as lay, its stdout shown and, when `into` is given, written there too (in process
- * order, struct capture). Returns the program's exit status, or -1 when it could not start or
- * its output could not be kept (said why). */
+ * order, struct capture); stderr shown, without the tags mpiexec then adds to it too. Returns
+ * the program's exit status, or -1 when it could not start or its output could not be kept
+ * (said why). */
 static int run_layout(const layout *lay, char **prog, FILE *into)
 {
     int captured = into != NULL;
@@ -334,6 +360,7 @@ static int run_layout(const layout *lay, char **prog, FILE *into)
                     lay->processes, lay->devices);
         return -1;
     }
+    int tagged = captured && mpi && SPMD_LAUNCH_TAG_OPTION[0] != '\0';
     int argc = 0;
     while (prog[argc])
         argc++;
@@ -349,32 +376,34 @@ static int run_layout(const layout *lay, char **prog, FILE *into)
         argv[k++] = SPMD_LAUNCH_MPIEXEC;
         argv[k++] = "-n";
         argv[k++] = count;
-        if (captured && SPMD_LAUNCH_TAG_OPTION[0])
+        if (tagged)
             argv[k++] = SPMD_LAUNCH_TAG_OPTION;
     }
     for (int i = 0; i < argc; i++)
         argv[k++] = prog[i];
-    int pipe_fd[2] = {-1, -1};
-    if (captured && pipe(pipe_fd) != 0) {
-        free(argv);
-        cli_failure("launch", "cannot make a pipe: %s", strerror(errno));
-        return -1;
-    }
+    /* stdout when captured; stderr too when mpiexec tags it, to take the tags out */
+    int streams = captured + tagged, pipes[2][2] = {{-1, -1}, {-1, -1}};
+    for (int s = 0; s < streams; s++)
+        if (pipe(pipes[s]) != 0) {
+            cli_failure("launch", "cannot make a pipe: %s", strerror(errno));
+            close_pipes(pipes, streams);
+            free(argv);
+            return -1;
+        }
     fflush(stdout);
     pid_t launcher = getpid();
     (void)launcher;
     pid_t pid = fork();
     if (pid < 0) {
-        free(argv);
         cli_failure("launch", "cannot fork: %s", strerror(errno));
+        close_pipes(pipes, streams);
+        free(argv);
         return -1;
     }
     if (pid == 0) {
-        if (captured) {
-            dup2(pipe_fd[1], 1);
-            close(pipe_fd[0]);
-            close(pipe_fd[1]);
-        }
+        for (int s = 0; s < streams; s++)
+            dup2(pipes[s][1], 1 + s);
+        close_pipes(pipes, streams);
         apply_launcher_settings(lay);
 #ifdef __linux__
         /* a launcher killed outright (SIGKILL) still takes its job along */
@@ -390,27 +419,18 @@ static int run_layout(const layout *lay, char **prog, FILE *into)
     job_pid = pid;
     if (stop_signal) /* came between the fork and here */
         kill(pid, stop_signal);
-    int failed = 0;
-    if (captured) {
-        close(pipe_fd[1]);
-        capture c;
-        failed = capture_open(&c, lay->processes, mpi && SPMD_LAUNCH_TAG_OPTION[0]) != 0;
-        char chunk[65536];
-        for (;;) {
-            ssize_t got = read(pipe_fd[0], chunk, sizeof chunk);
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0)
-                break;
-            if (failed)
-                fwrite(chunk, 1, (size_t)got, stdout);
-            else
-                capture_feed(&c, chunk, (size_t)got);
-        }
-        close(pipe_fd[0]);
-        if (!failed)
-            failed = capture_close(&c, into) != 0;
+    int failed = 0, fds[2];
+    capture caps[2];
+    for (int s = 0; s < streams; s++) {
+        close(pipes[s][1]);
+        pipes[s][1] = -1;
+        fds[s] = pipes[s][0];
+        capture_open(&caps[s], s ? stderr : stdout, lay->processes, tagged, s == 0);
     }
+    pump(fds, caps, streams);
+    close_pipes(pipes, streams);
+    for (int s = 0; s < streams; s++)
+        failed |= capture_close(&caps[s], s ? NULL : into) != 0;
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
@@ -440,7 +460,8 @@ static int parse_rule(const char *cmd, const char *how, compare_rule *rule)
     "                     T or tolerance=T (|a-b| <= T x max(1,|a|,|b|)), abs=A, rel=R\n"          \
     "                     (|a-b| <= R x max(|a|,|b|)), ulps=N (float64 steps), ulps32=N\n"         \
     "                     (float32 steps), or several, comma-separated (any one suffices);\n"      \
-    "                     NaN matches only NaN, an infinity only itself, hex is text\n"
+    "                     NaN matches only NaN, an infinity only itself; hex and numbers\n"        \
+    "                     beyond float64 (1e400, 1e-400) are text; a line's final CR counts\n"
 
 /* ---- spmd launch ---- */
 
@@ -463,7 +484,8 @@ void spmd_cli_launch_usage(FILE *out)
             "  -o, --output FILE    also write the program's standard output to FILE\n"
             "  -l, --layouts LIST   run each PxL layout in turn and compare their standard\n"
             "                       outputs: exit 1 when they differ (the first difference is\n"
-            "                       named), else the first failing run's status, else 0\n"
+            "                       named), else the first failing run's status, else 0;\n"
+            "                       LIST: 1x8,2x4 or 1x8, 2x4 (no blanks inside a layout)\n"
             "  -c, --compare HOW    " COMPARE_HELP "  -h, --help           show this help\n"
             "\n"
             "Print results from one process (process 0): lines from several processes\n"
@@ -492,12 +514,12 @@ int spmd_cli_launch(int argc, char **argv)
         switch (opt) {
         case 'n':
         case 'd': {
-            char *end = NULL;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            long most = opt == 'n' ? MAX_PROCESSES : SPMD_MAX_CPU_DEVICES;
-            if (errno || end == optarg || *end || v < 1 || v > most)
-                return cli_usage_error("launch", "%s \"%s\" is not a number of %s in [1, %ld]",
+            uint64_t v = 0;
+            int most = opt == 'n' ? MAX_PROCESSES : SPMD_MAX_CPU_DEVICES;
+            if (cli_parse_digits(optarg, strlen(optarg), (uint64_t)most, &v) != 0 || v < 1)
+                return cli_usage_error("launch",
+                                       "%s \"%s\" is not a number of %s in [1, %d] (digits "
+                                       "alone)",
                                        opt == 'n' ? "-n" : "-d", optarg,
                                        opt == 'n' ? "processes" : "devices per process", most);
             if (opt == 'n')
@@ -511,7 +533,7 @@ int spmd_cli_launch(int argc, char **argv)
             break;
         case 'l':
             for (const char *p = optarg;;) {
-                size_t len = strcspn(p, ",");
+                size_t len = strcspn(p, ","); /* blanks only after a comma: "1x8, 2x4" */
                 if (nlayouts == MAX_LAYOUTS)
                     return cli_usage_error("launch", "more than %d layouts", MAX_LAYOUTS);
                 if (parse_layout(p, len, &layouts[nlayouts++]) != CLI_OK)
@@ -519,6 +541,7 @@ int spmd_cli_launch(int argc, char **argv)
                 if (p[len] != ',')
                     break;
                 p += len + 1;
+                p += strspn(p, " \t");
             }
             break;
         case 'c':

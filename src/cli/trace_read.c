@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -17,12 +18,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <spmd.h>
 
 #include "cli_args.h"
 
 #define MAX_FILES 100000
+/* load_file's and load_run's failure for a path that is no regular file: bad usage */
+#define NOT_A_FILE (-2)
 
 typedef struct trace_file {
     spmd_trace_header h;
@@ -47,13 +51,31 @@ static int by_stamp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Reads one file; 0, or -1 with the reason in `why`. */
+/* Reads one file; 0, or -1 with the reason in `why`, or NOT_A_FILE. */
 static int load_file(const char *path, trace_file *t, char *why, size_t size)
 {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* O_NONBLOCK: opening a FIFO waits for a writer; fstat then tells what was opened */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    FILE *f = NULL;
+    if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(why, size, "cannot read %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, size,
+                 "%s is not a regular file; give a trace directory (SPMD_TRACE=DIR) or one of its "
+                 "trace.<process>.spmd files",
+                 path);
+        close(fd);
+        return NOT_A_FILE;
+    }
+    if (!(f = fdopen(fd, "rb"))) {
+        snprintf(why, size, "cannot read %s: %s", path, strerror(errno));
+        close(fd);
         return -1;
     }
     unsigned char page[SPMD_TRACE_HEADER_BYTES];
@@ -86,9 +108,8 @@ static int load_file(const char *path, trace_file *t, char *why, size_t size)
         fclose(f);
         return -1;
     }
-    struct stat st;
     uint64_t held =
-        fstat(fileno(f), &st) == 0 && st.st_size > SPMD_TRACE_HEADER_BYTES
+        st.st_size > SPMD_TRACE_HEADER_BYTES
             ? (uint64_t)(st.st_size - SPMD_TRACE_HEADER_BYTES) / sizeof(spmd_trace_record)
             : 0;
     size_t slots =
@@ -139,7 +160,7 @@ static void free_run(trace_run *run)
     memset(run, 0, sizeof *run);
 }
 
-/* A directory of trace.<p>.spmd files, or one such file. */
+/* A directory of trace.<p>.spmd files, or one such file; 0, or load_file's failure. */
 static int load_run(const char *name, trace_run *run, char *why, size_t size)
 {
     memset(run, 0, sizeof *run);
@@ -156,8 +177,9 @@ static int load_run(const char *name, trace_run *run, char *why, size_t size)
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
-        if (load_file(name, &run->files[0], why, size) != 0)
-            return free_run(run), -1;
+        int rc = load_file(name, &run->files[0], why, size);
+        if (rc != 0)
+            return free_run(run), rc;
         run->count = 1;
     } else {
         run->is_dir = 1;
@@ -196,7 +218,7 @@ static int load_run(const char *name, trace_run *run, char *why, size_t size)
         }
         closedir(d);
         if (rc != 0)
-            return free_run(run), -1;
+            return free_run(run), rc;
         if (run->count == 0) {
             snprintf(why, size,
                      "%s holds no trace (trace.<process>.spmd); run the program with "
@@ -220,6 +242,12 @@ static int load_run(const char *name, trace_run *run, char *why, size_t size)
         if (run->files[k].h.start_realtime_ns < run->earliest_ns)
             run->earliest_ns = run->files[k].h.start_realtime_ns;
     return 0;
+}
+
+/* A run that cannot be read: bad usage for a path that is no regular file, else a failure. */
+static int refuse_run(const char *cmd, int rc, const char *why)
+{
+    return rc == NOT_A_FILE ? cli_usage_error(cmd, "%s", why) : cli_failure(cmd, "%s", why);
 }
 
 /* ---- spmd trace show ---- */
@@ -301,43 +329,100 @@ static int by_text_then_device(const void *a, const void *b)
     return c ? c : (x->device > y->device) - (x->device < y->device);
 }
 
+typedef struct where_group {
+    int start, size; /* items[start .. start + size) */
+} where_group;
+
+static int by_size_then_start(const void *a, const void *b)
+{
+    const where_group *x = a, *y = b;
+    if (x->size != y->size)
+        return (x->size > y->size) - (x->size < y->size);
+    return (x->start > y->start) - (x->start < y->start);
+}
+
 /* "devices 0, 1, 3..7: in all_gather ... of call #3", the smallest groups first: the device
- * that is not where the others are shows at the top. */
+ * that is not where the others are shows at the top. Sorted, not searched by size: as many
+ * groups as devices must not cost devices squared. */
 static void print_summary(where_list *w)
 {
     if (w->count == 0)
         return;
     qsort(w->items, (size_t)w->count, sizeof *w->items, by_text_then_device);
     int groups = 0;
-    int *start = malloc((size_t)w->count * sizeof *start);
-    if (!start)
+    where_group *group = malloc((size_t)w->count * sizeof *group);
+    if (!group)
         return;
     for (int i = 0; i < w->count; i++)
         if (i == 0 || strcmp(w->items[i].text, w->items[i - 1].text) != 0)
-            start[groups++] = i;
+            group[groups++] = (where_group){i, 0};
+    for (int g = 0; g < groups; g++)
+        group[g].size = (g + 1 < groups ? group[g + 1].start : w->count) - group[g].start;
+    qsort(group, (size_t)groups, sizeof *group, by_size_then_start);
     printf("where the devices were (the smallest groups first):\n");
-    for (int size = 1; size <= w->count; size++)
-        for (int g = 0; g < groups; g++) {
-            int end = g + 1 < groups ? start[g + 1] : w->count;
-            if (end - start[g] != size)
-                continue;
-            printf("  device%s ", size > 1 ? "s" : "");
-            for (int i = start[g]; i < end; i++) { /* runs of consecutive ids as a..b */
-                int j = i;
-                while (j + 1 < end && w->items[j + 1].device == w->items[j].device + 1)
-                    j++;
-                printf(i > start[g] ? ", " : "");
-                if (j > i + 1)
-                    printf("%d..%d", w->items[i].device, w->items[j].device);
-                else if (j == i + 1)
-                    printf("%d, %d", w->items[i].device, w->items[j].device);
-                else
-                    printf("%d", w->items[i].device);
-                i = j;
-            }
-            printf(": %s\n", w->items[start[g]].text);
+    for (int g = 0; g < groups; g++) {
+        int end = group[g].start + group[g].size;
+        printf("  device%s ", group[g].size > 1 ? "s" : "");
+        for (int i = group[g].start; i < end; i++) { /* runs of consecutive ids as a..b */
+            int j = i;
+            while (j + 1 < end && w->items[j + 1].device == w->items[j].device + 1)
+                j++;
+            printf(i > group[g].start ? ", " : "");
+            if (j > i + 1)
+                printf("%d..%d", w->items[i].device, w->items[j].device);
+            else if (j == i + 1)
+                printf("%d, %d", w->items[i].device, w->items[j].device);
+            else
+                printf("%d", w->items[i].device);
+            i = j;
         }
-    free(start);
+        printf(": %s\n", w->items[group[g].start].text);
+    }
+    free(group);
+}
+
+static int by_device_then_order(const void *a, const void *b)
+{
+    const spmd_trace_record *x = *(const spmd_trace_record *const *)a;
+    const spmd_trace_record *y = *(const spmd_trace_record *const *)b;
+    if (x->device != y->device)
+        return (x->device > y->device) - (x->device < y->device);
+    return (x > y) - (x < y); /* a file's records are in the order they were made */
+}
+
+/* Where one device was in call `latest`: its fn and its last collective (the last that ended
+ * too), either NULL. */
+static void show_device(const trace_run *run, const trace_file *t, where_list *w, uint64_t latest,
+                        const spmd_trace_record *fn, const spmd_trace_record *coll,
+                        const spmd_trace_record *done)
+{
+    char buf[256];
+    int device = fn ? fn->device : coll->device;
+    if (coll && coll->status != SPMD_OK) {
+        record_state(t, coll, buf, sizeof buf);
+        printf("    device %d: in %s since %.3f s: %s\n", device, coll->what,
+               at(run, t, coll->start_ns), buf);
+        note_where(w, device, "in %s of call #%" PRIu64, coll->what, latest);
+    } else if (fn && fn->status == SPMD_TRACE_OPEN) {
+        record_state(t, fn, buf, sizeof buf);
+        if (done)
+            printf("    device %d: in fn, in no collective; its last, %s, ended at %.3f s; "
+                   "fn %s\n",
+                   device, done->what, at(run, t, done->end_ns), buf);
+        else
+            printf("    device %d: in fn, in no collective yet; fn %s\n", device, buf);
+        note_where(w, device, "in fn, past %u collective(s)%s%s, of call #%" PRIu64,
+                   done ? done->seq : 0, done ? ", the last " : "", done ? done->what : "", latest);
+    } else if (fn) {
+        double ran = (double)(fn->end_ns - fn->start_ns) / 1e9;
+        printf("    device %d: returned from fn (%s) after %.3f s and %u collective%s%s%s\n",
+               device, fn->status == SPMD_OK ? "ok" : spmd_status_name((spmd_status)fn->status),
+               ran, coll ? coll->seq : 0, coll && coll->seq == 1 ? "" : "s",
+               coll ? "; the last " : "", coll ? coll->what : "");
+        note_where(w, device, "returned from fn (%s) after %u collective(s), of call #%" PRIu64,
+                   fn->status == SPMD_OK ? "ok" : spmd_status_name((spmd_status)fn->status),
+                   coll ? coll->seq : 0, latest);
+    }
 }
 
 static void show_file(const trace_run *run, const trace_file *t, where_list *w)
@@ -384,51 +469,36 @@ static void show_file(const trace_run *run, const trace_file *t, where_list *w)
                "SPMD_TRACE_RECORDS keeps more)\n",
                latest, t->h.capacity);
     }
-    /* each local device: its fn and its last collective in that call */
-    for (int d = 0; d < t->h.num_local_devices; d++) {
-        int device = t->h.first_local_device + d;
+    /* each local device with records in that call: the records of the call, by device, read
+     * once (the header's device count, up to 2^20, does not bound the work) */
+    const spmd_trace_record **mine = malloc((t->count ? t->count : 1) * sizeof *mine);
+    size_t n = 0;
+    if (!mine)
+        printf("  (out of memory: the devices are left out)\n");
+    for (size_t k = 0; mine && k < t->count; k++) {
+        const spmd_trace_record *r = &t->records[k];
+        if (r->call == latest && (r->kind == SPMD_TRACE_FN || r->kind == SPMD_TRACE_COLLECTIVE) &&
+            r->device >= t->h.first_local_device &&
+            (int64_t)r->device - t->h.first_local_device < t->h.num_local_devices)
+            mine[n++] = r;
+    }
+    if (n)
+        qsort(mine, n, sizeof *mine, by_device_then_order);
+    for (size_t i = 0; i < n;) {
+        int device = mine[i]->device;
         const spmd_trace_record *fn = NULL, *coll = NULL, *done = NULL;
-        for (size_t k = 0; k < t->count; k++) {
-            const spmd_trace_record *r = &t->records[k];
-            if (r->device != device || r->call != latest)
-                continue;
-            if (r->kind == SPMD_TRACE_FN)
-                fn = r;
-            else if (r->kind == SPMD_TRACE_COLLECTIVE) {
-                coll = r;
-                if (r->status != SPMD_TRACE_OPEN)
-                    done = r;
+        for (; i < n && mine[i]->device == device; i++) { /* the last of each */
+            if (mine[i]->kind == SPMD_TRACE_FN) {
+                fn = mine[i];
+            } else {
+                coll = mine[i];
+                if (coll->status != SPMD_TRACE_OPEN)
+                    done = coll;
             }
         }
-        if (!fn && !coll)
-            continue;
-        if (coll && coll->status != SPMD_OK) {
-            record_state(t, coll, buf, sizeof buf);
-            printf("    device %d: in %s since %.3f s: %s\n", device, coll->what,
-                   at(run, t, coll->start_ns), buf);
-            note_where(w, device, "in %s of call #%" PRIu64, coll->what, latest);
-        } else if (fn && fn->status == SPMD_TRACE_OPEN) {
-            record_state(t, fn, buf, sizeof buf);
-            if (done)
-                printf("    device %d: in fn, in no collective; its last, %s, ended at %.3f s; "
-                       "fn %s\n",
-                       device, done->what, at(run, t, done->end_ns), buf);
-            else
-                printf("    device %d: in fn, in no collective yet; fn %s\n", device, buf);
-            note_where(w, device, "in fn, past %u collective(s)%s%s, of call #%" PRIu64,
-                       done ? done->seq : 0, done ? ", the last " : "", done ? done->what : "",
-                       latest);
-        } else if (fn) {
-            double ran = (double)(fn->end_ns - fn->start_ns) / 1e9;
-            printf("    device %d: returned from fn (%s) after %.3f s and %u collective%s%s%s\n",
-                   device, fn->status == SPMD_OK ? "ok" : spmd_status_name((spmd_status)fn->status),
-                   ran, coll ? coll->seq : 0, coll && coll->seq == 1 ? "" : "s",
-                   coll ? "; the last " : "", coll ? coll->what : "");
-            note_where(w, device, "returned from fn (%s) after %u collective(s), of call #%" PRIu64,
-                       fn->status == SPMD_OK ? "ok" : spmd_status_name((spmd_status)fn->status),
-                       coll ? coll->seq : 0, latest);
-        }
+        show_device(run, t, w, latest, fn, coll, done);
     }
+    free(mine);
     if (finalize && finalize->call > latest) {
         record_state(t, finalize, buf, sizeof buf);
         printf("  then call #%" PRIu64 " spmd_finalize: %s\n", finalize->call, buf);
@@ -444,8 +514,9 @@ static int trace_show(const char *name)
 {
     trace_run run;
     char why[512];
-    if (load_run(name, &run, why, sizeof why) != 0)
-        return cli_failure("trace show", "%s", why);
+    int rc = load_run(name, &run, why, sizeof why);
+    if (rc != 0)
+        return refuse_run("trace show", rc, why);
     time_t secs = (time_t)(run.earliest_ns / 1000000000);
     struct tm tm;
     char when[64] = "";
@@ -651,11 +722,12 @@ static int trace_diff(const char *name_a, const char *name_b, int show_more)
 {
     trace_run ra, rb;
     char why[512];
-    if (load_run(name_a, &ra, why, sizeof why) != 0)
-        return cli_failure("trace diff", "%s", why);
-    if (load_run(name_b, &rb, why, sizeof why) != 0) {
+    int rc = load_run(name_a, &ra, why, sizeof why);
+    if (rc != 0)
+        return refuse_run("trace diff", rc, why);
+    if ((rc = load_run(name_b, &rb, why, sizeof why)) != 0) {
         free_run(&ra);
-        return cli_failure("trace diff", "%s", why);
+        return refuse_run("trace diff", rc, why);
     }
     /* two single files: two processes, whose devices pair by local ordinal */
     int ordinals = !ra.is_dir && !rb.is_dir;
@@ -769,7 +841,7 @@ void spmd_cli_trace_usage(FILE *out)
           "  -h, --help show this help\n"
           "\n"
           "Exit status: 0 show printed / the traces agree, 1 they differ or a trace cannot be\n"
-          "read, 2 bad usage.\n",
+          "read, 2 bad usage (a trace that is neither a directory nor a regular file too).\n",
           out);
 }
 

@@ -1,10 +1,22 @@
 #include "runtime/env.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/check.h"
 #include "runtime/process.h"
+
+/* Whether text is decimal digits alone, after a '-' where `negative` allows one: strtol also
+ * takes leading blanks and a '+', which would let " 7" pass where "7 " fails. */
+static int is_integer_text(const char *text, int negative)
+{
+    if (negative && *text == '-')
+        text++;
+    return *text && strspn(text, "0123456789") == strlen(text);
+}
 
 spmd_status spmd__env_int(const char *name, long min, long max, long *value, int *is_set)
 {
@@ -12,12 +24,12 @@ spmd_status spmd__env_int(const char *name, long min, long max, long *value, int
     *is_set = 0;
     if (!text || !*text)
         return SPMD_OK;
-    char *end = NULL;
+    int digits = is_integer_text(text, min < 0);
     errno = 0;
-    long v = strtol(text, &end, 10);
-    SPMD_REQUIRE(errno == 0 && *end == '\0' && v >= min && v <= max, SPMD_ERR_INVALID_ARGUMENT,
-                 "environment variable %s=\"%s\" is not an integer in [%ld, %ld]; set it to one "
-                 "or unset it",
+    long v = digits ? strtol(text, NULL, 10) : 0;
+    SPMD_REQUIRE(digits && errno == 0 && v >= min && v <= max, SPMD_ERR_INVALID_ARGUMENT,
+                 "environment variable %s=\"%s\" is not an integer in [%ld, %ld] (decimal digits "
+                 "alone: no blanks, no '+'); set it to one or unset it",
                  name, text, min, max);
     *value = v;
     *is_set = 1;
@@ -31,10 +43,14 @@ spmd_status spmd__env_seconds(const char *name, double *seconds)
         return SPMD_OK;
     char *end = NULL;
     errno = 0;
-    double v = strtod(text, &end);
-    SPMD_REQUIRE(errno == 0 && *end == '\0' && v > 0 && v <= 1e7, SPMD_ERR_INVALID_ARGUMENT,
-                 "environment variable %s=\"%s\" is not a number of seconds in (0, 1e7]; set it "
-                 "to one or unset it",
+    /* decimal only, as for integers: strtod also takes blanks, a sign, hex, inf and nan */
+    int decimal = (isdigit((unsigned char)text[0]) || text[0] == '.') &&
+                  strspn(text, "0123456789.eE+-") == strlen(text);
+    double v = decimal ? strtod(text, &end) : 0;
+    SPMD_REQUIRE(decimal && errno == 0 && *end == '\0' && v > 0 && v <= 1e7,
+                 SPMD_ERR_INVALID_ARGUMENT,
+                 "environment variable %s=\"%s\" is not a number of seconds in (0, 1e7] (a "
+                 "decimal number such as 2 or 0.5, no blanks, no sign); set it to one or unset it",
                  name, text);
     *seconds = v;
     return SPMD_OK;
@@ -58,8 +74,8 @@ int spmd__launcher_process_count(const char **launcher)
         /* sbatch sets SLURM_NTASKS too; only a job step (srun) sets SLURM_STEP_ID. */
         if (!v || (i == 4 && !getenv("SLURM_STEP_ID")))
             continue;
-        long n = strtol(v, NULL, 10);
-        if (n > 0) {
+        long n = is_integer_text(v, 0) ? strtol(v, NULL, 10) : 0;
+        if (n > 0 && n <= INT_MAX) {
             if (launcher)
                 *launcher = known[i].launcher;
             return (int)n;

@@ -1,12 +1,13 @@
 #!/bin/sh
 # spmd compare: numbers found inside text within a tolerance (key=value, brackets, commas,
 # exponents), the summary (counts, largest differences), exact mode, and no false pass
-# (infinities, NaN, hex, NUL bytes, options after the files, bad tolerances).
+# (infinities, NaN, hex, numbers beyond float64, a CR on one side, NUL bytes, options after the
+# files, bad tolerances).
 # usage: check_compare.sh SPMD_CLI
 set -u
 spmd=$1
 . "$(dirname "$0")/expect.sh"
-pair() { printf "$1" >"$work/a"; printf "$2" >"$work/b"; }
+pair() { printf -- "$1" >"$work/a"; printf -- "$2" >"$work/b"; } # "--": a case may start with -
 
 # numbers inside text: within and beyond the tolerance
 pair 'loss=1.0 acc=(0.5) w=[1.0, 2.5e-3], lr 1e-3,\n' 'loss=1.0000001 acc=(0.5000001) w=[1.0000001, 2.5000001e-3], lr 1e-3,\n'
@@ -44,6 +45,22 @@ for case in 'loss 0.5|loss inf' 'inf|-inf' '-inf|0' '0x10|16' '0x10|0x11' 'nan|0
 done
 pair 'inf nan -inf\n' 'inf -nan -inf\n'
 expect 0 "an infinity matches itself, NaN matches NaN" -- "$spmd" compare --compare 1e-6 "$work/a" "$work/b"
+
+# numbers float64 cannot hold are text (strtod would make them infinities or 0)
+for case in '1e400|2e400' '1e400|inf' '-1e400|-inf' '1e400|1e401' '1e-400|0' '1e-400|2e-400'; do
+    pair "${case%%|*}\n" "${case#*|}\n"
+    expect 1 "'${case%%|*}' against '${case#*|}'" -- "$spmd" compare --compare 0.5 "$work/a" "$work/b"
+done
+pair 'x=1e400 y=[-1e-400]\n' 'x=1e400 y=[-1e-400]\n'
+expect 0 "out of float64's range, equal as text" -- "$spmd" compare --compare 0.5 "$work/a" "$work/b"
+
+# a CR that ends a line (CRLF) must end the other too; blanks before it still count as one
+pair 'a 1\r\n' 'a 1\n'
+expect 1 "a CR on one side only" -- "$spmd" compare --compare 1e-6 "$work/a" "$work/b"
+pair 'a 1\n' 'a 1\r\n'
+expect 1 "a CR on the other side only" -- "$spmd" compare --compare 1e-6 "$work/a" "$work/b"
+pair 'a 1\r\nb 2\r\n' 'a  1.0000001 \r\nb 2\r\n'
+expect 0 "a CR on both sides" -- "$spmd" compare --compare 1e-6 "$work/a" "$work/b"
 printf 'result\000 1\nok\n' >"$work/a"; printf 'result\000 2\nok\n' >"$work/b"
 expect 1 "bytes after a NUL, exact" -- "$spmd" compare "$work/a" "$work/b"
 grep -q 'line 1: "result\\x00 1" against "result\\x00 2"' "$work/err" || report "NUL shown"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # spmd launch and spmd compare, end to end (sum of squares of 0..47 = 47*48*95/6 = 35720): exit statuses forwarded, layouts compared (equal
-# and different), a bad layout refused in one line, tolerances.
+# and different), standard error without mpiexec's tags, a bad layout refused in one line,
+# tolerances.
 # usage: check_launch.sh SPMD_CLI LAUNCH_PROBE HAVE_MPI(0|1)
 set -u
 spmd=$1 probe=$2 mpi=$3
@@ -34,6 +35,13 @@ if [ "$mpi" = 1 ]; then
     expect 0 "--output in process order" -- "$spmd" launch -n 4 -d 1 --output "$work/ordered" -- "$probe" devices
     printf 'device 0 of 4\ndevice 1 of 4\ndevice 2 of 4\ndevice 3 of 4\n' | cmp -s - "$work/ordered" ||
         report "--output is not in process order, untagged: $(cat "$work/ordered")"
+    # standard error comes without mpiexec's tags too (--layouts and --output have it tag)
+    for how in "--layouts 2x1" "-n 2 --output $work/tagged"; do
+        # shellcheck disable=SC2086 # the words of $how are options
+        expect 0 "stderr untagged, $how" -- "$spmd" launch $how -- "$probe" devices
+        grep -q '<stderr>' "$work/err" && report "$how: standard error keeps mpiexec's tags"
+        grep -qx 'process 1 of 2' "$work/err" || report "$how: process 1's stderr line is not whole"
+    done
 else
     expect 1 "a layout that needs MPI" -- "$spmd" launch --layouts 1x2,2x1 -- "$probe" sum
 fi
@@ -96,8 +104,17 @@ done
 expect 2 "bad layout" -- "$spmd" launch --layouts 1x4,2y2 -- "$probe" sum
 [ "$(wc -l <"$work/err")" -eq 1 ] || report "a bad layout takes more than one line"
 grep -q '^spmd: launch: layout "2y2" is not PxL' "$work/err" || report "bad layout not named"
-for bad in 0x2 2x0 x2 2x 2x2x2 -1x2 +2x2 2x99999; do
-    expect 2 "bad layout $bad" -- "$spmd" launch --layouts "$bad" -- "$probe" sum
+# digits alone on each side, no blank inside a layout (strtol took "1x<TAB>1" as 1x1)
+tab=$(printf '\t')
+for bad in 0x2 2x0 x2 2x 2x2x2 -1x2 +2x2 2x99999 "1x${tab}1" " 1x1" "1 x1" "1x 1" "1x1 " "+1x1" \
+    "1x+1" "1x-1" "1x1 ,1x2" "1x1,,1x2" "1x1,"; do
+    expect 2 "bad layout '$bad'" -- "$spmd" launch --layouts "$bad" -- "$probe" sum
+    grep -q "^spmd: launch: layout \".*\" is not PxL" "$work/err" || report "bad layout '$bad' not named"
+done
+expect 0 "a blank after a comma" -- "$spmd" launch --layouts "1x1, 1x2" -- "$probe" sum
+for bad in " 2" "+2" "2 " "0x2"; do
+    expect 2 "-n '$bad'" -- "$spmd" launch -n "$bad" -- "$probe" sum
+    expect 2 "-d '$bad'" -- "$spmd" launch -d "$bad" -- "$probe" sum
 done
 expect 2 "no program" -- "$spmd" launch -n 1
 expect 2 "--compare without --layouts" -- "$spmd" launch --compare exact -- "$probe" sum

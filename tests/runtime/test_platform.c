@@ -50,7 +50,8 @@ static void test_cpu_after_failure(void **state)
 static void test_bad_device_counts(void **state)
 {
     (void)state;
-    static const char *const bad[] = {"0", "-2", "abc", "3x", "100000"};
+    /* digits alone: strtol would take " 7" and "+7" but not "7 " */
+    static const char *const bad[] = {"0", "-2", "abc", "3x", "100000", " 7", "+7", "7 ", "\t7"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("SPMD_NUM_CPU_DEVICES", bad[i], 1);
         assert_status(spmd_init(NULL), SPMD_ERR_INVALID_ARGUMENT, "SPMD_NUM_CPU_DEVICES", bad[i]);
@@ -141,7 +142,8 @@ static void test_bad_timeouts(void **state)
 {
     (void)state;
     static const char *const variables[] = {"SPMD_INIT_TIMEOUT", "SPMD_COLLECTIVE_TIMEOUT"};
-    static const char *const bad[] = {"abc", "-1", "0", "inf", "nan", "1e8", "5s", " 2 "};
+    static const char *const bad[] = {"abc", "-1",  "0",  "inf", "nan", "1e8",
+                                      "5s",  " 2 ", " 2", "+2",  "2 ",  "0x10"};
     for (size_t v = 0; v < 2; v++) {
         const char *var = variables[v];
         char *saved = getenv(var) ? strdup(getenv(var)) : NULL;

@@ -9,7 +9,11 @@
 #            device is in;
 #   killed   the same hang, the job killed by `timeout -s KILL` before the timeout: `spmd trace
 #            show` says the same from what the files held;
-#   signal   a process that aborts, and one that exits without spmd_finalize: the header says so.
+#   signal   a process that aborts, and one that exits without spmd_finalize: the header says so;
+#   files    (no MPI) `spmd trace show` of a crafted ring whose header claims 2^20 devices reads
+#            its records once (it took 25 s); show and diff refuse, as bad usage and without
+#            waiting, what is not a regular file: a FIFO, a device, a directory named like a
+#            trace file.
 set -u
 case=$1 mpiexec=$2 program=$3 spmd=$4
 work=$(mktemp -d)
@@ -113,6 +117,32 @@ signal)
     expect "$work/e.show" "^  call #[0-9]+ spmd_shard_map on Mesh\('i': 2, axis_types=\(Auto,\)\).*: started at [0-9.]+ s, ended after"
     "$spmd" trace show "$work/none" >"$work/none.show" 2>&1 && fail "show of a missing trace exits 0"
     expect "$work/none.show" "^spmd: trace show: cannot read"
+    ;;
+files)
+    command -v timeout >/dev/null || { echo "no timeout command: skipped"; exit 77; }
+    # each collective on a device of its own: 65,535 device lines and as many summary groups
+    "$program" craft "$work/big.spmd" 1048576 65536 || fail "trace_planted craft exits $?"
+    begin=$(date +%s)
+    timeout 10 "$spmd" trace show "$work/big.spmd" >"$work/big.show" 2>&1
+    rc=$?
+    echo "--- show of 2^20 devices over 65536 records: exit $rc, $(($(date +%s) - begin)) s"
+    [ $rc -eq 0 ] || fail "spmd trace show of 2^20 devices exits $rc (124: over 10 s)"
+    expect "$work/big.show" "^process 0 of 1 .*devices 0\.\.1048575"
+    expect "$work/big.show" "^    device 65534: in psum float32\[4\] over \('i'\) #65535 since"
+    expect "$work/big.show" "^  device 65534: in psum float32\[4\] over \('i'\) #65535 of call #1$"
+    # not regular files: exit 2 at once, the file named
+    mkfifo "$work/fifo" || fail "mkfifo"
+    mkdir -p "$work/in_dir/trace.0.spmd" "$work/fifo_dir"
+    mkfifo "$work/fifo_dir/trace.0.spmd"
+    for what in "show $work/fifo" "diff $work/big.spmd $work/fifo" "diff $work/fifo $work/big.spmd" \
+        "show /dev/null" "show $work/in_dir" "show $work/fifo_dir"; do
+        # shellcheck disable=SC2086 # the words of $what are the arguments
+        timeout 10 "$spmd" trace $what >"$work/refused" 2>&1
+        rc=$?
+        echo "--- trace $what: exit $rc: $(cat "$work/refused")"
+        [ $rc -eq 2 ] || fail "trace $what exits $rc, not 2 (124: it waited)"
+        expect "$work/refused" "^spmd: trace (show|diff): .*(fifo|null|trace\.0\.spmd) is not a regular file; give a trace directory"
+    done
     ;;
 *)
     echo "unknown case $case" >&2

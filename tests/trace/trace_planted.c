@@ -7,6 +7,9 @@
  *            (sleeping) until the others time out or the job is killed;
  *   abort    aborts after the first call (SIGABRT); exit: exits there without spmd_finalize.
  * Prints the total of the last call's output on process 0, so layouts can be compared.
+ *   craft FILE DEVICES RECORDS  writes (without spmd_init) the trace file of a process whose
+ *            header claims DEVICES local devices, its ring of RECORDS full: call #1, then
+ *            collectives still open, each of a device of its own and named apart.
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdio.h>
@@ -88,12 +91,70 @@ static spmd_status step(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
     return st;
 }
 
+/* The "craft" mode (a file for `spmd trace show` alone: no run makes such a ring). */
+static int craft(const char *path, long devices, long records)
+{
+    if (devices < 1 || devices > (1L << 20) || records < 2 || records > (1L << 24)) {
+        fprintf(stderr, "usage: trace_planted craft FILE DEVICES(1..2^20) RECORDS(2..2^24)\n");
+        return 2;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+    unsigned char page[SPMD_TRACE_HEADER_BYTES] = {0};
+    spmd_trace_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, SPMD_TRACE_MAGIC, sizeof h.magic);
+    h.format_version = SPMD_TRACE_FORMAT_VERSION;
+    h.header_bytes = SPMD_TRACE_HEADER_BYTES;
+    h.record_bytes = sizeof(spmd_trace_record);
+    h.capacity = (uint32_t)records;
+    h.num_processes = 1;
+    h.num_local_devices = (int32_t)devices;
+    h.pid = 1;
+    h.state = SPMD_TRACE_RUNNING;
+    h.next = (uint64_t)records;
+    snprintf(h.host, sizeof h.host, "crafted");
+    snprintf(h.program, sizeof h.program, "trace_planted craft");
+    memcpy(page, &h, sizeof h);
+    int ok = fwrite(page, 1, sizeof page, f) == sizeof page;
+    for (long k = 0; k < records && ok; k++) {
+        spmd_trace_record r;
+        memset(&r, 0, sizeof r);
+        r.stamp = (uint64_t)k + 1; /* slot k holds record k */
+        r.status = SPMD_TRACE_OPEN;
+        r.call = 1;
+        r.start_ns = k;
+        if (k == 0) {
+            r.kind = SPMD_TRACE_CALL;
+            r.device = -1;
+            snprintf(r.what, sizeof r.what, "spmd_shard_map (crafted)");
+        } else {
+            r.kind = SPMD_TRACE_COLLECTIVE;
+            r.device = (int32_t)((k - 1) % devices);
+            r.seq = 1;
+            snprintf(r.what, sizeof r.what, "psum float32[4] over ('i') #%ld", k);
+        }
+        ok = fwrite(&r, sizeof r, 1, f) == 1;
+    }
+    if (fclose(f) != 0 || !ok) {
+        perror(path);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "craft") == 0)
+        return craft(argv[2], atol(argv[3]), atol(argv[4]));
     plant p = {argc > 1 ? argv[1] : "clean", 0};
     if (strcmp(p.mode, "clean") && strcmp(p.mode, "diverge") && strcmp(p.mode, "hang") &&
         strcmp(p.mode, "abort") && strcmp(p.mode, "exit")) {
-        fprintf(stderr, "usage: trace_planted clean|diverge|hang|abort|exit\n");
+        fprintf(stderr, "usage: trace_planted clean|diverge|hang|abort|exit, or craft FILE "
+                        "DEVICES RECORDS\n");
         return 2;
     }
     spmd_status st = spmd_init(NULL);
