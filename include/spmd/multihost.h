@@ -88,6 +88,14 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_global_to_host_local(const spmd_array *
  * host-local value x_p), stacked (P,)+shape or, with tiled, the values concatenated on axis 0
  * (a scalar is stacked either way) — the same rule with P = 1 in one process; for an array
  * spanning processes, its global shape (tiled must be set).
+ *
+ * Which rule applies is JAX's is_fully_addressable, so it follows the layout: an array on a
+ * mesh over devices 0..3 is host-local at 1 x 8 and at 2 x 4 on process 0, and global at 4 x 2
+ * and on the processes that hold none of it (they take part with the same array with no shards,
+ * from spmd_device_put, spmd_shard_map or spmd_array_from_single_device_arrays). Every process
+ * of a gather must apply the same rule: where one process holds the whole mesh and others none
+ * of it (2 x 4 above), the gather fails at once on every process, the message quoting both; take
+ * the value from its process with spmd_broadcast_array_one_to_all instead.
  */
 SPMD_API SPMD_NODISCARD spmd_status spmd_process_allgather_shape(const spmd_array *x, int tiled,
                                                                  int *ndim, int64_t *shape);

@@ -109,7 +109,9 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_shard_map_options_init(spmd_shard_map_o
  * in_specs, and assembles the outputs described by out_descs/out_specs.
  *
  * Collective over: every process that owns a device of `mesh`, in the same order, with the
- * same arguments. Processes outside the mesh do not call it. From several threads: one call
+ * same arguments. A process outside the mesh may call it too, as every JAX process runs the same
+ * program: it runs nothing, meets nobody, and gets the same global arrays with no shards (what
+ * spmd_process_allgather and spmd_reshard then take from it). From several threads: one call
  * at a time per process, and calls pair by their order in each process (spmd/runtime.h,
  * "Calls from several threads"); paired calls that differ in fn, specs, shapes, the
  * collectives fn issues or the thread's name (spmd_thread_set_name) fail on every process

@@ -94,13 +94,20 @@ static spmd_status say_what(const char *fn, const char *description, int count,
     return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH, "%s: %s", fn, reason);
 }
 
+/* How a gather takes x (JAX's is_fully_addressable), in its description: the processes must
+ * agree, and a message quoting two that do not says why. */
+static const char host_local_text[] =
+    " (host-local: its mesh is on this process's devices only, each process's value is one part)";
+static const char global_text[] =
+    " (global: its mesh is not on this process's devices alone, the result is its global value)";
+
 /* The trace's text of the call: alike in every layout (one process is all host-local), so that
  * traces of 1 x 8 and 4 x 2 runs compare. */
 static void trace_describe(const char *description)
 {
     char text[SPMD__MESSAGE_CAPACITY / 4];
     spmd__copy_text(text, sizeof text, description);
-    static const char *const layout_words[] = {" (host-local)", " (global)"};
+    static const char *const layout_words[] = {host_local_text, global_text};
     for (size_t k = 0; k < sizeof layout_words / sizeof layout_words[0]; k++) {
         char *at = strstr(text, layout_words[k]);
         if (at)
@@ -294,7 +301,7 @@ static void describe(char *buf, size_t size, const char *op, const spmd_array *x
     spmd__strbuf_printf(&sb, "%s of %s", op, spmd_dtype_name(x->dtype));
     spmd__strbuf_shape(&sb, x->shape, x->ndim);
     spmd__strbuf_printf(&sb, "%s%s",
-                        spmd_array_is_fully_addressable(x) ? " (host-local)" : " (global)",
+                        spmd_array_is_fully_addressable(x) ? host_local_text : global_text,
                         tiled ? " tiled" : " stacked");
     if (root >= 0)
         spmd__strbuf_printf(&sb, " to process %d", root);

@@ -1431,10 +1431,6 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     const spmd__runtime *rt = spmd__runtime_get_session("spmd_shard_map", p->mesh->session);
     if (!rt)
         return SPMD_ERR_INVALID_ARGUMENT;
-    SPMD_REQUIRE(p->num_local > 0, SPMD_ERR_INVALID_ARGUMENT,
-                 "spmd_shard_map: process %d owns no device of the mesh; only the processes "
-                 "that do call spmd_shard_map on it",
-                 rt->process_index);
     spmd__mesh_state *state = spmd__mesh_state_get(p->mesh);
     if (!state)
         return SPMD_ERR_OUT_OF_MEMORY;
@@ -1594,23 +1590,43 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     return st;
 }
 
-static spmd_status plan_execute_locked(const char *entry, spmd_plan *plan,
-                                       spmd_array *const *in_arrays, spmd_array **out_arrays);
+static spmd_status check_call(spmd_plan *plan, spmd_array *const *in_arrays,
+                              spmd_array **out_arrays);
+
+/* A process that owns no device of the mesh runs nothing and meets nobody, as a JAX process
+ * outside a computation's devices: its outputs are the same global arrays with no shards (what
+ * spmd_process_allgather and spmd_reshard take from every process). */
+static spmd_status outside_the_mesh(spmd_plan *plan, spmd_array *const *in_arrays,
+                                    spmd_array **out_arrays)
+{
+    SPMD_CHECK(spmd__worker_refuse_nested("spmd_shard_map"));
+    SPMD_CHECK(check_call(plan, in_arrays, out_arrays));
+    spmd_status st = create_outputs(plan, out_arrays);
+    for (int j = 0; st != SPMD_OK && j < plan->nout; j++) {
+        spmd_array_destroy(out_arrays[j]);
+        out_arrays[j] = NULL;
+    }
+    return st;
+}
 
 /* One call at a time in a process (calls.h): the plan's accepted shardings, the mesh's numbering
  * and its communicators are the call's alone. */
 static spmd_status spmd_plan_execute_checked(const char *entry, spmd_plan *plan,
                                              spmd_array *const *in_arrays, spmd_array **out_arrays)
 {
+    if (plan && plan->magic == SPMD__MAGIC_PLAN && plan->num_local == 0)
+        return outside_the_mesh(plan, in_arrays, out_arrays);
     spmd__call_entry lock;
     SPMD_CHECK(spmd__calls_enter(entry, &lock));
-    spmd_status st = plan_execute_locked(entry, plan, in_arrays, out_arrays);
+    spmd_status st = check_call(plan, in_arrays, out_arrays);
+    if (st == SPMD_OK)
+        st = execute(entry, plan, in_arrays, out_arrays);
     spmd__calls_exit(&lock, st);
     return st;
 }
 
-static spmd_status plan_execute_locked(const char *entry, spmd_plan *plan,
-                                       spmd_array *const *in_arrays, spmd_array **out_arrays)
+static spmd_status check_call(spmd_plan *plan, spmd_array *const *in_arrays,
+                              spmd_array **out_arrays)
 {
     SPMD_REQUIRE(plan != NULL && plan->magic == SPMD__MAGIC_PLAN, SPMD_ERR_INVALID_ARGUMENT,
                  "spmd_plan_execute: argument 'plan' is NULL or not a live spmd_plan");
@@ -1630,7 +1646,7 @@ static spmd_status plan_execute_locked(const char *entry, spmd_plan *plan,
                          "output's)",
                          k, i);
     }
-    return execute(entry, plan, in_arrays, out_arrays);
+    return SPMD_OK;
 }
 
 static spmd_status
