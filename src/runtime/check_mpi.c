@@ -90,6 +90,7 @@ typedef struct xchg {
     int late_by;         /* rank whose note says it gave up on this one in this exchange, or -1 */
     uint32_t stamp;      /* its messages' (spmd__comm_exchange_tag) */
     int last_from;       /* the rank of the last message received */
+    int skip_missing;    /* a roll call: no wait for a partner the header lists as missing */
 } xchg;
 
 /* ---- headers ---- */
@@ -118,6 +119,14 @@ static void add_missing(header *h, int rank)
         h->flags |= FLAG_MORE_MISSING;
     memmove(&h->missing[i + 1], &h->missing[i], (size_t)(LISTED - 1 - i) * sizeof h->missing[0]);
     h->missing[i] = rank;
+}
+
+static int listed_missing(const header *h, int rank)
+{
+    for (int i = 0; i < LISTED && h->missing[i] >= 0; i++)
+        if (h->missing[i] == rank)
+            return 1;
+    return 0;
 }
 
 static void header_merge(header *h, const header *in)
@@ -747,12 +756,15 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
     size_t cap = recv_capacity(rd->capacity), scap = rd->capacity + SEAL_MAX, got = 0;
     int open = 0, last = t->levels + 1;
     if (p.is_extra) {
+        if (x->skip_missing && listed_missing(&x->h, p.extra))
+            return;
         size_t sent = outgoing(x, *S, rd); /* its only message */
         if (step_with_extra(x, p.extra, *S, sent, p.extra, *R, cap, last, &got) == GOT)
             take(x, rd, *S, *R, got, 1);
         return;
     }
-    if (p.has_extra) {
+    int extra = p.has_extra && !(x->skip_missing && listed_missing(&x->h, p.extra));
+    if (extra) {
         int o = step_with_extra(x, -1, NULL, 0, p.extra, *R, cap, 0, &got);
         if (o == STOPPED)
             return;
@@ -761,6 +773,8 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
     }
     for (int k = 0; k < t->levels; k++) {
         int partner = partner_at(&p, k);
+        if (x->skip_missing && listed_missing(&x->h, partner))
+            continue;
         size_t sent = outgoing(x, *S, rd);
         int o = step(x, partner, *S, sent, partner, *R, cap, deadline_of(x, k + 1), &got, &open);
         if (open && !renew_send_buffer(x, S, scap))
@@ -772,7 +786,7 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
         else
             missed(x, partner);
     }
-    if (p.has_extra) {
+    if (extra) {
         size_t sent = outgoing(x, *S, rd);
         (void)step_with_extra(x, p.extra, *S, sent, -1, NULL, 0, last, &got);
     }
@@ -886,7 +900,8 @@ static void fetch_texts(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, 
                         .what = w->what,
                         .timeout_name = w->timeout_name,
                         .late_told_later = 1,
-                        .settled_only = 1};
+                        .settled_only = 1,
+                        .follows_another = 1};
     size_t bytes = sizeof *out;
     header h;
     if (run_exchange(c, &same, &quick, tag + 1, quick.deadline_ns, out, &bytes, sizeof *out, 1,
@@ -956,6 +971,47 @@ static spmd_status missing_error(const spmd__comm *c, const header *h, const spm
                       what_of(w, a, what, sizeof what), who, alive);
 }
 
+static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
+                      int64_t deadline);
+
+/*
+ * After an exchange that found processes missing: those that came compare their lists once more
+ * (the exchange's last tag, within a grace period, no wait for a partner already known missing),
+ * so that every one of them names the same processes: each list held only those its own steps
+ * missed and what reached it before. The union of both lists.
+ */
+static header roll_call(const xchg *x)
+{
+    header all = x->h;
+    if (x->stopped != SPMD_OK || x->broken || x->w->follows_another)
+        return all;
+    int64_t grace = spmd__comm_grace_ns(), timeout = spmd__comm_timeout_ns();
+    spmd__agreement none = {0, NULL, NULL, NULL};
+    spmd__wait quick = {.deadline_ns = spmd__now_ns() + (grace < timeout ? grace : timeout),
+                        .cancelled = x->w->cancelled,
+                        .arg = x->w->arg,
+                        .what = x->w->what,
+                        .timeout_name = x->w->timeout_name,
+                        .late_told_later = 1,
+                        .settled_only = 1};
+    xchg r;
+    xchg_init(&r, x->c, &none, &quick, x->tag + 3, quick.deadline_ns);
+    r.skip_missing = 1;
+    header_merge(&r.h, &x->h);
+    r.h.fp_min = r.h.fp_max = 0; /* the lists alone are compared */
+    char *S = spmd__comm_buffer(x->c, 0, SEAL_MAX);
+    char *R = spmd__comm_buffer(x->c, 1, recv_capacity(0));
+    if (!S || !R)
+        return all;
+    size_t bytes = 0;
+    reducer rd = {&bytes, 0, 1, NULL, NULL, NULL};
+    run_reduce(&r, &rd, &S, &R);
+    for (int i = 0; r.stopped == SPMD_OK && !r.broken && i < LISTED && r.h.missing[i] >= 0; i++)
+        add_missing(&all, r.h.missing[i]);
+    all.flags |= r.h.flags & FLAG_MORE_MISSING;
+    return all;
+}
+
 static spmd_status verdict(xchg *x, const spmd__agreement *a)
 {
     spmd__comm *c = x->c;
@@ -964,8 +1020,10 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
     char what[TEXT];
     if (x->stopped != SPMD_OK)
         return x->stopped;
-    if (h->missing[0] >= 0)
-        return missing_error(c, h, a, w);
+    if (h->missing[0] >= 0) {
+        header all = roll_call(x);
+        return missing_error(c, &all, a, w);
+    }
     int pa = c->processes[h->rank_min], pb = c->processes[h->rank_max];
     if (h->fp_min != h->fp_max) {
         texts *t = calloc(1, sizeof *t);

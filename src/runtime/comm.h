@@ -56,6 +56,9 @@ typedef struct spmd__wait {
      * hundredth of the timeout apart: a rank blames the partner that never came, not one that
      * came later than it and is still waiting for that one */
     int spread_arrivals;
+    /** 1: an exchange on the next tag of another's block (its descriptions), which has no tag
+     * left for the roll call that names every missing process alike */
+    int follows_another;
     int peer_missing; /**< out: the wait ended because a process never arrived */
     int data_pending; /**< out: after a failure, MPI may still read or write the data buffers */
 } spmd__wait;
