@@ -1606,6 +1606,9 @@ static spmd_status outside_the_mesh(spmd_plan *plan, spmd_array *const *in_array
         spmd_array_destroy(out_arrays[j]);
         out_arrays[j] = NULL;
     }
+    for (int i = 0; st == SPMD_OK && i < plan->nin; i++) /* gone here too, as where it ran */
+        if (plan->donate[i])
+            spmd__array_mark_deleted(in_arrays[i], "spmd_shard_map");
     return st;
 }
 
