@@ -35,6 +35,7 @@ typedef struct trace_file {
     uint64_t lost;   /* records the ring overwrote */
     int64_t last_ns; /* its last sign of life: a record's time or a wait's turn */
     char *path;
+    struct placed *placed; /* trace diff: where each record goes in the common order of calls */
 } trace_file;
 
 typedef struct trace_run {
@@ -155,6 +156,7 @@ static void free_run(trace_run *run)
     for (int k = 0; k < run->count; k++) {
         free(run->files[k].records);
         free(run->files[k].path);
+        free(run->files[k].placed);
     }
     free(run->files);
     memset(run, 0, sizeof *run);
@@ -540,14 +542,358 @@ static int trace_show(const char *name)
 
 /* ---- spmd trace diff ---- */
 
+/*
+ * Pairing the calls of two runs. Each process numbers its own calls, and skips those on meshes
+ * without its devices, so one call's numbers differ between processes and layouts. A call is
+ * named instead by what it is: which call of its stream it is in its process, a stream being the
+ * calls of one description (a shard_map's names its mesh and its number on that mesh) or the
+ * multihost calls. The calls of both runs then take one order, each process's own (a
+ * topological order, ties to the smallest call number), and that order numbers them.
+ */
+
+/* Where a record goes in trace diff. */
+typedef struct placed {
+    uint64_t call; /* its call's place in the common order (1, 2, ...); 0: left out */
+    int optional;  /* of a call that ended well and showed no description and no device: a
+                      process outside a mesh records one, a layout without such a process none */
+} placed;
+
+/* An outer call of one process. */
+typedef struct call_ref {
+    const spmd_trace_record *r; /* its call record */
+    const char *stream;         /* the calls it counts among: its description, or every_process */
+    uint64_t hash;              /* of stream */
+    int64_t occurrence;         /* which of its file's calls of that stream it is */
+    size_t order;               /* which of its file's calls it is */
+    int file;                   /* A's files, then B's */
+    int run;                    /* 0: A, 1: B */
+    int seen;                   /* a device has a record in it */
+    uint32_t key;               /* what pairs: one key, one call */
+} call_ref;
+
+#define CMP(x, y) (((x) > (y)) - ((x) < (y)))
+
+static uint64_t text_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+    return h;
+}
+
+/* The stream of the multihost calls (described, on no mesh): every process makes each of them,
+ * in one order, so the k-th is one call in every layout, whatever its description says (a
+ * host-local shape). */
+static const char every_process[] = "\001multihost"; /* no description reads so */
+
+static int by_text(const call_ref *x, const call_ref *y)
+{
+    return x->hash != y->hash ? CMP(x->hash, y->hash) : strcmp(x->stream, y->stream);
+}
+
+static int by_file_then_order(const void *pa, const void *pb)
+{
+    const call_ref *x = pa, *y = pb;
+    return x->file != y->file ? CMP(x->file, y->file) : CMP(x->order, y->order);
+}
+
+static int by_text_then_file(const void *pa, const void *pb)
+{
+    int c = by_text(pa, pb);
+    return c ? c : by_file_then_order(pa, pb);
+}
+
+static int by_file_then_text(const void *pa, const void *pb)
+{
+    const call_ref *x = pa, *y = pb;
+    int c = x->file != y->file ? CMP(x->file, y->file) : by_text(x, y);
+    return c ? c : CMP(x->order, y->order);
+}
+
+static int by_text_then_occurrence(const void *pa, const void *pb)
+{
+    const call_ref *x = pa, *y = pb;
+    int c = by_text(x, y);
+    if (!c)
+        c = CMP(x->occurrence, y->occurrence);
+    return c ? c : by_file_then_order(x, y);
+}
+
+/* A key and the smallest call number it has, to rank it. */
+typedef struct key_rank {
+    uint64_t least;
+    const call_ref *ref;
+    uint32_t key;
+} key_rank;
+
+static int by_least_then_text(const void *pa, const void *pb)
+{
+    const key_rank *x = pa, *y = pb;
+    if (x->least != y->least)
+        return CMP(x->least, y->least);
+    int c = by_text(x->ref, y->ref);
+    return c ? c : CMP(x->ref->occurrence, y->ref->occurrence);
+}
+
+static void heap_push(uint32_t *heap, size_t *n, uint32_t v)
+{
+    size_t i = (*n)++;
+    for (; i > 0 && heap[(i - 1) / 2] > v; i = (i - 1) / 2)
+        heap[i] = heap[(i - 1) / 2];
+    heap[i] = v;
+}
+
+static uint32_t heap_pop(uint32_t *heap, size_t *n)
+{
+    uint32_t top = heap[0], v = heap[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && heap[c + 1] < heap[c])
+            c++;
+        if (heap[c] >= v)
+            break;
+        heap[i] = heap[c];
+        i = c;
+    }
+    if (*n)
+        heap[i] = v;
+    return top;
+}
+
+/* index[key] = the key's place (1, 2, ...) in an order that keeps every file's order of its
+ * calls (refs: by file, then order; keys numbered by rank), the ready key of the lowest rank
+ * first. Processes that disagree on the order (a cycle) are cut at its lowest rank. */
+static int order_keys(const call_ref *refs, size_t n, uint32_t keys, uint64_t *index)
+{
+    uint32_t *start = calloc((size_t)keys + 1, sizeof *start);
+    uint32_t *fill = malloc(((size_t)keys + 1) * sizeof *fill);
+    uint32_t *to = malloc((n ? n : 1) * sizeof *to);
+    uint32_t *waits = calloc(keys ? keys : 1, sizeof *waits); /* edges not yet passed */
+    uint32_t *heap = malloc((keys ? keys : 1) * sizeof *heap);
+    unsigned char *queued = calloc(keys ? keys : 1, 1);
+    int ok = start && fill && to && waits && heap && queued;
+    for (size_t i = 1; ok && i < n; i++)
+        if (refs[i].file == refs[i - 1].file) {
+            start[refs[i - 1].key + 1]++;
+            waits[refs[i].key]++;
+        }
+    for (uint32_t k = 0; ok && k < keys; k++)
+        start[k + 1] += start[k];
+    if (ok)
+        memcpy(fill, start, ((size_t)keys + 1) * sizeof *fill);
+    for (size_t i = 1; ok && i < n; i++)
+        if (refs[i].file == refs[i - 1].file)
+            to[fill[refs[i - 1].key]++] = refs[i].key;
+    size_t queue = 0;
+    for (uint32_t k = 0; ok && k < keys; k++)
+        if (!waits[k])
+            heap_push(heap, &queue, k), queued[k] = 1;
+    for (uint32_t done = 0, lowest = 0; ok && done < keys;) {
+        if (!queue) { /* a cycle */
+            while (queued[lowest])
+                lowest++;
+            heap_push(heap, &queue, lowest), queued[lowest] = 1;
+        }
+        uint32_t k = heap_pop(heap, &queue);
+        index[k] = ++done;
+        for (uint32_t e = start[k]; e < start[k + 1]; e++)
+            if (--waits[to[e]] == 0 && !queued[to[e]])
+                heap_push(heap, &queue, to[e]), queued[to[e]] = 1;
+    }
+    free(start), free(fill), free(to), free(waits), free(heap), free(queued);
+    return ok ? 0 : -1;
+}
+
+/* Which of its file's calls of one description each call is. When a ring went round, its
+ * file's count starts late: then the calls count from an anchor, a description every file holds
+ * once, on both sides of it (0, -1, ... before it), so counts agree in every file. */
+static int count_occurrences(call_ref *refs, size_t n, int files, int lossy, int *anchored)
+{
+    size_t *anchor = calloc((size_t)files, sizeof *anchor); /* its order in each file */
+    if (!anchor)
+        return -1;
+    *anchored = 0;
+    qsort(refs, n, sizeof *refs, by_text_then_file);
+    for (size_t g = 0, h; lossy && g < n; g = h) {
+        int once = 1;
+        for (h = g; h < n && by_text(&refs[g], &refs[h]) == 0; h++)
+            once = once && h - g < (size_t)files && refs[h].file == (int)(h - g);
+        if (!once || h - g != (size_t)files || (*anchored && refs[g].order >= anchor[0]))
+            continue;
+        for (int f = 0; f < files; f++)
+            anchor[f] = refs[g + (size_t)f].order;
+        *anchored = 1;
+    }
+    qsort(refs, n, sizeof *refs, by_file_then_text);
+    for (size_t g = 0, h; g < n; g = h) {
+        int64_t before = 0;
+        for (h = g; h < n && refs[h].file == refs[g].file && by_text(&refs[g], &refs[h]) == 0; h++)
+            before += *anchored && refs[h].order < anchor[refs[h].file];
+        for (size_t i = g; i < h; i++)
+            refs[i].occurrence = (int64_t)(i - g) + 1 - before;
+    }
+    free(anchor);
+    return 0;
+}
+
+/* Calls one run alone has between the same two calls both have pair in order: one call whose
+ * description changed (another shape, another mesh) is compared as such, not as two calls each
+ * run lacks. Calls that show nothing (no description, no device) stay apart. owner[run * keys +
+ * key] < 0: the run lacks the key. */
+static int pair_changed(const call_ref *refs, size_t n, uint32_t keys, const int *owner,
+                        uint64_t *index)
+{
+    uint32_t *at = malloc((keys ? keys : 1) * sizeof *at); /* the key at each place */
+    uint32_t *only_a = malloc((keys ? keys : 1) * sizeof *only_a);
+    uint32_t *only_b = malloc((keys ? keys : 1) * sizeof *only_b);
+    unsigned char *shows = calloc(keys ? keys : 1, 1);
+    int ok = at && only_a && only_b && shows;
+    for (size_t i = 0; ok && i < n; i++)
+        shows[refs[i].key] |= refs[i].seen || refs[i].r->fingerprint || refs[i].r->mesh_call;
+    for (uint32_t k = 0; ok && k < keys; k++)
+        at[index[k] - 1] = k;
+    size_t na = 0, nb = 0;
+    for (uint32_t p = 0; ok && p <= keys; p++) {
+        uint32_t k = p < keys ? at[p] : 0;
+        int in_a = p < keys && owner[k] >= 0, in_b = p < keys && owner[(size_t)keys + k] >= 0;
+        if (p < keys && in_a != in_b) {
+            if (shows[k] && in_a)
+                only_a[na++] = k;
+            else if (shows[k])
+                only_b[nb++] = k;
+            continue;
+        }
+        for (size_t i = 0; i < na && i < nb; i++)
+            index[only_b[i]] = index[only_a[i]];
+        na = nb = 0;
+    }
+    free(at), free(only_a), free(only_b), free(shows);
+    return ok ? 0 : -1;
+}
+
+/* Places every record of both runs in the common order of calls (trace_file.placed) and says
+ * from which place every file holds its calls whole (*from: the rings went round). */
+static int align_runs(trace_run *const runs[2], uint64_t *from, int *unanchored, char *why,
+                      size_t size)
+{
+    size_t n = 0;
+    int files = runs[0]->count + runs[1]->count, lossy = 0;
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < runs[s]->count; k++) {
+            trace_file *t = &runs[s]->files[k];
+            for (size_t i = 0; i < t->count; i++)
+                n += t->records[i].kind == SPMD_TRACE_CALL && !t->records[i].nested;
+            lossy |= t->lost > 0;
+            if (!(t->placed = calloc(t->count ? t->count : 1, sizeof *t->placed)))
+                return snprintf(why, size, "out of memory"), -1;
+        }
+    call_ref *refs = malloc((n ? n : 1) * sizeof *refs);
+    key_rank *ranks = malloc((n ? n : 1) * sizeof *ranks);
+    uint64_t *index = malloc((n ? n : 1) * sizeof *index);
+    int *owner = malloc(2 * (n ? n : 1) * sizeof *owner);
+    int anchored = 0, rc = refs && ranks && index && owner ? 0 : -1;
+    /* each record's call: the last outer call before it, if the record is of it (else the
+     * ring overwrote its call's record); placed.call holds the call's ref + 1 for now */
+    size_t m = 0;
+    for (int s = 0, file = 0; rc == 0 && s < 2; s++)
+        for (int k = 0; k < runs[s]->count; k++, file++) {
+            trace_file *t = &runs[s]->files[k];
+            size_t first = m, order = 0;
+            for (size_t i = 0; i < t->count; i++) {
+                const spmd_trace_record *r = &t->records[i];
+                if (r->kind == SPMD_TRACE_CALL && !r->nested) {
+                    const char *stream = r->fingerprint && !r->mesh_call ? every_process : r->what;
+                    refs[m++] = (call_ref){r, stream, text_hash(stream), 0, order++, file, s, 0, 0};
+                }
+                if (m == first || refs[m - 1].r->call != r->call)
+                    continue;
+                t->placed[i].call = m;
+                refs[m - 1].seen |= r->kind != SPMD_TRACE_CALL;
+            }
+            if (t->lost && t->count && m == first) {
+                snprintf(why, size,
+                         "%s holds no whole call (its ring of %u records went round inside "
+                         "one); trace with more SPMD_TRACE_RECORDS",
+                         t->path, t->h.capacity);
+                rc = -1;
+            }
+        }
+    if (rc == 0)
+        rc = count_occurrences(refs, n, files, lossy, &anchored);
+    /* the keys, ranked by the smallest call number that has them */
+    uint32_t keys = 0;
+    if (rc == 0)
+        qsort(refs, n, sizeof *refs, by_text_then_occurrence);
+    for (size_t g = 0, h; rc == 0 && g < n; g = h, keys++) {
+        ranks[keys] = (key_rank){refs[g].r->call, &refs[g], keys};
+        for (h = g;
+             h < n && by_text(&refs[g], &refs[h]) == 0 && refs[h].occurrence == refs[g].occurrence;
+             h++) {
+            refs[h].key = keys;
+            ranks[keys].least =
+                refs[h].r->call < ranks[keys].least ? refs[h].r->call : ranks[keys].least;
+        }
+    }
+    if (rc == 0) {
+        qsort(ranks, keys, sizeof *ranks, by_least_then_text);
+        for (uint32_t k = 0; k < keys; k++) /* index: the rank of each key, for now */
+            index[ranks[k].key] = k;
+        for (size_t i = 0; i < n; i++)
+            refs[i].key = (uint32_t)index[refs[i].key];
+        qsort(refs, n, sizeof *refs, by_file_then_order); /* as made */
+        rc = order_keys(refs, n, keys, index);
+    }
+    for (size_t i = 0; rc == 0 && i < 2 * (size_t)keys; i++)
+        owner[i] = -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) { /* each run's call records: its first file's */
+        int *o = &owner[(size_t)refs[i].run * keys + refs[i].key];
+        *o = *o < 0 ? refs[i].file : *o;
+    }
+    if (rc == 0)
+        rc = pair_changed(refs, n, keys, owner, index);
+    *from = 0;
+    for (int s = 0, file = 0; rc == 0 && s < 2; s++)
+        for (int k = 0; k < runs[s]->count; k++, file++) {
+            trace_file *t = &runs[s]->files[k];
+            int head = 1;
+            for (size_t i = 0; i < t->count; i++) {
+                placed *p = &t->placed[i];
+                if (!p->call)
+                    continue;
+                const call_ref *c = &refs[p->call - 1];
+                const spmd_trace_record *r = &t->records[i];
+                int mine = owner[(size_t)s * keys + c->key] == file;
+                /* calls nested without a description that ended well (pmap's conversions,
+                 * made in some layouts only) are left out: nested calls pair by their order */
+                int quiet =
+                    r->nested && r->fingerprint == 0 && r->mesh_call == 0 && r->status == SPMD_OK;
+                p->call = r->kind != SPMD_TRACE_CALL || (mine && !quiet) ? index[c->key] : 0;
+                p->optional = !c->seen && c->r->fingerprint == 0 && c->r->mesh_call == 0 &&
+                              c->r->status == SPMD_OK;
+                if (t->lost && head) /* its first whole call */
+                    *from = index[c->key] > *from ? index[c->key] : *from;
+                head = 0;
+            }
+        }
+    *unanchored = lossy && !anchored;
+    if (rc != 0 && !why[0])
+        snprintf(why, size, "out of memory");
+    free(refs), free(ranks), free(index), free(owner);
+    return rc;
+}
+
 /* One thing a trace says, in the order a program does things. */
 typedef struct obs {
-    uint64_t call;
-    uint32_t seq; /* 0: the call and fn's inputs; a collective's number; UINT32_MAX: the end */
-    int phase;    /* 0: what went in; 1: what came out */
-    int device;   /* -1: the call itself */
-    int nested;   /* a call inside another (pmap's shard_map) */
-    int process;  /* where it was recorded */
+    uint64_t call; /* the call's place in the common order (placed.call) */
+    uint32_t seq;  /* 0: the call and fn's inputs; a collective's number; UINT32_MAX: the end */
+    int phase;     /* 0: what went in; 1: what came out */
+    int device;    /* -1: the call itself */
+    int nested;    /* a call inside another (pmap's shard_map) */
+    int process;   /* where it was recorded */
+    int optional;  /* placed.optional */
     const spmd_trace_record *r;
 } obs;
 
@@ -573,10 +919,10 @@ static int obs_order(const void *pa, const void *pb)
     return (a->r > b->r) - (a->r < b->r); /* a file's records are in the order they were made */
 }
 
-/* Every observation of a run: a device is its global id, or (ordinals) its local ordinal. The
- * calls are the first file's (every process makes the same); several records of one key (the
- * calls inside one pmap) are told apart by their order. */
-static obs *observations(const trace_run *run, int ordinals, size_t *count, uint64_t *from)
+/* Every observation of a run (align_runs placed its records): a device is its global id, or
+ * (ordinals) its local ordinal. A call's records are those of the run's first process that made
+ * it; several records of one key (the calls inside one pmap) are told apart by their order. */
+static obs *observations(const trace_run *run, int ordinals, size_t *count)
 {
     size_t cap = 0;
     for (int k = 0; k < run->count; k++)
@@ -585,23 +931,16 @@ static obs *observations(const trace_run *run, int ordinals, size_t *count, uint
     if (!o)
         return NULL;
     size_t n = 0;
-    *from = 0;
     for (int k = 0; k < run->count; k++) {
         const trace_file *t = &run->files[k];
-        /* a ring that went round may hold only the end of its oldest call (unless that call is
-         * all it holds) */
-        if (t->lost && t->count && t->records[0].call < t->records[t->count - 1].call) {
-            uint64_t first = t->records[0].call + 1;
-            *from = first > *from ? first : *from;
-        }
         for (size_t i = 0; i < t->count; i++) {
             const spmd_trace_record *r = &t->records[i];
-            if (r->kind == SPMD_TRACE_CALL && k > 0)
+            if (!t->placed[i].call)
                 continue;
             int device = r->device < 0 ? -1
                          : ordinals    ? r->device - t->h.first_local_device
                                        : r->device;
-            obs in = {r->call, 0, 0, device, 0, t->h.process, r};
+            obs in = {t->placed[i].call, 0, 0, device, 0, t->h.process, t->placed[i].optional, r};
             obs out = in;
             out.phase = 1;
             if (r->kind == SPMD_TRACE_CALL) {
@@ -718,10 +1057,28 @@ static void layout_text(const trace_run *run, char *buf, size_t size)
              h->num_local_devices == 1 ? "" : "s");
 }
 
+/* "comparing from call #N of process P in A, <what>": the first call compared, as A (else B)
+ * numbers it. */
+static void print_from(const obs *oa, size_t na, const obs *ob, size_t nb, uint64_t from)
+{
+    for (int s = 0; s < 2; s++) {
+        const obs *o = s ? ob : oa;
+        size_t n = s ? nb : na, i = 0;
+        while (i < n && o[i].call < from)
+            i++;
+        if (i == n)
+            continue;
+        const spmd_trace_record *call = call_of(o, n, o[i].call);
+        printf("(the rings went round: comparing from call #%" PRIu64 " of process %d in %s%s%s)\n",
+               o[i].r->call, o[i].process, s ? "B" : "A", call ? ", " : "", call ? call->what : "");
+        return;
+    }
+}
+
 static int trace_diff(const char *name_a, const char *name_b, int show_more)
 {
     trace_run ra, rb;
-    char why[512];
+    char why[512] = "";
     int rc = load_run(name_a, &ra, why, sizeof why);
     if (rc != 0)
         return refuse_run("trace diff", rc, why);
@@ -732,23 +1089,32 @@ static int trace_diff(const char *name_a, const char *name_b, int show_more)
     /* two single files: two processes, whose devices pair by local ordinal */
     int ordinals = !ra.is_dir && !rb.is_dir;
     size_t na = 0, nb = 0;
-    uint64_t from_a = 0, from_b = 0;
-    obs *oa = observations(&ra, ordinals, &na, &from_a);
-    obs *ob = observations(&rb, ordinals, &nb, &from_b);
+    uint64_t from = 0;
+    int unanchored = 0;
+    trace_run *const runs[2] = {&ra, &rb};
+    obs *oa = NULL, *ob = NULL;
+    if (align_runs(runs, &from, &unanchored, why, sizeof why) == 0) {
+        oa = observations(&ra, ordinals, &na);
+        ob = observations(&rb, ordinals, &nb);
+        if (!oa || !ob)
+            snprintf(why, sizeof why, "out of memory");
+    }
     if (!oa || !ob) {
         free(oa);
         free(ob);
         free_run(&ra);
         free_run(&rb);
-        return cli_failure("trace diff", "out of memory");
+        return cli_failure("trace diff", "%s", why);
     }
-    uint64_t from = from_a > from_b ? from_a : from_b;
     char la[64], lb[64];
     layout_text(&ra, la, sizeof la);
     layout_text(&rb, lb, sizeof lb);
     printf("A: %s (%s)\nB: %s (%s)\n", name_a, la, name_b, lb);
     if (from)
-        printf("(the rings went round: comparing from call #%" PRIu64 ")\n", from);
+        print_from(oa, na, ob, nb, from);
+    if (unanchored)
+        printf("(no call is in every trace once: calls of one description pair by their order "
+               "from each ring's oldest)\n");
     int digests = ra.files[0].h.digests && rb.files[0].h.digests;
     size_t i = 0, j = 0, compared = 0, found = 0;
     while (i < na || j < nb) {
@@ -771,6 +1137,9 @@ static int trace_diff(const char *name_a, const char *name_b, int show_more)
                 i++, j++;
                 continue;
             }
+        } else if (at_obs->optional) { /* a call that did nothing to see, in one run only */
+            c < 0 ? i++ : j++;
+            continue;
         }
         char place[300];
         place_text(at_obs, ordinals, place, sizeof place);
@@ -779,10 +1148,14 @@ static int trace_diff(const char *name_a, const char *name_b, int show_more)
             const spmd_trace_record *call =
                 call_of(c <= 0 ? oa : ob, c <= 0 ? na : nb, at_obs->call);
             if (call && at_obs->device >= 0)
-                printf("  in call #%" PRIu64 ": %s\n", call->call, call->what);
+                printf("  in call #%" PRIu64 ": %s\n", at_obs->r->call, call->what);
+            else if (c != 0)
+                printf("  call #%" PRIu64 ": %s\n", at_obs->r->call, at_obs->r->what);
             if (c == 0)
-                printf("  %s differs:\n    A: %s (process %d)\n    B: %s (process %d)\n", d.what,
-                       d.a, oa[i].process, d.b, ob[j].process);
+                printf("  %s differs:\n    A: %s (process %d, call #%" PRIu64 ")\n    B: %s "
+                       "(process %d, call #%" PRIu64 ")\n",
+                       d.what, d.a, oa[i].process, oa[i].r->call, d.b, ob[j].process,
+                       ob[j].r->call);
             else
                 printf("  only %s has it (process %d); the other trace %s\n", c < 0 ? "A" : "B",
                        at_obs->process,
@@ -790,7 +1163,14 @@ static int trace_diff(const char *name_a, const char *name_b, int show_more)
                            ? "issued fewer or other collectives here"
                            : "has no such record");
         } else if ((int)found <= show_more) {
-            printf("then: %s: %s\n", place, c == 0 ? d.what : c < 0 ? "only in A" : "only in B");
+            if (c == 0 && ob[j].r->call != oa[i].r->call)
+                printf("then: %s: %s (B: process %d, call #%" PRIu64 ")\n", place, d.what,
+                       ob[j].process, ob[j].r->call);
+            else
+                printf("then: %s: %s\n", place,
+                       c == 0  ? d.what
+                       : c < 0 ? "only in A"
+                               : "only in B");
         }
         found++;
         if (c <= 0)
@@ -834,7 +1214,9 @@ void spmd_cli_trace_usage(FILE *out)
           "             its fingerprint, its outcome, or its data (SPMD_TRACE_DIGESTS=1). A and B\n"
           "             are two directories (two layouts or two versions of a program: devices\n"
           "             pair by global id) or two files (two processes: devices pair by local\n"
-          "             ordinal).\n"
+          "             ordinal). Calls pair by what they are (a shard_map's mesh and its number\n"
+          "             on it), not by each process's numbers: a process may skip the calls on\n"
+          "             meshes without its devices.\n"
           "\n"
           "options:\n"
           "  --more N   also list the next N differences (default 5)\n"

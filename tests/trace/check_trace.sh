@@ -10,6 +10,12 @@
 #   killed   the same hang, the job killed by `timeout -s KILL` before the timeout: `spmd trace
 #            show` says the same from what the files held;
 #   signal   a process that aborts, and one that exits without spmd_finalize: the header says so;
+#   submesh  (TRACE_PLANTED is trace_submesh) shard_maps on a sub-mesh between calls on the full
+#            mesh, processes outside it skipping them (or calling them and running nothing):
+#            the traces of 1 x 4, 2 x 2 and 4 x 1 agree, though each process numbers its calls
+#            its own way, and so do those whose rings went round (SPMD_TRACE_RECORDS=64); a
+#            changed input in one sub-mesh call, another collective in one full-mesh call and
+#            a renamed sync are found and named, with each side's own call number;
 #   files    (no MPI) `spmd trace show` of a crafted ring whose header claims 2^20 devices reads
 #            its records once (it took 25 s); show and diff refuse, as bad usage and without
 #            waiting, what is not a regular file: a FIFO, a device, a directory named like a
@@ -30,8 +36,9 @@ expect() {
 run() { # run P D DIR MODE [ENV...]: P processes x D devices, traced into DIR
     p=$1 d=$2 dir=$3 mode=$4
     shift 4
+    # shellcheck disable=SC2086 # the words of $mode are the program's arguments
     env SPMD_NUM_CPU_DEVICES="$d" SPMD_CUDA_DEVICES_PER_GPU="$d" SPMD_TRACE="$dir" "$@" \
-        "$mpiexec" -n "$p" "$program" "$mode" >"$dir.out" 2>"$dir.err"
+        "$mpiexec" -n "$p" "$program" $mode >"$dir.out" 2>"$dir.err"
 }
 
 case $case in
@@ -55,7 +62,7 @@ diverge)
     expect "$work/diverge.diff" "^first difference: call #[0-9]+, collective #2 on device 5: all_gather float32\[4\] over \('i'\) #2$"
     expect "$work/diverge.diff" "^  in call #[0-9]+: spmd_shard_map on Mesh\('i': 8, axis_types=\(Auto,\)\).*call #3 on that mesh$"
     expect "$work/diverge.diff" "^  the input data \(digests\) differs:$"
-    expect "$work/diverge.diff" "^    B: [0-9a-f]{16} \(process 2\)$"
+    expect "$work/diverge.diff" "^    B: [0-9a-f]{16} \(process 2, call #[0-9]+\)$"
     # a directory holding the files of two runs is refused, not read as one
     mkdir "$work/mixed"
     cp "$work/clean_4x2/"*.spmd "$work/mixed/"
@@ -67,6 +74,48 @@ diverge)
     "$spmd" trace diff "$work/two/trace.0.spmd" "$work/two/trace.1.spmd" >"$work/two.diff" ||
         fail "the processes of one run differ: $(cat "$work/two.diff")"
     expect "$work/two.diff" "^\(no data digests in either"
+    ;;
+submesh)
+    for run in 1x4:skip 2x2:skip 2x2:call 4x1:skip 2x2:plant 2x2:other; do
+        layout=${run%:*} mode=${run#*:}
+        run "${layout%x*}" "${layout#*x}" "$work/${mode}_$layout" "$mode" SPMD_TRACE_DIGESTS=1 \
+            SPMD_PLATFORM=cpu || fail "$mode $layout exits $?: $(cat "$work/${mode}_$layout.err")"
+    done
+    for other in skip_2x2 call_2x2 skip_4x1; do
+        cmp -s "$work/skip_1x4.out" "$work/$other.out" || fail "the outputs of $other differ"
+        "$spmd" trace diff "$work/skip_1x4" "$work/$other" >"$work/$other.diff" ||
+            fail "the traces of 1x4 and $other differ: $(cat "$work/$other.diff")"
+        expect "$work/$other.diff" "^the traces agree: [0-9]+ records compared, data digests included"
+    done
+    "$spmd" trace diff "$work/skip_2x2" "$work/skip_4x1" >"$work/2x2_4x1.diff" ||
+        fail "the traces of 2x2 and 4x1 differ: $(cat "$work/2x2_4x1.diff")"
+    # device 1's psum input in call #2 on 'j': call #8 of process 0 in both
+    "$spmd" trace diff "$work/skip_1x4" "$work/plant_2x2" >"$work/plant.diff"
+    [ $? -eq 1 ] || fail "the planted input is not a difference: $(cat "$work/plant.diff")"
+    expect "$work/plant.diff" "^first difference: call #8, collective #1 on device 1: psum float32\[4\] over \('j'\) #1$"
+    expect "$work/plant.diff" "^  in call #8: spmd_shard_map on Mesh\('j': 2, .*\(devices \[0, 1\]\), call #2 on that mesh$"
+    expect "$work/plant.diff" "^  the input data \(digests\) differs:$"
+    expect "$work/plant.diff" "^    B: [0-9a-f]{16} \(process 0, call #8\)$"
+    # the third call on 'i', with pmax in 2 x 2: call #11 of 1 x 4's process, #9 of process 1 of
+    # 2 x 2 (it skipped two calls on 'j')
+    "$spmd" trace diff --more 100 "$work/skip_1x4" "$work/other_2x2" >"$work/other.diff"
+    [ $? -eq 1 ] || fail "the other collective is not a difference: $(cat "$work/other.diff")"
+    expect "$work/other.diff" "^first difference: call #11, collective #1 on device 0: psum float32\[4\] over \('i'\) #1$"
+    expect "$work/other.diff" "^  in call #11: spmd_shard_map on Mesh\('i': 4, .*call #3 on that mesh$"
+    expect "$work/other.diff" "^  what was called differs:$"
+    expect "$work/other.diff" "^    B: pmax float32\[4\] over \('i'\) #1 \(process 0, call #11\)$"
+    expect "$work/other.diff" "^then: call #11, collective #1 on device 3: psum .*: what was called \(B: process 1, call #9\)$"
+    # and the last sync, named otherwise: the multihost calls pair by their order
+    expect "$work/other.diff" "^then: call #13 \(what it is\): what was called$"
+    # rings of 64 records over 12 rounds: compared from a call every file holds whole
+    for layout in 1x4 2x2; do
+        run "${layout%x*}" "${layout#*x}" "$work/ring_$layout" "skip 12" SPMD_TRACE_DIGESTS=1 \
+            SPMD_PLATFORM=cpu SPMD_TRACE_RECORDS=64 || fail "skip 12 $layout exits $?"
+    done
+    "$spmd" trace diff "$work/ring_1x4" "$work/ring_2x2" >"$work/ring.diff" ||
+        fail "the traces of rings that went round differ: $(cat "$work/ring.diff")"
+    expect "$work/ring.diff" "^\(the rings went round: comparing from call #[0-9]+ of process 0 in A, spmd_shard_map on Mesh"
+    expect "$work/ring.diff" "^the traces agree: [0-9]+ records compared, data digests included"
     ;;
 hang | killed)
     if [ "$case" = hang ]; then
