@@ -3,6 +3,7 @@
  * mismatch or a missing process is an error, not a hang), then moves the data with MPI. */
 #include <spmd/multihost.h>
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,11 +301,11 @@ static void describe(char *buf, size_t size, const char *op, const spmd_array *x
     spmd__strbuf_init(&sb, buf, size);
     spmd__strbuf_printf(&sb, "%s of %s", op, spmd_dtype_name(x->dtype));
     spmd__strbuf_shape(&sb, x->shape, x->ndim);
-    spmd__strbuf_printf(&sb, "%s%s",
-                        spmd_array_is_fully_addressable(x) ? host_local_text : global_text,
-                        tiled ? " tiled" : " stacked");
+    spmd__strbuf_printf(&sb, "%s", tiled ? " tiled" : " stacked");
     if (root >= 0)
         spmd__strbuf_printf(&sb, " to process %d", root);
+    spmd__strbuf_printf(&sb, "%s",
+                        spmd_array_is_fully_addressable(x) ? host_local_text : global_text);
 }
 
 /*
@@ -355,7 +356,7 @@ static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int ro
                      "spmd_process_allgather_shape)",
                      fn, out_bytes, need);
     }
-    char description[256];
+    char description[512]; /* room for a rank-8 shape and the layout sentence */
     describe(description, sizeof description, root < 0 ? "process_allgather" : "process_gather", x,
              tiled, root);
     spmd__comm *comm = NULL;
@@ -566,14 +567,11 @@ static void merge_equality(void *mine, const void *theirs, size_t theirs_bytes, 
         absorb(a, record_value(a), &b, their_value, bytes);
         return;
     }
-    /* theirs becomes the reference: mine, kept aside, is taken in */
-    equality_record *kept = malloc(theirs_bytes);
-    if (!kept)
-        return; /* the lowest process's record wins anyway where memory allows */
-    memcpy(kept, mine, theirs_bytes);
-    memcpy(mine, theirs, theirs_bytes);
-    absorb(a, record_value(a), kept, record_value(kept), bytes);
-    free(kept);
+    /* theirs becomes the reference, taking in mine (its value read before it is replaced) */
+    equality_record my_head = *a;
+    absorb(&b, their_value, &my_head, record_value(a), bytes);
+    memcpy(record_value(a), their_value, bytes);
+    *a = b;
 }
 
 spmd_status spmd_assert_equal(const spmd_array *x, const char *message)
@@ -593,6 +591,11 @@ spmd_status spmd_assert_equal(const spmd_array *x, const char *message)
     spmd__strbuf_init(&sb, description, sizeof description);
     spmd__strbuf_printf(&sb, "assert_equal of %s", spmd_dtype_name(x->dtype));
     spmd__strbuf_shape(&sb, whole ? x->shape : x->shard_shape, x->ndim);
+    /* the record goes as one message, whose size MPI counts in an int */
+    SPMD_REQUIRE(bytes <= (size_t)INT_MAX - sizeof(equality_record) - 4096, SPMD_ERR_UNSUPPORTED,
+                 "%s: x's %zu bytes exceed what one message between processes carries (2 GiB); "
+                 "compare it in parts",
+                 fn, bytes);
     size_t record_bytes = sizeof(equality_record) + bytes;
     equality_record *record = malloc(record_bytes);
     SPMD_REQUIRE(record != NULL, SPMD_ERR_OUT_OF_MEMORY,

@@ -540,7 +540,11 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
         waiting_at_first |= tests++ == 0 && from >= 0 && done[0];
         if (done[0] && done[1])
             break;
-        weigh_doubt(&suspected, tracked, suspicion, !done[tracked_request]);
+        /* a message matched in MPI (its receive under way) is not missing: it may come in
+         * parts, from a sender that has gone on */
+        weigh_doubt(&suspected, tracked, suspicion,
+                    !done[tracked_request] && !(tracked_request == 0 && ring_in && !hybrid &&
+                                                reqs[0] != MPI_REQUEST_NULL));
         if (!started || (tests & 7) == 0) /* as in spmd__comm_paired_exchange */
             now = spmd__coarse_now_ns();
         if (!started) {
@@ -656,7 +660,7 @@ static int step_with_extra(xchg *x, int to, const char *S, size_t sent, int from
     int o = step(x, to, S, sent, from, R, rcap, deadline_of(x, step_index), got, &open);
     if (open)
         spmd__comm_detach_buffer(x->c, 0);
-    if (o == MISSED)
+    if (o == MISSED && !x->skip_missing) /* a roll call only gathers lists */
         missed(x, from);
     return o;
 }
@@ -783,7 +787,7 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
             return;
         if (o == GOT)
             take(x, rd, *S, *R, got, 0);
-        else
+        else if (!x->skip_missing) /* a roll call only gathers lists */
             missed(x, partner);
     }
     if (extra) {
@@ -983,11 +987,17 @@ static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wa
 static header roll_call(const xchg *x)
 {
     header all = x->h;
-    if (x->stopped != SPMD_OK || x->broken || x->w->follows_another)
+    /* a list already cut short says "and others" anyway */
+    if (x->stopped != SPMD_OK || x->broken || x->w->follows_another ||
+        (x->h.flags & FLAG_MORE_MISSING))
         return all;
-    int64_t grace = spmd__comm_grace_ns(), timeout = spmd__comm_timeout_ns();
+    /* the processes that came end the exchange within its steps' spread of each other: the
+     * window covers that twice, within a grace period; one that does not come (it returned,
+     * late or stopped) costs no more, and is not named */
+    int64_t grace = spmd__comm_grace_ns(), spread = 2 * (int64_t)(x->t.levels + 2) * x->stagger;
+    int64_t window = spread + 100000000 < grace ? spread + 100000000 : grace;
     spmd__agreement none = {0, NULL, NULL, NULL};
-    spmd__wait quick = {.deadline_ns = spmd__now_ns() + (grace < timeout ? grace : timeout),
+    spmd__wait quick = {.deadline_ns = spmd__now_ns() + window,
                         .cancelled = x->w->cancelled,
                         .arg = x->w->arg,
                         .what = x->w->what,
@@ -996,6 +1006,7 @@ static header roll_call(const xchg *x)
                         .settled_only = 1};
     xchg r;
     xchg_init(&r, x->c, &none, &quick, x->tag + 3, quick.deadline_ns);
+    r.stamp = x->stamp; /* the exchange's, whatever the communicator took since */
     r.skip_missing = 1;
     header_merge(&r.h, &x->h);
     r.h.fp_min = r.h.fp_max = 0; /* the lists alone are compared */

@@ -333,6 +333,10 @@ void spmd__comm_drain(spmd__comm *c, unsigned long epoch);
  * with the number (unsigned long) of the call that failed.
  */
 void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes);
+/** Takes in the abort records that arrived, passing them on down their trees, and keeps them
+ * for spmd__comm_poll_abort and spmd__comm_drain: for a wait that cannot be cancelled, so that
+ * its process does not cut its subtree off. */
+void spmd__comm_pass_on_aborts(spmd__comm *c);
 /**
  * 1 (record filled) when an abort record of call `epoch` from another rank has arrived, else 0.
  * Records of earlier calls are dropped, those of later calls kept for then.

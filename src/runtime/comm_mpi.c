@@ -1054,6 +1054,17 @@ void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
     free(message);
 }
 
+void spmd__comm_pass_on_aborts(spmd__comm *c)
+{
+    pthread_mutex_lock(&c->kept_lock);
+    lock();
+    size_t bytes = 0;
+    for (char *buf; (buf = next_record(c, &bytes)) != NULL;)
+        keep_later_record(c, buf, bytes); /* passed on as it came in */
+    unlock();
+    pthread_mutex_unlock(&c->kept_lock);
+}
+
 int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size_t bytes)
 {
     int found = 0;

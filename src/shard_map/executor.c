@@ -1197,6 +1197,14 @@ static uint64_t call_signature(const spmd__call *call)
 
 /* Every process learns every other's outcome, reduced (so that all return the same status: a
  * failure anywhere fails the call everywhere), and the sum of the replication check. */
+/* The outcome's wait ends only with the exchange; meanwhile abort records that reach this
+ * process go on down their trees (a process that never looked would cut its subtree off). */
+static spmd_status pass_on_aborts(void *control)
+{
+    spmd__comm_pass_on_aborts(control);
+    return SPMD_OK;
+}
+
 static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64_t *replication,
                                      int *abandoned, int *everyone_finished)
 {
@@ -1239,6 +1247,8 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
                     .what = "spmd_shard_map (agreeing on the outcome)",
                     .key = call->seq * 1024 + 299,
                     .where = &end,
+                    .cancelled = pass_on_aborts,
+                    .arg = s->control,
                     .settled_only = 1};
     spmd_status st = spmd__comm_reduce_record(s->control, &a, &mine, &bytes, sizeof mine,
                                               merge_outcome, &bytes, &w);
@@ -1599,9 +1609,13 @@ static spmd_status check_call(spmd_plan *plan, spmd_array *const *in_arrays,
 static spmd_status outside_the_mesh(spmd_plan *plan, spmd_array *const *in_arrays,
                                     spmd_array **out_arrays)
 {
-    SPMD_CHECK(spmd__worker_refuse_nested("spmd_shard_map"));
-    SPMD_CHECK(check_call(plan, in_arrays, out_arrays));
-    spmd_status st = create_outputs(plan, out_arrays);
+    /* the call lock, unnumbered: the plan's accepted shardings are the call's alone (no
+     * number, so that no process's calls are numbered differently for taking no part) */
+    spmd__call_entry lock;
+    SPMD_CHECK(spmd__calls_enter_unnumbered("spmd_shard_map", &lock));
+    spmd_status st = check_call(plan, in_arrays, out_arrays);
+    if (st == SPMD_OK)
+        st = create_outputs(plan, out_arrays);
     for (int j = 0; st != SPMD_OK && j < plan->nout; j++) {
         spmd_array_destroy(out_arrays[j]);
         out_arrays[j] = NULL;
@@ -1609,6 +1623,7 @@ static spmd_status outside_the_mesh(spmd_plan *plan, spmd_array *const *in_array
     for (int i = 0; st == SPMD_OK && i < plan->nin; i++) /* gone here too, as where it ran */
         if (plan->donate[i])
             spmd__array_mark_deleted(in_arrays[i], "spmd_shard_map");
+    spmd__calls_exit(&lock, st);
     return st;
 }
 
