@@ -874,6 +874,20 @@ static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__w
                                 size_t capacity, int fixed, spmd__combine_fn combine, void *arg,
                                 const spmd__tree_inputs *order, header *verdict);
 
+/* The wait of an exchange that follows a failed one among the same processes: w's texts and
+ * cancellation, a deadline of its own, and only a verdict that abandons the call ends it. */
+static spmd__wait follow_up_wait(const spmd__wait *w, int64_t deadline)
+{
+    spmd__wait quick = {.deadline_ns = deadline,
+                        .cancelled = w->cancelled,
+                        .arg = w->arg,
+                        .what = w->what,
+                        .timeout_name = w->timeout_name,
+                        .late_told_later = 1,
+                        .settled_only = 1};
+    return quick;
+}
+
 /* Second exchange, after fingerprints differed: the two processes named in the verdict send
  * their descriptions (deadline: a grace period, since everyone is already there). */
 static void fetch_texts(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
@@ -898,14 +912,8 @@ static void fetch_texts(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, 
     int64_t timeout = spmd__comm_timeout_ns();
     int64_t grace = spmd__comm_grace_ns();
     spmd__agreement same = {0, NULL, NULL, NULL};
-    spmd__wait quick = {.deadline_ns = spmd__now_ns() + (grace < timeout ? grace : timeout),
-                        .cancelled = w->cancelled,
-                        .arg = w->arg,
-                        .what = w->what,
-                        .timeout_name = w->timeout_name,
-                        .late_told_later = 1,
-                        .settled_only = 1,
-                        .follows_another = 1};
+    spmd__wait quick = follow_up_wait(w, spmd__now_ns() + (grace < timeout ? grace : timeout));
+    quick.follows_another = 1;
     size_t bytes = sizeof *out;
     header h;
     if (run_exchange(c, &same, &quick, tag + 1, quick.deadline_ns, out, &bytes, sizeof *out, 1,
@@ -996,20 +1004,13 @@ static header roll_call(const xchg *x)
      * late or stopped) costs no more, and is not named */
     int64_t grace = spmd__comm_grace_ns(), spread = 2 * (int64_t)(x->t.levels + 2) * x->stagger;
     int64_t window = spread + 100000000 < grace ? spread + 100000000 : grace;
-    spmd__agreement none = {0, NULL, NULL, NULL};
-    spmd__wait quick = {.deadline_ns = spmd__now_ns() + window,
-                        .cancelled = x->w->cancelled,
-                        .arg = x->w->arg,
-                        .what = x->w->what,
-                        .timeout_name = x->w->timeout_name,
-                        .late_told_later = 1,
-                        .settled_only = 1};
+    spmd__agreement none = {0, NULL, NULL, NULL}; /* the lists alone are compared */
+    spmd__wait quick = follow_up_wait(x->w, spmd__now_ns() + window);
     xchg r;
     xchg_init(&r, x->c, &none, &quick, x->tag + 3, quick.deadline_ns);
     r.stamp = x->stamp; /* the exchange's, whatever the communicator took since */
     r.skip_missing = 1;
-    header_merge(&r.h, &x->h);
-    r.h.fp_min = r.h.fp_max = 0; /* the lists alone are compared */
+    memcpy(r.h.missing, x->h.missing, sizeof r.h.missing);
     char *S = spmd__comm_buffer(x->c, 0, SEAL_MAX);
     char *R = spmd__comm_buffer(x->c, 1, recv_capacity(0));
     if (!S || !R)

@@ -1040,7 +1040,6 @@ void spmd__comm_drain(spmd__comm *c, unsigned long epoch)
 void spmd__comm_post_abort(spmd__comm *c, const void *record, size_t bytes)
 {
     abort_root root = c->rank;
-
     char *message = malloc(bytes + sizeof root);
     if (!message)
         return; /* best effort: the others will time out instead */

@@ -315,6 +315,29 @@ static spmd_status fail_args(spmd_ctx *ctx, spmd_status st)
 
 /* ---- rendezvous of the local members ---- */
 
+/* The mismatch when the local member at mesh position `flat` (which `returned` from fn, or not)
+ * last arrived at another collective of this call in this one's place, or past it; SPMD_OK when
+ * it did not (its record: spmd__device_at). */
+static spmd_status issued_elsewhere(coll *c, int flat, int returned)
+{
+    unsigned long call = 0;
+    unsigned seq = 0;
+    uint64_t fingerprint = 0, what[2];
+    spmd__device_at_read(&c->call->state->at[c->call->slot_of_flat[flat]], &call, &seq,
+                         &fingerprint, what);
+    if (call != c->call->seq || seq < c->seq || (seq == c->seq && fingerprint == c->fingerprint))
+        return SPMD_OK;
+    char other[160];
+    spmd__collective_format(c->call, what, other, sizeof other);
+    return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                      "devices issued different collectives: device %d waits in %s for device "
+                      "%d, which %s %s as its #%u%s; every device must issue the same "
+                      "collectives, with the same axis_index_groups, in the same order",
+                      c->ctx->device_id, describe(c), c->mesh->device_ids[flat],
+                      seq == c->seq ? "issued" : "has gone on past it to", other, seq,
+                      returned ? " and returned from fn" : "");
+}
+
 static spmd_status missing_members(coll *c, unsigned gen, int *any_finished)
 {
     spmd__group *g = c->g;
@@ -336,21 +359,9 @@ static spmd_status missing_members(coll *c, unsigned gen, int *any_finished)
     *any_finished = finished_device >= 0;
     if (finished_device >= 0) {
         /* what it issued in this one's place, when it did: another grouping, say */
-        unsigned long call = 0;
-        unsigned seq = 0;
-        uint64_t fingerprint = 0, what[2];
-        spmd__device_at_read(&c->call->state->at[c->call->slot_of_flat[finished_flat]], &call, &seq,
-                             &fingerprint, what);
-        if (call == c->call->seq && seq >= c->seq && fingerprint != c->fingerprint) {
-            char other[160];
-            spmd__collective_format(c->call, what, other, sizeof other);
-            return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
-                              "devices issued different collectives: device %d waits in %s for "
-                              "device %d, which issued %s as its #%u and returned from fn; every "
-                              "device must issue the same collectives, with the same "
-                              "axis_index_groups, in the same order",
-                              c->ctx->device_id, describe(c), finished_device, other, seq);
-        }
+        spmd_status elsewhere = issued_elsewhere(c, finished_flat, 1);
+        if (elsewhere != SPMD_OK)
+            return elsewhere;
         return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
                           "device %d waits in %s, but device %d returned from fn without calling "
                           "it; every device must issue the same collectives in the same order",
@@ -369,25 +380,11 @@ static spmd_status member_elsewhere(coll *c, unsigned gen)
 {
     spmd__group *g = c->g;
     for (int k = 0; k < g->num_local; k++) {
-        if (atomic_load(&g->slots[k].arrived) == gen + 1)
-            continue;
-        int f = g->local_flat[k];
-        unsigned long call = 0;
-        unsigned seq = 0;
-        uint64_t fingerprint = 0, what[2];
-        spmd__device_at_read(&c->call->state->at[c->call->slot_of_flat[f]], &call, &seq,
-                             &fingerprint, what);
-        if (call != c->call->seq || seq < c->seq ||
-            (seq == c->seq && fingerprint == c->fingerprint))
-            continue;
-        char other[160];
-        spmd__collective_format(c->call, what, other, sizeof other);
-        return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
-                          "devices issued different collectives: device %d waits in %s for device "
-                          "%d, which %s %s as its #%u; every device must issue the same "
-                          "collectives, with the same axis_index_groups, in the same order",
-                          c->ctx->device_id, describe(c), c->mesh->device_ids[f],
-                          seq == c->seq ? "issued" : "has gone on past it to", other, seq);
+        spmd_status st = atomic_load(&g->slots[k].arrived) == gen + 1
+                             ? SPMD_OK
+                             : issued_elsewhere(c, g->local_flat[k], 0);
+        if (st != SPMD_OK)
+            return st;
     }
     return SPMD_OK;
 }

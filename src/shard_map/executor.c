@@ -1195,8 +1195,6 @@ static uint64_t call_signature(const spmd__call *call)
     return mix64(call->signature ^ mix64(call->digest));
 }
 
-/* Every process learns every other's outcome, reduced (so that all return the same status: a
- * failure anywhere fails the call everywhere), and the sum of the replication check. */
 /* The outcome's wait ends only with the exchange; meanwhile abort records that reach this
  * process go on down their trees (a process that never looked would cut its subtree off). */
 static spmd_status pass_on_aborts(void *control)
@@ -1205,6 +1203,8 @@ static spmd_status pass_on_aborts(void *control)
     return SPMD_OK;
 }
 
+/* Every process learns every other's outcome, reduced (so that all return the same status: a
+ * failure anywhere fails the call everywhere), and the sum of the replication check. */
 static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64_t *replication,
                                      int *abandoned, int *everyone_finished)
 {
