@@ -17,6 +17,7 @@
 #include "spmd/reshard.h"
 #include "spmd/shard_map.h"
 #include "spmd/ops.h"
+#include "spmd/array_ops.h"
 #include "spmd/multihost.h"
 #include "spmd/compat.h"
 #include "spmd/pmap.h"

@@ -18,9 +18,10 @@ runtime   | runtime/                   | basics |
 sharding  | sharding/                  | basics | mpi.h spmd/mpi.h cuda* cublas* nccl.h
 array     | array/                     | basics runtime sharding |
 shard_map | shard_map/                 | basics runtime sharding array |
-multihost | multihost/                 | basics runtime sharding array shard_map |
-compat    | compat/                    | basics runtime sharding array shard_map |
-pmap      | pmap/                      | basics runtime sharding array shard_map |
+array_ops | array_ops/                 | basics runtime sharding array shard_map |
+multihost | multihost/                 | basics runtime sharding array shard_map array_ops |
+compat    | compat/                    | basics runtime sharding array shard_map array_ops |
+pmap      | pmap/                      | basics runtime sharding array shard_map array_ops |
 cli       | cli/                       | |
 '
 
