@@ -17,7 +17,7 @@ BEGIN {
     want("(i) float32[8@x,16@y], 0 collective(s), 0 B")
     message("SPMD_ERR_SPEC: spmd_array_matmul: float32[8,4@x] @ float32[4@x,16]: contracting " \
          "dimensions are sharded on both sides over 'x', and it is ambiguous how the result " \
-         "should be sharded. Give an out_sharding (SPMD_REPLICATED for the first): " \
+         "should be sharded. Give an out_sharding: SPMD_REPLICATED, " \
          "float32[8,16] (psum over 'x', " psum(full, 2) " B per device); float32[8@x,16] " \
          "(psum_scatter over 'x', " full / 2 " B per device); float32[8,16@x] (psum_scatter " \
          "over 'x', " full / 2 " B per device); float32[8,16]{U:x} (unreduced: no communication)")

@@ -151,6 +151,21 @@ static void unpermute_type(const spmd__xtype *t, const int *perm, int permuted, 
     }
 }
 
+/* b laid out with its dimension db on a's dimension da's axes (taken off b's other ones) */
+static void b_like_a(const spmd__xtype *a, int da, const spmd__xtype *b, int db, spmd__xtype *out)
+{
+    *out = *b;
+    unsigned m = spmd__xtype_dim_mask(a, da);
+    for (int d = 0; d < b->ndim; d++) {
+        int n = 0;
+        for (int k = 0; k < b->naxes[d]; k++)
+            if (!(m >> b->axes[d][k] & 1))
+                out->axes[d][n++] = b->axes[d][k];
+        out->naxes[d] = n;
+    }
+    spmd__xtype_copy_dim(out, db, a, da);
+}
+
 static spmd_status check_dims(const char *api, const char *arg, int n, const int *dims, int ndim,
                               int *used)
 {
@@ -177,8 +192,10 @@ static void legal_answers(const dot_args *w, unsigned mask, int group, spmd__str
     char type[192], axes[96];
     spmd__axes_text_mask(w->nat.mesh, mask, axes, sizeof axes);
     spmd__xtype_format(&t, type, sizeof type);
-    spmd__strbuf_printf(sb, " %s (psum over '%s', %lld B per device);", type, axes,
-                        (long long)(2 * (group - 1) * bytes / group));
+    int64_t psum = 2 * (group - 1) * bytes / group;
+    spmd__strbuf_printf(sb, " %s%s (psum over '%s', %lld B per device);",
+                        spmd__xtype_used(&t) ? "" : "SPMD_REPLICATED, ", type, axes,
+                        (long long)psum);
     for (int j = 0; j < t.ndim; j++) {
         if (t.naxes[j] || t.shape[j] % (int64_t)(group * spmd__xtype_shards(&t, j)))
             continue;
@@ -194,6 +211,15 @@ static void legal_answers(const dot_args *w, unsigned mask, int group, spmd__str
     t.unreduced = mask;
     spmd__xtype_format(&t, type, sizeof type);
     spmd__strbuf_printf(sb, " %s (unreduced: no communication)", type);
+    if (spmd__xtype_used(&w->nat)) { /* replicated whole: the psum, then a gather */
+        spmd__xtype rep;
+        spmd__xtype_replicated(t.mesh, t.ndim, t.shape, t.dtype, &rep);
+        spmd__xtype_format(&rep, type, sizeof type);
+        spmd__strbuf_printf(sb,
+                            "; SPMD_REPLICATED, %s (psum over '%s', then a reshard: %lld B "
+                            "per device)",
+                            type, axes, (long long)(psum + spmd__reshard_bytes(&w->nat, &rep)));
+    }
 }
 
 static spmd_status run_dot(spmd__xop *op, dot_args *w, const spmd_sharding *out_sharding,
@@ -220,8 +246,8 @@ static spmd_status run_dot(spmd__xop *op, dot_args *w, const spmd_sharding *out_
                      "%s: batch dimension %d of a (%lld) and %d of b (%lld) differ: %s, %s", api,
                      da, (long long)a->shape[da], db, (long long)b->shape[db], ta, tb);
         if (!spmd__xtype_dims_alike(a, da, b, db)) {
-            spmd__xtype bb = *b;
-            spmd__xtype_copy_dim(&bb, db, a, da);
+            spmd__xtype bb;
+            b_like_a(a, da, b, db, &bb);
             char want[192];
             spmd__xtype_format(&bb, want, sizeof want);
             return SPMD_ERROR(SPMD_ERR_SPEC,
@@ -243,8 +269,8 @@ static spmd_status run_dot(spmd__xop *op, dot_args *w, const spmd_sharding *out_
                 char xa[96], xb[96];
                 spmd__xtype_dim_text(a, da, xa, sizeof xa);
                 spmd__xtype_dim_text(b, db, xb, sizeof xb);
-                spmd__xtype bb = *b;
-                spmd__xtype_copy_dim(&bb, db, a, da);
+                spmd__xtype bb;
+                b_like_a(a, da, b, db, &bb);
                 char want[192];
                 spmd__xtype_format(&bb, want, sizeof want);
                 return SPMD_ERROR(SPMD_ERR_SPEC,
@@ -330,7 +356,7 @@ static spmd_status run_dot(spmd__xop *op, dot_args *w, const spmd_sharding *out_
         return SPMD_ERROR(SPMD_ERR_SPEC,
                           "%s: %s @ %s: contracting dimensions are sharded on both sides over "
                           "'%s', and it is ambiguous how the result should be sharded. Give an "
-                          "out_sharding (SPMD_REPLICATED for the first):%s",
+                          "out_sharding:%s",
                           api, ta, tb, w->sum_axes, text);
     }
     spmd__xtype body = *nat;
@@ -421,6 +447,11 @@ spmd_status spmd_array_dot_general(spmd_array *a, spmd_array *b, int nbatch, con
     SPMD_REQUIRE((!nbatch || (a_batch && b_batch)) && (!ncontract || (a_contract && b_contract)),
                  SPMD_ERR_INVALID_ARGUMENT,
                  "%s: a dimension list is NULL while its count is positive", api);
+    spmd__xop_describe_more(&op, ", batch %d, contract %d:", nbatch, ncontract);
+    for (int i = 0; i < nbatch; i++)
+        spmd__xop_describe_more(&op, " %d/%d", w.a_batch[i], w.b_batch[i]);
+    for (int i = 0; i < ncontract; i++)
+        spmd__xop_describe_more(&op, " %d/%d", w.a_contract[i], w.b_contract[i]);
     return run_dot(&op, &w, out_sharding, out);
 }
 
@@ -528,5 +559,6 @@ spmd_status spmd_array_einsum(const char *subscripts, spmd_array *a, spmd_array 
                      subscripts);
         w.permuted |= w.perm[j] != j;
     }
+    spmd__xop_describe_more(&op, ", \"%.64s\"", subscripts);
     return run_dot(&op, &w, out_sharding, out);
 }

@@ -2,7 +2,9 @@
  * and the run (reshards before, one shard_map, a reshard after), recorded in the trace. */
 #include "array_ops/driver.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <spmd/reshard.h>
@@ -59,15 +61,27 @@ spmd_status spmd__xop_begin(spmd__xop *op, const char *api, const char *plan_nam
     return SPMD_OK;
 }
 
+/* "Mesh('x': 4) on devices [4, 5, 6, 7]": meshes of one shape differ in their devices */
+static void mesh_text(const spmd_mesh *mesh, char *buf, size_t size)
+{
+    char shape[192];
+    if (spmd_mesh_format(mesh, shape, sizeof shape) != SPMD_OK)
+        snprintf(shape, sizeof shape, "a mesh");
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, buf, size);
+    spmd__strbuf_printf(&sb, "%s on devices [", shape);
+    for (int i = 0; i < mesh->size && i < 16; i++)
+        spmd__strbuf_printf(&sb, i ? ", %d" : "%d", mesh->device_ids[i]);
+    spmd__strbuf_printf(&sb, mesh->size > 16 ? ", ...]" : "]");
+}
+
 static spmd_status same_mesh(const spmd__xop *op, const spmd_mesh *mesh, const char *arg)
 {
     if (!op->mesh || spmd_mesh_equal(op->mesh, mesh))
         return SPMD_OK;
-    char a[256], b[256];
-    if (spmd_mesh_format(op->mesh, a, sizeof a) != SPMD_OK)
-        snprintf(a, sizeof a, "another mesh");
-    if (spmd_mesh_format(mesh, b, sizeof b) != SPMD_OK)
-        snprintf(b, sizeof b, "another mesh");
+    char a[320], b[320];
+    mesh_text(op->mesh, a, sizeof a);
+    mesh_text(mesh, b, sizeof b);
     return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
                       "%s: %s is on %s, but the earlier operands are on %s; an op takes arrays "
                       "of one mesh: move it there with spmd_reshard first",
@@ -117,11 +131,9 @@ spmd_status spmd__xop_requested(const spmd__xop *op, const spmd_sharding *out_sh
     }
     SPMD_CHECK(spmd__sharding_check(out_sharding, op->api, "out_sharding"));
     if (!spmd_mesh_equal(out_sharding->mesh, like->mesh)) {
-        char a[256], b[256];
-        if (spmd_mesh_format(out_sharding->mesh, a, sizeof a) != SPMD_OK)
-            snprintf(a, sizeof a, "another mesh");
-        if (spmd_mesh_format(like->mesh, b, sizeof b) != SPMD_OK)
-            snprintf(b, sizeof b, "another mesh");
+        char a[320], b[320];
+        mesh_text(out_sharding->mesh, a, sizeof a);
+        mesh_text(like->mesh, b, sizeof b);
         return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
                           "%s: out_sharding is on %s, but the operands are on %s; give a "
                           "sharding on the operands' mesh (move the result with spmd_reshard "
@@ -142,6 +154,20 @@ void spmd__xop_reshard_operand(spmd__xop *op, int i, const spmd__xtype *to)
     spmd__plan_reshard(&op->plan, &op->in_type[i], to);
     op->in_type[i] = *to;
     op->reshard_in[i] = 1;
+}
+
+void spmd__xop_describe_more(spmd__xop *op, const char *fmt, ...)
+{
+    size_t len = strlen(op->what);
+    if (len && op->what[len - 1] == ')')
+        len--; /* the parameters go inside the parentheses */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(op->what + len, sizeof op->what - len - 1, fmt, ap);
+    va_end(ap);
+    len = strlen(op->what);
+    op->what[len] = ')';
+    op->what[len + 1] = '\0';
 }
 
 void spmd__xop_describe(spmd__xop *op, const char *name)
@@ -299,11 +325,16 @@ spmd_status spmd__xop_run(spmd__xop *op, spmd_array **out)
         spmd__strbuf_printf(
             &sb, "%s%s%s: %s -> %s: %s", op->api, op->opts && op->opts->where ? " at " : "",
             op->opts && op->opts->where ? op->opts->where : "", op->what, op->plan.out_type, steps);
-        uint64_t fp = spmd__fnv1a(14695981039346656037ull, op->api, strlen(op->api));
+        uint64_t fp = spmd__fnv1a(SPMD__FNV1A_SEED, op->api, strlen(op->api));
         fp = spmd__fnv1a(fp, op->what, strlen(op->what));
         spmd__trace_call_describe(0, fp, text);
     }
+    uint64_t tag = spmd__fnv1a(SPMD__FNV1A_SEED, op->api, strlen(op->api));
+    tag = spmd__fnv1a(tag, op->what, strlen(op->what));
+    tag = spmd__fnv1a(tag, op->plan.out_type, strlen(op->plan.out_type));
+    spmd__calls_set_op(op->what, tag | 1);
     spmd_status st = run_locked(op, out);
+    spmd__calls_set_op(NULL, 0);
     spmd__calls_exit(&entry, st);
     if (st == SPMD_OK)
         spend_budget(op);

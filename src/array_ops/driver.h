@@ -7,6 +7,7 @@
 #include <spmd/shard_map.h>
 
 #include "array_ops/types.h"
+#include "runtime/check.h"
 
 #define SPMD__XOP_MAX_IN 16
 
@@ -53,6 +54,10 @@ spmd_status spmd__xop_plan(spmd__xop *op, const spmd__xtype *body, const spmd__x
 spmd_status spmd__xop_run(spmd__xop *op, spmd_array **out);
 /** Sets op->what, the op and its operands' types: "matmul(float32[8,4@x], float32[4,16])". */
 void spmd__xop_describe(spmd__xop *op, const char *name);
+/** Adds the op's parameters to its text, inside the parentheses: ", axes (0, 1)". Two ops
+ * whose texts are equal must do the same (the text's hash keeps different ops from pairing
+ * between processes). */
+void spmd__xop_describe_more(spmd__xop *op, const char *fmt, ...) SPMD__PRINTF(2, 3);
 
 /** Plans the all_gathers of the dimensions of t that gather[] marks, in order (each gather
  * sees the blocks the earlier ones made whole). */

@@ -361,6 +361,7 @@ spmd_status spmd_array_astype(spmd_array *x, spmd_dtype dtype, const spmd_shardi
     SPMD_CHECK(begin_ew(&op, "spmd_array_astype",
                         (unsigned)dtype < SPMD_DTYPE_COUNT ? "astype" : NULL,
                         "spmd_dtype (the dtype)", (int)dtype, 1, &x, args, opts, out));
+    spmd__xop_describe_more(&op, ", %s", spmd_dtype_name(dtype));
     ew_args w = {.kind = EW_ASTYPE};
     return run_ew(&op, &w, args, out_sharding, dtype, out);
 }
@@ -386,6 +387,7 @@ spmd_status spmd_array_binary_scalar(spmd_binary_op op_kind, spmd_array *a, doub
     spmd__xop op;
     SPMD_CHECK(begin_ew(&op, "spmd_array_binary_scalar", binary_name(op_kind), BINARY_RANGE,
                         (int)op_kind, 1, &a, args, opts, out));
+    spmd__xop_describe_more(&op, ", %.17g", s);
     ew_args w = {.kind = EW_SCALAR, .op = op_kind, .scalar = s};
     return run_ew(&op, &w, args, out_sharding, a->dtype, out);
 }

@@ -82,7 +82,11 @@ static spmd_status run_nullary(const char *api, const char *name, spmd_mesh *mes
                  "%s: a new array cannot be unreduced; give an out_sharding without unreduced "
                  "axes",
                  api);
-    spmd__xtype_format(&res, op.what, sizeof op.what);
+    char type[192];
+    spmd__xtype_format(&res, type, sizeof type);
+    spmd__xop_describe(&op, name);
+    spmd__xop_describe_more(&op, "%s, value %.17g, dimension %d, seed %llu, distribution %d", type,
+                            w->value, w->dimension, (unsigned long long)w->seed, (int)w->dist);
     SPMD_CHECK(spmd__xop_plan(&op, &res, &res, &done, out));
     if (done)
         return SPMD_OK;

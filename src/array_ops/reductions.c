@@ -276,6 +276,11 @@ spmd_status spmd_array_reduce(spmd_reduce_kind kind, spmd_array *x, int naxes, c
         if (mask >> a & 1)
             w->group *= op.mesh->shape[a];
     spmd__xop_describe(&op, name);
+    spmd__xop_describe_more(&op, ", axes (");
+    for (int d = 0; d < x->ndim; d++)
+        if (w->reduced[d])
+            spmd__xop_describe_more(&op, "%d,", d);
+    spmd__xop_describe_more(&op, "), keepdims %d", keepdims);
     spmd__xtype req;
     int given, done;
     SPMD_CHECK(spmd__xop_requested(&op, out_sharding, res, &req, &given));

@@ -136,6 +136,10 @@ spmd_status spmd_array_transpose(spmd_array *x, const int *perm, const spmd_shar
         seen[w.perm[j]] = 1;
     }
     spmd__xop_describe(&op, "transpose");
+    spmd__xop_describe_more(&op, ", perm (");
+    for (int j = 0; j < x->ndim; j++)
+        spmd__xop_describe_more(&op, "%d,", w.perm[j]);
+    spmd__xop_describe_more(&op, ")");
     spmd__xtype body = w.x;
     for (int j = 0; j < x->ndim; j++) {
         body.shape[j] = w.x.shape[w.perm[j]];
@@ -256,6 +260,9 @@ spmd_status spmd_array_slice(spmd_array *x, const int64_t *start, const int64_t 
     w.kind = S_SLICE;
     w.x = op.in_type[0];
     spmd__xop_describe(&op, "slice");
+    for (int d = 0; d < x->ndim; d++)
+        spmd__xop_describe_more(&op, "%s%lld:%lld", d ? "," : ", ", (long long)start[d],
+                                (long long)limit[d]);
     spmd__xtype body = w.x;
     for (int d = 0; d < x->ndim; d++) {
         SPMD_REQUIRE(start[d] >= 0 && start[d] < limit[d] && limit[d] <= x->shape[d],
@@ -316,6 +323,7 @@ spmd_status spmd_array_take(spmd_array *x, spmd_array *indices, int axis, spmd_t
     w.axis = axis;
     w.mode = mode;
     spmd__xop_describe(&op, "take");
+    spmd__xop_describe_more(&op, ", axis %d, mode %d", axis, (int)mode);
     if (op.in_type[0].naxes[axis]) {
         spmd__xtype whole = op.in_type[0];
         whole.naxes[axis] = 0;
@@ -388,6 +396,7 @@ spmd_status spmd_array_concatenate(int n, spmd_array *const *xs, int axis,
                  "%s: axis %d is out of range for rank %d", api, axis, t0->ndim);
     axis = axis < 0 ? axis + t0->ndim : axis;
     spmd__xop_describe(&op, "concatenate");
+    spmd__xop_describe_more(&op, ", axis %d", axis);
     spmd__xtype body = *t0;
     body.shape[axis] = 0;
     for (int i = 0; i < n; i++) {
@@ -456,6 +465,7 @@ spmd_status spmd_array_softmax(spmd_array *x, int axis, const spmd_sharding *out
     w.axis = axis < 0 ? axis + x->ndim : axis;
     w.x = op.in_type[0];
     spmd__xop_describe(&op, "softmax");
+    spmd__xop_describe_more(&op, ", axis %d", w.axis);
     if (w.x.naxes[w.axis]) {
         int64_t block[SPMD_MAX_RANK];
         spmd__xtype_block_shape(&w.x, block);

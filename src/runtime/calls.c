@@ -55,6 +55,20 @@ void spmd__thread_text(char *text, size_t size)
 
 uint64_t spmd__thread_tag(void) { return thread_tag; }
 
+/* the array op whose calls this thread makes (spmd/array_ops.h), if any */
+static _Thread_local const char *op_text;
+static _Thread_local uint64_t op_tag;
+
+void spmd__calls_set_op(const char *text, uint64_t tag)
+{
+    op_text = text;
+    op_tag = tag;
+}
+
+uint64_t spmd__calls_op_tag(void) { return op_tag; }
+
+const char *spmd__calls_op_text(void) { return op_text; }
+
 static spmd_status spmd_thread_set_name_checked(const char *name)
 {
     spmd__thread_number();

@@ -37,6 +37,16 @@ void spmd__thread_text(char *text, size_t size);
 /** A hash of this thread's name (0 when unnamed): part of every call's fingerprint. */
 uint64_t spmd__thread_tag(void);
 
+/**
+ * The array op (spmd/array_ops.h) whose calls this thread is making: its text for messages and
+ * a hash of what must match between processes (the op, its operands' types, its parameters),
+ * part of each call's fingerprint so that two ops that run the same fn on the same shapes never
+ * pair. Set around the op's calls; NULL and 0 outside one.
+ */
+void spmd__calls_set_op(const char *text, uint64_t tag);
+uint64_t spmd__calls_op_tag(void);
+const char *spmd__calls_op_text(void);
+
 /* ---- the call lock ---- */
 
 typedef struct spmd__call_entry {

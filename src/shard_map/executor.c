@@ -1153,6 +1153,8 @@ static void describe_signature(const void *arg, char *text, size_t size)
         spmd__strbuf_printf(&sb, " %s%s", spec, i + 1 == p->nin || i == 1 ? ")" : ",");
     }
     spmd__strbuf_printf(&sb, " (its call #%lu, %s)", call->number, call->thread_text);
+    if (call->op_text[0])
+        spmd__strbuf_printf(&sb, ", made by %s", call->op_text);
     if (call->first_count) { /* where fn's collectives differ, the last may show how */
         char last[SPMD__NOTE_WHAT];
         spmd__collective_format(call, call->first_last, last, sizeof last);
@@ -1186,7 +1188,9 @@ static void details_signature(const void *arg, spmd__details *d)
     d->hashes[3] = call->thread_tag;
     d->names[4] = "the collectives fn issued (their ops, axes, axis_index_groups and blocks)";
     d->hashes[4] = call->digest;
-    d->num_fields = 5;
+    d->names[5] = "the array op that made the call (its operands' types and parameters)";
+    d->hashes[5] = call->op_tag;
+    d->num_fields = 6;
 }
 
 /* What the call ran, with what its fn issued, as every process compares it at the end. */
@@ -1465,7 +1469,10 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     call->thread = spmd__thread_number();
     spmd__thread_text(call->thread_text, sizeof call->thread_text);
     call->thread_tag = spmd__thread_tag();
-    call->signature = p->signature ^ call->thread_tag;
+    snprintf(call->op_text, sizeof call->op_text, "%s",
+             spmd__calls_op_text() ? spmd__calls_op_text() : "");
+    call->op_tag = spmd__calls_op_tag();
+    call->signature = p->signature ^ call->thread_tag ^ mix64(call->op_tag);
     if (spmd__tracing())
         trace_call(p, call);
     call->timeout_ns = rt->collective_timeout_ns;

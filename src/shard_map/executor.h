@@ -26,6 +26,8 @@ typedef struct spmd__call {
     int thread;              /* the calling thread's number in the process */
     char thread_text[48];    /* ... and name: "thread 2 'loader'" */
     uint64_t thread_tag;     /* ... and its hash (spmd__thread_tag) */
+    uint64_t op_tag;         /* the array op that made the call (calls.h), 0 for none */
+    char op_text[120];       /* ... and its text, for messages */
     uint64_t digest;         /* the collectives fn issued on this process's first device */
     unsigned first_count;    /* ... how many */
     uint64_t first_last[2];  /* ... and the last, for messages (spmd__collective_format) */

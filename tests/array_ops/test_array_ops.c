@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -840,6 +841,77 @@ static void test_uneven_mesh(void **state)
     spmd_array_destroy(B);
 }
 
+/* ---- two threads making ops at once ---- */
+
+typedef struct racer {
+    spmd_array *x;
+    const double *host; /* x's values */
+    const char *name;
+    int ok, refused, wrong;
+} racer;
+
+/* Named threads each sum their own array over its sharded rows (partial sums cross processes):
+ * whatever order the processes take the two threads' calls in, a result is right or refused. */
+static void *race(void *arg)
+{
+    racer *r = arg;
+    if (spmd_thread_set_name(r->name) != SPMD_OK)
+        r->wrong++;
+    for (int k = 0; k < 12; k++) {
+        spmd_array *y = NULL;
+        spmd_status st = spmd_array_reduce(SPMD_REDUCE_SUM, r->x, 1, (int[]){0}, 0,
+                                           SPMD_REPLICATED, NULL, &y);
+        if (st == SPMD_ERR_COLLECTIVE_MISMATCH) {
+            r->refused++;
+            continue;
+        }
+        if (st != SPMD_OK) {
+            r->wrong++;
+            fprintf(stderr, "process %d: %s: %s\n", me, spmd_status_name(st), spmd_last_error());
+            continue;
+        }
+        int same = 1;
+        for (int i = 0; i < spmd_array_num_shards(y); i++) {
+            float buf[8];
+            same &= spmd_array_shard_to_host(y, i, buf, sizeof buf) == SPMD_OK;
+            for (int col = 0; col < 8 && same; col++) {
+                double want = 0;
+                for (int row = 0; row < 8; row++)
+                    want += r->host[row * 8 + col];
+                same &= buf[col] == (float)want;
+            }
+        }
+        r->ok += same;
+        r->wrong += !same;
+        if (!same)
+            fprintf(stderr, "process %d: thread %s got another array's sum\n", me, r->name);
+        spmd_array_destroy(y);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    static double a[64], b[64];
+    fill(a, 64, 6);
+    fill(b, 64, 7);
+    racer r[2] = {{put(a, 2, (int64_t[]){8, 8}, "'x', 'y'"), a, "sum-a", 0, 0, 0},
+                  {put(b, 2, (int64_t[]){8, 8}, "'x', 'y'"), b, "sum-b", 0, 0, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    SPMD_TEST_CHECK(r[0].wrong + r[1].wrong == 0, "%d calls gave wrong data or another error",
+                    r[0].wrong + r[1].wrong);
+    SPMD_TEST_CHECK(r[0].ok + r[1].ok + r[0].refused + r[1].refused == 24,
+                    "%d ok and %d refused of 24", r[0].ok + r[1].ok, r[0].refused + r[1].refused);
+    for (int i = 0; i < 2; i++)
+        spmd_array_destroy(r[i].x);
+    assert_ok(spmd_thread_set_name(NULL));
+}
+
 int main(void)
 {
     spmd_test_init();
@@ -862,10 +934,11 @@ int main(void)
         cmocka_unit_test(test_plans),
         cmocka_unit_test(test_trace_matches_plans),
         cmocka_unit_test(test_uneven_mesh),
+        cmocka_unit_test(test_threads),
     };
     int failures = cmocka_run_group_tests(tests, NULL, NULL);
     spmd_mesh_destroy(mesh);
     spmd_mesh_destroy(mesh6);
     spmd_mesh_destroy(single);
-    return spmd_test_finish(failures);
+    return spmd_test_finish(failures + spmd_test_failed_checks());
 }
