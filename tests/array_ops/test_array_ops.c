@@ -726,26 +726,51 @@ static void test_trace_matches_plans(void **state)
     spmd_array *Ax = put(a, 2, (int64_t[]){8, 4}, "'x'");
     spmd_array *By = put(a, 2, (int64_t[]){8, 4}, "'y'");
     spmd_array *B = put(a, 2, (int64_t[]){4, 16}, "");
-    enum { N = 9 };
-    static spmd_op_plan plans[N];
+    spmd_array *I = put_on(mesh, a, 1, (int64_t[]){4}, SPMD_DTYPE_I32, "'x'");
+    enum { N = 16 };
+    static spmd_op_plan plans[N], dry_plans[N];
     spmd_array *y[N] = {0};
-    spmd_op_options o[N];
+    spmd_op_options o[N], dry[N];
     for (int k = 0; k < N; k++) {
         o[k] = (spmd_op_options)SPMD_OP_OPTIONS_INIT;
         o[k].plan = &plans[k];
         o[k].where = "test_array_ops.c:traced";
+        dry[k] = o[k];
+        dry[k].plan = &dry_plans[k];
+        dry[k].dry_run = 1;
     }
-    spmd_sharding *sx = sh_on(mesh, "'x'");
+    spmd_sharding *sx = sh_on(mesh, "'x'"), *sy = sh_on(mesh, "'y'");
+    spmd_sharding *sxy = sh_on(mesh, "'x', 'y'");
     assert_ok(spmd_trace_start(dir, NULL));
-    assert_ok(spmd_array_matmul(Ak, Bk, SPMD_REPLICATED, &o[0], &y[0]));
-    assert_ok(spmd_array_matmul(Ak, Bk, sx, &o[1], &y[1]));
-    assert_ok(spmd_array_einsum("ij,jk->ki", Ak, Bk, SPMD_REPLICATED, &o[2], &y[2]));
-    assert_ok(spmd_array_reduce(SPMD_REDUCE_SUM, S, -1, NULL, 0, NULL, &o[3], &y[3]));
-    assert_ok(spmd_array_reduce(SPMD_REDUCE_ARGMAX, S, 1, (int[]){0}, 0, NULL, &o[4], &y[4]));
-    assert_ok(spmd_array_softmax(S, 0, NULL, &o[5], &y[5]));
-    assert_ok(spmd_array_binary(SPMD_BINARY_ADD, Ax, By, sx, &o[6], &y[6]));
-    assert_ok(spmd_array_slice(Ax, (int64_t[]){0, 0}, (int64_t[]){4, 4}, NULL, &o[7], &y[7]));
-    assert_ok(spmd_array_matmul(Ak, B, NULL, &o[8], &y[8]));
+    /* each op planned dry (nothing moves, no record), then run */
+#define DRY_THEN_RUN(k, call)                                                                      \
+    do {                                                                                           \
+        spmd_op_options *O = &dry[k];                                                              \
+        spmd_array **Y = &y[k];                                                                    \
+        assert_ok(call);                                                                           \
+        assert_null(y[k]);                                                                         \
+        O = &o[k];                                                                                 \
+        assert_ok(call);                                                                           \
+        assert_non_null(y[k]);                                                                     \
+    } while (0)
+    DRY_THEN_RUN(0, spmd_array_matmul(Ak, Bk, SPMD_REPLICATED, O, Y));
+    DRY_THEN_RUN(1, spmd_array_matmul(Ak, Bk, sx, O, Y));
+    DRY_THEN_RUN(2, spmd_array_einsum("ij,jk->ki", Ak, Bk, SPMD_REPLICATED, O, Y));
+    DRY_THEN_RUN(3, spmd_array_reduce(SPMD_REDUCE_SUM, S, -1, NULL, 0, NULL, O, Y));
+    DRY_THEN_RUN(4, spmd_array_reduce(SPMD_REDUCE_ARGMAX, S, 1, (int[]){0}, 0, NULL, O, Y));
+    DRY_THEN_RUN(5, spmd_array_softmax(S, 0, NULL, O, Y));
+    DRY_THEN_RUN(6, spmd_array_binary(SPMD_BINARY_ADD, Ax, By, sx, O, Y));
+    DRY_THEN_RUN(7, spmd_array_slice(Ax, (int64_t[]){0, 0}, (int64_t[]){4, 4}, NULL, O, Y));
+    DRY_THEN_RUN(8, spmd_array_matmul(Ak, B, NULL, O, Y));
+    DRY_THEN_RUN(9, spmd_array_reduce(SPMD_REDUCE_MAX, S, 1, (int[]){1}, 1, NULL, O, Y));
+    DRY_THEN_RUN(10,
+                 spmd_array_reduce(SPMD_REDUCE_MIN, S, 1, (int[]){0}, 0, SPMD_REPLICATED, O, Y));
+    DRY_THEN_RUN(11, spmd_array_reduce(SPMD_REDUCE_MEAN, Ax, 1, (int[]){0}, 0, sx, O, Y));
+    DRY_THEN_RUN(12, spmd_array_reshape(S, 1, (int64_t[]){64}, sx, O, Y));
+    DRY_THEN_RUN(13, spmd_array_take(Ax, I, 0, SPMD_TAKE_CLIP, sy, O, Y));
+    DRY_THEN_RUN(14, spmd_array_concatenate(2, (spmd_array *[]){Ax, By}, 1, sxy, O, Y));
+    DRY_THEN_RUN(15, spmd_array_reshard_to(S, sy, O, Y));
+#undef DRY_THEN_RUN
     assert_ok(spmd_trace_stop());
     char path[512];
     snprintf(path, sizeof path, "%s/trace.%d.spmd", dir, me);
@@ -787,15 +812,21 @@ static void test_trace_matches_plans(void **state)
     free(r);
     assert_int_equal(op + 1, N);
     for (int k = 0; k < N; k++) {
+        char a_line[1024], b_line[1024];
+        assert_ok(spmd_op_plan_format(&plans[k], a_line, sizeof a_line));
+        assert_ok(spmd_op_plan_format(&dry_plans[k], b_line, sizeof b_line));
+        assert_string_equal(a_line, b_line); /* the dry run said what the run did */
         compare_with_plan(&traced[k], &plans[k]);
         assert_true(plans[k].nsteps > 0); /* each of these communicates */
     }
     for (int k = 0; k < N; k++)
         spmd_array_destroy(y[k]);
-    spmd_array *arrays[] = {Ak, Bk, S, Ax, By, B};
+    spmd_array *arrays[] = {Ak, Bk, S, Ax, By, B, I};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
         spmd_array_destroy(arrays[i]);
     spmd_sharding_destroy(sx);
+    spmd_sharding_destroy(sy);
+    spmd_sharding_destroy(sxy);
 }
 
 /* ---- extents of 3 shards: exact or refused ---- */
@@ -859,8 +890,8 @@ static void *race(void *arg)
         r->wrong++;
     for (int k = 0; k < 12; k++) {
         spmd_array *y = NULL;
-        spmd_status st = spmd_array_reduce(SPMD_REDUCE_SUM, r->x, 1, (int[]){0}, 0,
-                                           SPMD_REPLICATED, NULL, &y);
+        spmd_status st =
+            spmd_array_reduce(SPMD_REDUCE_SUM, r->x, 1, (int[]){0}, 0, SPMD_REPLICATED, NULL, &y);
         if (st == SPMD_ERR_COLLECTIVE_MISMATCH) {
             r->refused++;
             continue;
