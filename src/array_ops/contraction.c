@@ -288,6 +288,14 @@ static spmd_status run_dot(spmd__xop *op, dot_args *w, const spmd_sharding *out_
             w->b_gather[db] = 1;
         }
     }
+    int rank = a->ndim + b->ndim - w->nbatch - 2 * w->ncontract;
+    SPMD_REQUIRE(rank <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
+                 "%s: %s @ %s would have rank %d, beyond SPMD_MAX_RANK (%d)", api, ta, tb, rank,
+                 SPMD_MAX_RANK);
+    SPMD_REQUIRE(spmd__dtype_is_float(a->dtype), SPMD_ERR_UNSUPPORTED,
+                 "%s: %s @ %s: contractions take float32, float64, float16 or bfloat16, not %s; "
+                 "convert with spmd_array_astype first",
+                 api, ta, tb, spmd_dtype_name(a->dtype));
     /* the product's type: batch, a's free dimensions, b's */
     spmd__xtype *nat = &w->nat;
     spmd__xtype_replicated(op->mesh, 0, NULL, a->dtype, nat);
@@ -307,9 +315,6 @@ static spmd_status run_dot(spmd__xop *op, dot_args *w, const spmd_sharding *out_
             nat->shape[nat->ndim] = b->shape[d];
             spmd__xtype_copy_dim(nat, nat->ndim++, b, d);
         }
-    SPMD_REQUIRE(nat->ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
-                 "%s: %s @ %s would have rank %d, beyond SPMD_MAX_RANK (%d)", api, ta, tb,
-                 nat->ndim, SPMD_MAX_RANK);
     unsigned seen = sum_mask;
     for (int j = 0; j < nat->ndim; j++) {
         unsigned m = spmd__xtype_dim_mask(nat, j);
@@ -430,8 +435,8 @@ spmd_status spmd_array_dot_general(spmd_array *a, spmd_array *b, int nbatch, con
     const char *api = "spmd_array_dot_general";
     spmd__xop op;
     SPMD_CHECK(begin_dot(&op, api, "dot_general", a, b, opts, out));
-    SPMD_REQUIRE(nbatch >= 0 && ncontract >= 0 && nbatch + ncontract <= a->ndim &&
-                     nbatch + ncontract <= b->ndim,
+    SPMD_REQUIRE(nbatch >= 0 && ncontract >= 0 && nbatch <= a->ndim && ncontract <= a->ndim &&
+                     nbatch + ncontract <= a->ndim && nbatch + ncontract <= b->ndim,
                  SPMD_ERR_INVALID_ARGUMENT,
                  "%s: nbatch %d and ncontract %d must be >= 0 and together at most the ranks "
                  "(%d and %d)",

@@ -223,13 +223,22 @@ spmd_status spmd__xop_plan(spmd__xop *op, const spmd__xtype *body, const spmd__x
     op->body = *body;
     op->out = *out;
     SPMD_CHECK(spmd__xtype_check_divisible(body, op->api, "the result"));
+    if (out->unreduced && !spmd__xtype_same_layout(body, out)) {
+        char a[192], b[192];
+        spmd__xtype_format(body, a, sizeof a);
+        spmd__xtype_format(out, b, sizeof b);
+        return SPMD_ERROR(SPMD_ERR_SPEC,
+                          "%s: the result is %s, and out_sharding asks for %s: no op makes "
+                          "partial sums out of a whole value; ask for an out_sharding without "
+                          "unreduced axes",
+                          op->api, a, b);
+    }
     if (!spmd__xtype_same_layout(body, out) && op->has_body)
         spmd__plan_reshard(&op->plan, body, out);
     spmd__plan_finish(&op->plan, out);
     SPMD_CHECK(charge_budget(op));
-    if (op->opts && op->opts->plan)
-        *op->opts->plan = op->plan;
     if (op->opts && op->opts->dry_run) {
+        *op->opts->plan = op->plan;
         *result = NULL;
         *done = 1;
         spend_budget(op);
@@ -336,6 +345,8 @@ spmd_status spmd__xop_run(spmd__xop *op, spmd_array **out)
     spmd_status st = run_locked(op, out);
     spmd__calls_set_op(NULL, 0);
     spmd__calls_exit(&entry, st);
+    if (st == SPMD_OK && op->opts && op->opts->plan)
+        *op->opts->plan = op->plan;
     if (st == SPMD_OK)
         spend_budget(op);
     return st;

@@ -338,6 +338,30 @@ static spmd_status same_dtypes(const char *api, const spmd_array *a, const spmd_
     return SPMD_OK;
 }
 
+/* the dtypes the block ops take, refused here before anything runs */
+static spmd_status check_unary_dtype(const char *api, spmd_unary_op op, spmd_dtype t)
+{
+    int int_ok = op == SPMD_UNARY_NEG || op == SPMD_UNARY_RELU;
+    SPMD_REQUIRE(spmd__dtype_is_float(t) ||
+                     (int_ok && (t == SPMD_DTYPE_I32 || t == SPMD_DTYPE_I64)),
+                 SPMD_ERR_UNSUPPORTED,
+                 "%s: %s of %s: this op takes a float dtype%s; convert with spmd_array_astype "
+                 "first",
+                 api, unary_name(op), spmd_dtype_name(t), int_ok ? ", int32 or int64" : "");
+    return SPMD_OK;
+}
+
+static spmd_status check_binary_dtype(const char *api, spmd_binary_op op, spmd_dtype t)
+{
+    int bitwise = op == SPMD_BINARY_AND || op == SPMD_BINARY_OR || op == SPMD_BINARY_XOR;
+    int ok = bitwise ? !spmd__dtype_is_float(t) : spmd__dtype_is_number(t);
+    SPMD_REQUIRE(ok, SPMD_ERR_UNSUPPORTED, "%s: %s of %s: %s; convert with spmd_array_astype first",
+                 api, binary_name(op), spmd_dtype_name(t),
+                 bitwise ? "the bitwise ops take int32, int64, uint8 or bool"
+                         : "arithmetic takes float, int32 or int64 dtypes");
+    return SPMD_OK;
+}
+
 #define UNARY_RANGE "spmd_unary_op (SPMD_UNARY_NEG .. SPMD_UNARY_RELU)"
 #define BINARY_RANGE "spmd_binary_op (SPMD_BINARY_ADD .. SPMD_BINARY_XOR)"
 
@@ -349,6 +373,7 @@ spmd_status spmd_array_unary(spmd_unary_op op_kind, spmd_array *x,
     spmd__xop op;
     SPMD_CHECK(begin_ew(&op, "spmd_array_unary", unary_name(op_kind), UNARY_RANGE, (int)op_kind, 1,
                         &x, args, opts, out));
+    SPMD_CHECK(check_unary_dtype(op.api, op_kind, x->dtype));
     ew_args w = {.kind = EW_UNARY, .op = op_kind};
     return run_ew(&op, &w, args, out_sharding, x->dtype, out);
 }
@@ -375,6 +400,7 @@ spmd_status spmd_array_binary(spmd_binary_op op_kind, spmd_array *a, spmd_array 
     SPMD_CHECK(begin_ew(&op, "spmd_array_binary", binary_name(op_kind), BINARY_RANGE, (int)op_kind,
                         2, (spmd_array *[]){a, b}, args, opts, out));
     SPMD_CHECK(same_dtypes(op.api, a, b));
+    SPMD_CHECK(check_binary_dtype(op.api, op_kind, a->dtype));
     ew_args w = {.kind = EW_BINARY, .op = op_kind};
     return run_ew(&op, &w, args, out_sharding, a->dtype, out);
 }
@@ -387,6 +413,7 @@ spmd_status spmd_array_binary_scalar(spmd_binary_op op_kind, spmd_array *a, doub
     spmd__xop op;
     SPMD_CHECK(begin_ew(&op, "spmd_array_binary_scalar", binary_name(op_kind), BINARY_RANGE,
                         (int)op_kind, 1, &a, args, opts, out));
+    SPMD_CHECK(check_binary_dtype(op.api, op_kind, a->dtype));
     spmd__xop_describe_more(&op, ", %.17g", s);
     ew_args w = {.kind = EW_SCALAR, .op = op_kind, .scalar = s};
     return run_ew(&op, &w, args, out_sharding, a->dtype, out);

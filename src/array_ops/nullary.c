@@ -61,6 +61,9 @@ static spmd_status run_nullary(const char *api, const char *name, spmd_mesh *mes
                      (long long)shape[d]);
     SPMD_REQUIRE((unsigned)dtype < SPMD_DTYPE_COUNT, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: dtype %d is not a spmd_dtype", api, (int)dtype);
+    SPMD_REQUIRE(spmd__xshape_elements(ndim, shape, dtype) >= 0, SPMD_ERR_SHAPE,
+                 "%s: the shape holds more bytes of %s than int64 can count", api,
+                 spmd_dtype_name(dtype));
     SPMD_REQUIRE(
         w->kind != NULL_RANDOM ||
             ((dtype == SPMD_DTYPE_F32 || dtype == SPMD_DTYPE_F64 || dtype == SPMD_DTYPE_BF16) &&

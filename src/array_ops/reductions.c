@@ -218,6 +218,12 @@ spmd_status spmd_array_reduce(spmd_reduce_kind kind, spmd_array *x, int naxes, c
                  "SPMD_REDUCE_ARGMIN)",
                  api, (int)kind);
     SPMD_CHECK(spmd__xop_operand(&op, x, "x"));
+    SPMD_REQUIRE(kind == SPMD_REDUCE_SUM || spmd__dtype_is_number(x->dtype) ||
+                     (kind == SPMD_REDUCE_MEAN && x->dtype != SPMD_DTYPE_BOOL),
+                 SPMD_ERR_UNSUPPORTED,
+                 "%s (%s): x is %s; this reduction takes float, int32 or int64 dtypes (convert "
+                 "with spmd_array_astype first)",
+                 api, name, spmd_dtype_name(x->dtype));
     SPMD_REQUIRE(keepdims == 0 || keepdims == 1, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: keepdims is %d; pass 0 or 1", api, keepdims);
     SPMD_REQUIRE(naxes >= -1 && naxes <= x->ndim, SPMD_ERR_INVALID_ARGUMENT,

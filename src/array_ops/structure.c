@@ -208,15 +208,14 @@ spmd_status spmd_array_reshape(spmd_array *x, int ndim, const int64_t *shape,
     SPMD_REQUIRE(ndim >= 0 && ndim <= SPMD_MAX_RANK && (ndim == 0 || shape),
                  SPMD_ERR_INVALID_ARGUMENT, "%s: ndim is %d and shape %s; give 0 .. %d extents",
                  api, ndim, shape ? "given" : "NULL", SPMD_MAX_RANK);
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) {
+    for (int d = 0; d < ndim; d++)
         SPMD_REQUIRE(shape[d] >= 1, SPMD_ERR_SHAPE, "%s: shape[%d] is %lld; extents are >= 1", api,
                      d, (long long)shape[d]);
-        n *= shape[d];
-    }
+    int64_t n = spmd__xshape_elements(ndim, shape, x->dtype);
     SPMD_REQUIRE(n == spmd_array_size(x), SPMD_ERR_SHAPE,
-                 "%s: x has %lld elements but the new shape %lld", api,
-                 (long long)spmd_array_size(x), (long long)n);
+                 "%s: x has %lld elements but the new shape %lld%s", api,
+                 (long long)spmd_array_size(x), (long long)n,
+                 n < 0 ? " (more than int64 can count)" : "");
     structure_args w;
     memset(&w, 0, sizeof w);
     w.kind = S_RESHAPE;
@@ -459,6 +458,9 @@ spmd_status spmd_array_softmax(spmd_array *x, int axis, const spmd_sharding *out
     SPMD_CHECK(spmd__xop_operand(&op, x, "x"));
     SPMD_REQUIRE(axis >= -x->ndim && axis < x->ndim, SPMD_ERR_INVALID_ARGUMENT,
                  "%s: axis %d is out of range for x of rank %d", api, axis, x->ndim);
+    SPMD_REQUIRE(spmd__dtype_is_float(x->dtype), SPMD_ERR_UNSUPPORTED,
+                 "%s: x is %s; softmax takes a float dtype (spmd_array_astype first)", api,
+                 spmd_dtype_name(x->dtype));
     structure_args w;
     memset(&w, 0, sizeof w);
     w.kind = S_SOFTMAX;
@@ -484,15 +486,19 @@ spmd_status spmd_array_constrain(const spmd_array *x, const spmd_sharding *shard
 {
     const char *api = "spmd_array_constrain";
     SPMD_CHECK(spmd__array_check(x, api, "x"));
-    SPMD_CHECK(spmd__sharding_check(sharding, api, "sharding"));
     spmd__xtype have, want;
     spmd__xtype_of(x, &have);
-    SPMD_REQUIRE(spmd_mesh_equal(sharding->mesh, have.mesh) && sharding->length <= x->ndim,
-                 SPMD_ERR_SPEC,
-                 "%s: the constraint's sharding is on another mesh or longer than x's rank (%d); "
-                 "move x with spmd_array_reshard_to",
-                 api, x->ndim);
-    spmd__xtype_with_sharding(&have, sharding, &want);
+    if (sharding == SPMD_REPLICATED)
+        spmd__xtype_replicated(have.mesh, have.ndim, have.shape, have.dtype, &want);
+    else {
+        SPMD_CHECK(spmd__sharding_check(sharding, api, "sharding"));
+        SPMD_REQUIRE(spmd_mesh_equal(sharding->mesh, have.mesh) && sharding->length <= x->ndim,
+                     SPMD_ERR_SPEC,
+                     "%s: the constraint's sharding is on another mesh or longer than x's rank "
+                     "(%d); move x with spmd_array_reshard_to",
+                     api, x->ndim);
+        spmd__xtype_with_sharding(&have, sharding, &want);
+    }
     if (spmd__xtype_same_layout(&have, &want))
         return SPMD_OK;
     char a[192], b[192];
@@ -521,6 +527,10 @@ spmd_status spmd_array_reshard_to(spmd_array *x, const spmd_sharding *sharding,
     int given, done;
     SPMD_CHECK(spmd__xop_requested(&op, sharding, &op.in_type[0], &want, &given));
     spmd__xop_describe(&op, "reshard");
+    SPMD_REQUIRE(!want.unreduced || op.in_type[0].unreduced == want.unreduced, SPMD_ERR_SPEC,
+                 "%s: x is whole (or unreduced over other axes) and the sharding asks for "
+                 "unreduced axes: no reshard makes partial sums; give a sharding without them",
+                 api);
     op.has_body = 0;
     spmd__xop_reshard_operand(&op, 0, &want);
     SPMD_CHECK(spmd__xop_plan(&op, &want, &want, &done, out));

@@ -220,6 +220,26 @@ spmd_status spmd__xtype_check_divisible(const spmd__xtype *t, const char *fn, co
     return SPMD_OK;
 }
 
+int spmd__dtype_is_float(spmd_dtype t)
+{
+    return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || t == SPMD_DTYPE_F16 ||
+           t == SPMD_DTYPE_BF16;
+}
+
+int spmd__dtype_is_number(spmd_dtype t)
+{
+    return spmd__dtype_is_float(t) || t == SPMD_DTYPE_I32 || t == SPMD_DTYPE_I64;
+}
+
+int64_t spmd__xshape_elements(int ndim, const int64_t *shape, spmd_dtype dtype)
+{
+    int64_t n = 1, bytes;
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] < 1 || __builtin_mul_overflow(n, shape[d], &n))
+            return -1;
+    return __builtin_mul_overflow(n, (int64_t)spmd_dtype_size(dtype), &bytes) ? -1 : n;
+}
+
 /* ---- plans ---- */
 
 void spmd__plan_begin(spmd_op_plan *plan, const char *op)
@@ -322,8 +342,8 @@ void spmd__plan_steps_text(const spmd_op_plan *plan, char *buf, size_t size)
     if (!plan->nsteps)
         spmd__strbuf_printf(&sb, "no communication");
     for (int i = 0; i < plan->nsteps; i++)
-        spmd__strbuf_printf(&sb, "%s%s %lld B", i ? "; " : "", plan->steps[i].text,
-                            (long long)plan->steps[i].bytes_per_device);
+        spmd__strbuf_printf(&sb, "%s%.*s %lld B", i ? "; " : "", (int)sizeof plan->steps[i].text,
+                            plan->steps[i].text, (long long)plan->steps[i].bytes_per_device);
 }
 
 /* ---- the public texts ---- */

@@ -52,6 +52,13 @@ spmd_status spmd__xtype_sharding(const spmd__xtype *t, spmd_sharding **out);
 /** SPMD_ERR_SHAPE naming `fn` and the dimension when a sharded extent is not divisible. */
 spmd_status spmd__xtype_check_divisible(const spmd__xtype *t, const char *fn, const char *what);
 
+/** float32, float64, float16, bfloat16. */
+int spmd__dtype_is_float(spmd_dtype t);
+/** The floats, int32 and int64: what arithmetic takes. */
+int spmd__dtype_is_number(spmd_dtype t);
+/** Elements of a shape, or -1 when they overflow int64 bytes of `dtype`. */
+int64_t spmd__xshape_elements(int ndim, const int64_t *shape, spmd_dtype dtype);
+
 /* ---- plans ---- */
 
 void spmd__plan_begin(spmd_op_plan *plan, const char *op);

@@ -132,6 +132,26 @@ static const suite suites[] = {
      {NULL},
      {{"M-sharded", "m_sharded_tflops", "baseline_tflops", "one BLAS call", "TFLOP/s", 1},
       {"K-sharded", "k_sharded_tflops", "baseline_tflops", "one BLAS call", "TFLOP/s", 1}}},
+    {"array_ops",
+     "bench_array_ops",
+     "array ops (spmd/array_ops.h) in one process: elementwise against memcpy of their bytes, "
+     "matmul against one BLAS call per device (+ its collective alone), memory of 100 ops",
+     0,
+     "rows",
+     {"op", "shape"},
+     {{"time", "time_us", "copy_us", "memcpy of the in+out bytes per device", "us", 0},
+      {"time", "time_us", "anchor_us", "sgemm per device + collective alone", "us", 0},
+      {"peak RSS", "peak_mib", "first_peak_mib", "peak after the first op", "MiB", 0}}},
+    {"array_ops_mpi",
+     "bench_array_ops",
+     "array ops (spmd/array_ops.h) between processes: elementwise against memcpy of their "
+     "bytes, matmul against one BLAS call per device (+ its collective alone), memory of 100 ops",
+     1,
+     "rows",
+     {"op", "shape"},
+     {{"time", "time_us", "copy_us", "memcpy of the in+out bytes per device", "us", 0},
+      {"time", "time_us", "anchor_us", "sgemm per device + collective alone", "us", 0},
+      {"peak RSS", "peak_mib", "first_peak_mib", "peak after the first op", "MiB", 0}}},
 };
 #define NUM_SUITES ((int)(sizeof suites / sizeof suites[0]))
 
@@ -350,6 +370,22 @@ static void command_of(const suite *s, const options *o, const char *dir, const 
         arg(a, "%d", o->quick ? 64 : 512);
         arg(a, "--iters");
         arg(a, "%d", o->quick ? 2 : 5);
+    } else if (strcmp(s->program, "bench_array_ops") == 0) {
+        /* rounded up to multiples of the devices; 8M float32 in and out outgrow a 32 MiB L3 */
+        arg(a, "--elems");
+        arg(a, "%d", o->quick ? 65536 : 8 << 20);
+        arg(a, "--m");
+        arg(a, "%d", o->quick ? 128 : 1024);
+        arg(a, "--n");
+        arg(a, "%d", o->quick ? 64 : 512);
+        arg(a, "--k");
+        arg(a, "%d", o->quick ? 128 : 512);
+        arg(a, "--iters");
+        arg(a, "%d", o->quick ? 2 : 10);
+        arg(a, "--warmup");
+        arg(a, "%d", o->quick ? 1 : 2);
+        arg(a, "--mem-ops");
+        arg(a, "%d", o->quick ? 10 : 100);
     }
     arg(a, "--json");
     arg(a, "%s", json_path);
@@ -534,6 +570,8 @@ static void run_suite(const suite *s, const options *o, const char *dir, int ind
     }
     double t0 = now_s();
     int max_runs = o->quick ? 1 : MAX_RUNS;
+    /* the array_ops suites stay under a minute together */
+    double cap_s = strncmp(s->name, "array_ops", 9) == 0 && o->cap_s > 25 ? 25 : o->cap_s;
     while (r->runs < max_runs) {
         progress(index, total, r, "running");
         remove(json_path);
@@ -549,7 +587,7 @@ static void run_suite(const suite *s, const options *o, const char *dir, int ind
         r->runs++;
         /* stop once every row is stable, or when another run would pass the cap */
         double per_run = r->seconds / r->runs;
-        if (stable(r->rows, r->nrows) || r->seconds + per_run > o->cap_s)
+        if (stable(r->rows, r->nrows) || r->seconds + per_run > cap_s)
             break;
     }
     progress(index, total, r, r->failed ? "FAILED (see raw/*.log)" : "done");
@@ -925,15 +963,15 @@ void bench_usage(FILE *out)
           "Writes DIR/report.md, DIR/results.json, DIR/*.png (gnuplot) and DIR/raw/.\n"
           "\n"
           "suites: all (default), collectives, collectives_mpi, calls_mpi, gradients_mpi,\n"
-          "        dispatch, pmap, unreplicate, replicate, reshard, gemm (collectives_mpi,\n"
-          "        calls_mpi, gradients_mpi and reshard run under mpirun)\n"
+          "        dispatch, pmap, unreplicate, replicate, reshard, gemm, array_ops,\n"
+          "        array_ops_mpi (the *_mpi suites and reshard run under mpirun)\n"
           "\n"
           "options:\n"
           "  --out DIR        where the report goes (default: bench-report)\n"
           "  --procs N        processes of the MPI suites (default 2)\n"
           "  --devices N      devices per process of the others (default 4)\n"
           "  --sizes MIN:MAX  message sizes, e.g. 8:64M (default 1K:16M)\n"
-          "  --cap SECONDS    time cap per suite (default 40)\n"
+          "  --cap SECONDS    time cap per suite (default 40; array_ops, array_ops_mpi: 25)\n"
           "  --quick          one short run per suite (a smoke test)\n"
           "compare: prints new/old per common row ('speed' > 1: the new one is better) and\n"
           "flags rows worse beyond their noise band; exits 1 when any regressed. A row with a\n"

@@ -13,6 +13,7 @@
 #include "runtime/check.h"
 #include "runtime/scalar_ops.h"
 #include "shard_map/executor.h"
+#include "shard_map/elementwise_loops.h"
 #include "shard_map/reduce.h"
 #include "runtime/backend/index_map.h"
 #ifdef SPMD_HAVE_CUDA
@@ -164,6 +165,10 @@ spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in,
     void *q = op_queue(ctx, 2, (const spmd_block *[]){in, out});
     if (q)
         ON_DEVICE(ctx, q, spmd__cuda_unary(q, op, in->dtype, in->data, out->data, n));
+    if (in->dtype == SPMD_DTYPE_F32 && spmd__unary_loop_f32(op, in->data, out->data, n))
+        return SPMD_OK;
+    if (in->dtype == SPMD_DTYPE_F64 && spmd__unary_loop_f64(op, in->data, out->data, n))
+        return SPMD_OK;
     if (in->dtype == SPMD_DTYPE_F32) {
         const float *x = in->data;
         float *y = out->data;
@@ -210,6 +215,12 @@ static spmd_status binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a,
                                              spmd__load_int(b_dtype, b, i % period)));
         return SPMD_OK;
     }
+    if (a->dtype == SPMD_DTYPE_F32 && b_dtype == SPMD_DTYPE_F32 &&
+        spmd__binary_loop_f32(op, a->data, b, period, out->data, n))
+        return SPMD_OK;
+    if (a->dtype == SPMD_DTYPE_F64 && b_dtype == SPMD_DTYPE_F64 &&
+        spmd__binary_loop_f64(op, a->data, b, period, out->data, n))
+        return SPMD_OK;
     if (a->dtype == SPMD_DTYPE_F32 && b_dtype == SPMD_DTYPE_F32) {
         const float *x = a->data, *y = b;
         float *z = out->data;

@@ -9,8 +9,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "check_bench: $*" >&2; exit 1; }
 
-suites="pmap unreplicate replicate gemm"
-[ "$have_mpi" = 1 ] && suites="$suites reshard"
+suites="pmap unreplicate replicate gemm array_ops"
+[ "$have_mpi" = 1 ] && suites="$suites reshard array_ops_mpi"
 "$spmd" bench --quick --devices 2 --procs 2 --out "$work/r" $suites 2>"$work/progress" ||
     { cat "$work/progress" "$work"/r/raw/*.log >&2; fail "spmd bench failed"; }
 [ -s "$work/r/report.md" ] || fail "no report.md"
