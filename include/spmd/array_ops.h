@@ -32,7 +32,7 @@
 SPMD_BEGIN_DECLS
 
 /** The most collectives one op runs. */
-#define SPMD_OP_PLAN_MAX_STEPS 8
+#define SPMD_OP_PLAN_MAX_STEPS 24
 
 /** One collective an op runs (or a reshard of a whole array). */
 typedef struct spmd_op_step {
@@ -42,7 +42,8 @@ typedef struct spmd_op_step {
     /** as the trace writes it: "psum float32[4,16] over ('x')"; for a reshard,
      *  "reshard float32[8,4@x] -> float32[8@y,4]" */
     char text[160];
-    char axes[80]; /**< the mesh axes, comma-separated ("x,y"); empty for a reshard */
+    /** the mesh axes, comma-separated ("x,y"); empty for a reshard */
+    char axes[SPMD_MAX_MESH_AXES * (SPMD_MAX_AXIS_NAME + 1)];
     spmd_dtype dtype;
     /** Bytes one device sends, under the model of a bandwidth-optimal algorithm over a group
      *  of n devices and a block of B bytes: psum, pmax, pmin 2(n-1)/n B; all_gather (n-1) B;
@@ -106,8 +107,8 @@ SPMD_API SPMD_NODISCARD spmd_status spmd_op_options_init(spmd_op_options *opts,
 
 /** Marker for an out_sharding argument: replicated on the operands' mesh (P()). The common
  *  way out of a refused op: the reduction or gather that makes every device whole. */
-SPMD_API extern const char spmd_replicated_marker;
-#define SPMD_REPLICATED ((const spmd_sharding *)(const void *)&spmd_replicated_marker)
+SPMD_API extern const uint64_t spmd_replicated_marker[8];
+#define SPMD_REPLICATED ((const spmd_sharding *)(const void *)spmd_replicated_marker)
 
 /**
  * Writes an array's type as JAX prints it: "float32[8@x,4]", "float32[8,16]{U:x}",

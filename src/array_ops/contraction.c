@@ -20,10 +20,10 @@ typedef struct dot_args {
     int a_free[SPMD_MAX_RANK], b_free[SPMD_MAX_RANK], na_free, nb_free;
     int a_gather[SPMD_MAX_RANK], b_gather[SPMD_MAX_RANK]; /* gather that dimension first */
     spmd__xtype a, b;                                     /* as given to fn */
-    spmd__xtype nat;         /* the product's type: batch, a free, b free */
-    int finish, scatter_dim; /* scatter_dim in nat's numbering */
-    char sum_axes[96];       /* the contracted axes, for the psum / psum_scatter */
-    int perm[SPMD_MAX_RANK]; /* einsum: out dimension j is nat's perm[j] */
+    spmd__xtype nat;                /* the product's type: batch, a free, b free */
+    int finish, scatter_dim;        /* scatter_dim in nat's numbering */
+    char sum_axes[SPMD__AXES_TEXT]; /* the contracted axes, for the psum / psum_scatter */
+    int perm[SPMD_MAX_RANK];        /* einsum: out dimension j is nat's perm[j] */
     int permuted;
 } dot_args;
 
@@ -189,7 +189,7 @@ static void legal_answers(const dot_args *w, unsigned mask, int group, spmd__str
 {
     int64_t bytes = spmd__xtype_block_bytes(&w->nat);
     spmd__xtype t = w->nat;
-    char type[192], axes[96];
+    char type[192], axes[SPMD__AXES_TEXT];
     spmd__axes_text_mask(w->nat.mesh, mask, axes, sizeof axes);
     spmd__xtype_format(&t, type, sizeof type);
     int64_t psum = 2 * (group - 1) * bytes / group;
@@ -367,11 +367,8 @@ static spmd_status run_dot(spmd__xop *op, dot_args *w, const spmd_sharding *out_
     spmd__xtype body = *nat;
     w->finish = sum_mask ? FINISH_REDUCE : FINISH_NONE;
     if (sum_mask && req_nat.unreduced == sum_mask) {
-        spmd__xtype t = req_nat;
-        t.unreduced = 0;
         body.unreduced = sum_mask;
         w->finish = FINISH_NONE;
-        (void)t;
     } else if (sum_mask && !req_nat.unreduced) {
         int found = -1, ok = 1;
         for (int j = 0; j < nat->ndim && ok; j++) {

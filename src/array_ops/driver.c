@@ -16,7 +16,9 @@
 #include "sharding/mesh_impl.h"
 #include "sharding/sharding_impl.h"
 
-const char spmd_replicated_marker = 'R';
+/* Not a sharding: its first word is no sharding's magic, so a function of another layer that is
+ * given SPMD_REPLICATED refuses it (reading no further than this object). */
+const uint64_t spmd_replicated_marker[8] = {0x5250454c49434154ull};
 
 spmd_status spmd_op_options_init(spmd_op_options *opts, unsigned int version)
 {
@@ -161,6 +163,8 @@ void spmd__xop_describe_more(spmd__xop *op, const char *fmt, ...)
     size_t len = strlen(op->what);
     if (len && op->what[len - 1] == ')')
         len--; /* the parameters go inside the parentheses */
+    if (len > sizeof op->what - 2)
+        len = sizeof op->what - 2; /* a text cut short keeps room for its ')' */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(op->what + len, sizeof op->what - len - 1, fmt, ap);
@@ -228,9 +232,10 @@ spmd_status spmd__xop_plan(spmd__xop *op, const spmd__xtype *body, const spmd__x
         spmd__xtype_format(body, a, sizeof a);
         spmd__xtype_format(out, b, sizeof b);
         return SPMD_ERROR(SPMD_ERR_SPEC,
-                          "%s: the result is %s, and out_sharding asks for %s: no op makes "
-                          "partial sums out of a whole value; ask for an out_sharding without "
-                          "unreduced axes",
+                          "%s: the result is %s, and out_sharding asks for %s: only a "
+                          "reduction or a contraction leaves partial sums, over exactly the axes "
+                          "it reduces, in its own layout (a reshard never makes them); ask for "
+                          "that, or for an out_sharding without unreduced axes",
                           op->api, a, b);
     }
     if (!spmd__xtype_same_layout(body, out) && op->has_body)
@@ -358,7 +363,7 @@ spmd_status spmd__xop_block_start(spmd_ctx *ctx, const spmd__xtype *t, int64_t *
         start[d] = 0;
         if (!t->naxes[d])
             continue;
-        char axes[96];
+        char axes[SPMD__AXES_TEXT];
         int index = 0;
         spmd__axes_text_dim(t, d, axes, sizeof axes);
         SPMD_CHECK(spmd_axis_index(ctx, axes, &index));
@@ -374,7 +379,7 @@ void spmd__xop_plan_gathers(spmd__xop *op, const spmd__xtype *t, const int *gath
         if (!gather[d])
             continue;
         int64_t block[SPMD_MAX_RANK];
-        char axes[96];
+        char axes[SPMD__AXES_TEXT];
         spmd__xtype_block_shape(&cur, block);
         spmd__axes_text_dim(t, d, axes, sizeof axes);
         spmd__plan_collective(&op->plan, "all_gather", op->mesh, axes, t->dtype, t->ndim, block,
@@ -389,7 +394,7 @@ spmd_status spmd__xop_gather_dims(spmd_ctx *ctx, const spmd__xtype *t, const int
     for (int d = 0; d < t->ndim; d++) {
         if (!gather[d])
             continue;
-        char axes[96];
+        char axes[SPMD__AXES_TEXT];
         int n = 1;
         spmd__axes_text_dim(t, d, axes, sizeof axes);
         SPMD_CHECK(spmd_axis_size(ctx, axes, &n));

@@ -232,7 +232,7 @@ static int64_t reshard_cost(const spmd__xop *op, const spmd__xtype *res)
 static spmd_status refuse_conflict(const spmd__xop *op, const char *const *args,
                                    const spmd__xtype *res, int d)
 {
-    char text[2048], axes[96];
+    char text[2048], axes[SPMD__AXES_TEXT];
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, text, sizeof text);
     for (int i = 0; i < op->nin; i++) {
@@ -259,6 +259,9 @@ static spmd_status refuse_conflict(const spmd__xop *op, const char *const *args,
             continue;
         spmd__xtype cand = *res;
         spmd__xtype_copy_dim(&cand, d, t, e);
+        int twice;
+        if (axis_twice(&cand, &twice))
+            continue; /* that layout would use an axis twice: no way out */
         char type[192];
         spmd__xtype_format(&cand, type, sizeof type);
         spmd__strbuf_printf(&sb, " %s (reshard the others: %lld B per device);", type,
@@ -268,8 +271,8 @@ static spmd_status refuse_conflict(const spmd__xop *op, const char *const *args,
     spmd__xtype_replicated(res->mesh, res->ndim, res->shape, res->dtype, &rep);
     spmd__strbuf_printf(&sb, " SPMD_REPLICATED (reshard every operand whole: %lld B per device)",
                         (long long)reshard_cost(op, &rep));
-    return SPMD_ERROR(SPMD_ERR_SPEC, "%s: incompatible shardings for broadcasting: %s", op->api,
-                      text);
+    return SPMD_ERROR(SPMD_ERR_SPEC, "%s (%s): incompatible shardings for broadcasting: %s",
+                      op->api, op->plan.op, text);
 }
 
 static spmd_status run_ew(spmd__xop *op, ew_args *w, const char *const *args,
@@ -285,12 +288,23 @@ static spmd_status run_ew(spmd__xop *op, ew_args *w, const char *const *args,
         if (conflict >= 0)
             return refuse_conflict(op, args, &res, conflict);
         if (axis_twice(&res, &axis)) {
-            char type[192];
+            char type[192], text[1024];
             spmd__xtype_format(&res, type, sizeof type);
+            spmd__strbuf sb;
+            spmd__strbuf_init(&sb, text, sizeof text);
+            for (int i = 0; i < op->nin; i++) {
+                char t[192];
+                spmd__xtype_format(&op->in_type[i], t, sizeof t);
+                spmd__strbuf_printf(&sb, "%s%s is %s", i ? ", " : "", args[i], t);
+            }
+            spmd__xtype rep;
+            spmd__xtype_replicated(res.mesh, res.ndim, res.shape, res.dtype, &rep);
             return SPMD_ERROR(SPMD_ERR_SPEC,
-                              "%s: the result would be %s, which uses mesh axis '%s' twice; "
-                              "give an out_sharding (the operands are resharded to it)",
-                              op->api, type, op->mesh->names[axis]);
+                              "%s (%s): %s: the result would be %s, which uses mesh axis '%s' "
+                              "twice; give an out_sharding that uses it once (the operands are "
+                              "resharded to it), e.g. SPMD_REPLICATED (%lld B per device)",
+                              op->api, op->plan.op, text, type, op->mesh->names[axis],
+                              (long long)reshard_cost(op, &rep));
         }
     } else {
         SPMD_REQUIRE(!req.unreduced, SPMD_ERR_SPEC,

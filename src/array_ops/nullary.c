@@ -77,6 +77,20 @@ static spmd_status run_nullary(const char *api, const char *name, spmd_mesh *mes
     SPMD_REQUIRE(w->kind != NULL_IOTA || (w->dimension >= 0 && w->dimension < ndim),
                  SPMD_ERR_INVALID_ARGUMENT, "%s: dimension %d is out of range for rank %d", api,
                  w->dimension, ndim);
+    if (w->kind == NULL_IOTA) { /* every index must be a value of the dtype */
+        int64_t top = dtype == SPMD_DTYPE_U8     ? 255
+                      : dtype == SPMD_DTYPE_BOOL ? 1
+                      : dtype == SPMD_DTYPE_I32  ? INT32_MAX
+                      : dtype == SPMD_DTYPE_F16  ? 2048
+                      : dtype == SPMD_DTYPE_BF16 ? 256
+                      : dtype == SPMD_DTYPE_F32  ? (int64_t)1 << 24
+                                                 : INT64_MAX;
+        SPMD_REQUIRE(shape[w->dimension] - 1 <= top, SPMD_ERR_INVALID_ARGUMENT,
+                     "%s: indices up to %lld along dimension %d do not all fit %s exactly (at "
+                     "most %lld); choose a wider dtype",
+                     api, (long long)shape[w->dimension] - 1, w->dimension, spmd_dtype_name(dtype),
+                     (long long)top);
+    }
     spmd__xtype rep, res;
     int given, done;
     spmd__xtype_replicated(mesh, ndim, shape, dtype, &rep);

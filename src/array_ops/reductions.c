@@ -17,10 +17,11 @@ typedef struct reduce_args {
     int reduced[SPMD_MAX_RANK]; /* dimension d of x is reduced */
     int all;                    /* argmax/argmin over every dimension (flat index) */
     int finish, scatter_dim;    /* scatter_dim: in x's numbering */
-    char axes[96];              /* the reduced mesh axes ("x,y") */
+    char axes[SPMD__AXES_TEXT]; /* the reduced mesh axes ("x,y") */
     int group;                  /* their device count */
     double count;               /* elements per mean */
     spmd_dtype acc;             /* the local reductions' dtype */
+    spmd_dtype key;             /* argmax/argmin compare as float64, or int64 for integers */
     spmd__xtype x, res;
 } reduce_args;
 
@@ -32,12 +33,6 @@ static const char *kind_name(spmd_reduce_kind k)
 
 static int is_arg(spmd_reduce_kind k) { return k == SPMD_REDUCE_ARGMAX || k == SPMD_REDUCE_ARGMIN; }
 
-static int is_float(spmd_dtype t)
-{
-    return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || t == SPMD_DTYPE_F16 ||
-           t == SPMD_DTYPE_BF16;
-}
-
 /* keeps every dimension, reduced ones as 1 */
 static void kept_shape(const reduce_args *w, const int64_t *block, int64_t *kept)
 {
@@ -45,16 +40,28 @@ static void kept_shape(const reduce_args *w, const int64_t *block, int64_t *kept
         kept[d] = w->reduced[d] ? 1 : block[d];
 }
 
-/* v beats best: NaN first (the first one wins), then the larger (smaller), then the lower index */
-static int beats(double v, int64_t i, double best, int64_t bi, int want_max)
+/* Element a of values va (with index ia) beats element b of vb (index ib): floats (as double)
+ * put a NaN first, then the larger (smaller), then the lower index; integers (as int64, exact
+ * beyond 2^53) the larger, then the lower index. So the first best in index order wins, whatever
+ * order the devices' bests come in. Both kinds are 8 bytes: copies move them as such. */
+static int beats(const reduce_args *w, const void *va, int64_t a, int64_t ia, const void *vb,
+                 int64_t b, int64_t ib)
 {
-    if (isnan(best))
-        return 0;
+    int want_max = w->kind == SPMD_REDUCE_ARGMAX;
+    if (w->key == SPMD_DTYPE_I64) {
+        int64_t u = ((const int64_t *)va)[a], v = ((const int64_t *)vb)[b];
+        return u != v ? (want_max ? u > v : u < v) : ia < ib;
+    }
+    double u = ((const double *)va)[a], v = ((const double *)vb)[b];
+    if (isnan(u) && isnan(v))
+        return ia < ib;
     if (isnan(v))
+        return 0;
+    if (isnan(u))
         return 1;
-    if (v != best)
-        return want_max ? v > best : v < best;
-    return i < bi;
+    if (u != v)
+        return want_max ? u > v : u < v;
+    return ia < ib;
 }
 
 /* the global flat index of block element `e` (row-major in the block) */
@@ -74,26 +81,25 @@ static int64_t global_flat(const spmd__xtype *x, const int64_t *block, const int
 static spmd_status arg_fn(spmd_ctx *ctx, const reduce_args *w, const spmd_block *in,
                           spmd_block *out)
 {
-    int want_max = w->kind == SPMD_REDUCE_ARGMAX;
     int64_t start[SPMD_MAX_RANK], block[SPMD_MAX_RANK], kept[SPMD_MAX_RANK];
     SPMD_CHECK(spmd__xop_block_start(ctx, &w->x, start));
     spmd__xtype_block_shape(&w->x, block);
     kept_shape(w, block, kept);
     spmd_block vals, best_v, best_i;
-    SPMD_CHECK(spmd_ctx_alloc(ctx, in->ndim, in->shape, SPMD_DTYPE_F64, &vals));
+    SPMD_CHECK(spmd_ctx_alloc(ctx, in->ndim, in->shape, w->key, &vals));
     SPMD_CHECK(spmd_op_copy(ctx, in, &vals));
-    SPMD_CHECK(spmd_ctx_alloc(ctx, w->x.ndim, kept, SPMD_DTYPE_F64, &best_v));
+    SPMD_CHECK(spmd_ctx_alloc(ctx, w->x.ndim, kept, w->key, &best_v));
     SPMD_CHECK(spmd_ctx_alloc(ctx, w->x.ndim, kept, SPMD_DTYPE_I64, &best_i));
-    const double *v = vals.data;
-    double *bv = best_v.data;
+    const uint64_t *v = vals.data;
+    uint64_t *bv = best_v.data;
     int64_t *bi = best_i.data, lines = spmd_block_size(&best_v);
     int64_t total = spmd_block_size(&vals);
     if (w->all) {
-        bv[0] = NAN;
-        bi[0] = -1;
-        for (int64_t e = 0; e < total; e++) {
+        bv[0] = v[0];
+        bi[0] = global_flat(&w->x, block, start, 0);
+        for (int64_t e = 1; e < total; e++) {
             int64_t g = global_flat(&w->x, block, start, e);
-            if (bi[0] < 0 || beats(v[e], g, bv[0], bi[0], want_max)) {
+            if (beats(w, v, e, g, bv, 0, bi[0])) {
                 bv[0] = v[e];
                 bi[0] = g;
             }
@@ -110,29 +116,29 @@ static spmd_status arg_fn(spmd_ctx *ctx, const reduce_args *w, const spmd_block 
             bv[l] = v[base];
             bi[l] = start[d];
             for (int64_t k = 1; k < n; k++)
-                if (beats(v[base + k * inner], start[d] + k, bv[l], bi[l], want_max)) {
+                if (beats(w, v, base + k * inner, start[d] + k, bv, l, bi[l])) {
                     bv[l] = v[base + k * inner];
                     bi[l] = start[d] + k;
                 }
         }
     }
     spmd_block result = best_i;
-    if (w->group > 1) { /* every member's best, in position order; the best of them */
+    if (w->group > 1) { /* every member's best; the best of them */
         int64_t gshape[SPMD_MAX_RANK + 1];
         gshape[0] = w->group;
         memcpy(gshape + 1, kept, sizeof(int64_t) * (size_t)w->x.ndim);
         spmd_block all_v, all_i;
-        SPMD_CHECK(spmd_ctx_alloc(ctx, w->x.ndim + 1, gshape, SPMD_DTYPE_F64, &all_v));
+        SPMD_CHECK(spmd_ctx_alloc(ctx, w->x.ndim + 1, gshape, w->key, &all_v));
         SPMD_CHECK(spmd_ctx_alloc(ctx, w->x.ndim + 1, gshape, SPMD_DTYPE_I64, &all_i));
         SPMD_CHECK(spmd_all_gather_invariant(ctx, &best_v, &all_v, w->axes, 0, 0));
         SPMD_CHECK(spmd_all_gather_invariant(ctx, &best_i, &all_i, w->axes, 0, 0));
-        const double *av = all_v.data;
-        const int64_t *ai = all_i.data;
+        uint64_t *av = all_v.data;
+        int64_t *ai = all_i.data;
         for (int64_t l = 0; l < lines; l++)
             for (int g = 1; g < w->group; g++)
-                if (beats(av[g * lines + l], ai[g * lines + l], av[l], ai[l], want_max)) {
-                    ((double *)all_v.data)[l] = av[g * lines + l];
-                    ((int64_t *)all_i.data)[l] = ai[g * lines + l];
+                if (beats(w, av, g * lines + l, ai[g * lines + l], av, l, ai[l])) {
+                    av[l] = av[g * lines + l];
+                    ai[l] = ai[g * lines + l];
                 }
         result = spmd__block_view(&all_i, w->x.ndim, kept);
     }
@@ -246,7 +252,6 @@ spmd_status spmd_array_reduce(spmd_reduce_kind kind, spmd_array *x, int naxes, c
                      "%s (%s): dimension %d is listed twice in axes", api, name, d);
         w->reduced[d] = 1;
     }
-    w->all = naxes < 0 || (naxes == x->ndim && x->ndim != 1);
     SPMD_REQUIRE(!is_arg(kind) || naxes == -1 || naxes == 1, SPMD_ERR_INVALID_ARGUMENT,
                  "%s (%s): naxes is %d; %s takes one dimension, or -1 for the flat index", api,
                  name, naxes, name);
@@ -255,12 +260,13 @@ spmd_status spmd_array_reduce(spmd_reduce_kind kind, spmd_array *x, int naxes, c
     /* the result's natural type */
     spmd_dtype dtype = x->dtype;
     w->acc = x->dtype;
-    if (kind == SPMD_REDUCE_MEAN && !is_float(x->dtype))
+    if (kind == SPMD_REDUCE_MEAN && !spmd__dtype_is_float(x->dtype))
         dtype = w->acc = SPMD_DTYPE_F32;
     if (kind == SPMD_REDUCE_SUM && (x->dtype == SPMD_DTYPE_BOOL || x->dtype == SPMD_DTYPE_U8))
         dtype = w->acc = SPMD_DTYPE_I32;
     if (is_arg(kind))
         dtype = SPMD_DTYPE_I32;
+    w->key = spmd__dtype_is_float(x->dtype) ? SPMD_DTYPE_F64 : SPMD_DTYPE_I64;
     spmd__xtype *res = &w->res;
     spmd__xtype_replicated(op.mesh, 0, NULL, dtype, res);
     unsigned mask = 0;
@@ -321,12 +327,12 @@ spmd_status spmd_array_reduce(spmd_reduce_kind kind, spmd_array *x, int naxes, c
         int64_t block[SPMD_MAX_RANK], kept[SPMD_MAX_RANK];
         spmd__xtype_block_shape(&w->x, block);
         kept_shape(w, block, kept);
-        if (is_arg(kind)) {
-            spmd__plan_collective(&op.plan, "all_gather", op.mesh, w->axes, SPMD_DTYPE_F64, x->ndim,
-                                  kept, w->group);
+        if (is_arg(kind) && w->group > 1) { /* axes of size 1 gather nothing */
+            spmd__plan_collective(&op.plan, "all_gather", op.mesh, w->axes, w->key, x->ndim, kept,
+                                  w->group);
             spmd__plan_collective(&op.plan, "all_gather", op.mesh, w->axes, SPMD_DTYPE_I64, x->ndim,
                                   kept, w->group);
-        } else {
+        } else if (!is_arg(kind)) {
             const char *coll = w->finish == FINISH_SCATTER ? "psum_scatter"
                                : kind == SPMD_REDUCE_MAX   ? "pmax"
                                : kind == SPMD_REDUCE_MIN   ? "pmin"

@@ -19,7 +19,7 @@ typedef struct structure_args {
     int gather[SPMD_MAX_RANK];
     int axis;
     spmd_take_mode mode;
-    char axes[96]; /* softmax: the axis's mesh axes */
+    char axes[SPMD__AXES_TEXT]; /* softmax: the axis's mesh axes */
     spmd__xtype x, body;
 } structure_args;
 
@@ -148,8 +148,9 @@ spmd_status spmd_array_transpose(spmd_array *x, const int *perm, const spmd_shar
     return finish(&op, &w, &body, out_sharding, out);
 }
 
-/* JAX's reshape rule: `body` gets the result's sharding, or the first group that moves a
- * sharded dimension in a way the blocks cannot follow is returned in *bad_in (-1: none). */
+/* JAX's reshape rule: `body` gets the result's sharding, or *bad_first .. *bad_last are the
+ * dimensions of the first group that moves a sharded dimension in a way the blocks cannot
+ * follow (*bad_first -1: none), and *why says how. */
 static void reshape_rule(const spmd__xtype *x, int ndim, const int64_t *shape, spmd__xtype *body,
                          int *bad_first, int *bad_last, const char **why)
 {
@@ -225,22 +226,26 @@ spmd_status spmd_array_reshape(spmd_array *x, int ndim, const int64_t *shape,
     int bad, last;
     const char *why = "";
     reshape_rule(&w.x, ndim, shape, &body, &bad, &last, &why);
-    while (bad >= 0) {
-        char type[192];
+    if (bad >= 0 && !out_sharding) {
+        char type[192], axes[SPMD__AXES_TEXT];
         spmd__xtype_format(&w.x, type, sizeof type);
-        if (!out_sharding)
-            return SPMD_ERROR(SPMD_ERR_SPEC,
-                              "%s: reshaping %s: %s (dimensions %d .. %d); give an "
-                              "out_sharding (x is then resharded whole along them first), or "
-                              "reshard x yourself",
-                              api, type, why, bad, last);
-        spmd__xtype whole = op.in_type[0];
+        spmd__axes_text_mask(op.mesh, spmd__xtype_used(&w.x), axes, sizeof axes);
+        return SPMD_ERROR(SPMD_ERR_SPEC,
+                          "%s: reshaping %s: %s (dimensions %d .. %d, on '%s'); give an "
+                          "out_sharding (x is then resharded whole along the groups that need "
+                          "it first, and the result to the out_sharding after), or reshard x "
+                          "yourself",
+                          api, type, why, bad, last, axes);
+    }
+    /* every group that cannot follow its blocks is made whole first, in one reshard */
+    spmd__xtype whole = w.x;
+    while (bad >= 0) {
         for (int d = bad; d <= last; d++)
             whole.naxes[d] = 0;
-        spmd__xop_reshard_operand(&op, 0, &whole);
-        w.x = op.in_type[0];
-        reshape_rule(&w.x, ndim, shape, &body, &bad, &last, &why);
+        reshape_rule(&whole, ndim, shape, &body, &bad, &last, &why);
     }
+    spmd__xop_reshard_operand(&op, 0, &whole);
+    w.x = op.in_type[0];
     return finish(&op, &w, &body, out_sharding, out);
 }
 
@@ -275,7 +280,7 @@ spmd_status spmd_array_slice(spmd_array *x, const int64_t *start, const int64_t 
             continue;
         int64_t shards = spmd__xtype_shards(&w.x, d);
         if (body.shape[d] % shards) {
-            char type[192], axes[96];
+            char type[192], axes[SPMD__AXES_TEXT];
             spmd__xtype_format(&w.x, type, sizeof type);
             spmd__xtype_dim_text(&w.x, d, axes, sizeof axes);
             if (!out_sharding)
@@ -326,7 +331,7 @@ spmd_status spmd_array_take(spmd_array *x, spmd_array *indices, int axis, spmd_t
     if (op.in_type[0].naxes[axis]) {
         spmd__xtype whole = op.in_type[0];
         whole.naxes[axis] = 0;
-        char type[192], axes[96];
+        char type[192], axes[SPMD__AXES_TEXT];
         spmd__xtype_format(&op.in_type[0], type, sizeof type);
         spmd__xtype_dim_text(&op.in_type[0], axis, axes, sizeof axes);
         if (!out_sharding)

@@ -205,7 +205,7 @@ spmd_status spmd__xtype_check_divisible(const spmd__xtype *t, const char *fn, co
     for (int d = 0; d < t->ndim; d++) {
         int64_t n = spmd__xtype_shards(t, d);
         if (t->shape[d] % n) {
-            char type[192], axes[96];
+            char type[192], axes[SPMD__AXES_TEXT];
             spmd__xtype_format(t, type, sizeof type);
             spmd__xtype_dim_text(t, d, axes, sizeof axes);
             return SPMD_ERROR(SPMD_ERR_SHAPE,

@@ -7,6 +7,9 @@
 
 #include <spmd/array_ops.h>
 
+/** Room for a list of mesh axes, "x,y,...", of the longest names. */
+#define SPMD__AXES_TEXT (SPMD_MAX_MESH_AXES * (SPMD_MAX_AXIS_NAME + 1))
+
 typedef struct spmd__xtype {
     spmd_mesh *mesh; /* borrowed */
     spmd_dtype dtype;

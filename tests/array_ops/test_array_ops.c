@@ -357,6 +357,39 @@ static void test_reductions(void **state)
             best = i;
     check_values(y, (double[]){best}, 0, "argmin flat");
     spmd_array_destroy(y);
+    /* NaNs on several devices: the first in index order wins, whatever the devices' order */
+    static double n16[64];
+    fill(n16, 64, 1);
+    n16[5] = NAN;  /* row 0, column 5: device (0, 1) */
+    n16[8] = NAN;  /* row 1, column 0: device (0, 0), the first in the devices' order */
+    n16[33] = NAN; /* device (2, 0) */
+    spmd_array *N16 = put(n16, 2, s88, "'x', 'y'");
+    assert_ok(spmd_array_reduce(SPMD_REDUCE_ARGMAX, N16, -1, NULL, 0, NULL, &o, &y));
+    check_values(y, (double[]){5}, 0, "argmax with NaNs on several devices");
+    spmd_array_destroy(y);
+    /* 64 elements on ('y', 'x'): block k is device (x = k % 4, y = k / 4); 9 is in block 1,
+     * device (1, 0), after device (0, 1) which holds block 4 and 33 */
+    static double m64[64];
+    fill(m64, 64, 2);
+    m64[9] = m64[33] = NAN;
+    spmd_array *NyX = put(m64, 1, (int64_t[]){64}, "('y', 'x')");
+    assert_ok(spmd_array_reduce(SPMD_REDUCE_ARGMIN, NyX, 1, (int[]){0}, 0, NULL, &o, &y));
+    check_values(y, (double[]){9}, 0, "argmin with NaNs, a dimension on (y, x)");
+    spmd_array_destroy(y);
+    spmd_array_destroy(N16);
+    spmd_array_destroy(NyX);
+    /* int64 beyond 2^53 compares exactly */
+    static int64_t big[8];
+    for (int i = 0; i < 8; i++)
+        big[i] = ((int64_t)1 << 53) + (i == 5);
+    spmd_sharding *bx = sh_on(mesh, "'x'");
+    spmd_array *Big = NULL;
+    assert_ok(spmd_device_put(big, 1, (int64_t[]){8}, SPMD_DTYPE_I64, bx, &Big));
+    assert_ok(spmd_array_reduce(SPMD_REDUCE_ARGMAX, Big, -1, NULL, 0, NULL, &o, &y));
+    check_values(y, (double[]){5}, 0, "argmax of int64 beyond 2^53");
+    spmd_array_destroy(y);
+    spmd_array_destroy(Big);
+    spmd_sharding_destroy(bx);
     /* out_sharding: unreduced over exactly the reduced axes (nothing moves), or scattered */
     spmd_sharding *u = NULL;
     spmd_spec *spec = NULL;
@@ -727,7 +760,8 @@ static void test_trace_matches_plans(void **state)
     spmd_array *By = put(a, 2, (int64_t[]){8, 4}, "'y'");
     spmd_array *B = put(a, 2, (int64_t[]){4, 16}, "");
     spmd_array *I = put_on(mesh, a, 1, (int64_t[]){4}, SPMD_DTYPE_I32, "'x'");
-    enum { N = 16 };
+    spmd_array *R4 = put(a, 4, (int64_t[]){2, 4, 2, 4}, "None, 'x', None, 'y'");
+    enum { N = 17 };
     static spmd_op_plan plans[N], dry_plans[N];
     spmd_array *y[N] = {0};
     spmd_op_options o[N], dry[N];
@@ -770,6 +804,7 @@ static void test_trace_matches_plans(void **state)
     DRY_THEN_RUN(13, spmd_array_take(Ax, I, 0, SPMD_TAKE_CLIP, sy, O, Y));
     DRY_THEN_RUN(14, spmd_array_concatenate(2, (spmd_array *[]){Ax, By}, 1, sxy, O, Y));
     DRY_THEN_RUN(15, spmd_array_reshard_to(S, sy, O, Y));
+    DRY_THEN_RUN(16, spmd_array_reshape(R4, 2, (int64_t[]){8, 8}, SPMD_REPLICATED, O, Y));
 #undef DRY_THEN_RUN
     assert_ok(spmd_trace_stop());
     char path[512];
@@ -821,7 +856,7 @@ static void test_trace_matches_plans(void **state)
     }
     for (int k = 0; k < N; k++)
         spmd_array_destroy(y[k]);
-    spmd_array *arrays[] = {Ak, Bk, S, Ax, By, B, I};
+    spmd_array *arrays[] = {Ak, Bk, S, Ax, By, B, I, R4};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
         spmd_array_destroy(arrays[i]);
     spmd_sharding_destroy(sx);
