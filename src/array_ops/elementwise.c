@@ -229,17 +229,23 @@ static int64_t reshard_cost(const spmd__xop *op, const spmd__xtype *res)
     return bytes;
 }
 
+/* "a is float32[8@x,4], b is float32[8@y,4]" */
+static void operands_text(const spmd__xop *op, const char *const *args, spmd__strbuf *sb)
+{
+    for (int i = 0; i < op->nin; i++) {
+        char type[192];
+        spmd__xtype_format(&op->in_type[i], type, sizeof type);
+        spmd__strbuf_printf(sb, "%s%s is %s", i ? ", " : "", args[i], type);
+    }
+}
+
 static spmd_status refuse_conflict(const spmd__xop *op, const char *const *args,
                                    const spmd__xtype *res, int d)
 {
     char text[2048], axes[SPMD__AXES_TEXT];
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, text, sizeof text);
-    for (int i = 0; i < op->nin; i++) {
-        char type[192];
-        spmd__xtype_format(&op->in_type[i], type, sizeof type);
-        spmd__strbuf_printf(&sb, "%s%s is %s", i ? ", " : "", args[i], type);
-    }
+    operands_text(op, args, &sb);
     spmd__strbuf_printf(&sb, ": dimension %d of the result is on", d);
     int first = 1;
     for (int i = 0; i < op->nin; i++) {
@@ -292,11 +298,7 @@ static spmd_status run_ew(spmd__xop *op, ew_args *w, const char *const *args,
             spmd__xtype_format(&res, type, sizeof type);
             spmd__strbuf sb;
             spmd__strbuf_init(&sb, text, sizeof text);
-            for (int i = 0; i < op->nin; i++) {
-                char t[192];
-                spmd__xtype_format(&op->in_type[i], t, sizeof t);
-                spmd__strbuf_printf(&sb, "%s%s is %s", i ? ", " : "", args[i], t);
-            }
+            operands_text(op, args, &sb);
             spmd__xtype rep;
             spmd__xtype_replicated(res.mesh, res.ndim, res.shape, res.dtype, &rep);
             return SPMD_ERROR(SPMD_ERR_SPEC,
