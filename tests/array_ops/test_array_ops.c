@@ -220,6 +220,15 @@ static void test_elementwise(void **state)
         want[i] = (float)(a[i] / row[i % 4]);
     check_values(y, want, 1e-7, "a / row");
     spmd_array_destroy(y);
+    /* a rank-0 operand broadcasts everywhere */
+    spmd_array *Z0 = put((double[]){2.5}, 0, NULL, "");
+    assert_ok(spmd_array_binary(SPMD_BINARY_SUB, Z0, A, NULL, &o, &y));
+    check_type(y, "float32[8@x,4@y]");
+    for (int i = 0; i < 32; i++)
+        want[i] = 2.5 - a[i];
+    check_values(y, want, 0, "scalar - a");
+    spmd_array_destroy(y);
+    spmd_array_destroy(Z0);
     /* an unsharded full-size operand takes the other's spec (no communication) */
     assert_ok(spmd_array_binary(SPMD_BINARY_ADD, Bfull, Bx, NULL, &o, &y));
     check_type(y, "float32[8@x,4]");
