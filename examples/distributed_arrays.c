@@ -102,18 +102,12 @@ static void say_checksum(spmd_array *x)
     spmd_array_destroy(whole);
 }
 
-/* A refused op's status and message, without the message's source location ("[file.c:12]"),
- * which is no part of what the user is told. */
+/* A refused op's status and message. */
 static void say_refusal(spmd_status st)
 {
     if (st == SPMD_OK)
         fail("an op that should be refused");
-    const char *msg = spmd_last_error();
-    const char *where = strrchr(msg, '[');
-    int len = (int)strlen(msg);
-    if (where && where > msg && where[-1] == ' ' && msg[len - 1] == ']')
-        len = (int)(where - msg) - 1;
-    say("  refused, %s: %.*s\n", spmd_status_name(st), len, msg);
+    say("  refused, %s: %s\n", spmd_status_name(st), spmd_last_error());
 }
 
 /* ---- part 1: the notebook's cells ---- */

@@ -45,10 +45,16 @@ SPMD_API const char *spmd_status_name(spmd_status s);
 
 /**
  * The detailed message of the last failure on the calling thread: what was wrong and what to
- * do instead, followed by the source location that detected it. Never NULL ("" when no error
- * was recorded). Valid until the next libspmd call on this thread.
+ * do instead. Never NULL ("" when no error was recorded). Valid until the next libspmd call on
+ * this thread.
  */
 SPMD_API const char *spmd_last_error(void);
+/**
+ * For developers and bug reports: where in libspmd's sources the last error on this thread was
+ * raised ("src/shard_map/executor.c:406"); "" when none, or when the message came from another
+ * thread (a device's fn) or process. Never part of spmd_last_error()'s text. Valid as spmd_last_error().
+ */
+SPMD_API const char *spmd_last_error_location(void);
 
 /** Forget the calling thread's last error. */
 SPMD_API void spmd_clear_error(void);

@@ -3,19 +3,10 @@
 # 2 (n-1)/n B, psum_scatter (n-1)/n B, all_gather (n-1) B of the block). Then the backward of a
 # data-parallel layer on the 8 devices: dW[0][j] = sum over e < 16 of (e + 1) (e - j).
 function psum(bytes, n) { return 2 * (n - 1) * bytes / n }
-# a message, as printed: its text, then the source location that detected it
-function message(text,    re, i, c) {
-    re = ""
-    for (i = 1; i <= length(text); i++) {
-        c = substr(text, i, 1)
-        re = re (index("\\^$.[]|()*+?{}", c) ? "\\" c : c)
-    }
-    want_match("^" re "( \\[src/[^]]*\\])*$", 1)
-}
 BEGIN {
     full = 8 * 16 * 4 # the local product float32[8,16]
     want("(i) float32[8@x,16@y], 0 collective(s), 0 B")
-    message("SPMD_ERR_SPEC: spmd_array_matmul: float32[8,4@x] @ float32[4@x,16]: contracting " \
+    want("SPMD_ERR_SPEC: spmd_array_matmul: float32[8,4@x] @ float32[4@x,16]: contracting " \
          "dimensions are sharded on both sides over 'x', and it is ambiguous how the result " \
          "should be sharded. Give an out_sharding: SPMD_REPLICATED, " \
          "float32[8,16] (psum over 'x', " psum(full, 2) " B per device); float32[8@x,16] " \
@@ -26,7 +17,7 @@ BEGIN {
     want("matmul -> float32[8,16@x]: psum_scatter float32[8,16] over ('x') " full / 2 " B")
     want("matmul -> float32[8,16]{U:x}: no communication")
     want("matmul -> float32[8,16@y]: all_gather float32[8,2] over ('x') " 8 * 2 * 4 " B")
-    message("SPMD_ERR_SPEC: spmd_array_matmul: float32[8@x,4] @ float32[4,16@x] would use mesh " \
+    want("SPMD_ERR_SPEC: spmd_array_matmul: float32[8@x,4] @ float32[4,16@x] would use mesh " \
          "axis 'x' twice in its result (on free dimensions of both operands, or on a free and " \
          "a contracted one); reshard a's dimension on 'x' whole (" 8 * 4 * 4 / 2 " B per " \
          "device) or b's (" 4 * 16 * 4 / 2 " B per device) first")
@@ -35,7 +26,7 @@ BEGIN {
          "\"bytes_per_device\":" psum(full, 2) ",\"text\":\"psum float32[8,16] over ('x')\"}]}")
     spent = psum(full, 2) + psum(4 * 4, 4)
     want("budget: " spent " B in 2 collective(s)")
-    message("SPMD_ERR_SPEC: spmd_array_matmul: over the communication budget: " \
+    want("SPMD_ERR_SPEC: spmd_array_matmul: over the communication budget: " \
          "matmul(float32[8,4@x], float32[4@x,16]) (float32[8,16]) needs psum float32[8,16] " \
          "over ('x') " psum(full, 2) " B, " psum(full, 2) " B per device, after 2 collectives " \
          "and " spent " B spent, against limits of 2 collectives and 1024 B (-1: none); " \

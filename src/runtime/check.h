@@ -18,10 +18,11 @@ extern "C" {
 #define SPMD__PRINTF(fmt, args)
 #endif
 
-/** Records `code` and the formatted message (plus file:line) as this thread's last error. */
+/** Records `code` and the formatted message as this thread's last error, and file:line apart
+ * (spmd_last_error_location): the message users read names no source location. */
 spmd_status spmd__error(spmd_status code, const char *file, int line, const char *fmt, ...)
     SPMD__PRINTF(4, 5);
-/** Records a message produced elsewhere (another thread's error) verbatim. */
+/** Records a message produced elsewhere (another thread's error) verbatim, with no location. */
 void spmd__error_set_raw(const char *msg);
 /**
  * For a public function that failed in a function it called: this thread's last error is

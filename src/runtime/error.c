@@ -6,6 +6,8 @@
 #include "runtime/check.h"
 
 static _Thread_local char last_error[SPMD__MESSAGE_CAPACITY];
+/* where the source raised it: for developers, never in the message users read */
+static _Thread_local char last_location[128];
 
 const char *spmd_status_string(spmd_status s)
 {
@@ -33,7 +35,13 @@ const char *spmd_status_name(spmd_status s)
 
 const char *spmd_last_error(void) { return last_error; }
 
-void spmd_clear_error(void) { last_error[0] = '\0'; }
+const char *spmd_last_error_location(void) { return last_location; }
+
+void spmd_clear_error(void)
+{
+    last_error[0] = '\0';
+    last_location[0] = '\0';
+}
 
 /* Keeps messages short: "src/sharding/mesh.c" instead of the absolute build path. */
 static const char *source_path(const char *file)
@@ -50,9 +58,8 @@ spmd_status spmd__error(spmd_status code, const char *file, int line, const char
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     /* The message may quote the previous last error, hence the separate buffer. */
-    spmd__strbuf sb;
-    spmd__strbuf_init(&sb, last_error, sizeof last_error);
-    spmd__strbuf_printf(&sb, "%s [%s:%d]", message, source_path(file), line);
+    snprintf(last_error, sizeof last_error, "%s", message);
+    snprintf(last_location, sizeof last_location, "%s:%d", source_path(file), line);
     return code;
 }
 
@@ -76,12 +83,7 @@ spmd_status spmd__error_in(spmd_status st, const char *fn)
     if (st == SPMD_OK)
         return st;
     const char *short_name = strncmp(fn, "spmd_", 5) == 0 ? fn + 5 : fn;
-    char text[SPMD__MESSAGE_CAPACITY]; /* the words, without the "[src/...]" locations */
-    snprintf(text, sizeof text, "%s", last_error);
-    char *location = strstr(text, " [src/");
-    if (location)
-        *location = '\0';
-    if (has_word(text, fn) || has_word(text, short_name))
+    if (has_word(last_error, fn) || has_word(last_error, short_name))
         return st;
     char inner[SPMD__MESSAGE_CAPACITY];
     snprintf(inner, sizeof inner, "%s", last_error);
@@ -93,8 +95,10 @@ spmd_status spmd__error_in(spmd_status st, const char *fn)
 
 void spmd__error_set_raw(const char *msg)
 {
-    if (msg != last_error)
+    if (msg != last_error) {
         snprintf(last_error, sizeof last_error, "%s", msg);
+        last_location[0] = '\0'; /* another process's words, or a copy kept: no place here */
+    }
 }
 
 void spmd__strbuf_init(spmd__strbuf *sb, char *buf, size_t size)

@@ -318,9 +318,6 @@ static spmd_status at_position(parser *ps, const char *start, spmd_status st, co
         return st;
     char detail[SPMD__MESSAGE_CAPACITY];
     snprintf(detail, sizeof detail, "%s", spmd_last_error());
-    char *location = strstr(detail, " [src/");
-    if (location)
-        *location = '\0';
     size_t skip = strlen(builder);
     const char *what = strncmp(detail, builder, skip) == 0 && strncmp(detail + skip, ": ", 2) == 0
                            ? detail + skip + 2

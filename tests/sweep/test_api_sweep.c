@@ -5,7 +5,8 @@
  * for each integer argument (negative, too large, INT_MAX, INT_MIN), destroyed handles, invalid
  * dtypes (SPMD_DTYPE_COUNT, -1), deleted (donated) arrays, and arrays from another mesh or in
  * another layout where a function needs a match. Every fallible call must return its documented
- * status with a non-empty spmd_last_error() that names the function, leave *out NULL (and other
+ * status with a non-empty spmd_last_error() that names the function and quotes no source
+ * location (src/..., .c:), leave *out NULL (and other
  * out-parameters untouched: status.h says a caller error modifies nothing), not crash, not hang
  * and not leak; queries must answer their documented sentinels.
  *
@@ -208,6 +209,9 @@ static void check_failure(spmd_status got, const char *msg, spmd_status want, sp
     else if (!names_function(msg))
         case_fail("name", "%sthe message of %s does not name %s: %.600s", where,
                   spmd_status_name(got), g_fn, msg);
+    if (strstr(msg, "src/") || strstr(msg, ".c:")) /* spmd_last_error_location says where */
+        case_fail("location", "%sthe message of %s quotes a source location: %.600s", where,
+                  spmd_status_name(got), msg);
 }
 
 static void check_status(spmd_status got, spmd_status want, spmd_status alt)
@@ -913,6 +917,16 @@ static void sweep_spmd_last_error(void)
            "not \"\" after spmd_clear_error");
     Q_THAT((void)(spmd_finalize() == SPMD_OK), (msg = spmd_last_error()) && msg[0] != '\0',
            "empty after a failing spmd_finalize");
+}
+
+static void sweep_spmd_last_error_location(void)
+{
+    const char *where = NULL;
+    Q_THAT((spmd_clear_error(), where = spmd_last_error_location()), where && where[0] == '\0',
+           "not \"\" after spmd_clear_error");
+    Q_THAT((void)(spmd_finalize() == SPMD_OK),
+           (where = spmd_last_error_location()) && strstr(where, "src/") && strstr(where, ".c:"),
+           "no source location after a failing spmd_finalize");
 }
 
 static void sweep_spmd_clear_error(void)
@@ -4309,8 +4323,8 @@ static void sweep_plan_text(int json)
     raw->nsteps = SPMD_OP_PLAN_MAX_STEPS;
     spmd_status st = SPMD_OK;
     if (!json)
-    Q_THAT(st = PLAN_TEXT(raw, big, sizeof big), st == SPMD_OK || st == INV,
-           "failed with another status than SPMD_ERR_INVALID_ARGUMENT");
+        Q_THAT(st = PLAN_TEXT(raw, big, sizeof big), st == SPMD_OK || st == INV,
+               "failed with another status than SPMD_ERR_INVALID_ARGUMENT");
     free(raw);
 #undef PLAN_TEXT
 }
@@ -4633,7 +4647,7 @@ static void sweep_spmd_array_dot_general(void)
     OP(INV, DOT(A_X, A_X, 2, AX00, AX01, 0, NULL, NULL, NULL));   /* a's 0 batch twice */
     OP(SHP, DOT(A_ODD, A_ODD, 0, NULL, NULL, 1, AX1, AX0, NULL)); /* 4 against 3 */
     OP(SHP, DOT(A_ODD, A_X, 1, AX0, AX0, 0, NULL, NULL, NULL));   /* batch 3 against 4 */
-    OP(SHP, DOT(A_RANK16, A_X, 0, NULL, NULL, 0, NULL, NULL, NULL)); /* rank 18 */
+    OP(SHP, DOT(A_RANK16, A_X, 0, NULL, NULL, 0, NULL, NULL, NULL));      /* rank 18 */
     OP(SHP, DOT(A_RANK16, A_RANK16, 0, NULL, NULL, 0, NULL, NULL, NULL)); /* rank 32 */
     OP(SPC, DOT(A_X, A_YX, 1, AX0, AX0, 0, NULL, NULL, NULL)); /* batch 'x' against 'y' */
     OP(SPC, DOT(A, A, 0, NULL, NULL, 1, AX1, AX0, NULL));      /* contracted 'y' against 'x' */
@@ -4642,8 +4656,8 @@ static void sweep_spmd_array_dot_general(void)
     OP(SPC, DOT(A_X, A_U, 0, NULL, NULL, 1, AX1, AX0, NULL));  /* unreduced */
     OP(INV, DOT(A_X, A_X, 0, NULL, NULL, 1, AX1, AX0, DEAD_SHARDING));
     OP(INV, DOT(A_X, A_X, 0, NULL, NULL, 1, AX1, AX0, S_REV));
-    OP(SPC, DOT(A_X, A_X, 0, NULL, NULL, 1, AX1, AX0, S_U));    /* sums over no axis */
-    OP(SHP, DOT(A_ODD, A_X, 0, NULL, NULL, 1, AX1, AX0, S_XY)); /* 3 does not split */
+    OP(SPC, DOT(A_X, A_X, 0, NULL, NULL, 1, AX1, AX0, S_U));      /* sums over no axis */
+    OP(SHP, DOT(A_ODD, A_X, 0, NULL, NULL, 1, AX1, AX0, S_XY));   /* 3 does not split */
     OP(UNS, DOT(I32_X, I32_X, 0, NULL, NULL, 1, AX1, AX0, NULL)); /* gemm: floats */
     SWEEP_BAD_OPTS(DOT_OPTS);
 #undef DOT_OPTS
@@ -4963,8 +4977,8 @@ static void sweep_spmd_array_reshard_to(void)
     OP(SHP, spmd_array_reshard_to(A_ODD, S_XY, NULL, &out));
     OP(SPC, spmd_array_reshard_to(A_SCALAR, S_X, NULL, &out));  /* longer than the rank */
     OP(SHP, spmd_array_reshard_to(A_RANK16, S_XY, NULL, &out)); /* 1 does not split */
-    OP2(SPC, UNS, spmd_array_reshard_to(A, S_U, NULL, &out)); /* into partial sums */
-    OP(SPC, spmd_array_reshard_to(A, S_X, W_TIGHT, &out));    /* over the budget */
+    OP2(SPC, UNS, spmd_array_reshard_to(A, S_U, NULL, &out));   /* into partial sums */
+    OP(SPC, spmd_array_reshard_to(A, S_X, W_TIGHT, &out));      /* over the budget */
     OP(SHP, spmd_array_reshard_to(A_ODD, S_XY, W_DRY, &out));
     SWEEP_BAD_OPTS(RT_OPTS);
 #undef RT_OPTS
