@@ -52,7 +52,8 @@ SPMD_API const char *spmd_last_error(void);
 /**
  * For developers and bug reports: where in libspmd's sources the last error on this thread was
  * raised ("src/shard_map/executor.c:406"); "" when none, or when the message came from another
- * thread (a device's fn) or process. Never part of spmd_last_error()'s text. Valid as spmd_last_error().
+ * thread (a device's fn) or process. Never part of spmd_last_error()'s text. Valid as
+ * spmd_last_error().
  */
 SPMD_API const char *spmd_last_error_location(void);
 

@@ -11,8 +11,6 @@
 #include "runtime/check.h"
 #include "sharding/mesh_impl.h"
 
-enum { FINISH_REDUCE, FINISH_NONE, FINISH_SCATTER };
-
 typedef struct dot_args {
     int nbatch, ncontract;
     int a_batch[SPMD_MAX_RANK], b_batch[SPMD_MAX_RANK];
@@ -402,7 +400,7 @@ static spmd_status run_dot(spmd__xop *op, dot_args *w, const spmd_sharding *out_
         int64_t block[SPMD_MAX_RANK];
         spmd__xtype_block_shape(nat, block);
         spmd__plan_collective(&op->plan, w->finish == FINISH_SCATTER ? "psum_scatter" : "psum",
-                              op->mesh, w->sum_axes, nat->dtype, nat->ndim, block, group);
+                              w->sum_axes, nat->dtype, nat->ndim, block, group);
     }
     spmd__xtype body_final;
     permute_type(&body, w->perm, w->permuted, &body_final);

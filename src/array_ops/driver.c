@@ -66,22 +66,20 @@ spmd_status spmd__xop_begin(spmd__xop *op, const char *api, const char *plan_nam
 /* "Mesh('x': 4) on devices [4, 5, 6, 7]": meshes of one shape differ in their devices */
 static void mesh_text(const spmd_mesh *mesh, char *buf, size_t size)
 {
-    char shape[192];
+    char shape[SPMD__MESH_TEXT];
     if (spmd_mesh_format(mesh, shape, sizeof shape) != SPMD_OK)
         snprintf(shape, sizeof shape, "a mesh");
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, buf, size);
-    spmd__strbuf_printf(&sb, "%s on devices [", shape);
-    for (int i = 0; i < mesh->size && i < 16; i++)
-        spmd__strbuf_printf(&sb, i ? ", %d" : "%d", mesh->device_ids[i]);
-    spmd__strbuf_printf(&sb, mesh->size > 16 ? ", ...]" : "]");
+    spmd__strbuf_printf(&sb, "%s on devices ", shape);
+    spmd__strbuf_int_list(&sb, mesh->device_ids, mesh->size);
 }
 
 static spmd_status same_mesh(const spmd__xop *op, const spmd_mesh *mesh, const char *arg)
 {
     if (!op->mesh || spmd_mesh_equal(op->mesh, mesh))
         return SPMD_OK;
-    char a[320], b[320];
+    char a[SPMD__MESH_TEXT + 128], b[SPMD__MESH_TEXT + 128];
     mesh_text(op->mesh, a, sizeof a);
     mesh_text(mesh, b, sizeof b);
     return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
@@ -133,7 +131,7 @@ spmd_status spmd__xop_requested(const spmd__xop *op, const spmd_sharding *out_sh
     }
     SPMD_CHECK(spmd__sharding_check(out_sharding, op->api, "out_sharding"));
     if (!spmd_mesh_equal(out_sharding->mesh, like->mesh)) {
-        char a[320], b[320];
+        char a[SPMD__MESH_TEXT + 128], b[SPMD__MESH_TEXT + 128];
         mesh_text(out_sharding->mesh, a, sizeof a);
         mesh_text(like->mesh, b, sizeof b);
         return SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
@@ -382,7 +380,7 @@ void spmd__xop_plan_gathers(spmd__xop *op, const spmd__xtype *t, const int *gath
         char axes[SPMD__AXES_TEXT];
         spmd__xtype_block_shape(&cur, block);
         spmd__axes_text_dim(t, d, axes, sizeof axes);
-        spmd__plan_collective(&op->plan, "all_gather", op->mesh, axes, t->dtype, t->ndim, block,
+        spmd__plan_collective(&op->plan, "all_gather", axes, t->dtype, t->ndim, block,
                               (int)spmd__xtype_shards(t, d));
         cur.naxes[d] = 0;
     }

@@ -11,6 +11,10 @@
 
 #define SPMD__XOP_MAX_IN 16
 
+/** How the partial results of a reduction or a contraction end: added up over the reduced axes
+ * (psum, pmax, pmin), left unreduced, or added up and scattered (psum_scatter). */
+enum { FINISH_REDUCE, FINISH_NONE, FINISH_SCATTER };
+
 typedef struct spmd__xop {
     const char *api; /* "spmd_array_matmul" */
     const spmd_op_options *opts;

@@ -10,8 +10,6 @@
 #include "runtime/check.h"
 #include "sharding/mesh_impl.h"
 
-enum { FINISH_REDUCE, FINISH_NONE, FINISH_SCATTER };
-
 typedef struct reduce_args {
     spmd_reduce_kind kind;
     int reduced[SPMD_MAX_RANK]; /* dimension d of x is reduced */
@@ -328,17 +326,15 @@ spmd_status spmd_array_reduce(spmd_reduce_kind kind, spmd_array *x, int naxes, c
         spmd__xtype_block_shape(&w->x, block);
         kept_shape(w, block, kept);
         if (is_arg(kind) && w->group > 1) { /* axes of size 1 gather nothing */
-            spmd__plan_collective(&op.plan, "all_gather", op.mesh, w->axes, w->key, x->ndim, kept,
+            spmd__plan_collective(&op.plan, "all_gather", w->axes, w->key, x->ndim, kept, w->group);
+            spmd__plan_collective(&op.plan, "all_gather", w->axes, SPMD_DTYPE_I64, x->ndim, kept,
                                   w->group);
-            spmd__plan_collective(&op.plan, "all_gather", op.mesh, w->axes, SPMD_DTYPE_I64, x->ndim,
-                                  kept, w->group);
         } else if (!is_arg(kind)) {
             const char *coll = w->finish == FINISH_SCATTER ? "psum_scatter"
                                : kind == SPMD_REDUCE_MAX   ? "pmax"
                                : kind == SPMD_REDUCE_MIN   ? "pmin"
                                                            : "psum";
-            spmd__plan_collective(&op.plan, coll, op.mesh, w->axes, w->acc, x->ndim, kept,
-                                  w->group);
+            spmd__plan_collective(&op.plan, coll, w->axes, w->acc, x->ndim, kept, w->group);
         }
     }
     SPMD_CHECK(spmd__xop_plan(&op, &body, given ? &req : &body, &done, out));

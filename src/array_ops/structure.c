@@ -479,10 +479,8 @@ spmd_status spmd_array_softmax(spmd_array *x, int axis, const spmd_sharding *out
         block[w.axis] = 1;
         spmd__axes_text_dim(&w.x, w.axis, w.axes, sizeof w.axes);
         int shards = (int)spmd__xtype_shards(&w.x, w.axis);
-        spmd__plan_collective(&op.plan, "pmax", op.mesh, w.axes, SPMD_DTYPE_F64, x->ndim, block,
-                              shards);
-        spmd__plan_collective(&op.plan, "psum", op.mesh, w.axes, SPMD_DTYPE_F64, x->ndim, block,
-                              shards);
+        spmd__plan_collective(&op.plan, "pmax", w.axes, SPMD_DTYPE_F64, x->ndim, block, shards);
+        spmd__plan_collective(&op.plan, "psum", w.axes, SPMD_DTYPE_F64, x->ndim, block, shards);
     }
     return finish(&op, &w, &w.x, out_sharding, out);
 }

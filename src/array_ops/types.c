@@ -220,24 +220,15 @@ spmd_status spmd__xtype_check_divisible(const spmd__xtype *t, const char *fn, co
     return SPMD_OK;
 }
 
-int spmd__dtype_is_float(spmd_dtype t)
-{
-    return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || t == SPMD_DTYPE_F16 ||
-           t == SPMD_DTYPE_BF16;
-}
-
-int spmd__dtype_is_number(spmd_dtype t)
-{
-    return spmd__dtype_is_float(t) || t == SPMD_DTYPE_I32 || t == SPMD_DTYPE_I64;
-}
-
 int64_t spmd__xshape_elements(int ndim, const int64_t *shape, spmd_dtype dtype)
 {
-    int64_t n = 1, bytes;
+    size_t n = 1, bytes;
     for (int d = 0; d < ndim; d++)
-        if (shape[d] < 1 || __builtin_mul_overflow(n, shape[d], &n))
+        if (shape[d] < 1 || spmd__mul_overflows(n, (size_t)shape[d], &n))
             return -1;
-    return __builtin_mul_overflow(n, (int64_t)spmd_dtype_size(dtype), &bytes) ? -1 : n;
+    if (spmd__mul_overflows(n, spmd_dtype_size(dtype), &bytes) || bytes > (size_t)INT64_MAX)
+        return -1;
+    return (int64_t)n;
 }
 
 /* ---- plans ---- */
@@ -257,9 +248,8 @@ static spmd_op_step *next_step(spmd_op_plan *plan)
     return s;
 }
 
-void spmd__plan_collective(spmd_op_plan *plan, const char *kind, const spmd_mesh *mesh,
-                           const char *axes, spmd_dtype dtype, int ndim, const int64_t *block,
-                           int n)
+void spmd__plan_collective(spmd_op_plan *plan, const char *kind, const char *axes, spmd_dtype dtype,
+                           int ndim, const int64_t *block, int n)
 {
     spmd_op_step *s = next_step(plan);
     if (!s)
@@ -283,7 +273,6 @@ void spmd__plan_collective(spmd_op_plan *plan, const char *kind, const spmd_mesh
         p += len + (p[len] == ',');
     }
     spmd__strbuf_printf(&sb, ")");
-    (void)mesh;
     if (!strcmp(kind, "all_gather"))
         s->bytes_per_device = (int64_t)(n - 1) * bytes;
     else if (!strcmp(kind, "psum_scatter"))

@@ -7,6 +7,8 @@
 
 #include <spmd/array_ops.h>
 
+#include "runtime/dtype.h"
+
 /** Room for a list of mesh axes, "x,y,...", of the longest names. */
 #define SPMD__AXES_TEXT (SPMD_MAX_MESH_AXES * (SPMD_MAX_AXIS_NAME + 1))
 
@@ -55,10 +57,6 @@ spmd_status spmd__xtype_sharding(const spmd__xtype *t, spmd_sharding **out);
 /** SPMD_ERR_SHAPE naming `fn` and the dimension when a sharded extent is not divisible. */
 spmd_status spmd__xtype_check_divisible(const spmd__xtype *t, const char *fn, const char *what);
 
-/** float32, float64, float16, bfloat16. */
-int spmd__dtype_is_float(spmd_dtype t);
-/** The floats, int32 and int64: what arithmetic takes. */
-int spmd__dtype_is_number(spmd_dtype t);
 /** Elements of a shape, or -1 when they overflow int64 bytes of `dtype`. */
 int64_t spmd__xshape_elements(int ndim, const int64_t *shape, spmd_dtype dtype);
 
@@ -67,9 +65,8 @@ int64_t spmd__xshape_elements(int ndim, const int64_t *shape, spmd_dtype dtype);
 void spmd__plan_begin(spmd_op_plan *plan, const char *op);
 /** Adds a collective inside the op's shard_map: `kind` over the axes list ("x,y"), on a block
  * of `in`'s type whose per-device shape is `block`; the group has n devices. */
-void spmd__plan_collective(spmd_op_plan *plan, const char *kind, const spmd_mesh *mesh,
-                           const char *axes, spmd_dtype dtype, int ndim, const int64_t *block,
-                           int n);
+void spmd__plan_collective(spmd_op_plan *plan, const char *kind, const char *axes, spmd_dtype dtype,
+                           int ndim, const int64_t *block, int n);
 /** Adds a reshard of a whole array from one type to another. */
 void spmd__plan_reshard(spmd_op_plan *plan, const spmd__xtype *from, const spmd__xtype *to);
 /** Bytes the mesh's first device must receive to go from `from` to `to`. */

@@ -2,6 +2,8 @@
 
 #include <spmd/dtype.h>
 
+#include "runtime/dtype.h"
+
 size_t spmd_dtype_size(spmd_dtype t)
 {
     switch (t) {
@@ -121,3 +123,14 @@ uint16_t spmd_f32_to_bf16(float f)
 }
 
 float spmd_bf16_to_f32(uint16_t b) { return bits_float((uint32_t)b << 16); }
+
+int spmd__dtype_is_float(spmd_dtype t)
+{
+    return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || t == SPMD_DTYPE_F16 ||
+           t == SPMD_DTYPE_BF16;
+}
+
+int spmd__dtype_is_number(spmd_dtype t)
+{
+    return spmd__dtype_is_float(t) || t == SPMD_DTYPE_I32 || t == SPMD_DTYPE_I64;
+}

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "runtime/calls.h"
+#include "runtime/dtype.h"
 #include "runtime/log.h"
 #include "runtime/trace.h"
 #include "sharding/mesh_impl.h"
@@ -1005,11 +1006,6 @@ static spmd_status scale(spmd_ctx *ctx, spmd_block *out, double s, size_t count)
     return SPMD_OK;
 }
 
-static int is_float(spmd_dtype t)
-{
-    return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || spmd__is_half(t);
-}
-
 /* A block converted into out's dtype, in place of `in`, before the reduction runs over out; in
  * and out must not overlap when their element sizes differ. */
 static spmd_status convert_into_out(const spmd_block *in, spmd_block *out, const char *name)
@@ -1044,13 +1040,13 @@ static spmd_status prepare_reduction(op_kind op, const spmd_block *in, spmd_bloc
                      spmd_dtype_name(out->dtype));
         convert = 1;
     } else if (op == OP_PMEAN) {
-        SPMD_REQUIRE(!is_float(in->dtype) || out->dtype == in->dtype, SPMD_ERR_SHAPE,
+        SPMD_REQUIRE(!spmd__dtype_is_float(in->dtype) || out->dtype == in->dtype, SPMD_ERR_SHAPE,
                      "pmean: out is %s but in is %s; they must match", spmd_dtype_name(out->dtype),
                      spmd_dtype_name(in->dtype));
-        SPMD_REQUIRE(is_float(out->dtype), SPMD_ERR_SHAPE,
+        SPMD_REQUIRE(spmd__dtype_is_float(out->dtype), SPMD_ERR_SHAPE,
                      "pmean: out is %s; the mean of %s needs a float out (float32 or float64)",
                      spmd_dtype_name(out->dtype), spmd_dtype_name(in->dtype));
-        convert = !is_float(in->dtype);
+        convert = !spmd__dtype_is_float(in->dtype);
     }
     if (convert) {
         SPMD_CHECK(convert_into_out(in, out, name));

@@ -13,6 +13,7 @@
 #include "runtime/check.h"
 #include "runtime/scalar_ops.h"
 #include "shard_map/executor.h"
+#include "runtime/dtype.h"
 #include "shard_map/elementwise_loops.h"
 #include "shard_map/reduce.h"
 #include "runtime/backend/index_map.h"
@@ -82,17 +83,6 @@ static spmd_status require_same_shape(const spmd_block *a, const spmd_block *b, 
     return SPMD_OK;
 }
 
-static int is_float(spmd_dtype t)
-{
-    return t == SPMD_DTYPE_F32 || t == SPMD_DTYPE_F64 || t == SPMD_DTYPE_F16 ||
-           t == SPMD_DTYPE_BF16;
-}
-
-static int is_number(spmd_dtype t)
-{
-    return is_float(t) || t == SPMD_DTYPE_I32 || t == SPMD_DTYPE_I64;
-}
-
 spmd_status spmd_op_fill(spmd_ctx *ctx, spmd_block *out, double value)
 {
     SPMD_CHECK(spmd__ctx_check_optional(ctx, "spmd_op_fill"));
@@ -158,7 +148,8 @@ spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in,
                  "%s: op %d is not a spmd_unary_op", fn, (int)op);
     SPMD_CHECK(require_out_dtype(in, "in", out, fn));
     int int_ok = op == SPMD_UNARY_NEG || op == SPMD_UNARY_RELU;
-    SPMD_REQUIRE(is_float(in->dtype) || (int_ok && is_number(in->dtype)), SPMD_ERR_UNSUPPORTED,
+    SPMD_REQUIRE(spmd__dtype_is_float(in->dtype) || (int_ok && spmd__dtype_is_number(in->dtype)),
+                 SPMD_ERR_UNSUPPORTED,
                  "%s: this op needs a float dtype, not %s; convert with spmd_op_copy first", fn,
                  spmd_dtype_name(in->dtype));
     size_t n = (size_t)spmd_block_size(in);
@@ -174,7 +165,7 @@ spmd_status spmd_op_unary(spmd_ctx *ctx, spmd_unary_op op, const spmd_block *in,
         float *y = out->data;
         for (size_t i = 0; i < n; i++)
             y[i] = spmd__unary_f32(op, x[i]);
-    } else if (!is_float(in->dtype)) {
+    } else if (!spmd__dtype_is_float(in->dtype)) {
         /* integers exactly; negation wraps (-INT_MIN == INT_MIN), as in JAX */
         for (size_t i = 0; i < n; i++) {
             int64_t v = spmd__load_int(in->dtype, in->data, i);
@@ -196,7 +187,7 @@ static spmd_status binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a,
     size_t n = (size_t)spmd_block_size(a);
     int nblocks = b_block ? 3 : 2;
     void *q = op_queue(ctx, nblocks, (const spmd_block *[]){a, out, b_block});
-    if (!is_float(a->dtype)) {
+    if (!spmd__dtype_is_float(a->dtype)) {
         if (op == SPMD_BINARY_DIV)
             for (size_t i = 0; i < period; i++)
                 SPMD_REQUIRE(spmd__load_int(b_dtype, b, i) != 0, SPMD_ERR_INVALID_ARGUMENT,
@@ -208,7 +199,7 @@ static spmd_status binary(spmd_ctx *ctx, spmd_binary_op op, const spmd_block *a,
                   spmd__cuda_binary(q, op, a->dtype, a->data, b_block ? b : NULL, period,
                                     b_block ? 0 : spmd__load(b_dtype, b, 0),
                                     b_block ? 0 : spmd__load_int(b_dtype, b, 0), out->data, n));
-    if (!is_float(a->dtype)) {
+    if (!spmd__dtype_is_float(a->dtype)) {
         for (size_t i = 0; i < n; i++)
             spmd__store_int(out->dtype, out->data, i,
                             spmd__binary_i64(op, spmd__load_int(a->dtype, a->data, i),
@@ -250,12 +241,12 @@ static spmd_status check_binary(spmd_binary_op op, const spmd_block *a, const sp
                  "%s: op %d is not a spmd_binary_op", fn, (int)op);
     SPMD_CHECK(require_out_dtype(a, "a", out, fn));
     if (is_bitwise(op))
-        SPMD_REQUIRE(!is_float(a->dtype), SPMD_ERR_UNSUPPORTED,
+        SPMD_REQUIRE(!spmd__dtype_is_float(a->dtype), SPMD_ERR_UNSUPPORTED,
                      "%s: a bitwise op takes int32, int64, uint8 or bool, not %s (as "
                      "jnp.bitwise_and); view the bits as an integer dtype instead",
                      fn, spmd_dtype_name(a->dtype));
     else
-        SPMD_REQUIRE(is_number(a->dtype), SPMD_ERR_UNSUPPORTED,
+        SPMD_REQUIRE(spmd__dtype_is_number(a->dtype), SPMD_ERR_UNSUPPORTED,
                      "%s: arithmetic takes float, int32 or int64, not %s; convert with "
                      "spmd_op_copy first",
                      fn, spmd_dtype_name(a->dtype));
@@ -286,7 +277,8 @@ static spmd_status spmd_op_binary_scalar_checked(spmd_ctx *ctx, spmd_binary_op o
                                                  const spmd_block *a, double s, spmd_block *out)
 {
     SPMD_CHECK(check_binary(op, a, out));
-    if (!is_float(a->dtype)) { /* the scalar in a's own type, so integer arithmetic stays exact */
+    if (!spmd__dtype_is_float(
+            a->dtype)) { /* the scalar in a's own type, so integer arithmetic stays exact */
         SPMD_REQUIRE(s == s && s >= -0x1p63 && s < 0x1p63, SPMD_ERR_INVALID_ARGUMENT,
                      "spmd_op_binary_scalar: %g is not representable as %s", s,
                      spmd_dtype_name(a->dtype));
@@ -319,7 +311,7 @@ static spmd_status spmd_op_softmax_checked(spmd_ctx *ctx, const spmd_block *in, 
     SPMD_CHECK(spmd__check_block(out, "out", fn));
     SPMD_CHECK(require_same_shape(in, out, fn, "in", "out"));
     SPMD_CHECK(require_out_dtype(in, "in", out, fn));
-    SPMD_REQUIRE(is_float(in->dtype), SPMD_ERR_UNSUPPORTED,
+    SPMD_REQUIRE(spmd__dtype_is_float(in->dtype), SPMD_ERR_UNSUPPORTED,
                  "%s: softmax takes a float dtype, not %s; convert with spmd_op_copy first", fn,
                  spmd_dtype_name(in->dtype));
     SPMD_REQUIRE(in->ndim >= 1, SPMD_ERR_SHAPE, "%s: in has rank 0; softmax needs an axis", fn);
@@ -464,10 +456,11 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
                  SPMD_ERR_INVALID_ARGUMENT,
                  "%s: an argmax or argmin needs an int32 or int64 out, not %s", fn,
                  spmd_dtype_name(out->dtype));
-    SPMD_REQUIRE(is_number(in->dtype), SPMD_ERR_UNSUPPORTED, "%s: cannot reduce %s", fn,
+    SPMD_REQUIRE(spmd__dtype_is_number(in->dtype), SPMD_ERR_UNSUPPORTED, "%s: cannot reduce %s", fn,
                  spmd_dtype_name(in->dtype));
-    SPMD_REQUIRE(kind != SPMD_REDUCE_MEAN || is_float(out->dtype), SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: a mean needs a float out, not %s", fn, spmd_dtype_name(out->dtype));
+    SPMD_REQUIRE(kind != SPMD_REDUCE_MEAN || spmd__dtype_is_float(out->dtype),
+                 SPMD_ERR_INVALID_ARGUMENT, "%s: a mean needs a float out, not %s", fn,
+                 spmd_dtype_name(out->dtype));
     size_t outer = 1, extent = (size_t)spmd_block_size(in), inner = 1;
     if (axis != SPMD_ALL_AXES) {
         int a = axis < 0 ? axis + in->ndim : axis;
@@ -507,14 +500,15 @@ spmd_status spmd_op_reduce(spmd_ctx *ctx, spmd_reduce_kind kind, const spmd_bloc
         ON_DEVICE(ctx, q,
                   spmd__cuda_reduce_axis(q, kind, in->dtype, in->data, out->dtype, out->data, outer,
                                          extent, inner));
-    int exact = !is_float(in->dtype) && kind != SPMD_REDUCE_MEAN && !is_float(out->dtype);
+    int exact = !spmd__dtype_is_float(in->dtype) && kind != SPMD_REDUCE_MEAN &&
+                !spmd__dtype_is_float(out->dtype);
     for (size_t o = 0; o < outer; o++)
         for (size_t i = 0; i < inner; i++) {
             size_t first = o * extent * inner + i;
             if (arg) { /* the first best index; a NaN beats every number, the first NaN all */
                 int argmax = kind == SPMD_REDUCE_ARGMAX;
                 size_t best = 0;
-                if (!is_float(in->dtype)) {
+                if (!spmd__dtype_is_float(in->dtype)) {
                     int64_t b = spmd__load_int(in->dtype, in->data, first);
                     for (size_t e = 1; e < extent; e++) {
                         int64_t v = spmd__load_int(in->dtype, in->data, first + e * inner);
@@ -601,8 +595,8 @@ spmd_status spmd_op_gemm(spmd_ctx *ctx, int trans_a, int trans_b, double alpha, 
                  "first",
                  fn, spmd_dtype_name(a->dtype), spmd_dtype_name(b->dtype),
                  spmd_dtype_name(c->dtype));
-    SPMD_REQUIRE(is_float(a->dtype), SPMD_ERR_UNSUPPORTED, "%s: gemm takes a float dtype, not %s",
-                 fn, spmd_dtype_name(a->dtype));
+    SPMD_REQUIRE(spmd__dtype_is_float(a->dtype), SPMD_ERR_UNSUPPORTED,
+                 "%s: gemm takes a float dtype, not %s", fn, spmd_dtype_name(a->dtype));
     int m = 0, n = 0, k = 0;
     SPMD_CHECK(gemm_dims(trans_a, trans_b, a, b, c, &m, &n, &k));
     CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans,
