@@ -446,6 +446,15 @@ static void reshard(void *arg)
     spmd_array_destroy(y);
 }
 
+/* an array op: its rule's psum (the rows of x are sharded), in one shard_map */
+static void array_sum(void *arg)
+{
+    scenario *s = arg;
+    spmd_array *y = NULL;
+    CHECK(spmd_array_reduce(SPMD_REDUCE_SUM, s->x, -1, NULL, 0, NULL, NULL, &y));
+    spmd_array_destroy(y);
+}
+
 static void device_put(void *arg)
 {
     scenario *s = arg;
@@ -596,6 +605,7 @@ static void count_calls(void)
     s.data = data;
     s.elements = shape[0];
     measure("spmd_device_put, 16 B per device", device_put, &s);
+    measure("spmd_array_reduce, sum of 16 B per device", array_sum, &s);
     /* the values moved: read back through the new layout */
     spmd_array *y = NULL;
     float *back = malloc((size_t)n * 4 * sizeof *back);
