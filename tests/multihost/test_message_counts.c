@@ -605,7 +605,7 @@ static void count_calls(void)
     s.data = data;
     s.elements = shape[0];
     measure("spmd_device_put, 16 B per device", device_put, &s);
-    measure("spmd_array_reduce, sum of 16 B per device", array_sum, &s);
+    measure("spmd_array_reduce sum, 16 B/device", array_sum, &s);
     /* the values moved: read back through the new layout */
     spmd_array *y = NULL;
     float *back = malloc((size_t)n * 4 * sizeof *back);
