@@ -13,7 +13,7 @@ root=${1:-$(dirname "$0")/..}
 # The layers, lowest first: where their files lie (a file's layer is its longest matching
 # path; folders end in /), which layers they may include, and which system headers they refuse.
 layers='
-basics    | runtime/check.h runtime/error.c runtime/dtype.h runtime/dtype.c runtime/session.h runtime/session.c | | mpi.h spmd/mpi.h cuda* cublas* nccl.h
+basics    | runtime/base/check.h runtime/base/error.c runtime/base/dtype.h runtime/base/dtype.c runtime/base/session.h runtime/base/session.c | | mpi.h spmd/mpi.h cuda* cublas* nccl.h
 runtime   | runtime/                   | basics |
 sharding  | sharding/                  | basics | mpi.h spmd/mpi.h cuda* cublas* nccl.h
 array     | array/                     | basics runtime sharding |

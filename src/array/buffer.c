@@ -1,10 +1,10 @@
-/* Reference-counted buffers over device memory (runtime/memory_pool.c keeps freed blocks). */
+/* Reference-counted buffers over device memory (runtime/devices/memory_pool.c keeps freed blocks). */
 #include "array/buffer.h"
 
 #include <stdlib.h>
 
-#include "runtime/check.h"
-#include "runtime/memory_pool.h"
+#include "runtime/base/check.h"
+#include "runtime/devices/memory_pool.h"
 #include "runtime/runtime_impl.h"
 
 spmd_status spmd__buffer_create(int device_id, size_t nbytes, spmd__buffer **out)

@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/calls.h"
-#include "runtime/check.h"
-#include "runtime/comm.h"
-#include "runtime/pieces.h"
-#include "runtime/process_sets.h"
+#include "runtime/calls/calls.h"
+#include "runtime/base/check.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/pieces.h"
+#include "runtime/comm/process_sets.h"
 #include "runtime/runtime_impl.h"
-#include "runtime/worker.h"
+#include "runtime/devices/worker.h"
 #include "sharding/mesh_impl.h"
 #include "sharding/sharding_impl.h"
 #include "sharding/spec_impl.h"

@@ -8,7 +8,7 @@
 
 #include "array_ops/driver.h"
 #include "array/array_impl.h"
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "sharding/mesh_impl.h"
 
 typedef struct dot_args {

@@ -10,9 +10,9 @@
 #include <spmd/reshard.h>
 
 #include "array/array_impl.h"
-#include "runtime/calls.h"
-#include "runtime/check.h"
-#include "runtime/trace.h"
+#include "runtime/calls/calls.h"
+#include "runtime/base/check.h"
+#include "runtime/calls/trace.h"
 #include "sharding/mesh_impl.h"
 #include "sharding/sharding_impl.h"
 

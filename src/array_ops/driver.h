@@ -7,7 +7,7 @@
 #include <spmd/shard_map.h>
 
 #include "array_ops/types.h"
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 
 #define SPMD__XOP_MAX_IN 16
 

@@ -6,7 +6,7 @@
 
 #include "array_ops/driver.h"
 #include "array/array_impl.h"
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "sharding/mesh_impl.h"
 
 enum { EW_UNARY, EW_BINARY, EW_SCALAR, EW_WHERE, EW_ASTYPE };

@@ -4,7 +4,7 @@
 
 #include "array_ops/driver.h"
 #include "array/array_impl.h"
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 
 enum { NULL_FULL, NULL_IOTA, NULL_RANDOM };
 

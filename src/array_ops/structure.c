@@ -6,7 +6,7 @@
 
 #include "array_ops/driver.h"
 #include "array/array_impl.h"
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "sharding/mesh_impl.h"
 #include "sharding/sharding_impl.h"
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "array/array_impl.h"
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "sharding/mesh_impl.h"
 #include "sharding/sharding_impl.h"
 #include "sharding/spec_impl.h"

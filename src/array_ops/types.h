@@ -7,7 +7,7 @@
 
 #include <spmd/array_ops.h>
 
-#include "runtime/dtype.h"
+#include "runtime/base/dtype.h"
 
 /** Room for a list of mesh axes, "x,y,...", of the longest names. */
 #define SPMD__AXES_TEXT (SPMD_MAX_MESH_AXES * (SPMD_MAX_AXIS_NAME + 1))

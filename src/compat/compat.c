@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/check.h" /* error messages only */
+#include "runtime/base/check.h" /* error messages only */
 
 typedef struct slices {
     const void *const *host; /* per slice; NULL: every slice from `single` */

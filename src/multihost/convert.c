@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/calls.h"
-#include "runtime/check.h"
-#include "runtime/env.h"
-#include "runtime/worker.h" /* refusing calls from inside fn */
+#include "runtime/calls/calls.h"
+#include "runtime/base/check.h"
+#include "runtime/base/env.h"
+#include "runtime/devices/worker.h" /* refusing calls from inside fn */
 #include "array/array_impl.h"
 #include "array/buffer.h"
 #include "sharding/mesh_impl.h"

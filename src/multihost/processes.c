@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/calls.h"
-#include "runtime/check.h"
-#include "runtime/comm.h"
-#include "runtime/process_sets.h"
+#include "runtime/calls/calls.h"
+#include "runtime/base/check.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/process_sets.h"
 #include "runtime/runtime_impl.h"
-#include "runtime/trace.h"
-#include "runtime/worker.h" /* refusing calls from inside fn */
+#include "runtime/calls/trace.h"
+#include "runtime/devices/worker.h" /* refusing calls from inside fn */
 #include "array/array_impl.h"
 #include "array/copy.h"
 #include "sharding/sharding_impl.h" /* refusing unreduced arrays */

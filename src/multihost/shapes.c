@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "sharding/spec_impl.h"
 
 enum { TO_GLOBAL, TO_LOCAL };

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/calls.h"
-#include "runtime/check.h" /* error messages */
-#include "runtime/log.h"
-#include "runtime/worker.h"     /* refusing nested calls */
+#include "runtime/calls/calls.h"
+#include "runtime/base/check.h" /* error messages */
+#include "runtime/base/log.h"
+#include "runtime/devices/worker.h"     /* refusing nested calls */
 #include "array/array_impl.h"   /* donation marks inputs deleted */
 #include "shard_map/executor.h" /* pmap's check by value */
 

@@ -11,18 +11,18 @@
 #include <spmd/config.h>
 #include <spmd/version.h>
 
-#include "runtime/calls.h"
-#include "runtime/check.h"
-#include "runtime/comm.h"
-#include "runtime/env.h"
-#include "runtime/event.h"
-#include "runtime/log.h"
-#include "runtime/memory_pool.h"
-#include "runtime/process.h"
+#include "runtime/calls/calls.h"
+#include "runtime/base/check.h"
+#include "runtime/comm/comm.h"
+#include "runtime/base/env.h"
+#include "runtime/devices/event.h"
+#include "runtime/base/log.h"
+#include "runtime/devices/memory_pool.h"
+#include "runtime/comm/process.h"
 #include "runtime/runtime_impl.h"
-#include "runtime/trace.h"
-#include "runtime/worker.h"
-#include "runtime/backend/cuda.h" /* SPMD__CUDA_KERNEL_MIN_BYTES */
+#include "runtime/calls/trace.h"
+#include "runtime/devices/worker.h"
+#include "runtime/devices/backend/cuda.h" /* SPMD__CUDA_KERNEL_MIN_BYTES */
 
 #define MAX_DEVICES_PER_GPU 64
 /* Long enough for a slow step on another process; short enough to report a mistake. */

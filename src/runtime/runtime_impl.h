@@ -5,8 +5,8 @@
 
 #include <spmd/runtime.h>
 
-#include "runtime/backend/backend.h"
-#include "runtime/session.h"
+#include "runtime/devices/backend/backend.h"
+#include "runtime/base/session.h"
 
 /** spmd_init and spmd_init_mpi: `user_comm` points to the caller's MPI_Comm, or is NULL. */
 spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_comm);

@@ -13,16 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/calls.h"
-#include "runtime/dtype.h"
-#include "runtime/log.h"
-#include "runtime/trace.h"
+#include "runtime/calls/calls.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/log.h"
+#include "runtime/calls/trace.h"
 #include "sharding/mesh_impl.h"
 #include "array/copy.h"
 #include "shard_map/executor.h"
 #include "shard_map/reduce.h"
 #ifdef SPMD_HAVE_CUDA
-#include "runtime/backend/cuda.h"
+#include "runtime/devices/backend/cuda.h"
 #endif
 
 /* Below this many bytes one thread does a reduction alone: splitting costs more than it saves. */
@@ -1166,7 +1166,7 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *ou
             free(dsts);
         return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
     }
-    for (int k = 0; k < c.nl; k++) { /* inputs in position order: the order of runtime/tree.h */
+    for (int k = 0; k < c.nl; k++) { /* inputs in position order: the order of runtime/base/tree.h */
         srcs[k] = g->slots[g->local_order[k]].in;
         dsts[k] = g->slots[k].out;
     }
@@ -1659,7 +1659,7 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
     const void **srcs = malloc(2 * (size_t)c.nl * sizeof *srcs);
     if (!srcs)
         return fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
-    for (int i = 0; i < c.nl; i++) /* in position order: the order of runtime/tree.h */
+    for (int i = 0; i < c.nl; i++) /* in position order: the order of runtime/base/tree.h */
         srcs[i] = g->slots[g->local_order[i]].in;
     if (!g->comm && c.nl > 1 && blocks_on_host(ctx)) {
         /* The threads claim pieces of the members' chunks and sum each over the members. */

@@ -11,18 +11,18 @@
 
 #include <dlfcn.h>
 
-#include "runtime/calls.h"
-#include "runtime/log.h"
+#include "runtime/calls/calls.h"
+#include "runtime/base/log.h"
 #include "runtime/runtime_impl.h"
-#include "runtime/digest.h"
-#include "runtime/trace.h"
-#include "runtime/worker.h"
+#include "runtime/base/digest.h"
+#include "runtime/calls/trace.h"
+#include "runtime/devices/worker.h"
 #include "sharding/mesh_impl.h"
 #include "sharding/sharding_impl.h"
 #include "sharding/spec_impl.h"
 #include "array/array_impl.h"
 #ifdef SPMD_HAVE_CUDA
-#include "runtime/backend/cuda.h"
+#include "runtime/devices/backend/cuda.h"
 #endif
 
 #define SPMD__MAGIC_PLAN 0x504c414eu /* "PLAN" */

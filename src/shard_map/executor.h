@@ -9,7 +9,7 @@
 #include <spmd/config.h>
 #include <spmd/shard_map.h>
 
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "array/buffer.h"
 #include "shard_map/groups.h"
 

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/calls.h"
-#include "runtime/check.h"
-#include "runtime/process.h"
-#include "runtime/process_sets.h"
+#include "runtime/calls/calls.h"
+#include "runtime/base/check.h"
+#include "runtime/comm/process.h"
+#include "runtime/comm/process_sets.h"
 #include "runtime/runtime_impl.h"
 #include "sharding/mesh_impl.h"
 

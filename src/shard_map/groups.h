@@ -9,9 +9,9 @@
 
 #include <spmd/mesh.h>
 
-#include "runtime/comm.h"
-#include "runtime/event.h"
-#include "runtime/process_sets.h"
+#include "runtime/comm/comm.h"
+#include "runtime/devices/event.h"
+#include "runtime/comm/process_sets.h"
 #include "sharding/mesh_impl.h"
 
 /* What one local member publishes at a rendezvous; read by the others right after it. */
@@ -28,7 +28,7 @@ typedef struct spmd__slot {
 } spmd__slot;
 
 /* Where a group's positions sit, for one order of its axes (or its grouping): what a reduction
- * across processes needs for its canonical order (runtime/tree.h). */
+ * across processes needs for its canonical order (runtime/base/tree.h). */
 typedef struct spmd__position_map {
     uint64_t key;       /* the axis order or grouping it is for; 0: none yet */
     int *rank_of;       /* [size] rank holding each position */

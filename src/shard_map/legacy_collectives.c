@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "shard_map/executor.h"
 #include "shard_map/reduce.h"
 

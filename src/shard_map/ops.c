@@ -1,6 +1,6 @@
 /* Block operations. CPU devices: float32/float64 through typed loops (vectorized by the
  * compiler), other dtypes through double; gemm through OpenBLAS. CUDA devices: the same
- * arithmetic as kernels on the device's stream (runtime/backend/cuda_kernels.cu), gemm through
+ * arithmetic as kernels on the device's stream (runtime/devices/backend/cuda_kernels.cu), gemm through
  * cuBLAS; each op waits for its kernel, so the host may read the result when it returns. */
 #include <cblas.h>
 #include <math.h>
@@ -10,15 +10,15 @@
 
 #include <spmd/ops.h>
 
-#include "runtime/check.h"
-#include "runtime/scalar_ops.h"
+#include "runtime/base/check.h"
+#include "runtime/base/scalar_ops.h"
 #include "shard_map/executor.h"
-#include "runtime/dtype.h"
+#include "runtime/base/dtype.h"
 #include "shard_map/elementwise_loops.h"
 #include "shard_map/reduce.h"
-#include "runtime/backend/index_map.h"
+#include "runtime/devices/backend/index_map.h"
 #ifdef SPMD_HAVE_CUDA
-#include "runtime/backend/cuda.h"
+#include "runtime/devices/backend/cuda.h"
 #endif
 
 /* The CUDA stream to run an op on its blocks (NULL: run it on the host). */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/scalar_ops.h"
-#include "runtime/tree.h"
+#include "runtime/base/scalar_ops.h"
+#include "runtime/base/tree.h"
 #include "array/copy.h"
 
 int spmd__reducible(spmd_dtype dtype)
@@ -120,7 +120,7 @@ static void load_leaf(spmd_dtype dtype, void *slot, const void *src, size_t b, s
 }
 
 /*
- * The canonical order of runtime/tree.h over the n inputs, one block at a time: the leaves are
+ * The canonical order of runtime/base/tree.h over the n inputs, one block at a time: the leaves are
  * visited left to right and a node is added up as soon as both its children are known (a binary
  * counter of slots, one per level), so each block is read once and the slots stay in cache.
  */

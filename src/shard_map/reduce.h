@@ -8,7 +8,7 @@
 #include <spmd/dtype.h>
 #include <spmd/status.h>
 
-#include "runtime/comm.h"
+#include "runtime/comm/comm.h"
 
 /** 1 for dtypes that the reductions support (f32 f64 i32 i64 f16 bf16). */
 int spmd__reducible(spmd_dtype dtype);

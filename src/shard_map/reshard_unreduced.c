@@ -9,7 +9,7 @@
 
 #include <spmd/shard_map.h>
 
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "sharding/mesh_impl.h"
 #include "sharding/sharding_impl.h"
 #include "sharding/spec_impl.h"

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/check.h"
-#include "runtime/session.h"
+#include "runtime/base/check.h"
+#include "runtime/base/session.h"
 #include "sharding/mesh_impl.h"
 #include "sharding/spec_impl.h"
 

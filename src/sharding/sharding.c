@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "sharding/mesh_impl.h"
 #include "sharding/sharding_impl.h"
 #include "sharding/spec_impl.h"

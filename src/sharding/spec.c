@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "sharding/spec_impl.h"
 
 spmd_status spmd__check_axis_name(const char *name, const char *what)

@@ -4,7 +4,7 @@
 
 #include <spmd/runtime.h>
 
-#include "runtime/check.h"
+#include "runtime/base/check.h"
 #include "sharding/mesh_impl.h"
 #include "sharding/sharding_impl.h"
 

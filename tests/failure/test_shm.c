@@ -1,6 +1,6 @@
 /*
  * Under mpirun: process 1 dies (SIGKILL) right after creating its shared-memory segment inside
- * spmd_init (src/runtime/host_rings.c), before the segment is unlinked; it prints
+ * spmd_init (src/runtime/comm/host_rings.c), before the segment is unlinked; it prints
  * "victim pid P" first. Process 0 goes without rings (SPMD_SHM=0), so that the next start-up is
  * the first to find the segment, and prints how its spmd_init ended. check_shm_leftover.sh runs
  * it, then a job, and checks that the job's start-up removed the dead process's segment.

@@ -52,7 +52,7 @@ expect_rejected "sharding includes shard_map (upward)" sharding/spec.c \
     '#include "shard_map/executor.h"' \
     "src/sharding/spec.c:1: includes shard_map/executor.h (layer shard_map)" "layer sharding"
 expect_rejected "sharding includes the runtime's threads" sharding/mesh.c \
-    '#include "runtime/worker.h"' "src/sharding/mesh.c:1: includes runtime/worker.h (layer runtime)"
+    '#include "runtime/devices/worker.h"' "src/sharding/mesh.c:1: includes runtime/devices/worker.h (layer runtime)"
 expect_rejected "sharding includes array (upward)" sharding/sharding.c \
     '#include "array/array_impl.h"' "src/sharding/sharding.c:1: includes array/array_impl.h"
 expect_rejected "sharding includes <mpi.h>" sharding/visualize.c '#include <mpi.h>' \
@@ -61,12 +61,12 @@ expect_rejected "sharding includes a CUDA header" sharding/mesh_impl.h \
     '#include <cuda_runtime.h>' "includes <cuda_runtime.h>, which layer sharding refuses"
 expect_rejected "runtime includes array (upward)" runtime/runtime.c '#include "array/buffer.h"' \
     "src/runtime/runtime.c:1: includes array/buffer.h (layer array)" "layer runtime"
-expect_rejected "a CUDA kernel includes shard_map (upward)" runtime/backend/cuda_kernels.cu \
-    '#include "shard_map/reduce.h"' "src/runtime/backend/cuda_kernels.cu:1: includes shard_map/reduce.h"
+expect_rejected "a CUDA kernel includes shard_map (upward)" runtime/devices/backend/cuda_kernels.cu \
+    '#include "shard_map/reduce.h"' "src/runtime/devices/backend/cuda_kernels.cu:1: includes shard_map/reduce.h"
 expect_rejected "array includes shard_map (upward)" array/reshard.c '#include "shard_map/groups.h"' \
     "src/array/reshard.c:1: includes shard_map/groups.h (layer shard_map)"
-expect_rejected "the basics include the runtime" runtime/session.c '#include "runtime/log.h"' \
-    "src/runtime/session.c:1: includes runtime/log.h (layer runtime)" "layer basics"
+expect_rejected "the basics include the runtime" runtime/base/session.c '#include "runtime/base/log.h"' \
+    "src/runtime/base/session.c:1: includes runtime/base/log.h (layer runtime)" "layer basics"
 expect_rejected "pmap includes multihost (sideways)" pmap/pmap.c '#include "multihost/shapes.c"' \
     "src/pmap/pmap.c:1: includes multihost/shapes.c (layer multihost)"
 expect_rejected "a relative path up and over" sharding/spec.c '#include "../array/copy.h"' \
@@ -83,7 +83,7 @@ expect_rejected "an include that is nowhere" shard_map/ops.c '#include "shard_ma
 
 fresh
 mkdir "$work/tree/src/newfolder"
-printf '#include "runtime/check.h"\n' > "$work/tree/src/newfolder/x.c"
+printf '#include "runtime/base/check.h"\n' > "$work/tree/src/newfolder/x.c"
 rc=0
 sh "$check" "$work/tree" > "$work/out" 2>&1 || rc=$?
 if [ "$rc" -eq 1 ] && grep -qF "src/newfolder/x.c: in no layer" "$work/out"; then

@@ -12,7 +12,7 @@
  *
  * A destroyed handle cannot be passed for real (its memory is freed: undefined behaviour), so a
  * "dead" handle is a 64 KiB heap block whose first word is 0xdeadbeef, what the library writes
- * into the magic field of every handle it frees (SPMD__MAGIC_DEAD in src/runtime/check.h): the
+ * into the magic field of every handle it frees (SPMD__MAGIC_DEAD in src/runtime/base/check.h): the
  * memory a destroyed handle leaves behind while it is still mapped. A deleted array is a real
  * one: the source of a donating spmd_reshard.
  *

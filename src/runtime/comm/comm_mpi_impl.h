@@ -1,0 +1,162 @@
+/* Private to the MPI communicator files (comm_mpi.c: communicators and data movement;
+ * check_mpi.c: the checked exchanges of the control plane). */
+#ifndef SPMD_RUNTIME_COMM_MPI_IMPL_H
+#define SPMD_RUNTIME_COMM_MPI_IMPL_H
+
+#include <mpi.h>
+#include <pthread.h>
+
+#include "runtime/comm/comm.h"
+#include "runtime/comm/mpi_failure.h"
+
+struct spmd__comm {
+    MPI_Comm comm; /* carries the messages: this communicator, or its parent's */
+    uint64_t wire; /* comm's identity, alike on every member: a ring message's envelope */
+    /* exactly these ranks, for MPI's collectives: `comm` itself, or (a subset) made on first
+     * use; MPI_COMM_NULL until then */
+    MPI_Comm whole;
+    int owns_comm, owns_whole;
+    int rank;
+    int size;
+    int *processes; /* runtime process index of each rank */
+    int *peer;      /* rank in `comm` of each rank: itself, or its rank in the parent */
+    int is_view;
+    int lane, lanes;         /* a subset: its share of the parent's tags (lanes 0: not a subset) */
+    unsigned long exchanges; /* exchanges begun, counted alike on every rank */
+    uint32_t stamp;          /* the last exchange's stamp (spmd__comm_exchange_tag) */
+    /* buffers of sends never waited for: they live as long as the communicator */
+    void **kept;
+    int num_kept;
+    pthread_mutex_t kept_lock; /* abort records may be posted and polled from several threads */
+    /* sends an exchange went on without (their receiver slow, or gone), with their buffers:
+     * freed once they end, buried if they never do */
+    MPI_Request *open_reqs;
+    void **open_bufs;
+    int num_open;
+    /* staging of the checked exchanges (one exchange at a time per communicator) */
+    void *buf[2];
+    size_t buf_bytes[2];
+    /* a receive kept posted for notes "I gave up waiting for you" (check_mpi.c) */
+    MPI_Request note_req;
+    char note_buf[64];
+    /* abort records of calls this rank has not reached yet */
+    void **later_records;
+    size_t *later_bytes;
+    int num_later;
+};
+
+/* With less than MPI_THREAD_MULTIPLE, device threads take turns in MPI. */
+void spmd__mpi_lock(void);
+void spmd__mpi_unlock(void);
+
+/** A new private communicator (spmd_init): the creations over it are counted afresh (wire). */
+void spmd__comm_restart_wires(void);
+
+/** Tags: each exchange owns a block of SPMD__TAGS_PER_EXCHANGE consecutive tags. */
+#define SPMD__TAGS_PER_EXCHANGE 4
+/**
+ * The first tag of the next exchange on c: from w->key when it is set, else c's count. It also
+ * sets c->stamp, which the exchange's messages carry: tags are reused (a few thousand blocks),
+ * and a message that an exchange given up left behind is told apart by it, and dropped.
+ */
+int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key);
+/** The tag of resharding's data messages (outside every exchange's block). */
+int spmd__comm_pieces_tag(void);
+/** The tag of the notes to a rank that was given up on (outside every exchange's block). */
+int spmd__comm_note_tag(void);
+/** The tag of the notes between processes about their calls (calls.h), on the private
+ * communicator (outside every exchange's block). */
+int spmd__comm_calls_tag(void);
+/** The tag of the start-up's exchange of shared-memory names (host_rings.h), on the private
+ * communicator (outside every exchange's block). */
+int spmd__comm_rings_tag(void);
+
+/**
+ * Tells the notes between processes (calls.h) about a wait on c that lasts: for agreement `a`
+ * (NULL: data after one), where w says, for rank `rank` (-1: several). Returns the slot to give
+ * spmd__calls_wait_end.
+ */
+int spmd__comm_track(spmd__comm *c, const spmd__agreement *a, const spmd__wait *w, int rank);
+
+/** A copy of `bytes` of data that lives as long as c, for a send never waited for. */
+void *spmd__comm_keep_copy(spmd__comm *c, const void *data, size_t bytes);
+/** Keeps `block` (a send may still read it) as long as c. */
+void spmd__comm_keep_with(spmd__comm *c, void *block);
+
+/** Staging buffer `which` (0 or 1) of c, at least `bytes` long; NULL when out of memory. */
+void *spmd__comm_buffer(spmd__comm *c, int which, size_t bytes);
+/** Gives staging buffer `which` up to a send still in flight: kept, and a new one next time. */
+void spmd__comm_detach_buffer(spmd__comm *c, int which);
+
+/** c->whole, made now if c is a subset (collective over c's ranks, which all agreed). */
+spmd_status spmd__comm_whole(spmd__comm *c, MPI_Comm *out);
+
+/** The collective timeout, which bounds every wait for data. */
+int64_t spmd__comm_timeout_ns(void);
+/** How much later each step of a checked exchange over n ranks may end than the one before. */
+int64_t spmd__comm_stagger_ns(void);
+/** How long before its deadline the first step of an exchange over n ranks ends (the steps
+ * are counted back from the deadline); waits for data end as early, so that processes give up
+ * on a missing one at the same moment whatever they were waiting in. */
+int64_t spmd__comm_count_back_ns(int n);
+
+/**
+ * Waits for n requests, polling against the collective timeout; from[i] >= 0 names the rank a
+ * receive expects data from, for the message. On SPMD_ERR_TIMEOUT the open requests stay with
+ * MPI: the communicator must be abandoned.
+ */
+spmd_status spmd__comm_wait_data(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
+                                 const char *what);
+/** The deadline spmd__comm_wait_data would set now: for several waits that share one. */
+int64_t spmd__comm_data_deadline(const spmd__comm *c);
+/** spmd__comm_wait_data up to a deadline (spmd__now_ns's clock); it also ends, with its status,
+ * when cancel (if given) says the call was given up. */
+spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
+                                       const char *what, int64_t deadline,
+                                       const spmd__wait *cancel);
+/**
+ * The data of a canonical-order reduction (runtime/base/tree.h) once every rank agreed to it, by
+ * recursive doubling over the tree's nodes at `tag`: a rank whose positions do not fill a node
+ * exchanges with every rank holding part of the node it lacks. Result in acc.
+ */
+spmd_status spmd__comm_tree_allreduce_agreed(spmd__comm *c, int tag, const spmd__tree_inputs *in,
+                                             void *acc, size_t count, size_t elem,
+                                             spmd__combine_fn combine, void *combine_arg,
+                                             const spmd__wait *w);
+
+/**
+ * Cancels a receive and lets it settle: SPMD__CANCELLED, SPMD__ARRIVED (it had matched a whole
+ * message; *status tells), or SPMD__STUCK (it matched a message whose sender stopped half way:
+ * the request is left to MPI, which may still write the buffer, so the caller keeps it).
+ */
+enum { SPMD__CANCELLED, SPMD__ARRIVED, SPMD__STUCK };
+int spmd__comm_cancel_receive(MPI_Request *req, MPI_Status *status);
+/**
+ * Goes on without a send still open from staging buffer `which`: the request and the buffer
+ * stay with the communicator (a fresh staging buffer comes next time) until the send ends, or
+ * for good when it never does.
+ */
+void spmd__comm_leave_send(spmd__comm *c, MPI_Request *req, int which);
+/** Gives up on unfinished sends (their buffers must outlive them). */
+void spmd__comm_abandon_sends(int n, MPI_Request *reqs, const int *done);
+
+/* The data movement behind the checked collectives once the ranks agreed (comm_mpi.c). */
+spmd_status spmd__comm_allgather_placed_agreed(spmd__comm *c, void *recv,
+                                               const spmd__block_layout *layout,
+                                               const size_t *counts, const size_t *displs);
+/** Posts messages made of boxes (no wait; nothing when it fails): one MPI message each, so
+ * reqs and from hold nsend + nrecv entries; from[i] is the peer of a receive, -1 for a send. */
+spmd_status spmd__comm_post_pieces(spmd__comm *c, int tag, int nsend,
+                                   const spmd__piece_message *sends, int nrecv,
+                                   const spmd__piece_message *recvs, MPI_Request *reqs, int *from);
+/** Posts the sends and receives of an all-to-all (no wait): reqs holds 2 * size requests. */
+spmd_status spmd__comm_post_alltoallv(spmd__comm *c, int tag, const void *send,
+                                      const size_t *send_counts, void *recv,
+                                      const size_t *recv_counts, MPI_Request *reqs, int *from,
+                                      int *n);
+/** Posts a list of messages (no wait): reqs holds nsend + nrecv requests. */
+spmd_status spmd__comm_post_messages(spmd__comm *c, int tag, int nsend, const spmd__message *sends,
+                                     int nrecv, const spmd__message *recvs, MPI_Request *reqs,
+                                     int *from);
+
+#endif /* SPMD_RUNTIME_COMM_MPI_IMPL_H */

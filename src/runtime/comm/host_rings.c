@@ -1,0 +1,494 @@
+#include "runtime/comm/host_rings.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/base/check.h"
+#include "runtime/devices/event.h"
+#include "runtime/base/log.h"
+#include "runtime/comm/mpi_failure.h"
+
+/* Slots per ring: an exchange has one message in flight per pair and direction, and each of a
+ * process's devices may be in one (up to 8 devices per process without falling back to MPI);
+ * messages left by exchanges given up take slots too. */
+enum { SLOTS = 8 };
+enum { SLOT_EMPTY = 0, SLOT_WRITING, SLOT_FULL, SLOT_TAKING };
+#define SEGMENT_MAGIC 0x73706d6472696e67ull /* "spmdring" */
+
+typedef struct slot {
+    _Alignas(64) _Atomic uint32_t state;
+    uint32_t bytes;
+    int32_t tag;
+    uint32_t stamp; /* the exchange's (check_mpi.c), for a look that takes nothing */
+    uint64_t wire;
+    uint64_t seq; /* per sender and receiver: the oldest of several matching messages first */
+    char data[SPMD__RING_BYTES];
+} slot;
+
+/* The last exchanges (their tokens) in which the sender gave up waiting for this process: the
+ * shared-memory form of its notes (check_mpi.c), several in case they come faster than looked
+ * at. */
+enum { GAVE_UP = 8 };
+
+typedef struct ring {
+    _Alignas(64) _Atomic uint64_t gave_up[GAVE_UP];
+    _Atomic uint32_t gave_up_next;
+    slot slots[SLOTS];
+} ring;
+
+/* A segment: this head, an attached flag per process of the machine (set by that process once it
+ * mapped the segment: it writes here from then on), then one ring per process of the machine. */
+typedef struct segment_head {
+    uint64_t magic;
+    uint64_t job;      /* whose start-up: names alone could meet another job's */
+    int32_t owner;     /* the process whose inbound rings these are */
+    int32_t processes; /* on the machine: rings */
+} segment_head;
+
+static struct {
+    int n;                      /* processes on this machine; 0: no rings at all */
+    int crowded;                /* more of them than cores: a poll that finds nothing yields */
+    int here;                   /* this process's index among them */
+    int *local_of;              /* [process count]: index on this machine, -1 for other machines */
+    char *own;                  /* this process's segment (its inbound rings), or NULL */
+    char **peers;               /* [n]: the others' segments, mapped (NULL: none) */
+    size_t segment_bytes;       /* every segment's (they hold n rings each) */
+    size_t rings_at;            /* ... and where its rings begin */
+    int *writes_here;           /* [n]: that process writes its messages to this one into rings */
+    _Atomic uint64_t *next_seq; /* [n]: messages sent into that process's ring */
+} R;
+
+static size_t rings_offset(int n)
+{
+    size_t head = sizeof(segment_head) + (size_t)n * sizeof(_Atomic uint32_t);
+    return (head + 63) / 64 * 64;
+}
+
+static _Atomic uint32_t *attached_flags(char *segment)
+{
+    return (_Atomic uint32_t *)(segment + sizeof(segment_head));
+}
+
+static ring *ring_in(char *segment, int sender) { return (ring *)(segment + R.rings_at) + sender; }
+
+/* A segment's name: "/spmd-rings-<pid>-<token>". The token is 128 random bits, and the name
+ * reaches the job's other processes through MPI alone, so no one else can create it before its
+ * owner does; the pid tells a later start-up whether the owner is gone (remove_leftovers). */
+enum { TOKEN_BYTES = 16, NAME_BYTES = 64 };
+
+static void segment_name(char *name, const unsigned char *token)
+{
+    int at = snprintf(name, NAME_BYTES, "/spmd-rings-%ld-", (long)getpid());
+    for (int i = 0; i < TOKEN_BYTES; i++)
+        at += snprintf(name + at, (size_t)(NAME_BYTES - at), "%02x", token[i]);
+}
+
+static int random_token(unsigned char *token)
+{
+    FILE *f = fopen("/dev/urandom", "rb");
+    int ok = f && fread(token, 1, TOKEN_BYTES, f) == TOKEN_BYTES;
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+/* What is wrong with an open segment, or NULL when it is this user's alone and `bytes` long
+ * (bytes 0: any size). Nothing that fails this is written to or mapped. */
+static const char *segment_fault(int fd, size_t bytes)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return "it cannot be examined (fstat)";
+    if (!S_ISREG(st.st_mode))
+        return "it is not a regular file";
+    if (st.st_uid != geteuid())
+        return "another user owns it";
+    if ((st.st_mode & 07777) != 0600)
+        return "its mode is not 0600";
+    if (bytes && (size_t)st.st_size != bytes)
+        return "its size is not the expected one";
+    return NULL;
+}
+
+/* Creates and maps this process's segment, its name into `name`; NULL when shared memory is not
+ * available (the others then send everything to this process through MPI). A name that exists
+ * is someone else's: never opened, another token tried. */
+static char *create_own(char *name, size_t bytes, uint64_t job, int me)
+{
+    int fd = -1;
+    unsigned char token[TOKEN_BYTES];
+    for (int tries = 0; fd < 0 && tries < 4 && random_token(token); tries++) {
+        segment_name(name, token);
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0)
+        return NULL;
+    char *p = NULL;
+    const char *fault = fchmod(fd, 0600) == 0 ? segment_fault(fd, 0) : "fchmod failed";
+    /* the pages now: tmpfs would allocate them at the first write, and a full /dev/shm would
+     * then kill the writer (SIGBUS) mid-collective */
+    if (!fault && ftruncate(fd, (off_t)bytes) == 0 && posix_fallocate(fd, 0, (off_t)bytes) == 0 &&
+        !(fault = segment_fault(fd, bytes))) {
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+            p = NULL;
+    }
+    close(fd);
+    if (fault)
+        SPMD_WARN("the shared-memory segment /dev/shm%s that this process created is not its own "
+                  "alone (%s): its peers send it everything through MPI",
+                  name, fault);
+    if (!p) {
+        shm_unlink(name);
+        return NULL;
+    }
+    segment_head head = {SEGMENT_MAGIC, job, me, R.n};
+    memcpy(p, &head, sizeof head); /* the rest is zero: every slot empty, nobody attached */
+    return p;
+}
+
+/* Maps another process's segment; NULL, with a warning where something else has its name, when it
+ * has none or not the expected one (this process then writes to it through MPI). */
+static char *open_peer(const char *name, size_t bytes, uint64_t job, int owner)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0) {
+        SPMD_WARN("cannot open the shared-memory segment /dev/shm%s of process %d (%s): this "
+                  "process sends it everything through MPI",
+                  name, owner, strerror(errno));
+        return NULL;
+    }
+    char *p = NULL;
+    const char *fault = segment_fault(fd, bytes);
+    if (!fault) {
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+            p = NULL;
+    }
+    close(fd);
+    segment_head head;
+    if (p) {
+        memcpy(&head, p, sizeof head);
+        if (head.magic != SEGMENT_MAGIC || head.job != job || head.owner != owner ||
+            head.processes != R.n) {
+            munmap(p, bytes);
+            p = NULL;
+            fault = "its header is not the job's";
+        }
+    }
+    if (fault)
+        SPMD_WARN("the shared-memory segment /dev/shm%s of process %d is not the job's (%s): "
+                  "never written to, this process sends that process everything through MPI",
+                  name, owner, fault);
+    return p;
+}
+
+/* Removes this user's segments whose processes are gone: those of a start-up killed between
+ * creating its segment and unlinking it. A live process's are kept (its pid answers). */
+static void remove_leftovers(void)
+{
+    DIR *dir = opendir("/dev/shm");
+    if (!dir)
+        return;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        long pid = 0;
+        char rest = 0;
+        if (sscanf(e->d_name, "spmd-rings-%ld-%c", &pid, &rest) != 2 || pid <= 0)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            st.st_uid != geteuid() || !S_ISREG(st.st_mode) ||
+            (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+            continue;
+        char name[1 + sizeof e->d_name];
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        shm_unlink(name);
+    }
+    closedir(dir);
+}
+
+/* Waits for requests until done, or fails the start-up at deadline (a process that stopped). */
+static spmd_status wait_startup(MPI_Request *requests, int count, int64_t deadline,
+                                const char *what)
+{
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return spmd__mpi_failure(rc, what);
+        if (done)
+            return SPMD_OK;
+        SPMD_REQUIRE(spmd__now_ns() < deadline, SPMD_ERR_TIMEOUT,
+                     "setting up shared memory between the processes (%s) did not complete "
+                     "within SPMD_INIT_TIMEOUT, although every process had arrived: a process "
+                     "stopped during start-up",
+                     what);
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* Every process of comm arrives here, or the start-up fails after timeout_ns. */
+static spmd_status barrier(MPI_Comm comm, int64_t timeout_ns)
+{
+    MPI_Request request = MPI_REQUEST_NULL;
+    int rc = MPI_Ibarrier(comm, &request);
+    if (rc != MPI_SUCCESS)
+        return spmd__mpi_failure(rc, "MPI_Ibarrier of the start-up");
+    return wait_startup(&request, 1, spmd__now_ns() + timeout_ns, "the start-up's MPI_Ibarrier");
+}
+
+/* Each process of the machine sends the others its segment's name ("": none) once the segment
+ * exists; every process of the machine takes part, rings wanted or not. */
+static spmd_status exchange_names(MPI_Comm comm, int me, int count, const uint64_t *hosts, int tag,
+                                  const char *mine, char *theirs, int64_t timeout_ns)
+{
+    MPI_Request *requests = malloc(2 * (size_t)count * sizeof *requests);
+    SPMD_REQUIRE(requests, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for the start-up's exchange of shared-memory names");
+    int posted = 0, rc = MPI_SUCCESS;
+    for (int p = 0; p < count && rc == MPI_SUCCESS; p++) {
+        if (p == me || hosts[p] != hosts[me])
+            continue;
+        rc = MPI_Irecv(theirs + (size_t)p * NAME_BYTES, NAME_BYTES, MPI_CHAR, p, tag, comm,
+                       &requests[posted]);
+        if (rc == MPI_SUCCESS)
+            posted++;
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Isend(mine, NAME_BYTES, MPI_CHAR, p, tag, comm, &requests[posted]);
+        if (rc == MPI_SUCCESS)
+            posted++;
+    }
+    spmd_status st = rc == MPI_SUCCESS
+                         ? wait_startup(requests, posted, spmd__now_ns() + timeout_ns,
+                                        "the exchange of shared-memory names")
+                         : spmd__mpi_failure(rc, "posting the exchange of shared-memory names");
+    free(requests); /* a start-up that failed leaves its requests to MPI_Finalize */
+    return st;
+}
+
+static spmd_status allocate_tables(int count)
+{
+    R.local_of = malloc((size_t)count * sizeof *R.local_of);
+    R.peers = calloc((size_t)R.n, sizeof *R.peers);
+    R.writes_here = calloc((size_t)R.n, sizeof *R.writes_here);
+    R.next_seq = calloc((size_t)R.n, sizeof *R.next_seq);
+    SPMD_REQUIRE(R.local_of && R.peers && R.writes_here && R.next_seq, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for the shared-memory rings of %d processes", R.n);
+    return SPMD_OK;
+}
+
+spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *hosts, uint64_t job,
+                             int want, int tag, int64_t timeout_ns)
+{
+    spmd__rings_unlink();
+    int n = 0, here = -1;
+    for (int p = 0; p < count; p++)
+        if (hosts[p] == hosts[me]) {
+            if (p == me)
+                here = n;
+            n++;
+        }
+    /* Whether rings are wanted may differ between processes: the exchanges are everyone's. */
+    int rings = want && n > 1;
+    char name[NAME_BYTES] = "";
+    char *theirs = n > 1 ? calloc((size_t)count, NAME_BYTES) : NULL;
+    if (rings && theirs) {
+        R.n = n;
+        R.here = here;
+        if (allocate_tables(count) != SPMD_OK) { /* only this process goes without */
+            spmd__rings_unlink();
+            rings = 0;
+        }
+    } else {
+        rings = 0;
+    }
+    if (rings) {
+        for (int p = 0, k = 0; p < count; p++)
+            R.local_of[p] = hosts[p] == hosts[me] ? k++ : -1;
+        R.rings_at = rings_offset(n);
+        R.segment_bytes = R.rings_at + (size_t)n * sizeof(ring);
+        /* the machine's cores, not this process's affinity: a launcher binds each process
+         * to a core of its own */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        R.crowded = cores > 0 && n > cores;
+        remove_leftovers();
+        R.own = create_own(name, R.segment_bytes, job, me);
+        if (!R.own)
+            name[0] = 0;
+    }
+    spmd_status met = SPMD_OK;
+    if (n > 1) /* every segment of the machine exists now, its name here */
+        met = theirs
+                  ? exchange_names(comm, me, count, hosts, tag, name, theirs, timeout_ns)
+                  : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
+                               "out of memory for the names of %d processes' shared memory", count);
+    for (int p = 0; met == SPMD_OK && rings && p < count; p++) {
+        int j = R.local_of[p];
+        char *peer_name = theirs + (size_t)p * NAME_BYTES;
+        peer_name[NAME_BYTES - 1] = 0;
+        if (j < 0 || p == me || strncmp(peer_name, "/spmd-rings-", 12) != 0)
+            continue;
+        R.peers[j] = open_peer(peer_name, R.segment_bytes, job, p);
+        if (R.peers[j]) /* from now on this process writes to p through p's rings */
+            atomic_store_explicit(&attached_flags(R.peers[j])[here], 1, memory_order_release);
+    }
+    if (met == SPMD_OK)
+        met = barrier(comm, timeout_ns); /* every process that will write here said so */
+    if (R.own) {
+        shm_unlink(name); /* the mappings live on; nothing is left behind if a process dies */
+        for (int j = 0; j < R.n; j++)
+            R.writes_here[j] =
+                atomic_load_explicit(&attached_flags(R.own)[j], memory_order_acquire) != 0;
+    }
+    free(theirs);
+    if (met != SPMD_OK)
+        spmd__rings_unlink();
+    return met;
+}
+
+void spmd__rings_unlink(void)
+{
+    for (int j = 0; R.peers && j < R.n; j++)
+        if (R.peers[j])
+            munmap(R.peers[j], R.segment_bytes);
+    if (R.own)
+        munmap(R.own, R.segment_bytes);
+    free(R.local_of);
+    free(R.peers);
+    free(R.writes_here);
+    free((void *)R.next_seq);
+    memset(&R, 0, sizeof R);
+}
+
+int spmd__rings_crowded(void) { return R.crowded; }
+
+int spmd__ring_from(int from)
+{
+    if (!R.own)
+        return 0;
+    int j = R.local_of[from];
+    return j >= 0 && R.writes_here[j];
+}
+
+int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *data, size_t bytes)
+{
+    if (!R.n || bytes > SPMD__RING_BYTES)
+        return 0;
+    int j = R.local_of[to];
+    if (j < 0 || !R.peers[j])
+        return 0;
+    ring *r = ring_in(R.peers[j], R.here);
+    for (int k = 0; k < SLOTS; k++) {
+        slot *s = &r->slots[k];
+        uint32_t empty = SLOT_EMPTY;
+        if (!atomic_compare_exchange_strong_explicit(&s->state, &empty, SLOT_WRITING,
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        s->bytes = (uint32_t)bytes;
+        s->tag = tag;
+        s->stamp = stamp;
+        s->wire = wire;
+        s->seq = atomic_fetch_add_explicit(&R.next_seq[j], 1, memory_order_relaxed);
+        memcpy(s->data, data, bytes);
+        atomic_store_explicit(&s->state, SLOT_FULL, memory_order_release);
+        return 1;
+    }
+    return 0;
+}
+
+int spmd__ring_ready(int from, uint64_t wire, int tag, uint32_t stamp)
+{
+    ring *r = ring_in(R.own, R.local_of[from]);
+    for (int k = 0; k < SLOTS; k++) { /* a look only: spmd__ring_take claims what it takes */
+        slot *s = &r->slots[k];
+        if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL && s->wire == wire &&
+            s->tag == tag && s->stamp == stamp)
+            return 1;
+    }
+    return 0;
+}
+
+long spmd__ring_take(int from, uint64_t wire, int tag, void *buf, size_t cap)
+{
+    ring *r = ring_in(R.own, R.local_of[from]);
+    for (;;) {
+        slot *best = NULL;
+        uint64_t best_seq = 0;
+        for (int k = 0; k < SLOTS; k++) {
+            slot *s = &r->slots[k];
+            if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL &&
+                s->wire == wire && s->tag == tag && (!best || s->seq < best_seq)) {
+                best = s;
+                best_seq = s->seq;
+            }
+        }
+        if (!best)
+            return -1;
+        /* Claimed before it is read: another thread of this process may have taken what this
+         * one looked at, and the sender written another message there since. */
+        uint32_t full = SLOT_FULL;
+        if (!atomic_compare_exchange_strong_explicit(&best->state, &full, SLOT_TAKING,
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        if (best->wire != wire || best->tag != tag || best->seq != best_seq) {
+            atomic_store_explicit(&best->state, SLOT_FULL, memory_order_release); /* not ours */
+            continue;
+        }
+        size_t bytes = best->bytes;
+        memcpy(buf, best->data, bytes < cap ? bytes : cap);
+        atomic_store_explicit(&best->state, SLOT_EMPTY, memory_order_release);
+        return bytes > cap ? (long)cap + 1 : (long)bytes;
+    }
+}
+
+void spmd__ring_forget(uint64_t wire)
+{
+    for (int j = 0; R.own && j < R.n; j++) {
+        ring *r = ring_in(R.own, j);
+        for (int k = 0; k < SLOTS; k++) {
+            slot *s = &r->slots[k];
+            uint32_t full = SLOT_FULL;
+            if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FULL ||
+                s->wire != wire ||
+                !atomic_compare_exchange_strong_explicit(
+                    &s->state, &full, SLOT_TAKING, memory_order_acquire, memory_order_relaxed))
+                continue;
+            atomic_store_explicit(&s->state, s->wire == wire ? SLOT_EMPTY : SLOT_FULL,
+                                  memory_order_release);
+        }
+    }
+}
+
+void spmd__ring_give_up(int to, uint64_t token)
+{
+    int j = R.n ? R.local_of[to] : -1;
+    if (j < 0 || !R.peers[j])
+        return;
+    ring *r = ring_in(R.peers[j], R.here);
+    uint32_t k = atomic_fetch_add_explicit(&r->gave_up_next, 1, memory_order_relaxed);
+    atomic_store_explicit(&r->gave_up[k % GAVE_UP], token, memory_order_release);
+}
+
+int spmd__ring_gave_up(int from, uint64_t token)
+{
+    ring *r = ring_in(R.own, R.local_of[from]);
+    for (int k = 0; k < GAVE_UP; k++)
+        if (atomic_load_explicit(&r->gave_up[k], memory_order_acquire) == token)
+            return 1;
+    return 0;
+}

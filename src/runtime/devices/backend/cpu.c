@@ -1,0 +1,110 @@
+/* CPU devices: host memory; each device's work runs on its own worker thread. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/devices/backend/backend.h"
+#include "runtime/base/check.h"
+
+/* Cache-line alignment keeps shards of different devices off each other's lines. */
+#define CPU_ALIGNMENT 64
+
+static spmd_status cpu_probe(int *count)
+{
+    *count = 0; /* unlimited: CPU devices are threads, their number comes from configuration */
+    return SPMD_OK;
+}
+
+static spmd_status cpu_bind_thread(int hw)
+{
+    (void)hw;
+    return SPMD_OK;
+}
+
+/* malloc's own fast path (posix_memalign takes its slow one, a tenth of a small call): the
+ * block starts at the first aligned address past a word that holds what malloc returned. */
+static spmd_status cpu_alloc(int hw, size_t bytes, void **ptr)
+{
+    (void)hw;
+    size_t rounded = (bytes + CPU_ALIGNMENT - 1) / CPU_ALIGNMENT * CPU_ALIGNMENT;
+    if (!rounded)
+        rounded = CPU_ALIGNMENT;
+    char *raw = rounded < bytes || rounded > SIZE_MAX - CPU_ALIGNMENT
+                    ? NULL
+                    : malloc(rounded + CPU_ALIGNMENT);
+    if (!raw)
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
+                          "could not allocate %zu bytes of host memory for a CPU device", bytes);
+    /* malloc aligns to at least 16 bytes: the word before the block is always free */
+    char *block = (char *)(((uintptr_t)raw + CPU_ALIGNMENT) & ~(uintptr_t)(CPU_ALIGNMENT - 1));
+    memcpy(block - sizeof raw, &raw, sizeof raw);
+    *ptr = block;
+    return SPMD_OK;
+}
+
+static void cpu_free(int hw, void *ptr, size_t bytes)
+{
+    (void)hw;
+    (void)bytes;
+    if (!ptr)
+        return;
+    char *raw;
+    memcpy(&raw, (char *)ptr - sizeof raw, sizeof raw);
+    free(raw);
+}
+
+static spmd_status cpu_copy(int hw, void *dst, const void *src, size_t bytes)
+{
+    (void)hw;
+    if (bytes && dst != src)
+        memcpy(dst, src, bytes);
+    return SPMD_OK;
+}
+
+static spmd_status cpu_stream(int local, int hw, void **stream)
+{
+    (void)local;
+    (void)hw;
+    *stream = NULL; /* work runs on the worker thread itself */
+    return SPMD_OK;
+}
+
+static spmd_status cpu_sync(int local)
+{
+    (void)local;
+    return SPMD_OK;
+}
+
+static void cpu_shutdown(void) {}
+
+const spmd__backend spmd__backend_cpu = {
+    .name = "cpu",
+    .platform = SPMD_PLATFORM_CPU,
+    .host_addressable = 1,
+    .probe = cpu_probe,
+    .bind_thread = cpu_bind_thread,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy_to_device = cpu_copy,
+    .copy_to_host = cpu_copy,
+    .copy_on_device = cpu_copy,
+    .stream = cpu_stream,
+    .sync = cpu_sync,
+    .blas = cpu_stream, /* no handle: gemm calls OpenBLAS */
+    .shutdown = cpu_shutdown,
+};
+
+/* Whichever BLAS is linked (weak: the others are absent). */
+extern void openblas_set_num_threads(int threads) __attribute__((weak));
+extern void bli_thread_set_num_threads(long threads) __attribute__((weak));
+extern void MKL_Set_Num_Threads(int threads) __attribute__((weak));
+
+void spmd__cpu_set_blas_threads(int threads)
+{
+    if (openblas_set_num_threads)
+        openblas_set_num_threads(threads);
+    if (bli_thread_set_num_threads)
+        bli_thread_set_num_threads(threads);
+    if (MKL_Set_Num_Threads)
+        MKL_Set_Num_Threads(threads);
+}

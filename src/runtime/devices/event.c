@@ -1,0 +1,126 @@
+#include "runtime/devices/event.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <time.h>
+
+static atomic_int spin_limit = 0;
+static atomic_int yield_limit = 64;
+
+void spmd__event_set_policy(int spins, int yields)
+{
+    atomic_store_explicit(&spin_limit, spins, memory_order_relaxed);
+    atomic_store_explicit(&yield_limit, yields, memory_order_relaxed);
+}
+
+void spmd__event_init(spmd__event *e)
+{
+    atomic_init(&e->seq, 0);
+    atomic_init(&e->sleepers, 0);
+    pthread_mutex_init(&e->mutex, NULL);
+    /* Timed waits measure against the monotonic clock, immune to wall-clock changes. */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+void spmd__event_destroy(spmd__event *e)
+{
+    pthread_cond_destroy(&e->cond);
+    pthread_mutex_destroy(&e->mutex);
+}
+
+unsigned spmd__event_seq(spmd__event *e) { return atomic_load(&e->seq); }
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void spmd__event_wait(spmd__event *e, unsigned seen)
+{
+    int spins = atomic_load_explicit(&spin_limit, memory_order_relaxed);
+    int yields = atomic_load_explicit(&yield_limit, memory_order_relaxed);
+    for (int i = 0; i < spins; i++) {
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
+            return;
+        cpu_relax();
+    }
+    for (int i = 0; i < yields; i++) {
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
+            return;
+        sched_yield();
+    }
+    /* Sequentially consistent sleepers++ then seq load, against the signaller's seq++ then
+     * sleepers load: one of the two always sees the other, so no wake-up is lost. */
+    pthread_mutex_lock(&e->mutex);
+    atomic_fetch_add(&e->sleepers, 1);
+    while (atomic_load(&e->seq) == seen)
+        pthread_cond_wait(&e->cond, &e->mutex);
+    atomic_fetch_sub(&e->sleepers, 1);
+    pthread_mutex_unlock(&e->mutex);
+}
+
+int64_t spmd__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t spmd__coarse_now_ns(void)
+{
+#ifdef CLOCK_MONOTONIC_COARSE
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+        return spmd__now_ns();
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+#else
+    return spmd__now_ns();
+#endif
+}
+
+int spmd__event_wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, int64_t poll_ns)
+{
+    int spins = atomic_load_explicit(&spin_limit, memory_order_relaxed);
+    int yields = atomic_load_explicit(&yield_limit, memory_order_relaxed);
+    for (int i = 0; i < spins; i++) {
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
+            return 0;
+        cpu_relax();
+    }
+    for (int i = 0; i < yields; i++) {
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
+            return 0;
+        sched_yield();
+    }
+    int64_t now = spmd__now_ns();
+    if (now >= deadline_ns)
+        return atomic_load(&e->seq) == seen;
+    int64_t until = now + poll_ns < deadline_ns ? now + poll_ns : deadline_ns;
+    struct timespec ts = {(time_t)(until / 1000000000), (long)(until % 1000000000)};
+    int timed_out = 0;
+    pthread_mutex_lock(&e->mutex);
+    atomic_fetch_add(&e->sleepers, 1);
+    while (atomic_load(&e->seq) == seen && !timed_out)
+        timed_out = pthread_cond_timedwait(&e->cond, &e->mutex, &ts) == ETIMEDOUT;
+    atomic_fetch_sub(&e->sleepers, 1);
+    pthread_mutex_unlock(&e->mutex);
+    return timed_out && until >= deadline_ns && atomic_load(&e->seq) == seen;
+}
+
+void spmd__event_signal(spmd__event *e)
+{
+    atomic_fetch_add(&e->seq, 1);
+    if (atomic_load(&e->sleepers) > 0) {
+        pthread_mutex_lock(&e->mutex);
+        pthread_cond_broadcast(&e->cond);
+        pthread_mutex_unlock(&e->mutex);
+    }
+}
