@@ -13,15 +13,18 @@ root=${1:-$(dirname "$0")/..}
 # The layers, lowest first: where their files lie (a file's layer is its longest matching
 # path; folders end in /), which layers they may include, and which system headers they refuse.
 layers='
-basics    | runtime/base/check.h runtime/base/error.c runtime/base/dtype.h runtime/base/dtype.c runtime/base/session.h runtime/base/session.c | | mpi.h spmd/mpi.h cuda* cublas* nccl.h
-runtime   | runtime/                   | basics |
+basics    | runtime/base/              | | mpi.h spmd/mpi.h cuda* cublas* nccl.h
+devices   | runtime/devices/           | basics | mpi.h spmd/mpi.h nccl.h
+calls     | runtime/calls/             | basics devices | mpi.h spmd/mpi.h cuda* cublas* nccl.h
+comm      | runtime/comm/              | basics devices calls | cuda* cublas*
+runtime   | runtime/                   | basics devices calls comm |
 sharding  | sharding/                  | basics | mpi.h spmd/mpi.h cuda* cublas* nccl.h
-array     | array/                     | basics runtime sharding |
-shard_map | shard_map/                 | basics runtime sharding array |
-array_ops | array_ops/                 | basics runtime sharding array shard_map |
-multihost | multihost/                 | basics runtime sharding array shard_map array_ops |
-compat    | compat/                    | basics runtime sharding array shard_map array_ops |
-pmap      | pmap/                      | basics runtime sharding array shard_map array_ops |
+array     | array/                     | basics devices calls comm runtime sharding |
+shard_map | shard_map/                 | basics devices calls comm runtime sharding array |
+array_ops | array_ops/                 | basics devices calls comm runtime sharding array shard_map |
+multihost | multihost/                 | basics devices calls comm runtime sharding array shard_map array_ops |
+compat    | compat/                    | basics devices calls comm runtime sharding array shard_map array_ops |
+pmap      | pmap/                      | basics devices calls comm runtime sharding array shard_map array_ops |
 cli       | cli/                       | |
 '
 

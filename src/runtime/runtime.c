@@ -14,6 +14,7 @@
 #include "runtime/calls/calls.h"
 #include "runtime/base/check.h"
 #include "runtime/comm/comm.h"
+#include "runtime/comm/notes.h"
 #include "runtime/base/env.h"
 #include "runtime/devices/event.h"
 #include "runtime/base/log.h"
@@ -452,7 +453,10 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
             processes_here += all[p].host == mine.host;
     }
     if (st == SPMD_OK) {
-        st = spmd__proc_go_private(rt.init_timeout_ns);
+        int fresh = 0;
+        st = spmd__proc_go_private(rt.init_timeout_ns, &fresh);
+        if (st == SPMD_OK && fresh)
+            spmd__comm_restart_wires();
         missing = st != SPMD_OK;
     }
     if (st == SPMD_OK && rt.process_count > 1) {

@@ -527,7 +527,7 @@ static spmd_status barrier(coll *c, int arrive)
             /* a local member that is late may be stuck in fn: other processes waiting for this
              * one hear where its devices are (calls.h), and the trace that it is alive */
             if (timed_out && call->mesh->num_processes > 1)
-                spmd__notes_poll();
+                spmd__calls_poll_notes();
             else if (timed_out)
                 spmd__trace_alive();
             int any_finished = 0;

@@ -11,7 +11,7 @@
 #include <spmd/ops.h>
 
 #include "runtime/base/check.h"
-#include "runtime/base/scalar_ops.h"
+#include "runtime/devices/backend/scalar_ops.h"
 #include "shard_map/executor.h"
 #include "runtime/base/dtype.h"
 #include "shard_map/elementwise_loops.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/base/scalar_ops.h"
+#include "runtime/devices/backend/scalar_ops.h"
 #include "runtime/base/tree.h"
 #include "array/copy.h"
 

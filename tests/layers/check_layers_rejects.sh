@@ -52,7 +52,8 @@ expect_rejected "sharding includes shard_map (upward)" sharding/spec.c \
     '#include "shard_map/executor.h"' \
     "src/sharding/spec.c:1: includes shard_map/executor.h (layer shard_map)" "layer sharding"
 expect_rejected "sharding includes the runtime's threads" sharding/mesh.c \
-    '#include "runtime/devices/worker.h"' "src/sharding/mesh.c:1: includes runtime/devices/worker.h (layer runtime)"
+    '#include "runtime/devices/worker.h"' \
+    "src/sharding/mesh.c:1: includes runtime/devices/worker.h (layer devices)"
 expect_rejected "sharding includes array (upward)" sharding/sharding.c \
     '#include "array/array_impl.h"' "src/sharding/sharding.c:1: includes array/array_impl.h"
 expect_rejected "sharding includes <mpi.h>" sharding/visualize.c '#include <mpi.h>' \
@@ -65,8 +66,21 @@ expect_rejected "a CUDA kernel includes shard_map (upward)" runtime/devices/back
     '#include "shard_map/reduce.h"' "src/runtime/devices/backend/cuda_kernels.cu:1: includes shard_map/reduce.h"
 expect_rejected "array includes shard_map (upward)" array/reshard.c '#include "shard_map/groups.h"' \
     "src/array/reshard.c:1: includes shard_map/groups.h (layer shard_map)"
-expect_rejected "the basics include the runtime" runtime/base/session.c '#include "runtime/base/log.h"' \
-    "src/runtime/base/session.c:1: includes runtime/base/log.h (layer runtime)" "layer basics"
+expect_rejected "the basics include the runtime" runtime/base/session.c '#include "runtime/comm/process.h"' \
+    "src/runtime/base/session.c:1: includes runtime/comm/process.h (layer comm)" "layer basics"
+expect_rejected "the basics include the device threads" runtime/base/log.c \
+    '#include "runtime/devices/worker.h"' "src/runtime/base/log.c:1: includes runtime/devices/worker.h (layer devices)"
+expect_rejected "the devices include the calls (upward)" runtime/devices/worker.c \
+    '#include "runtime/calls/calls.h"' "src/runtime/devices/worker.c:1: includes runtime/calls/calls.h (layer calls)" \
+    "layer devices"
+expect_rejected "the calls include comm (upward)" runtime/calls/calls.c \
+    '#include "runtime/comm/notes.h"' "src/runtime/calls/calls.c:1: includes runtime/comm/notes.h (layer comm)"
+expect_rejected "the calls include <mpi.h>" runtime/calls/trace.c '#include <mpi.h>' \
+    "src/runtime/calls/trace.c:1: includes <mpi.h>, which layer calls refuses"
+expect_rejected "comm includes the runtime's start-up (upward)" runtime/comm/process_mpi.c \
+    '#include "runtime/runtime_impl.h"' "src/runtime/comm/process_mpi.c:1: includes runtime/runtime_impl.h (layer runtime)"
+expect_rejected "the devices include <mpi.h>" runtime/devices/event.c '#include <mpi.h>' \
+    "src/runtime/devices/event.c:1: includes <mpi.h>, which layer devices refuses"
 expect_rejected "pmap includes multihost (sideways)" pmap/pmap.c '#include "multihost/shapes.c"' \
     "src/pmap/pmap.c:1: includes multihost/shapes.c (layer multihost)"
 expect_rejected "a relative path up and over" sharding/spec.c '#include "../array/copy.h"' \

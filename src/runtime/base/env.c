@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "runtime/base/check.h"
-#include "runtime/comm/process.h"
 
 /* Whether text is decimal digits alone, after a '-' where `negative` allows one: strtol also
  * takes leading blanks and a '+', which would let " 7" pass where "7 " fails. */

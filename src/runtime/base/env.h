@@ -1,4 +1,4 @@
-/* Private: strict parsing of SPMD_* environment variables. */
+/* Private: strict parsing of SPMD_* environment variables, and what a launcher says there. */
 #ifndef SPMD_RUNTIME_ENV_H
 #define SPMD_RUNTIME_ENV_H
 
@@ -17,5 +17,9 @@ spmd_status spmd__env_int(const char *name, long min, long max, long *value, int
  * SPMD_ERR_INVALID_ARGUMENT naming the variable when it is set to anything else, empty included.
  */
 spmd_status spmd__env_seconds(const char *name, double *seconds);
+
+/** Process count announced by a launcher (mpirun, srun, hydra) in the environment; 0 if none
+ * (*launcher: its name, when not NULL). */
+int spmd__launcher_process_count(const char **launcher);
 
 #endif /* SPMD_RUNTIME_ENV_H */

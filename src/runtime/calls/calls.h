@@ -28,24 +28,7 @@
 
 #include <spmd/status.h>
 
-/* ---- threads ---- */
-
-/** This thread's number in the process: 1, 2, ... in the order of their first call. */
-int spmd__thread_number(void);
-/** "thread 2", or "thread 2 'loader'" when named (spmd_thread_set_name). */
-void spmd__thread_text(char *text, size_t size);
-/** A hash of this thread's name (0 when unnamed): part of every call's fingerprint. */
-uint64_t spmd__thread_tag(void);
-
-/**
- * The array op (spmd/array_ops.h) whose calls this thread is making: its text for messages and
- * a hash of what must match between processes (the op, its operands' types, its parameters),
- * part of each call's fingerprint so that two ops that run the same fn on the same shapes never
- * pair. Set around the op's calls; NULL and 0 outside one.
- */
-void spmd__calls_set_op(const char *text, uint64_t tag);
-uint64_t spmd__calls_op_tag(void);
-const char *spmd__calls_op_text(void);
+#include "runtime/calls/threads.h"
 
 /* ---- the call lock ---- */
 
@@ -235,8 +218,6 @@ int spmd__calls_blocking_process(int missing);
 /** The due probes: fills `to` with up to `cap` processes to ask now, and `ids` with the
  * probes' numbers; returns how many. */
 int spmd__calls_due_probes(int *to, uint64_t *ids, int cap);
-/** Sends the news of an abandoned call now (spmd__calls_exit: no wait will poll for it). */
-void spmd__notes_flush(void);
 
 /**
  * The news of a settled verdict, once, for the transport to send: 1 with the processes (a new
@@ -245,13 +226,22 @@ void spmd__notes_flush(void);
 int spmd__calls_pending_abandon(int **processes, int *n, uint64_t *comm_id,
                                 unsigned long *comm_call, int *told_all, char *reason, size_t size);
 
-/* transport (notes_mpi.c; nothing in a single process) */
-/** Reads the notes that arrived, answers the ones that ask, sends the due probes (cheap when
- * called often: it runs at most once a millisecond). */
-void spmd__notes_poll(void);
-/** Opens the notes at spmd_init (after the private communicator exists); closes at finalize. */
-void spmd__notes_open(void);
-void spmd__notes_close(void);
+/* ---- the transport of the notes ----
+ * comm/notes_mpi.c carries them between processes and registers itself here at spmd_init: the
+ * waits below this room's callers poll through calls.c, which never calls the transport's file
+ * by name. Nothing is registered in a single process. */
+typedef struct spmd__notes_transport {
+    /** Reads the notes that arrived, answers the ones that ask, sends the due probes (cheap
+     * when called often: it runs at most once a millisecond). */
+    void (*poll)(void);
+    /** Sends the news of an abandoned call now (spmd__calls_exit: no wait will poll for it). */
+    void (*flush)(void);
+} spmd__notes_transport;
+
+/** Registers the transport (NULL: none); the pointer stays valid until spmd_finalize. */
+void spmd__calls_set_transport(const spmd__notes_transport *transport);
+/** The waits that last call this: the transport's poll, or nothing when none is registered. */
+void spmd__calls_poll_notes(void);
 
 /* calls.c's own start-up and end (spmd_init / spmd_finalize) */
 void spmd__calls_open(int num_local, int process_index, int64_t timeout_ns);

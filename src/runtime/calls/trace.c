@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/calls/calls.h"
+#include "runtime/calls/threads.h"
 #include "runtime/base/check.h"
 #include "runtime/base/env.h"
 #include "runtime/devices/event.h"
@@ -323,7 +323,7 @@ static void fill_header(spmd_trace_header *h, const spmd__runtime *rt, long reco
     copy_text(h->program, sizeof h->program, program_invocation_name);
 }
 
-static void close_ring(int state)
+void spmd__trace_close(int state)
 {
     atomic_store(&spmd__trace_flag, 0);
     spmd_trace_header *h = atomic_exchange(&live_head, NULL);
@@ -333,7 +333,7 @@ static void close_ring(int state)
     memset(&ring, 0, sizeof ring);
 }
 
-static spmd_status start_locked(const char *dir, const spmd_trace_options *options)
+spmd_status spmd__trace_start_locked(const char *dir, const spmd_trace_options *options)
 {
     const char *f = "spmd_trace_start";
     SPMD_REQUIRE_NOT_NULL(dir, f);
@@ -361,42 +361,6 @@ static spmd_status start_locked(const char *dir, const spmd_trace_options *optio
     return SPMD_OK;
 }
 
-static spmd_status spmd_trace_start_checked(const char *dir, const spmd_trace_options *options)
-{
-    spmd__call_entry lock;
-    SPMD_CHECK(spmd__calls_enter_unnumbered("spmd_trace_start", &lock));
-    spmd_status st = start_locked(dir, options);
-    spmd__calls_exit(&lock, st);
-    return st;
-}
-
-static spmd_status spmd_trace_stop_checked(void)
-{
-    spmd__call_entry lock;
-    SPMD_CHECK(spmd__calls_enter_unnumbered("spmd_trace_stop", &lock));
-    if (spmd__tracing())
-        close_ring(SPMD_TRACE_STOPPED);
-    spmd__calls_exit(&lock, SPMD_OK);
-    return SPMD_OK;
-}
-
-spmd_status spmd__trace_start_from_env(void)
-{
-    const char *dir = getenv("SPMD_TRACE");
-    if (!dir || !dir[0])
-        return SPMD_OK;
-    spmd__call_entry lock;
-    SPMD_CHECK(spmd__calls_enter_unnumbered("spmd_init", &lock));
-    spmd_status st = spmd__tracing() ? SPMD_OK : start_locked(dir, NULL);
-    spmd__calls_exit(&lock, st);
-    if (st != SPMD_OK) {
-        char detail[SPMD__MESSAGE_CAPACITY];
-        copy_text(detail, sizeof detail, spmd_last_error());
-        return SPMD_ERROR(st, "SPMD_TRACE=%s: %s", dir, detail);
-    }
-    return SPMD_OK;
-}
-
 void spmd__trace_finalize(void)
 {
     if (!spmd__tracing())
@@ -405,19 +369,7 @@ void spmd__trace_finalize(void)
     for (int k = 0; k < call_depth && k < CALL_DEPTH; k++)
         spmd__trace_end(open_calls[k], SPMD_OK, 0);
     call_depth = 0; /* its exit finds the trace off and pops nothing */
-    close_ring(SPMD_TRACE_STOPPED);
-}
-
-/* Public entry points: a failure in a callee is reported under the name the caller used. */
-
-spmd_status spmd_trace_start(const char *dir, const spmd_trace_options *options)
-{
-    return spmd__error_in(spmd_trace_start_checked(dir, options), "spmd_trace_start");
-}
-
-spmd_status spmd_trace_stop(void)
-{
-    return spmd__error_in(spmd_trace_stop_checked(), "spmd_trace_stop");
+    spmd__trace_close(SPMD_TRACE_STOPPED);
 }
 
 int spmd_trace_active(void) { return spmd__tracing(); }

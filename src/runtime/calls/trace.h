@@ -47,6 +47,11 @@ void spmd__trace_call_exit(spmd_status st);
 /** A wait's turn: the process is alive (at most a store of the time). */
 void spmd__trace_alive(void);
 
+/** Starts the trace in `dir` (the caller holds the call lock; trace_switch.c). */
+spmd_status spmd__trace_start_locked(const char *dir, const spmd_trace_options *options);
+/** Stops it, marking the file's end with `state` (SPMD_TRACE_STOPPED...; the call lock held). */
+void spmd__trace_close(int state);
+
 /** spmd_init: starts the trace SPMD_TRACE names (SPMD_OK when unset). */
 spmd_status spmd__trace_start_from_env(void);
 /** spmd_finalize: stops it. */

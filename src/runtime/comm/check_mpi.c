@@ -53,32 +53,11 @@ typedef struct note {
 /* Descriptions exchanged when fingerprints differ. */
 #define TEXT 240
 
-/* The shape of recursive doubling over n ranks, from one rank's point of view. */
-typedef struct topology {
-    int n, me;
-    int p2;        /* largest power of two <= n */
-    int levels;    /* log2 p2 */
-    int is_extra;  /* me >= p2: hands its part to me - p2 */
-    int has_extra; /* me + p2 < n: takes the part of me + p2 */
-} topology;
-
-static topology topology_of(int n, int me)
-{
-    topology t = {n, me, 1, 0, 0, 0};
-    while (t.p2 * 2 <= n) {
-        t.p2 *= 2;
-        t.levels++;
-    }
-    t.is_extra = me >= t.p2;
-    t.has_extra = me + t.p2 < n;
-    return t;
-}
-
 typedef struct xchg {
     spmd__comm *c;
     spmd__wait *w;
     const spmd__agreement *a;
-    topology t;
+    spmd__comm_topology t;
     int tag;
     header h;
     int64_t deadline; /* of step 0; step s ends s * stagger later, the last before the caller's */
@@ -305,23 +284,6 @@ static int cancelled(xchg *x, int64_t now)
         return 0;
     x->stopped = st;
     return 1;
-}
-
-static void copy_description(const void *arg, char *text, size_t size);
-
-/* A wait that lasts is told to the notes (calls.h): whom it waits for and where. */
-int spmd__comm_track(spmd__comm *c, const spmd__agreement *a, const spmd__wait *w, int rank)
-{
-    const spmd__wait_where *where = w->where;
-    spmd__wait_info info = {
-        .peer = rank >= 0 ? c->processes[rank] : -1,
-        .phase = where ? where->phase : 0,
-        .device = where ? where->device : -1,
-        .peer_device = where && where->rank_device && rank >= 0 ? where->rank_device[rank] : -1,
-        .fingerprint = a ? a->fingerprint : 0,
-        .describe = a && a->describe ? a->describe : copy_description,
-        .arg = a && a->describe ? a->arg : (w->what ? w->what : "an exchange between processes")};
-    return spmd__calls_wait_begin(&info);
 }
 
 static void broken(xchg *x, int rc, const char *what)
@@ -562,7 +524,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             tracked = spmd__comm_track(c, x->a, x->w, !done[0] ? from : to);
         }
         if (tracked >= 0)
-            spmd__notes_poll();
+            spmd__calls_poll_notes();
         /* a ring is polled without MPI's progress, which would yield the core when others
          * wait for it: so does a wait for a ring on a crowded machine, or after a while */
         if (ring_in && !done[0] && (spmd__rings_crowded() || now - started > RING_SPIN_NS))
@@ -728,7 +690,7 @@ typedef struct pairing {
     const spmd__tree_inputs *order;
 } pairing;
 
-static pairing pairing_of(const topology *t, const spmd__tree_inputs *order)
+static pairing pairing_of(const spmd__comm_topology *t, const spmd__tree_inputs *order)
 {
     pairing p = {t->is_extra, t->has_extra, t->is_extra ? t->me - t->p2 : t->me + t->p2,
                  t->me,       t->n - t->p2, order};
@@ -755,7 +717,7 @@ static int partner_at(const pairing *p, int k)
  */
 static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
 {
-    const topology *t = &x->t;
+    const spmd__comm_topology *t = &x->t;
     pairing p = pairing_of(t, rd->order);
     size_t cap = recv_capacity(rd->capacity), scap = rd->capacity + SEAL_MAX, got = 0;
     int open = 0, last = t->levels + 1;
@@ -1093,18 +1055,6 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
                       what_of(w, a, what, sizeof what));
 }
 
-int64_t spmd__comm_stagger_ns(void)
-{
-    /* a hundredth of the timeout per step, within [10 ms, 250 ms] */
-    int64_t s = spmd__comm_timeout_ns() / 100;
-    return s < 10000000 ? 10000000 : s > 250000000 ? 250000000 : s;
-}
-
-int64_t spmd__comm_count_back_ns(int n)
-{
-    return (int64_t)(topology_of(n, 0).levels + 2) * spmd__comm_stagger_ns();
-}
-
 /* Sets up an exchange: topology, tag, timing. */
 static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
                       int64_t deadline)
@@ -1113,7 +1063,7 @@ static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wa
     x->c = c;
     x->w = w;
     x->a = a;
-    x->t = topology_of(c->size, c->rank);
+    x->t = spmd__comm_topology_of(c->size, c->rank);
     x->tag = tag;
     x->stamp = c->stamp; /* of the exchange whose tag the caller just took */
     /* at most half of a short window (a grace period) shared out over the steps */
@@ -1151,11 +1101,6 @@ static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__w
 
 /* ---- the entry points ---- */
 
-static void copy_description(const void *arg, char *text, size_t size)
-{
-    spmd__copy_text(text, size, arg);
-}
-
 static spmd_status check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag)
 {
     if (c->size == 1)
@@ -1173,7 +1118,7 @@ spmd_status spmd__comm_check(spmd__comm *c, const spmd__agreement *a, spmd__wait
 spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *description,
                              spmd__wait *w)
 {
-    spmd__agreement a = {fingerprint, copy_description, description, NULL};
+    spmd__agreement a = {fingerprint, spmd__comm_describe_text, description, NULL};
     return spmd__comm_check(c, &a, w);
 }
 
@@ -1215,7 +1160,7 @@ typedef struct gather_layout {
 } gather_layout;
 
 /* Bytes of ranks [lo, hi) and, packed after them, of their extras. */
-static size_t block_bytes(const gather_layout *g, const topology *t, int lo, int hi)
+static size_t block_bytes(const gather_layout *g, const spmd__comm_topology *t, int lo, int hi)
 {
     size_t b = g->displ[hi] - g->displ[lo];
     int elo = lo + t->p2, ehi = (hi < t->n - t->p2 ? hi : t->n - t->p2) + t->p2;
@@ -1224,8 +1169,8 @@ static size_t block_bytes(const gather_layout *g, const topology *t, int lo, int
     return b;
 }
 
-static void move_block(const gather_layout *g, const topology *t, int lo, int hi, char *packed,
-                       char *recv, int pack)
+static void move_block(const gather_layout *g, const spmd__comm_topology *t, int lo, int hi,
+                       char *packed, char *recv, int pack)
 {
     size_t real = g->displ[hi] - g->displ[lo];
     if (pack)
@@ -1260,7 +1205,7 @@ static void take_block(xchg *x, const gather_layout *g, char *recv, const char *
 static int gather_round(xchg *x, const gather_layout *g, char *recv, int partner, int span,
                         int step_index, char **S, char *R)
 {
-    const topology *t = &x->t;
+    const spmd__comm_topology *t = &x->t;
     int lo = t->me & ~(span - 1), plo = partner & ~(span - 1);
     size_t out = 0, want = block_bytes(g, t, plo, plo + span), got = 0, total = g->displ[t->n];
     int open = 0;
@@ -1299,7 +1244,7 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
     xchg x;
     char *S = NULL, *R = NULL;
     SPMD_CHECK(start_over_layout(&x, c, a, w, g, &S, &R));
-    const topology *t = &x.t;
+    const spmd__comm_topology *t = &x.t;
     size_t total = g->displ[t->n], got = 0, rcap = recv_capacity(total);
     int last = t->levels + 1, o = GOT;
     if (t->is_extra) { /* hand this rank's block over, get everything back */
@@ -1557,7 +1502,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             tracked = spmd__comm_track(c, a, w, peer);
         }
         if (tracked >= 0)
-            spmd__notes_poll();
+            spmd__calls_poll_notes();
         if (left > 0)
             (void)cancelled(&x, now);
     }

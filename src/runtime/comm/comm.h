@@ -138,6 +138,8 @@ void spmd__comm_destroy(spmd__comm *c);
  * never used or freed again (MPI cannot cancel a collective), nor are its buffers.
  */
 void spmd__comm_abandon(spmd__comm *c);
+/** A new private communicator (spmd_init): the creations over it are counted afresh (wire). */
+void spmd__comm_restart_wires(void);
 /**
  * Keeps a heap block alive and reachable until the process ends, instead of freeing it: an
  * abandoned operation may still read or write it.

@@ -19,49 +19,15 @@
 #include "runtime/comm/host_rings.h"
 #include "runtime/comm/process.h"
 
-/* With less than MPI_THREAD_MULTIPLE, device threads take turns in MPI. */
-static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void spmd__mpi_lock(void)
-{
-    if (!spmd__mpi_thread_multiple())
-        pthread_mutex_lock(&mpi_lock);
-}
-
-void spmd__mpi_unlock(void)
-{
-    if (!spmd__mpi_thread_multiple())
-        pthread_mutex_unlock(&mpi_lock);
-}
-
 #define lock spmd__mpi_lock
 #define unlock spmd__mpi_unlock
 
 /* ---- tags ---- */
 
-/*
- * Each exchange owns a block of SPMD__TAGS_PER_EXCHANGE tags, the blocks cycling through the
- * tag space below a few fixed tags: abort records, views, resharding's data. A message of an
- * exchange given up on can only ever match the same block after a full cycle.
- */
-static int tag_top(void)
-{
-    static int top; /* the same on every process: MPI_TAG_UB, at most 2^30 */
-    if (!top) {
-        int *ub = NULL, flag = 0;
-        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
-        int v = flag && ub ? *ub : 32767;
-        top = v > (1 << 30) ? (1 << 30) : v;
-    }
-    return top;
-}
-
+/* The fixed tags sit at the top of the tag space (process_mpi.c: spmd__mpi_tag_top). */
+static int tag_top(void) { return spmd__mpi_tag_top(); }
 static int abort_tag(void) { return tag_top() - 1; }
 static int view_tag(void) { return tag_top() - 2 * SPMD__TAGS_PER_EXCHANGE; }
-int spmd__comm_pieces_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE; }
-int spmd__comm_note_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 1; }
-int spmd__comm_calls_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 2; }
-int spmd__comm_rings_tag(void) { return tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 3; }
 
 /* Exchanges keyed by a number (and those of communicators that are not subsets) use the first
  * KEYED_BLOCKS blocks; the subsets of a communicator share the rest, each its lane. */
@@ -99,6 +65,40 @@ int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
         block = n % (blocks < KEYED_BLOCKS ? blocks : KEYED_BLOCKS);
     }
     return (int)block * SPMD__TAGS_PER_EXCHANGE;
+}
+
+/* ---- timing and tracking of the waits ---- */
+
+int64_t spmd__comm_stagger_ns(void)
+{
+    /* a hundredth of the timeout per step, within [10 ms, 250 ms] */
+    int64_t s = spmd__comm_timeout_ns() / 100;
+    return s < 10000000 ? 10000000 : s > 250000000 ? 250000000 : s;
+}
+
+int64_t spmd__comm_count_back_ns(int n)
+{
+    return (int64_t)(spmd__comm_topology_of(n, 0).levels + 2) * spmd__comm_stagger_ns();
+}
+
+void spmd__comm_describe_text(const void *arg, char *text, size_t size)
+{
+    spmd__copy_text(text, size, arg);
+}
+
+/* A wait that lasts is told to the notes (calls.h): whom it waits for and where. */
+int spmd__comm_track(spmd__comm *c, const spmd__agreement *a, const spmd__wait *w, int rank)
+{
+    const spmd__wait_where *where = w->where;
+    spmd__wait_info info = {
+        .peer = rank >= 0 ? c->processes[rank] : -1,
+        .phase = where ? where->phase : 0,
+        .device = where ? where->device : -1,
+        .peer_device = where && where->rank_device && rank >= 0 ? where->rank_device[rank] : -1,
+        .fingerprint = a ? a->fingerprint : 0,
+        .describe = a && a->describe ? a->describe : spmd__comm_describe_text,
+        .arg = a && a->describe ? a->arg : (w->what ? w->what : "an exchange between processes")};
+    return spmd__calls_wait_begin(&info);
 }
 
 /* ---- communicators ---- */
@@ -591,7 +591,7 @@ spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, 
                 spmd__wait w = {.what = what};
                 tracked = spmd__comm_track(c, NULL, &w, from_rank);
             }
-            spmd__notes_poll(); /* to answer: a verdict does not end it, as the others
+            spmd__calls_poll_notes(); /* to answer: a verdict does not end it, as the others
                                    agreed to this data and may finish with it */
         }
         if (now - start > 100000) /* a long wait: leave the core to the others */

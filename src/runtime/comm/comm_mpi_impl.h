@@ -45,12 +45,12 @@ struct spmd__comm {
     int num_later;
 };
 
-/* With less than MPI_THREAD_MULTIPLE, device threads take turns in MPI. */
+/* With less than MPI_THREAD_MULTIPLE, device threads take turns in MPI (process_mpi.c). */
 void spmd__mpi_lock(void);
 void spmd__mpi_unlock(void);
-
-/** A new private communicator (spmd_init): the creations over it are counted afresh (wire). */
-void spmd__comm_restart_wires(void);
+/** The top of the tag space (MPI_TAG_UB, at most 2^30), alike on every process; the fixed tags
+ * below lie under it, the exchanges' blocks under those (process_mpi.c). */
+int spmd__mpi_tag_top(void);
 
 /** Tags: each exchange owns a block of SPMD__TAGS_PER_EXCHANGE consecutive tags. */
 #define SPMD__TAGS_PER_EXCHANGE 4
@@ -70,6 +70,31 @@ int spmd__comm_calls_tag(void);
 /** The tag of the start-up's exchange of shared-memory names (host_rings.h), on the private
  * communicator (outside every exchange's block). */
 int spmd__comm_rings_tag(void);
+
+/* The shape of recursive doubling over n ranks, from one rank's point of view: the checked
+ * exchanges' steps (check_mpi.c), and how early a wait for data ends (comm_mpi.c). */
+typedef struct spmd__comm_topology {
+    int n, me;
+    int p2;        /* largest power of two <= n */
+    int levels;    /* log2 p2 */
+    int is_extra;  /* me >= p2: hands its part to me - p2 */
+    int has_extra; /* me + p2 < n: takes the part of me + p2 */
+} spmd__comm_topology;
+
+static inline spmd__comm_topology spmd__comm_topology_of(int n, int me)
+{
+    spmd__comm_topology t = {n, me, 1, 0, 0, 0};
+    while (t.p2 * 2 <= n) {
+        t.p2 *= 2;
+        t.levels++;
+    }
+    t.is_extra = me >= t.p2;
+    t.has_extra = me + t.p2 < n;
+    return t;
+}
+
+/** An agreement's describe function for a plain text (its arg). */
+void spmd__comm_describe_text(const void *arg, char *text, size_t size);
 
 /**
  * Tells the notes between processes (calls.h) about a wait on c that lasts: for agreement `a`

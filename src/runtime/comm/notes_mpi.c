@@ -12,6 +12,7 @@
 #include "runtime/calls/calls.h"
 #include "runtime/base/check.h"
 #include "runtime/comm/comm_mpi_impl.h"
+#include "runtime/comm/notes.h"
 #include "runtime/devices/event.h"
 #include "runtime/calls/trace.h"
 
@@ -40,8 +41,13 @@ static void post_receive(void)
     unlock();
 }
 
+static void poll_notes(void);
+static void flush_notes(void);
+static const spmd__notes_transport mpi_notes = {poll_notes, flush_notes};
+
 void spmd__notes_open(void)
 {
+    spmd__calls_set_transport(&mpi_notes); /* the waits poll the notes through calls.c */
     pthread_mutex_lock(&transport);
     comm = spmd_mpi_comm();
     if (comm != MPI_COMM_NULL) {
@@ -153,7 +159,7 @@ static void send_abandons(void)
 
 static void poll_locked(void);
 
-void spmd__notes_poll(void)
+static void poll_notes(void)
 {
     int64_t now = spmd__now_ns(), last = atomic_load_explicit(&last_poll, memory_order_relaxed);
     if (now - last < POLL_EVERY_NS || !atomic_compare_exchange_strong(&last_poll, &last, now))
@@ -205,7 +211,7 @@ static void poll_locked(void)
     pthread_mutex_unlock(&transport);
 }
 
-void spmd__notes_flush(void)
+static void flush_notes(void)
 {
     pthread_mutex_lock(&transport);
     if (open_)

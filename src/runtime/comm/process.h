@@ -15,8 +15,10 @@
  */
 spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int *count);
 /** Moves to a private duplicate of the chosen communicator, once every process is known to be
- * there; waits at most timeout_ns (the start-up timeout, SPMD_INIT_TIMEOUT). Collective. */
-spmd_status spmd__proc_go_private(int64_t timeout_ns);
+ * there; waits at most timeout_ns (the start-up timeout, SPMD_INIT_TIMEOUT). Collective. *fresh:
+ * 1 when it made a new communicator (the communicators over it are counted afresh:
+ * spmd__comm_restart_wires). */
+spmd_status spmd__proc_go_private(int64_t timeout_ns, int *fresh);
 /**
  * Links the processes that share a machine (hosts[p] alike), once every process went private:
  * the control plane's shared-memory rings (host_rings.h) when `want`, named after `job` (the
@@ -34,8 +36,5 @@ uint64_t spmd__proc_host_id(void);
 
 /** 1 when MPI runs with MPI_THREAD_MULTIPLE (device threads may call it at once). */
 int spmd__mpi_thread_multiple(void);
-
-/** Process count announced by a launcher (mpirun, srun, hydra) in the environment; 0 if none. */
-int spmd__launcher_process_count(const char **launcher);
 
 #endif /* SPMD_RUNTIME_PROCESS_H */

@@ -15,8 +15,8 @@
 #include "runtime/devices/event.h"
 #include "runtime/comm/comm_mpi_impl.h"
 #include "runtime/comm/host_rings.h"
+#include "runtime/base/env.h"
 #include "runtime/comm/process.h"
-#include "runtime/runtime_impl.h"
 
 static MPI_Comm comm = MPI_COMM_NULL; /* the chosen communicator during start-up, then ours */
 static int owns_comm;                 /* comm is the private duplicate */
@@ -24,6 +24,45 @@ static MPI_Comm base = MPI_COMM_NULL; /* the chosen communicator */
 static MPI_Errhandler base_handler = MPI_ERRHANDLER_NULL; /* its own, restored after start-up */
 static int initialized_mpi; /* spmd_init called MPI_Init_thread, so it finalizes MPI too */
 static int thread_multiple;
+
+/* With less than MPI_THREAD_MULTIPLE, device threads take turns in MPI. */
+static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void spmd__mpi_lock(void)
+{
+    if (!spmd__mpi_thread_multiple())
+        pthread_mutex_lock(&mpi_lock);
+}
+
+void spmd__mpi_unlock(void)
+{
+    if (!spmd__mpi_thread_multiple())
+        pthread_mutex_unlock(&mpi_lock);
+}
+
+/* ---- tags ---- */
+
+/*
+ * Each exchange owns a block of SPMD__TAGS_PER_EXCHANGE tags, the blocks cycling through the
+ * tag space below a few fixed tags: abort records, views, resharding's data. A message of an
+ * exchange given up on can only ever match the same block after a full cycle.
+ */
+int spmd__mpi_tag_top(void)
+{
+    static int top; /* the same on every process: MPI_TAG_UB, at most 2^30 */
+    if (!top) {
+        int *ub = NULL, flag = 0;
+        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+        int v = flag && ub ? *ub : 32767;
+        top = v > (1 << 30) ? (1 << 30) : v;
+    }
+    return top;
+}
+
+int spmd__comm_pieces_tag(void) { return spmd__mpi_tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE; }
+int spmd__comm_note_tag(void) { return spmd__mpi_tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 1; }
+int spmd__comm_calls_tag(void) { return spmd__mpi_tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 2; }
+int spmd__comm_rings_tag(void) { return spmd__mpi_tag_top() - 3 * SPMD__TAGS_PER_EXCHANGE + 3; }
 
 #define MPI_REQUIRE(call, what)                                                                    \
     do {                                                                                           \
@@ -115,8 +154,9 @@ spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int 
     return st;
 }
 
-spmd_status spmd__proc_go_private(int64_t timeout_ns)
+spmd_status spmd__proc_go_private(int64_t timeout_ns, int *fresh)
 {
+    *fresh = 0;
     if (comm == MPI_COMM_NULL || owns_comm)
         return SPMD_OK;
     MPI_Comm dup = MPI_COMM_NULL;
@@ -139,7 +179,7 @@ spmd_status spmd__proc_go_private(int64_t timeout_ns)
     restore_base_handler();
     comm = dup;
     owns_comm = 1;
-    spmd__comm_restart_wires();
+    *fresh = 1;
     return SPMD_OK;
 }
 
@@ -189,18 +229,4 @@ void spmd__proc_abandon(void)
 
 int spmd__mpi_thread_multiple(void) { return thread_multiple; }
 
-static spmd_status spmd_init_mpi_checked(MPI_Comm user, const spmd_init_options *opts)
-{
-    SPMD_REQUIRE(user != MPI_COMM_NULL, SPMD_ERR_INVALID_ARGUMENT,
-                 "spmd_init_mpi: comm is MPI_COMM_NULL; pass the communicator to run on");
-    return spmd__runtime_init(opts, &user);
-}
-
 MPI_Comm spmd_mpi_comm(void) { return comm; }
-
-/* Public entry points: a failure in a callee is reported under the name the caller used. */
-
-spmd_status spmd_init_mpi(MPI_Comm user, const spmd_init_options *opts)
-{
-    return spmd__error_in(spmd_init_mpi_checked(user, opts), "spmd_init_mpi");
-}

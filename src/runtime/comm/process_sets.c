@@ -38,7 +38,7 @@ spmd_status spmd__agree_on_view(const int *processes, int n, uint64_t fingerprin
 static spmd_status commit(spmd__comm *view, uint64_t fingerprint, const char *description,
                           const spmd__wait *w, int64_t budget_ns)
 {
-    spmd__notes_poll(); /* news that came during the first round: before anything is sent */
+    spmd__calls_poll_notes(); /* news that came during the first round: before anything is sent */
     if (spmd__calls_has_verdict() == 2)
         return spmd__calls_verdict(NULL);
     spmd__wait round = spmd__second_round_wait(

@@ -4,6 +4,7 @@
 #include <spmd/runtime.h>
 
 #include "runtime/base/check.h"
+#include "runtime/base/env.h"
 #include "runtime/comm/process.h"
 
 spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int *count)
@@ -25,9 +26,10 @@ spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int 
 
 spmd_status spmd__proc_finalize(void) { return SPMD_OK; }
 
-spmd_status spmd__proc_go_private(int64_t timeout_ns)
+spmd_status spmd__proc_go_private(int64_t timeout_ns, int *fresh)
 {
     (void)timeout_ns;
+    *fresh = 0;
     return SPMD_OK;
 }
 

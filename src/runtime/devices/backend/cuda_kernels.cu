@@ -1,5 +1,5 @@
 // Kernels behind the block operations and the in-process reductions on CUDA devices. The
-// arithmetic is runtime/base/scalar_ops.h's, shared with the host loops; element access and the
+// arithmetic is runtime/devices/backend/scalar_ops.h's, shared with the host loops; element access and the
 // reductions follow shard_map/reduce.c (same accumulation order and types, saturation, wrap-around
 // and NaN rules), so a program gives the same numbers on either platform (transcendental functions
 // aside: CUDA's libm).
@@ -9,7 +9,7 @@
 
 #include "runtime/devices/backend/cuda.h"
 #include "runtime/base/check.h"
-#include "runtime/base/scalar_ops.h"
+#include "runtime/devices/backend/scalar_ops.h"
 #include "runtime/base/tree.h"
 
 namespace
