@@ -29,7 +29,7 @@ typedef struct spmd__layout {
     int entry_size[SPMD_MAX_RANK];
     int entry_axis[SPMD_MAX_RANK][SPMD_MAX_MESH_AXES];
     unsigned unreduced_mask;         /* mesh axes the values are partial sums over */
-    spmd__attachment *reshard_plans; /* plans from this layout (reshard.c, under its lock) */
+    spmd__attachment *reshard_plans; /* plans from this layout (reshard_plan.c, reshard.c's lock) */
 } spmd__layout;
 
 struct spmd_sharding {
