@@ -30,47 +30,10 @@
 #include "runtime/comm/comm.h"
 #include "runtime/comm/comm_mpi_impl.h"
 #include "runtime/comm/host_rings.h"
+#include "runtime/comm/check_mpi_impl.h"
 
 #define lock spmd__mpi_lock
 #define unlock spmd__mpi_unlock
-
-/* Missing ranks a header lists (the lowest); more are only counted as "and others". */
-#define LISTED 3
-enum { FLAG_MORE_MISSING = 1u, FLAG_SIZE = 2u };
-
-typedef struct header {
-    uint64_t fp_min, fp_max;
-    int32_t rank_min, rank_max; /* lowest rank holding each */
-    int32_t missing[LISTED];    /* ascending; -1 ends the list */
-    uint32_t flags;
-} header;
-
-/* A note to a rank given up on: which exchange (its tag), and the sender's header. */
-typedef struct note {
-    header h;
-    int32_t tag;
-} note;
-/* Descriptions exchanged when fingerprints differ. */
-#define TEXT 240
-
-typedef struct xchg {
-    spmd__comm *c;
-    spmd__wait *w;
-    const spmd__agreement *a;
-    spmd__comm_topology t;
-    int tag;
-    header h;
-    int64_t deadline; /* of step 0; step s ends s * stagger later, the last before the caller's */
-    int64_t stagger;
-    int64_t next_cancel_check;
-    spmd_status stopped; /* the cancellation status, once cancelled */
-    int broken;          /* an MPI call failed: its message is recorded */
-    int watch_notes;     /* the communicator's note receive is tested beside each step */
-    int late_by;         /* rank whose note says it gave up on this one in this exchange, or -1 */
-    uint32_t stamp;      /* its messages' (spmd__comm_exchange_tag) */
-    int last_from;       /* the rank of the last message received */
-    int skip_missing;    /* a roll call: no wait for a partner the header lists as missing */
-} xchg;
 
 /* ---- headers ---- */
 
@@ -108,7 +71,7 @@ static int listed_missing(const header *h, int rank)
     return 0;
 }
 
-static void header_merge(header *h, const header *in)
+void spmd__header_merge(header *h, const header *in)
 {
     if (in->fp_min < h->fp_min || (in->fp_min == h->fp_min && in->rank_min < h->rank_min)) {
         h->fp_min = in->fp_min;
@@ -123,7 +86,7 @@ static void header_merge(header *h, const header *in)
     h->flags |= in->flags;
 }
 
-static int header_failed(const header *h)
+int spmd__header_failed(const header *h)
 {
     return h->missing[0] >= 0 || h->fp_min != h->fp_max || (h->flags & FLAG_SIZE);
 }
@@ -156,22 +119,10 @@ static void take_note(xchg *x, const MPI_Status *status)
  * holding it), else all of it. Its last word says which. Small: a payload of up to 240 bytes
  * stays within the 256 bytes that Open MPI's shared-memory transport sends fastest.
  */
-enum { SEAL_COMPACT = 0x5eca1016u, SEAL_FULL = 0x5eca1048u };
-typedef struct seal_compact {
-    uint64_t fp;
-    uint32_t stamp; /* the exchange's (spmd__comm_exchange_tag); the holder of fp: the sender */
-    uint32_t kind;
-} seal_compact;
-typedef struct seal_full {
-    header h;
-    uint32_t stamp;
-    uint32_t kind;
-} seal_full;
-#define SEAL_MAX ((size_t)sizeof(seal_full))
 
 /* Writes h after `payload` bytes of msg, with the exchange's stamp; returns the message's
  * size. */
-static size_t seal(const header *h, uint32_t stamp, char *msg, size_t payload)
+size_t spmd__header_seal(const header *h, uint32_t stamp, char *msg, size_t payload)
 {
     if (h->fp_min == h->fp_max && h->missing[0] < 0 && h->flags == 0) {
         seal_compact t = {h->fp_min, stamp, SEAL_COMPACT};
@@ -188,7 +139,7 @@ static size_t seal(const header *h, uint32_t stamp, char *msg, size_t payload)
 }
 
 /* The stamp of a message of `got` bytes; 0 when it is not one of ours (or was cut). */
-static uint32_t stamp_of(const char *msg, size_t got)
+uint32_t spmd__header_stamp_of(const char *msg, size_t got)
 {
     uint32_t kind = 0, stamp = 0;
     if (got < sizeof(seal_compact))
@@ -201,7 +152,7 @@ static uint32_t stamp_of(const char *msg, size_t got)
 
 /* Reads the trailer of a message of `got` bytes from rank `sender`; 0 when it is not one of
  * ours (or was cut). */
-static int unseal(const char *msg, size_t got, int sender, header *h, size_t *payload)
+int spmd__header_unseal(const char *msg, size_t got, int sender, header *h, size_t *payload)
 {
     uint32_t kind = 0;
     if (got < sizeof(seal_compact))
@@ -256,13 +207,6 @@ static void look_for_late_note(xchg *x)
     } while (until && spmd__now_ns() < until);
 }
 
-enum { GOT, MISSED, STOPPED };
-
-/* The first cancellation check comes after this long a wait, the next ones this far apart:
- * the check may poll MPI for abort records, which the fast path should not pay for. */
-#define CANCEL_FIRST_NS 50000
-#define CANCEL_EVERY_NS 1000000
-
 /* A verdict of the notes between processes (calls.h) that ends wait w, as its status. */
 static spmd_status verdict_for(const xchg *x)
 {
@@ -272,7 +216,7 @@ static spmd_status verdict_for(const xchg *x)
     return spmd__calls_verdict(NULL);
 }
 
-static int cancelled(xchg *x, int64_t now)
+int spmd__xchg_cancelled(xchg *x, int64_t now)
 {
     if (now < x->next_cancel_check || x->w->no_stop)
         return 0;
@@ -286,7 +230,7 @@ static int cancelled(xchg *x, int64_t now)
     return 1;
 }
 
-static void broken(xchg *x, int rc, const char *what)
+void spmd__xchg_broken(xchg *x, int rc, const char *what)
 {
     if (!x->broken && x->stopped == SPMD_OK)
         x->stopped = spmd__mpi_failure(rc, what);
@@ -301,11 +245,11 @@ static uint64_t ring_token(const xchg *x)
 
 /* A message of `count` bytes came for this step into rbuf (rcap + 1: longer than rcap): 1 when
  * it is this exchange's, 0 when an exchange given up on that had this tag left it. */
-static int is_current(const xchg *x, const void *rbuf, size_t count, size_t rcap)
+int spmd__xchg_is_current(const xchg *x, const void *rbuf, size_t count, size_t rcap)
 {
     if (count > rcap)
         return 1; /* a longer message: the header came first */
-    uint32_t stamp = stamp_of(rbuf, count);
+    uint32_t stamp = spmd__header_stamp_of(rbuf, count);
     return !stamp || stamp == x->stamp;
 }
 
@@ -319,7 +263,7 @@ static void ring_receive(xchg *x, int from, void *rbuf, size_t rcap, int probe_m
     spmd__comm *c = x->c;
     long n;
     while ((n = spmd__ring_take(c->processes[from], c->wire, x->tag, rbuf, rcap)) >= 0)
-        if (is_current(x, rbuf, (size_t)n, rcap)) {
+        if (spmd__xchg_is_current(x, rbuf, (size_t)n, rcap)) {
             *got = (size_t)n;
             *done = 1;
             return;
@@ -334,7 +278,7 @@ static void ring_receive(xchg *x, int from, void *rbuf, size_t rcap, int probe_m
         rc = MPI_Imrecv(rbuf, (int)rcap, MPI_BYTE, &message, req);
     unlock();
     if (rc != MPI_SUCCESS)
-        broken(x, rc, "MPI_Imrecv");
+        spmd__xchg_broken(x, rc, "MPI_Imrecv");
 }
 
 /* A ring message came while a receive through MPI was posted into rbuf (the exchanges differ):
@@ -354,7 +298,7 @@ static int call_off_receive(xchg *x, MPI_Request *req, void *rbuf, size_t rcap, 
         int count = 0;
         MPI_Get_count(&status, MPI_BYTE, &count);
         size_t n = status.MPI_ERROR == MPI_ERR_TRUNCATE ? rcap + 1 : (size_t)count;
-        if (is_current(x, rbuf, n, rcap)) {
+        if (spmd__xchg_is_current(x, rbuf, n, rcap)) {
             *got = n;
             *done = 1;
         }
@@ -368,13 +312,8 @@ static int call_off_receive(xchg *x, MPI_Request *req, void *rbuf, size_t rcap, 
  * alone is not taken for a missing one. */
 #define CONFIRM_LOOKS 3
 
-typedef struct doubt {
-    uint64_t suspicion;
-    int looks;
-} doubt;
-
 /* One full look found the awaited message still missing (`missing`) under `suspicion`. */
-static void weigh_doubt(doubt *d, int tracked, uint64_t suspicion, int missing)
+void spmd__xchg_weigh_doubt(doubt *d, int tracked, uint64_t suspicion, int missing)
 {
     if (!suspicion || !missing)
         return;
@@ -402,8 +341,8 @@ static void weigh_doubt(doubt *d, int tracked, uint64_t suspicion, int missing)
  * *send_open is set when the send did not complete: sbuf then belongs to MPI. A peer on this
  * machine exchanges through the shared-memory rings (host_rings.h) where it can.
  */
-static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void *rbuf, size_t rcap,
-                int64_t deadline, size_t *got, int *send_open)
+int spmd__xchg_step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void *rbuf,
+                    size_t rcap, int64_t deadline, size_t *got, int *send_open)
 {
     spmd__comm *c = x->c;
     MPI_Request reqs[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
@@ -466,7 +405,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
                 }
             unlock();
             if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
-                broken(x, rc, "MPI_Testsome");
+                spmd__xchg_broken(x, rc, "MPI_Testsome");
                 break;
             }
             for (int k = 0; n != MPI_UNDEFINED && k < n; k++) {
@@ -478,13 +417,13 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
                 if (i == 0 && cls == MPI_ERR_TRUNCATE) { /* the header came first */
                     *got = rcap + 1;
                 } else if (err != MPI_SUCCESS) {
-                    broken(x, err, "MPI_Testsome");
+                    spmd__xchg_broken(x, err, "MPI_Testsome");
                     *got = 0;
                 } else if (i == 0) {
                     int count = 0;
                     MPI_Get_count(&statuses[k], MPI_BYTE, &count);
                     *got = (size_t)count;
-                    if (!is_current(x, rbuf, *got, rcap)) {
+                    if (!spmd__xchg_is_current(x, rbuf, *got, rcap)) {
                         /* left by an exchange given up on that had this tag: not this one's
                          * (with a ring, the next look at it and at MPI goes on) */
                         done[0] = 0;
@@ -504,9 +443,9 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             break;
         /* a message matched in MPI (its receive under way) is not missing: it may come in
          * parts, from a sender that has gone on */
-        weigh_doubt(&suspected, tracked, suspicion,
-                    !done[tracked_request] && !(tracked_request == 0 && ring_in && !hybrid &&
-                                                reqs[0] != MPI_REQUEST_NULL));
+        spmd__xchg_weigh_doubt(&suspected, tracked, suspicion,
+                               !done[tracked_request] && !(tracked_request == 0 && ring_in &&
+                                                           !hybrid && reqs[0] != MPI_REQUEST_NULL));
         if (!started || (tests & 7) == 0) /* as in spmd__comm_paired_exchange */
             now = spmd__coarse_now_ns();
         if (!started) {
@@ -536,7 +475,7 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             received_at = now;
         if (done[0] && to == from && now - received_at > x->stagger)
             break;
-        if (cancelled(x, now)) {
+        if (spmd__xchg_cancelled(x, now)) {
             outcome = STOPPED;
             break;
         }
@@ -555,7 +494,8 @@ static int step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, void
             int count = 0;
             MPI_Get_count(&status, MPI_BYTE, &count);
             size_t n = status.MPI_ERROR == MPI_ERR_TRUNCATE ? rcap + 1 : (size_t)count;
-            if (is_current(x, rbuf, n, rcap)) { /* not one an exchange given up on left */
+            if (spmd__xchg_is_current(x, rbuf, n,
+                                      rcap)) { /* not one an exchange given up on left */
                 *got = n;
                 if (outcome == MISSED)
                     outcome = GOT;
@@ -591,7 +531,7 @@ static int renew_send_buffer(xchg *x, char **S, size_t bytes)
 /* Rank `rank` missed its step: it is marked missing, and told so on the note tag, in case it
  * arrives after all (its partners' messages would otherwise let it finish as if nothing had
  * happened). */
-static void missed(xchg *x, int rank)
+void spmd__xchg_missed(xchg *x, int rank)
 {
     add_missing(&x->h, rank);
     spmd__comm *c = x->c;
@@ -619,11 +559,11 @@ static int step_with_extra(xchg *x, int to, const char *S, size_t sent, int from
                            size_t rcap, int step_index, size_t *got)
 {
     int open = 0;
-    int o = step(x, to, S, sent, from, R, rcap, deadline_of(x, step_index), got, &open);
+    int o = spmd__xchg_step(x, to, S, sent, from, R, rcap, deadline_of(x, step_index), got, &open);
     if (open)
         spmd__comm_detach_buffer(x->c, 0);
     if (o == MISSED && !x->skip_missing) /* a roll call only gathers lists */
-        missed(x, from);
+        spmd__xchg_missed(x, from);
     return o;
 }
 
@@ -633,12 +573,13 @@ static int step_with_extra(xchg *x, int to, const char *S, size_t sent, int from
 static int accept(xchg *x, const char *R, size_t got, size_t want, size_t limit, size_t *payload)
 {
     header in;
-    if (!unseal(R, got, x->last_from, &in, payload)) { /* not ours, or cut: it cannot be read */
+    if (!spmd__header_unseal(R, got, x->last_from, &in,
+                             payload)) { /* not ours, or cut: it cannot be read */
         x->h.flags |= FLAG_SIZE;
         return 0;
     }
-    header_merge(&x->h, &in);
-    if (header_failed(&x->h))
+    spmd__header_merge(&x->h, &in);
+    if (spmd__header_failed(&x->h))
         return 0;
     if (want == ANY_SIZE ? *payload > limit : *payload != want) {
         x->h.flags |= FLAG_SIZE;
@@ -676,7 +617,7 @@ static void take(xchg *x, const reducer *rd, char *S, const char *R, size_t got,
 /* The message of the current step: the payload while nothing failed, and the trailer. */
 static size_t outgoing(xchg *x, char *S, const reducer *rd)
 {
-    return seal(&x->h, x->stamp, S, header_failed(&x->h) ? 0 : *rd->bytes);
+    return spmd__header_seal(&x->h, x->stamp, S, spmd__header_failed(&x->h) ? 0 : *rd->bytes);
 }
 
 /* Whom a rank meets in the reduction: in rank order, the ranks r >= p2 first fold into
@@ -742,7 +683,8 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
         if (x->skip_missing && listed_missing(&x->h, partner))
             continue;
         size_t sent = outgoing(x, *S, rd);
-        int o = step(x, partner, *S, sent, partner, *R, cap, deadline_of(x, k + 1), &got, &open);
+        int o = spmd__xchg_step(x, partner, *S, sent, partner, *R, cap, deadline_of(x, k + 1), &got,
+                                &open);
         if (open && !renew_send_buffer(x, S, scap))
             return;
         if (o == STOPPED)
@@ -750,7 +692,7 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
         if (o == GOT)
             take(x, rd, *S, *R, got, 0);
         else if (!x->skip_missing) /* a roll call only gathers lists */
-            missed(x, partner);
+            spmd__xchg_missed(x, partner);
     }
     if (extra) {
         size_t sent = outgoing(x, *S, rd);
@@ -884,7 +826,8 @@ static void fetch_texts(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, 
 }
 
 /* What the wait is for, for a message: w->what, or (NULL) the agreement's description. */
-static const char *what_of(const spmd__wait *w, const spmd__agreement *a, char *buf, size_t size)
+const char *spmd__xchg_what_of(const spmd__wait *w, const spmd__agreement *a, char *buf,
+                               size_t size)
 {
     if (w->what)
         return w->what;
@@ -896,8 +839,8 @@ static const char *what_of(const spmd__wait *w, const spmd__agreement *a, char *
 }
 
 /* SPMD_ERR_TIMEOUT naming the processes the header lists as missing. */
-static spmd_status missing_error(const spmd__comm *c, const header *h, const spmd__agreement *a,
-                                 spmd__wait *w)
+spmd_status spmd__xchg_missing_error(const spmd__comm *c, const header *h, const spmd__agreement *a,
+                                     spmd__wait *w)
 {
     char who[128], what[TEXT], alive[1024] = "";
     list_ranks(c, h, who, sizeof who);
@@ -936,17 +879,14 @@ static spmd_status missing_error(const spmd__comm *c, const header *h, const spm
         return SPMD_ERROR(SPMD_ERR_TIMEOUT,
                           "%s: process(es) %s did not arrive within %s%s; every process must "
                           "make this call, and one that is only slow needs a larger %s",
-                          what_of(w, a, what, sizeof what), who, w->timeout_name, alive,
+                          spmd__xchg_what_of(w, a, what, sizeof what), who, w->timeout_name, alive,
                           w->timeout_name);
     return SPMD_ERROR(SPMD_ERR_TIMEOUT,
                       "%s: process(es) %s did not arrive within the collective timeout "
                       "(SPMD_COLLECTIVE_TIMEOUT)%s; every process must issue the same collectives "
                       "in the same order",
-                      what_of(w, a, what, sizeof what), who, alive);
+                      spmd__xchg_what_of(w, a, what, sizeof what), who, alive);
 }
-
-static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
-                      int64_t deadline);
 
 /*
  * After an exchange that found processes missing: those that came compare their lists once more
@@ -969,7 +909,7 @@ static header roll_call(const xchg *x)
     spmd__agreement none = {0, NULL, NULL, NULL}; /* the lists alone are compared */
     spmd__wait quick = follow_up_wait(x->w, spmd__now_ns() + window);
     xchg r;
-    xchg_init(&r, x->c, &none, &quick, x->tag + 3, quick.deadline_ns);
+    spmd__xchg_init(&r, x->c, &none, &quick, x->tag + 3, quick.deadline_ns);
     r.stamp = x->stamp; /* the exchange's, whatever the communicator took since */
     r.skip_missing = 1;
     memcpy(r.h.missing, x->h.missing, sizeof r.h.missing);
@@ -996,7 +936,7 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
         return x->stopped;
     if (h->missing[0] >= 0) {
         header all = roll_call(x);
-        return missing_error(c, &all, a, w);
+        return spmd__xchg_missing_error(c, &all, a, w);
     }
     int pa = c->processes[h->rank_min], pb = c->processes[h->rank_max];
     if (h->fp_min != h->fp_max) {
@@ -1025,9 +965,9 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
                           "%s: processes %d and %d issued different collectives (fingerprints "
                           "%016llx and %016llx); this process (%d) called %s; every process must "
                           "issue the same collectives with the same shapes in the same order",
-                          what_of(w, a, what, sizeof what), pa, pb, (unsigned long long)h->fp_min,
-                          (unsigned long long)h->fp_max, c->processes[c->rank],
-                          mine[0] ? mine : "(no description)");
+                          spmd__xchg_what_of(w, a, what, sizeof what), pa, pb,
+                          (unsigned long long)h->fp_min, (unsigned long long)h->fp_max,
+                          c->processes[c->rank], mine[0] ? mine : "(no description)");
     }
     if (!(h->flags & FLAG_SIZE)) {
         int by = x->late_by;
@@ -1036,7 +976,7 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
                               "%s: this process (%d) arrived after process %d had given up "
                               "waiting for it, more than %s late; every process must make this "
                               "call, and one that is only slow needs a larger %s",
-                              what_of(w, a, what, sizeof what), c->processes[c->rank],
+                              spmd__xchg_what_of(w, a, what, sizeof what), c->processes[c->rank],
                               c->processes[by], w->timeout_name, w->timeout_name);
         if (by >= 0)
             return SPMD_ERROR(SPMD_ERR_TIMEOUT,
@@ -1044,7 +984,7 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
                               "waiting for it, more than the collective timeout "
                               "(SPMD_COLLECTIVE_TIMEOUT) late; every process must issue the same "
                               "collectives in the same order",
-                              what_of(w, a, what, sizeof what), c->processes[c->rank],
+                              spmd__xchg_what_of(w, a, what, sizeof what), c->processes[c->rank],
                               c->processes[by]);
         return SPMD_OK;
     }
@@ -1052,12 +992,12 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
                       "%s: a process sent a message of another size than its partner "
                       "expected; every process must issue the same collectives with the "
                       "same shapes in the same order",
-                      what_of(w, a, what, sizeof what));
+                      spmd__xchg_what_of(w, a, what, sizeof what));
 }
 
 /* Sets up an exchange: topology, tag, timing. */
-static void xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
-                      int64_t deadline)
+void spmd__xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
+                     int64_t deadline)
 {
     memset(x, 0, sizeof *x);
     x->c = c;
@@ -1084,7 +1024,7 @@ static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__w
                                 const spmd__tree_inputs *order, header *out)
 {
     xchg x;
-    xchg_init(&x, c, a, w, tag, deadline);
+    spmd__xchg_init(&x, c, a, w, tag, deadline);
     char *S = spmd__comm_buffer(c, 0, capacity + SEAL_MAX);
     char *R = spmd__comm_buffer(c, 1, recv_capacity(capacity));
     SPMD_REQUIRE(S && R, SPMD_ERR_OUT_OF_MEMORY,
@@ -1093,7 +1033,7 @@ static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__w
         memcpy(S, payload, *bytes);
     reducer rd = {bytes, capacity, fixed, combine, arg, order};
     run_reduce(&x, &rd, &S, &R);
-    if (x.stopped == SPMD_OK && !header_failed(&x.h) && *bytes)
+    if (x.stopped == SPMD_OK && !spmd__header_failed(&x.h) && *bytes)
         memcpy(payload, S, *bytes);
     *out = x.h;
     return verdict(&x, a);
@@ -1101,7 +1041,8 @@ static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__w
 
 /* ---- the entry points ---- */
 
-static spmd_status check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag)
+spmd_status spmd__xchg_check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd__wait *w,
+                                      int tag)
 {
     if (c->size == 1)
         return SPMD_OK;
@@ -1112,7 +1053,7 @@ static spmd_status check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd_
 
 spmd_status spmd__comm_check(spmd__comm *c, const spmd__agreement *a, spmd__wait *w)
 {
-    return check_with_tag(c, a, w, spmd__comm_exchange_tag(c, w->key));
+    return spmd__xchg_check_with_tag(c, a, w, spmd__comm_exchange_tag(c, w->key));
 }
 
 spmd_status spmd__comm_agree(spmd__comm *c, uint64_t fingerprint, const char *description,
@@ -1145,7 +1086,7 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
                             &bytes, bytes, 1, combine, combine_arg, in, &h);
     }
     int tag = spmd__comm_exchange_tag(c, w->key);
-    SPMD_CHECK(check_with_tag(c, a, w, tag));
+    SPMD_CHECK(spmd__xchg_check_with_tag(c, a, w, tag));
     spmd_status st =
         spmd__comm_tree_allreduce_agreed(c, tag + 2, in, acc, count, elem, combine, combine_arg, w);
     w->data_pending = st != SPMD_OK;
@@ -1209,19 +1150,19 @@ static int gather_round(xchg *x, const gather_layout *g, char *recv, int partner
     int lo = t->me & ~(span - 1), plo = partner & ~(span - 1);
     size_t out = 0, want = block_bytes(g, t, plo, plo + span), got = 0, total = g->displ[t->n];
     int open = 0;
-    if (!header_failed(&x->h)) {
+    if (!spmd__header_failed(&x->h)) {
         out = block_bytes(g, t, lo, lo + span);
         move_block(g, t, lo, lo + span, *S, recv, 1);
     }
-    size_t sent = seal(&x->h, x->stamp, *S, out);
-    int o = step(x, partner, *S, sent, partner, R, recv_capacity(total), deadline_of(x, step_index),
-                 &got, &open);
+    size_t sent = spmd__header_seal(&x->h, x->stamp, *S, out);
+    int o = spmd__xchg_step(x, partner, *S, sent, partner, R, recv_capacity(total),
+                            deadline_of(x, step_index), &got, &open);
     if (open && !renew_send_buffer(x, S, total + SEAL_MAX))
         return STOPPED;
     if (o == GOT)
         take_block(x, g, recv, R, got, want, plo, plo + span, 0);
     else if (o == MISSED)
-        missed(x, partner);
+        spmd__xchg_missed(x, partner);
     return o;
 }
 
@@ -1229,7 +1170,7 @@ static int gather_round(xchg *x, const gather_layout *g, char *recv, int partner
 static spmd_status start_over_layout(xchg *x, spmd__comm *c, const spmd__agreement *a,
                                      spmd__wait *w, const gather_layout *g, char **S, char **R)
 {
-    xchg_init(x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
+    spmd__xchg_init(x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
     size_t total = g->displ[c->size];
     *S = spmd__comm_buffer(c, 0, total + SEAL_MAX);
     *R = spmd__comm_buffer(c, 1, recv_capacity(total));
@@ -1251,7 +1192,7 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
         int partner = t->me - t->p2;
         size_t mine = g->counts[t->me];
         memcpy(S, recv + g->displ[t->me], mine);
-        size_t sent = seal(&x.h, x.stamp, S, mine);
+        size_t sent = spmd__header_seal(&x.h, x.stamp, S, mine);
         if (step_with_extra(&x, partner, S, sent, partner, R, rcap, last, &got) == GOT)
             take_block(&x, g, recv, R, got, total, 0, t->n, 1);
         return verdict(&x, a);
@@ -1265,10 +1206,10 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
     for (int k = 0; k < t->levels && o != STOPPED; k++)
         o = gather_round(&x, g, recv, t->me ^ (1 << k), 1 << k, k + 1, &S, R);
     if (t->has_extra && o != STOPPED) {
-        size_t out = header_failed(&x.h) ? 0 : total;
+        size_t out = spmd__header_failed(&x.h) ? 0 : total;
         if (out)
             memcpy(S, recv, total);
-        size_t sent = seal(&x.h, x.stamp, S, out);
+        size_t sent = spmd__header_seal(&x.h, x.stamp, S, out);
         (void)step_with_extra(&x, t->me + t->p2, S, sent, -1, NULL, 0, last, &got);
     }
     return verdict(&x, a);
@@ -1285,7 +1226,7 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
  * deadline (a fresh one) stops a member that sent its part: a member finishes it only when
  * every member will make the communicator.
  */
-static spmd_status check_then_whole(spmd__comm *c, const spmd__agreement *a, spmd__wait *w)
+spmd_status spmd__xchg_check_then_whole(spmd__comm *c, const spmd__agreement *a, spmd__wait *w)
 {
     int64_t budget = w->deadline_ns - spmd__now_ns();
     SPMD_CHECK(spmd__comm_check(c, a, w));
@@ -1298,8 +1239,8 @@ static spmd_status check_then_whole(spmd__comm *c, const spmd__agreement *a, spm
     round.late_told_later = w->late_told_later;
     round.where = w->where;
     round.no_stop = 1;
-    SPMD_CHECK(
-        check_with_tag(c, a, &round, spmd__comm_exchange_tag(c, w->key ? w->key ^ WHOLE_SALT : 0)));
+    SPMD_CHECK(spmd__xchg_check_with_tag(
+        c, a, &round, spmd__comm_exchange_tag(c, w->key ? w->key ^ WHOLE_SALT : 0)));
     return spmd__comm_make_whole(c);
 }
 
@@ -1317,7 +1258,7 @@ spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *
     if (c->size == 1) {
         /* nothing to exchange */
     } else if (displ[c->size] > SPMD__COMM_COMBINED_BYTES) {
-        st = check_then_whole(c, a, w);
+        st = spmd__xchg_check_then_whole(c, a, w);
         if (st == SPMD_OK) {
             st = spmd__comm_allgatherv(c, NULL, recv, counts);
             w->data_pending = st != SPMD_OK;
@@ -1328,353 +1269,4 @@ spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *
     }
     free(displ);
     return st;
-}
-
-/* ---- all_to_all and ppermute: the agreement runs while the data moves ---- */
-
-/* Checks `a` beside n posted requests, then waits for them; on failure the receives are
- * cancelled and the sends left to MPI (w->data_pending). */
-static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
-                                int n, MPI_Request *reqs, const int *from, const char *what)
-{
-    spmd_status st = check_with_tag(c, a, w, tag);
-    if (st == SPMD_OK)
-        st = spmd__comm_wait_data(c, n, reqs, from, what);
-    else {
-        int *done = calloc((size_t)(n ? n : 1), sizeof *done);
-        if (done) {
-            for (int i = 0; i < n; i++)
-                done[i] = reqs[i] == MPI_REQUEST_NULL;
-            MPI_Status status;
-            for (int i = 0; i < n; i++)
-                if (from[i] >= 0 && !done[i])
-                    done[i] = spmd__comm_cancel_receive(&reqs[i], &status) == SPMD__ARRIVED;
-            spmd__comm_abandon_sends(n, reqs, done);
-        }
-        free(done);
-    }
-    if (st != SPMD_OK)
-        w->data_pending = 1;
-    return st;
-}
-
-/* ---- exchanges whose messages check each other: every message carries its sender's trailer ----
- */
-
-/* Slack in each receive beyond the expected message: a mismatched one a little longer still
- * arrives whole, trailer and all. */
-#define PAIRED_SLACK 256
-
-/* A paired exchange's partners send through MPI alone: a message of this exchange's tag from
- * `rank` in a ring comes from a step of another exchange, which that rank runs instead (1). */
-static int ring_mismatch(xchg *x, int rank)
-{
-    spmd__comm *c = x->c;
-    if (!spmd__ring_from(c->processes[rank]))
-        return 0;
-    char message[SPMD__RING_BYTES];
-    long n;
-    while ((n = spmd__ring_take(c->processes[rank], c->wire, x->tag, message, sizeof message)) >= 0)
-        if (is_current(x, message, (size_t)n, sizeof message))
-            return 1;
-    return 0;
-}
-
-spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
-                                       const spmd__message *sends, int nrecv,
-                                       const spmd__message *recvs, spmd__wait *w)
-{
-    xchg x;
-    xchg_init(&x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
-    int n = nsend + nrecv;
-    size_t sbytes = 0, rbytes = 0;
-    for (int i = 0; i < nsend; i++)
-        sbytes += sends[i].bytes + SEAL_MAX;
-    for (int i = 0; i < nrecv; i++)
-        rbytes += recvs[i].bytes + SEAL_MAX + PAIRED_SLACK;
-    char *S = spmd__comm_buffer(c, 0, sbytes ? sbytes : 1);
-    char *R = spmd__comm_buffer(c, 1, rbytes ? rbytes : 1);
-    MPI_Request *reqs =
-        malloc((size_t)(n ? n : 1) * (sizeof *reqs + sizeof(MPI_Status) + 2 * sizeof(int)));
-    SPMD_REQUIRE(S && R && reqs, SPMD_ERR_OUT_OF_MEMORY,
-                 "out of memory for %zu bytes of messages between processes", sbytes + rbytes);
-    MPI_Status *statuses = (MPI_Status *)(reqs + (n ? n : 1));
-    int *idx = (int *)(statuses + (n ? n : 1)), *done = idx + (n ? n : 1);
-    size_t *slot = malloc((size_t)(n ? n : 1) * sizeof *slot);
-    SPMD_REQUIRE(slot != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    lock();
-    for (int i = 0, at = 0; i < nrecv; i++) {
-        slot[i] = (size_t)at;
-        int cap = (int)(recvs[i].bytes + SEAL_MAX + PAIRED_SLACK);
-        MPI_Irecv(R + at, cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm, &reqs[i]);
-        at += cap;
-        done[i] = 0;
-    }
-    for (int i = 0, at = 0; i < nsend; i++) {
-        memcpy(S + at, sends[i].data, sends[i].bytes);
-        size_t len = seal(&x.h, x.stamp, S + at, sends[i].bytes);
-        MPI_Isend(S + at, (int)len, MPI_BYTE, c->peer[sends[i].peer], x.tag, c->comm,
-                  &reqs[nrecv + i]);
-        at += (int)len;
-        done[nrecv + i] = 0;
-    }
-    unlock();
-    int left = n, timed_out = 0, culprit = -1, tracked = -1, tracked_request = -1;
-    /* the coarse clock: deadlines are seconds away, probes milliseconds */
-    int64_t started = spmd__coarse_now_ns(), probe_after = spmd__calls_probe_after_ns();
-    int64_t now = started;
-    unsigned spins = 0;
-    doubt suspected = {0, 0};
-    while (left > 0 && x.stopped == SPMD_OK) {
-        uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
-        int got = 0;
-        lock();
-        int rc = MPI_Testsome(n, reqs, &got, idx, statuses);
-        unlock();
-        if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
-            broken(&x, rc, "MPI_Testsome");
-            break;
-        }
-        for (int k = 0; got != MPI_UNDEFINED && k < got; k++) {
-            int i = idx[k];
-            done[i] = 1;
-            left--;
-            if (i >= nrecv)
-                continue;
-            int count = 0;
-            MPI_Get_count(&statuses[k], MPI_BYTE, &count);
-            int err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
-            uint32_t stamp = err == MPI_SUCCESS ? stamp_of(R + slot[i], (size_t)count) : 0;
-            if (stamp && stamp != x.stamp) { /* left by an exchange given up on: not ours */
-                int cap = (int)(recvs[i].bytes + SEAL_MAX + PAIRED_SLACK);
-                lock();
-                MPI_Irecv(R + slot[i], cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm,
-                          &reqs[i]);
-                unlock();
-                done[i] = 0;
-                left++;
-                continue;
-            }
-            header in;
-            size_t payload = 0;
-            int ours = err == MPI_SUCCESS &&
-                       unseal(R + slot[i], (size_t)count, recvs[i].peer, &in, &payload);
-            if (!ours || in.fp_min != a->fingerprint || in.fp_max != a->fingerprint ||
-                payload != recvs[i].bytes) {
-                x.h.flags |= FLAG_SIZE; /* mismatch: told apart by the sender named below */
-                if (culprit < 0)
-                    culprit = recvs[i].peer;
-                continue;
-            }
-            header_merge(&x.h, &in);
-            if (!header_failed(&x.h))
-                memcpy(recvs[i].data, R + slot[i], payload);
-        }
-        if ((spins & 15) == 15) /* its partners send through MPI: a ring message is another */
-            for (int i = 0; i < nrecv; i++)
-                if (!done[i] && ring_mismatch(&x, recvs[i].peer)) {
-                    MPI_Status status; /* that partner is in another exchange */
-                    if (spmd__comm_cancel_receive(&reqs[i], &status) == SPMD__STUCK)
-                        spmd__comm_detach_buffer(c, 1);
-                    done[i] = 1;
-                    left--;
-                    x.h.flags |= FLAG_SIZE;
-                    if (culprit < 0)
-                        culprit = recvs[i].peer;
-                }
-        weigh_doubt(&suspected, tracked, suspicion, tracked_request >= 0 && !done[tracked_request]);
-        if ((++spins & 7) == 0) /* the clock every few tests: a test is far shorter than any
-                                   deadline, and reading it cost a tenth of a short call */
-            now = spmd__coarse_now_ns();
-        if (left > 0 && x.next_cancel_check == 0)
-            x.next_cancel_check = now + CANCEL_FIRST_NS;
-        if (left > 0 && now > x.deadline) {
-            timed_out = 1;
-            break;
-        }
-        if (left > 0 && tracked < 0 && now - started > probe_after) {
-            int peer = -1; /* the first receive still open: whom this waits for */
-            for (int i = 0; i < nrecv && peer < 0; i++)
-                if (!done[i]) {
-                    peer = recvs[i].peer;
-                    tracked_request = i;
-                }
-            tracked = spmd__comm_track(c, a, w, peer);
-        }
-        if (tracked >= 0)
-            spmd__calls_poll_notes();
-        if (left > 0)
-            (void)cancelled(&x, now);
-    }
-    spmd__calls_wait_end(tracked);
-    int sends_open = 0;
-    for (int i = 0; i < n; i++) {
-        if (done[i])
-            continue;
-        if (i < nrecv) {
-            MPI_Status status;
-            int settled = spmd__comm_cancel_receive(&reqs[i], &status);
-            done[i] = settled == SPMD__ARRIVED;
-            if (settled == SPMD__STUCK)
-                spmd__comm_detach_buffer(c, 1); /* MPI may still write into R */
-            if (timed_out && !done[i])
-                missed(&x, recvs[i].peer);
-        } else {
-            sends_open = 1;
-            if (timed_out) /* its receiver never took it: stopped since its own message came */
-                missed(&x, sends[i - nrecv].peer);
-        }
-    }
-    if (sends_open) {
-        spmd__comm_abandon_sends(n, reqs, done);
-        spmd__comm_detach_buffer(c, 0);
-    }
-    free(reqs);
-    free(slot);
-    spmd_status st = x.stopped;
-    if (st != SPMD_OK)
-        return st;
-    char what[TEXT];
-    const header *h = &x.h;
-    if (h->missing[0] >= 0)
-        return missing_error(c, h, a, w);
-    if (culprit >= 0) /* only the ranks that exchange messages compare: the other one's text
-                          is not here (the end of the call tells every process this one) */
-        return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
-                          "processes issued different collectives: process %d called %s, but "
-                          "the message of process %d in it belongs to another collective (or has "
-                          "another size); every process must issue the same collectives with "
-                          "the same shapes in the same order",
-                          c->processes[c->rank], what_of(w, a, what, sizeof what),
-                          c->processes[culprit]);
-    return SPMD_OK;
-}
-
-spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
-                                         const size_t *send_counts, void *recv,
-                                         const size_t *recv_counts, int large, spmd__wait *w)
-{
-    if (c->size == 1) {
-        memmove(recv, send, send_counts[0]);
-        return SPMD_OK;
-    }
-    if (!large) {
-        /* every rank sends to every other: their messages check each other, no agreement of
-         * its own */
-        spmd__message *m = malloc(2 * (size_t)c->size * sizeof *m);
-        SPMD_REQUIRE(m != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-        int ns = 0, nr = 0;
-        size_t soff = 0, roff = 0;
-        for (int r = 0; r < c->size; r++) {
-            if (r == c->rank)
-                memcpy((char *)recv + roff, (const char *)send + soff, send_counts[r]);
-            else {
-                m[ns++] = (spmd__message){r, (char *)send + soff, send_counts[r]};
-                m[c->size + nr++] = (spmd__message){r, (char *)recv + roff, recv_counts[r]};
-            }
-            soff += send_counts[r];
-            roff += recv_counts[r];
-        }
-        spmd_status st = spmd__comm_paired_exchange(c, a, ns, m, nr, m + c->size, w);
-        free(m);
-        return st;
-    }
-    int tag = spmd__comm_exchange_tag(c, w->key), n = 0;
-    MPI_Request *reqs = malloc(2 * (size_t)c->size * sizeof *reqs);
-    int *from = malloc(2 * (size_t)c->size * sizeof *from);
-    spmd_status st = reqs && from ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    if (st == SPMD_OK)
-        st = spmd__comm_post_alltoallv(c, tag + 2, send, send_counts, recv, recv_counts, reqs, from,
-                                       &n);
-    /* this rank's own part */
-    size_t soff = 0, roff = 0;
-    for (int r = 0; r < c->rank; r++) {
-        soff += send_counts[r];
-        roff += recv_counts[r];
-    }
-    if (st == SPMD_OK)
-        memcpy((char *)recv + roff, (const char *)send + soff, send_counts[c->rank]);
-    if (st == SPMD_OK)
-        st = check_beside(c, a, w, tag, n, reqs, from, "all_to_all");
-    if (st == SPMD_OK || !w->data_pending)
-        free(reqs);
-    free(from);
-    return st;
-}
-
-/* Posts an exchange's messages at `tag` (reqs and from hold one entry per message). */
-typedef spmd_status (*post_fn)(spmd__comm *c, int tag, const void *arg, MPI_Request *reqs,
-                               int *from);
-
-/* Posts n messages with `post`, then checks `a` beside them (check_beside). */
-static spmd_status exchange_beside(spmd__comm *c, const spmd__agreement *a, int n, post_fn post,
-                                   const void *arg, const char *what, spmd__wait *w)
-{
-    int tag = spmd__comm_exchange_tag(c, w->key);
-    MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
-    int *from = malloc((size_t)(n ? n : 1) * sizeof *from);
-    spmd_status st = reqs && from ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    if (st == SPMD_OK)
-        st = post(c, tag + 2, arg, reqs, from);
-    if (st == SPMD_OK)
-        st = check_beside(c, a, w, tag, n, reqs, from, what);
-    if (st == SPMD_OK || !w->data_pending)
-        free(reqs);
-    free(from);
-    return st;
-}
-
-typedef struct message_lists {
-    int nsend, nrecv;
-    const spmd__message *sends, *recvs;
-} message_lists;
-
-static spmd_status post_message_lists(spmd__comm *c, int tag, const void *arg, MPI_Request *reqs,
-                                      int *from)
-{
-    const message_lists *m = arg;
-    return spmd__comm_post_messages(c, tag, m->nsend, m->sends, m->nrecv, m->recvs, reqs, from);
-}
-
-spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
-                                        const spmd__message *sends, int nrecv,
-                                        const spmd__message *recvs, spmd__wait *w)
-{
-    message_lists m = {nsend, nrecv, sends, recvs};
-    return exchange_beside(c, a, nsend + nrecv, post_message_lists, &m, "the ppermute exchange", w);
-}
-
-/* ---- large collectives straight between the blocks: the agreement first, then MPI ---- */
-
-spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
-                                                const spmd__block_layout *layout,
-                                                const size_t *counts, const size_t *displs,
-                                                spmd__wait *w)
-{
-    if (c->size == 1)
-        return SPMD_OK;
-    SPMD_CHECK(check_then_whole(c, a, w));
-    spmd_status st = spmd__comm_allgather_placed_agreed(c, recv, layout, counts, displs);
-    w->data_pending = st != SPMD_OK;
-    return st;
-}
-
-typedef struct piece_lists {
-    int nsend, nrecv;
-    const spmd__piece_message *sends, *recvs;
-} piece_lists;
-
-static spmd_status post_piece_lists(spmd__comm *c, int tag, const void *arg, MPI_Request *reqs,
-                                    int *from)
-{
-    const piece_lists *m = arg;
-    return spmd__comm_post_pieces(c, tag, m->nsend, m->sends, m->nrecv, m->recvs, reqs, from);
-}
-
-spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreement *a, int nsend,
-                                               const spmd__piece_message *sends, int nrecv,
-                                               const spmd__piece_message *recvs, spmd__wait *w)
-{
-    piece_lists m = {nsend, nrecv, sends, recvs};
-    return exchange_beside(c, a, nsend + nrecv, post_piece_lists, &m, "all_to_all", w);
 }

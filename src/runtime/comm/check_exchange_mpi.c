@@ -1,0 +1,370 @@
+/* The exchanges that run an agreement beside their data (comm.h): all_to_all and ppermute
+ * check beside their posted requests; paired exchanges whose every message carries its
+ * sender's header; alltoallv, message lists and pieces beside an agreement; large collectives
+ * straight between the blocks once the agreement is done. The engine they share (a checked
+ * step, the header, the verdict) is check_mpi.c's (check_mpi_impl.h). */
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/calls/calls.h"
+#include "runtime/base/check.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/comm_mpi_impl.h"
+#include "runtime/comm/host_rings.h"
+#include "runtime/comm/check_mpi_impl.h"
+
+#define lock spmd__mpi_lock
+#define unlock spmd__mpi_unlock
+
+/* ---- all_to_all and ppermute: the agreement runs while the data moves ---- */
+
+/* Checks `a` beside n posted requests, then waits for them; on failure the receives are
+ * cancelled and the sends left to MPI (w->data_pending). */
+static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
+                                int n, MPI_Request *reqs, const int *from, const char *what)
+{
+    spmd_status st = spmd__xchg_check_with_tag(c, a, w, tag);
+    if (st == SPMD_OK)
+        st = spmd__comm_wait_data(c, n, reqs, from, what);
+    else {
+        int *done = calloc((size_t)(n ? n : 1), sizeof *done);
+        if (done) {
+            for (int i = 0; i < n; i++)
+                done[i] = reqs[i] == MPI_REQUEST_NULL;
+            MPI_Status status;
+            for (int i = 0; i < n; i++)
+                if (from[i] >= 0 && !done[i])
+                    done[i] = spmd__comm_cancel_receive(&reqs[i], &status) == SPMD__ARRIVED;
+            spmd__comm_abandon_sends(n, reqs, done);
+        }
+        free(done);
+    }
+    if (st != SPMD_OK)
+        w->data_pending = 1;
+    return st;
+}
+
+/* ---- exchanges whose messages check each other: every message carries its sender's trailer ----
+ */
+
+/* Slack in each receive beyond the expected message: a mismatched one a little longer still
+ * arrives whole, trailer and all. */
+#define PAIRED_SLACK 256
+
+/* A paired exchange's partners send through MPI alone: a message of this exchange's tag from
+ * `rank` in a ring comes from a step of another exchange, which that rank runs instead (1). */
+static int ring_mismatch(xchg *x, int rank)
+{
+    spmd__comm *c = x->c;
+    if (!spmd__ring_from(c->processes[rank]))
+        return 0;
+    char message[SPMD__RING_BYTES];
+    long n;
+    while ((n = spmd__ring_take(c->processes[rank], c->wire, x->tag, message, sizeof message)) >= 0)
+        if (spmd__xchg_is_current(x, message, (size_t)n, sizeof message))
+            return 1;
+    return 0;
+}
+
+spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                       const spmd__message *sends, int nrecv,
+                                       const spmd__message *recvs, spmd__wait *w)
+{
+    xchg x;
+    spmd__xchg_init(&x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
+    int n = nsend + nrecv;
+    size_t sbytes = 0, rbytes = 0;
+    for (int i = 0; i < nsend; i++)
+        sbytes += sends[i].bytes + SEAL_MAX;
+    for (int i = 0; i < nrecv; i++)
+        rbytes += recvs[i].bytes + SEAL_MAX + PAIRED_SLACK;
+    char *S = spmd__comm_buffer(c, 0, sbytes ? sbytes : 1);
+    char *R = spmd__comm_buffer(c, 1, rbytes ? rbytes : 1);
+    MPI_Request *reqs =
+        malloc((size_t)(n ? n : 1) * (sizeof *reqs + sizeof(MPI_Status) + 2 * sizeof(int)));
+    SPMD_REQUIRE(S && R && reqs, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for %zu bytes of messages between processes", sbytes + rbytes);
+    MPI_Status *statuses = (MPI_Status *)(reqs + (n ? n : 1));
+    int *idx = (int *)(statuses + (n ? n : 1)), *done = idx + (n ? n : 1);
+    size_t *slot = malloc((size_t)(n ? n : 1) * sizeof *slot);
+    SPMD_REQUIRE(slot != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    lock();
+    for (int i = 0, at = 0; i < nrecv; i++) {
+        slot[i] = (size_t)at;
+        int cap = (int)(recvs[i].bytes + SEAL_MAX + PAIRED_SLACK);
+        MPI_Irecv(R + at, cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm, &reqs[i]);
+        at += cap;
+        done[i] = 0;
+    }
+    for (int i = 0, at = 0; i < nsend; i++) {
+        memcpy(S + at, sends[i].data, sends[i].bytes);
+        size_t len = spmd__header_seal(&x.h, x.stamp, S + at, sends[i].bytes);
+        MPI_Isend(S + at, (int)len, MPI_BYTE, c->peer[sends[i].peer], x.tag, c->comm,
+                  &reqs[nrecv + i]);
+        at += (int)len;
+        done[nrecv + i] = 0;
+    }
+    unlock();
+    int left = n, timed_out = 0, culprit = -1, tracked = -1, tracked_request = -1;
+    /* the coarse clock: deadlines are seconds away, probes milliseconds */
+    int64_t started = spmd__coarse_now_ns(), probe_after = spmd__calls_probe_after_ns();
+    int64_t now = started;
+    unsigned spins = 0;
+    doubt suspected = {0, 0};
+    while (left > 0 && x.stopped == SPMD_OK) {
+        uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
+        int got = 0;
+        lock();
+        int rc = MPI_Testsome(n, reqs, &got, idx, statuses);
+        unlock();
+        if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+            spmd__xchg_broken(&x, rc, "MPI_Testsome");
+            break;
+        }
+        for (int k = 0; got != MPI_UNDEFINED && k < got; k++) {
+            int i = idx[k];
+            done[i] = 1;
+            left--;
+            if (i >= nrecv)
+                continue;
+            int count = 0;
+            MPI_Get_count(&statuses[k], MPI_BYTE, &count);
+            int err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
+            uint32_t stamp =
+                err == MPI_SUCCESS ? spmd__header_stamp_of(R + slot[i], (size_t)count) : 0;
+            if (stamp && stamp != x.stamp) { /* left by an exchange given up on: not ours */
+                int cap = (int)(recvs[i].bytes + SEAL_MAX + PAIRED_SLACK);
+                lock();
+                MPI_Irecv(R + slot[i], cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm,
+                          &reqs[i]);
+                unlock();
+                done[i] = 0;
+                left++;
+                continue;
+            }
+            header in;
+            size_t payload = 0;
+            int ours = err == MPI_SUCCESS && spmd__header_unseal(R + slot[i], (size_t)count,
+                                                                 recvs[i].peer, &in, &payload);
+            if (!ours || in.fp_min != a->fingerprint || in.fp_max != a->fingerprint ||
+                payload != recvs[i].bytes) {
+                x.h.flags |= FLAG_SIZE; /* mismatch: told apart by the sender named below */
+                if (culprit < 0)
+                    culprit = recvs[i].peer;
+                continue;
+            }
+            spmd__header_merge(&x.h, &in);
+            if (!spmd__header_failed(&x.h))
+                memcpy(recvs[i].data, R + slot[i], payload);
+        }
+        if ((spins & 15) == 15) /* its partners send through MPI: a ring message is another */
+            for (int i = 0; i < nrecv; i++)
+                if (!done[i] && ring_mismatch(&x, recvs[i].peer)) {
+                    MPI_Status status; /* that partner is in another exchange */
+                    if (spmd__comm_cancel_receive(&reqs[i], &status) == SPMD__STUCK)
+                        spmd__comm_detach_buffer(c, 1);
+                    done[i] = 1;
+                    left--;
+                    x.h.flags |= FLAG_SIZE;
+                    if (culprit < 0)
+                        culprit = recvs[i].peer;
+                }
+        spmd__xchg_weigh_doubt(&suspected, tracked, suspicion,
+                               tracked_request >= 0 && !done[tracked_request]);
+        if ((++spins & 7) == 0) /* the clock every few tests: a test is far shorter than any
+                                   deadline, and reading it cost a tenth of a short call */
+            now = spmd__coarse_now_ns();
+        if (left > 0 && x.next_cancel_check == 0)
+            x.next_cancel_check = now + CANCEL_FIRST_NS;
+        if (left > 0 && now > x.deadline) {
+            timed_out = 1;
+            break;
+        }
+        if (left > 0 && tracked < 0 && now - started > probe_after) {
+            int peer = -1; /* the first receive still open: whom this waits for */
+            for (int i = 0; i < nrecv && peer < 0; i++)
+                if (!done[i]) {
+                    peer = recvs[i].peer;
+                    tracked_request = i;
+                }
+            tracked = spmd__comm_track(c, a, w, peer);
+        }
+        if (tracked >= 0)
+            spmd__calls_poll_notes();
+        if (left > 0)
+            (void)spmd__xchg_cancelled(&x, now);
+    }
+    spmd__calls_wait_end(tracked);
+    int sends_open = 0;
+    for (int i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        if (i < nrecv) {
+            MPI_Status status;
+            int settled = spmd__comm_cancel_receive(&reqs[i], &status);
+            done[i] = settled == SPMD__ARRIVED;
+            if (settled == SPMD__STUCK)
+                spmd__comm_detach_buffer(c, 1); /* MPI may still write into R */
+            if (timed_out && !done[i])
+                spmd__xchg_missed(&x, recvs[i].peer);
+        } else {
+            sends_open = 1;
+            if (timed_out) /* its receiver never took it: stopped since its own message came */
+                spmd__xchg_missed(&x, sends[i - nrecv].peer);
+        }
+    }
+    if (sends_open) {
+        spmd__comm_abandon_sends(n, reqs, done);
+        spmd__comm_detach_buffer(c, 0);
+    }
+    free(reqs);
+    free(slot);
+    spmd_status st = x.stopped;
+    if (st != SPMD_OK)
+        return st;
+    char what[TEXT];
+    const header *h = &x.h;
+    if (h->missing[0] >= 0)
+        return spmd__xchg_missing_error(c, h, a, w);
+    if (culprit >= 0) /* only the ranks that exchange messages compare: the other one's text
+                          is not here (the end of the call tells every process this one) */
+        return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,
+                          "processes issued different collectives: process %d called %s, but "
+                          "the message of process %d in it belongs to another collective (or has "
+                          "another size); every process must issue the same collectives with "
+                          "the same shapes in the same order",
+                          c->processes[c->rank], spmd__xchg_what_of(w, a, what, sizeof what),
+                          c->processes[culprit]);
+    return SPMD_OK;
+}
+
+spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a, const void *send,
+                                         const size_t *send_counts, void *recv,
+                                         const size_t *recv_counts, int large, spmd__wait *w)
+{
+    if (c->size == 1) {
+        memmove(recv, send, send_counts[0]);
+        return SPMD_OK;
+    }
+    if (!large) {
+        /* every rank sends to every other: their messages check each other, no agreement of
+         * its own */
+        spmd__message *m = malloc(2 * (size_t)c->size * sizeof *m);
+        SPMD_REQUIRE(m != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+        int ns = 0, nr = 0;
+        size_t soff = 0, roff = 0;
+        for (int r = 0; r < c->size; r++) {
+            if (r == c->rank)
+                memcpy((char *)recv + roff, (const char *)send + soff, send_counts[r]);
+            else {
+                m[ns++] = (spmd__message){r, (char *)send + soff, send_counts[r]};
+                m[c->size + nr++] = (spmd__message){r, (char *)recv + roff, recv_counts[r]};
+            }
+            soff += send_counts[r];
+            roff += recv_counts[r];
+        }
+        spmd_status st = spmd__comm_paired_exchange(c, a, ns, m, nr, m + c->size, w);
+        free(m);
+        return st;
+    }
+    int tag = spmd__comm_exchange_tag(c, w->key), n = 0;
+    MPI_Request *reqs = malloc(2 * (size_t)c->size * sizeof *reqs);
+    int *from = malloc(2 * (size_t)c->size * sizeof *from);
+    spmd_status st = reqs && from ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == SPMD_OK)
+        st = spmd__comm_post_alltoallv(c, tag + 2, send, send_counts, recv, recv_counts, reqs, from,
+                                       &n);
+    /* this rank's own part */
+    size_t soff = 0, roff = 0;
+    for (int r = 0; r < c->rank; r++) {
+        soff += send_counts[r];
+        roff += recv_counts[r];
+    }
+    if (st == SPMD_OK)
+        memcpy((char *)recv + roff, (const char *)send + soff, send_counts[c->rank]);
+    if (st == SPMD_OK)
+        st = check_beside(c, a, w, tag, n, reqs, from, "all_to_all");
+    if (st == SPMD_OK || !w->data_pending)
+        free(reqs);
+    free(from);
+    return st;
+}
+
+/* Posts an exchange's messages at `tag` (reqs and from hold one entry per message). */
+typedef spmd_status (*post_fn)(spmd__comm *c, int tag, const void *arg, MPI_Request *reqs,
+                               int *from);
+
+/* Posts n messages with `post`, then checks `a` beside them (check_beside). */
+static spmd_status exchange_beside(spmd__comm *c, const spmd__agreement *a, int n, post_fn post,
+                                   const void *arg, const char *what, spmd__wait *w)
+{
+    int tag = spmd__comm_exchange_tag(c, w->key);
+    MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
+    int *from = malloc((size_t)(n ? n : 1) * sizeof *from);
+    spmd_status st = reqs && from ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == SPMD_OK)
+        st = post(c, tag + 2, arg, reqs, from);
+    if (st == SPMD_OK)
+        st = check_beside(c, a, w, tag, n, reqs, from, what);
+    if (st == SPMD_OK || !w->data_pending)
+        free(reqs);
+    free(from);
+    return st;
+}
+
+typedef struct message_lists {
+    int nsend, nrecv;
+    const spmd__message *sends, *recvs;
+} message_lists;
+
+static spmd_status post_message_lists(spmd__comm *c, int tag, const void *arg, MPI_Request *reqs,
+                                      int *from)
+{
+    const message_lists *m = arg;
+    return spmd__comm_post_messages(c, tag, m->nsend, m->sends, m->nrecv, m->recvs, reqs, from);
+}
+
+spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                        const spmd__message *sends, int nrecv,
+                                        const spmd__message *recvs, spmd__wait *w)
+{
+    message_lists m = {nsend, nrecv, sends, recvs};
+    return exchange_beside(c, a, nsend + nrecv, post_message_lists, &m, "the ppermute exchange", w);
+}
+
+/* ---- large collectives straight between the blocks: the agreement first, then MPI ---- */
+
+spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
+                                                const spmd__block_layout *layout,
+                                                const size_t *counts, const size_t *displs,
+                                                spmd__wait *w)
+{
+    if (c->size == 1)
+        return SPMD_OK;
+    SPMD_CHECK(spmd__xchg_check_then_whole(c, a, w));
+    spmd_status st = spmd__comm_allgather_placed_agreed(c, recv, layout, counts, displs);
+    w->data_pending = st != SPMD_OK;
+    return st;
+}
+
+typedef struct piece_lists {
+    int nsend, nrecv;
+    const spmd__piece_message *sends, *recvs;
+} piece_lists;
+
+static spmd_status post_piece_lists(spmd__comm *c, int tag, const void *arg, MPI_Request *reqs,
+                                    int *from)
+{
+    const piece_lists *m = arg;
+    return spmd__comm_post_pieces(c, tag, m->nsend, m->sends, m->nrecv, m->recvs, reqs, from);
+}
+
+spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                               const spmd__piece_message *sends, int nrecv,
+                                               const spmd__piece_message *recvs, spmd__wait *w)
+{
+    piece_lists m = {nsend, nrecv, sends, recvs};
+    return exchange_beside(c, a, nsend + nrecv, post_piece_lists, &m, "all_to_all", w);
+}
