@@ -18,35 +18,23 @@
  *
  * Checks never jump out of a test while a collective may follow: every process must keep issuing
  * the same calls in the same order, so a failed check is recorded and the test fails at its end
- * (on every process, so that they stay in step). */
+ * (on every process, so that they stay in step).
+ *
+ * This file holds the checks, the reference model, the array checker, the checked reshard, the
+ * meshes and main; the cases (sections 1-9) are in test_reshard_cases.c, and test_reshard.h
+ * declares what they share. */
 #define _POSIX_C_SOURCE 200809L
 
-#include "testutil.h"
-
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <spmd/config.h>
-#ifdef SPMD_HAVE_MPI
-#include <spmd/mpi.h>
-#endif
-
-#define MAX_DEV 64  /* most global devices a run may have */
-#define MAX_PROC 64 /* most processes (holder sets are 64-bit masks) */
-#define MAX_AXES 3
-#define MAX_TUPLE 3
-#define MAX_BATCH 4
+#include "test_reshard.h"
 
 /* The run's geometry; global device ids are process-major. */
-static int nproc, nlocal, me, ndev;
+int nproc, nlocal, me, ndev;
 
 /* ---- non-fatal checks ------------------------------------------------------------------ */
 
-static int nfail;
+int nfail;
 
-static void check_failed(const char *file, int line, const char *cond, const char *fmt, ...)
+void check_failed(const char *file, int line, const char *cond, const char *fmt, ...)
 {
     char msg[2048];
     va_list ap;
@@ -57,12 +45,6 @@ static void check_failed(const char *file, int line, const char *cond, const cha
     fflush(stderr);
     nfail++;
 }
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            check_failed(__FILE__, __LINE__, #cond, __VA_ARGS__);                                  \
-    } while (0)
 
 /* Status and message fragments, like assert_status, but recorded instead of jumping. A fragment
  * "a|b" accepts a message that contains a or b. */
@@ -81,8 +63,8 @@ static int msg_has(const char *msg, const char *frag)
     }
 }
 
-static int expect_status_impl(spmd_status got, spmd_status want, const char *expr, const char *file,
-                              int line, ...)
+int expect_status_impl(spmd_status got, spmd_status want, const char *expr, const char *file,
+                       int line, ...)
 {
     const char *msg = spmd_last_error();
     int ok = 1;
@@ -108,13 +90,9 @@ static int expect_status_impl(spmd_status got, spmd_status want, const char *exp
     return ok;
 }
 
-#define EXPECT_STATUS(expr, want, ...)                                                             \
-    expect_status_impl((expr), (want), #expr, __FILE__, __LINE__, __VA_ARGS__, (char *)NULL)
-#define EXPECT_OK(expr) EXPECT_STATUS(expr, SPMD_OK, "")
-
 /* ---- collectives of the test itself (MPI_Allreduce on libspmd's communicator) ---------- */
 
-static uint64_t sum_u64(uint64_t v)
+uint64_t sum_u64(uint64_t v)
 {
 #ifdef SPMD_HAVE_MPI
     if (nproc > 1) {
@@ -139,7 +117,7 @@ static int max_int(int v)
 }
 
 /* Fails the current cmocka test on every process if a check failed on any since `before`. */
-static void end_test(int before)
+void end_test(int before)
 {
     int mine = nfail - before;
     int any = max_int(mine);
@@ -149,12 +127,9 @@ static void end_test(int before)
         fail_msg("check(s) failed on another process (see above)");
 }
 
-static char sentinel_byte;
-#define SENTINEL ((spmd_array *)(void *)&sentinel_byte)
+char sentinel_byte; /* SENTINEL points here */
 
 /* ---- reference model: meshes, specs, layouts ------------------------------------------- */
-
-typedef spmd_test_mesh rmesh;
 
 static int owner(int device_id) { return device_id / nlocal; }
 
@@ -191,15 +166,8 @@ static int rmesh_has_process(const rmesh *m, int p)
     return 0;
 }
 
-/* A spec as mesh axis indices, the major axis of each entry first. */
-typedef struct rspec {
-    int len;
-    int naxes[SPMD_MAX_RANK];
-    int axes[SPMD_MAX_RANK][MAX_TUPLE];
-} rspec;
-
 /* rs(2, "0", "") is P(axis 0, None); "10" is the tuple (axis 1, axis 0). */
-static rspec rs(int len, ...)
+rspec rs(int len, ...)
 {
     rspec s;
     memset(&s, 0, sizeof s);
@@ -234,7 +202,7 @@ static void spec_text(const rmesh *m, const rspec *s, char *buf, size_t size)
     }
 }
 
-static spmd_sharding *sharding_make(const rmesh *m, const rspec *s)
+spmd_sharding *sharding_make(const rmesh *m, const rspec *s)
 {
     char text[256];
     spec_text(m, s, text, sizeof text);
@@ -243,7 +211,7 @@ static spmd_sharding *sharding_make(const rmesh *m, const rspec *s)
     return sh;
 }
 
-static int64_t num_elems(int ndim, const int64_t *shape)
+int64_t num_elems(int ndim, const int64_t *shape)
 {
     int64_t n = 1;
     for (int j = 0; j < ndim; j++)
@@ -252,7 +220,7 @@ static int64_t num_elems(int ndim, const int64_t *shape)
 }
 
 /* Bytes per element, written out here rather than asked of the library. */
-static size_t esize(spmd_dtype t)
+size_t esize(spmd_dtype t)
 {
     switch (t) {
     case SPMD_DTYPE_F64:
@@ -268,18 +236,6 @@ static size_t esize(spmd_dtype t)
         return 1;
     }
 }
-
-/* Where every device of a sharding's mesh sits for an array of one shape. */
-typedef struct rlayout {
-    const rmesh *m;
-    int ndim;
-    int64_t shape[SPMD_MAX_RANK];
-    int64_t shard_shape[SPMD_MAX_RANK];
-    int64_t shard_elems;
-    spmd_box box[MAX_DEV]; /* per mesh flat position */
-    int64_t key[MAX_DEV];  /* the block's number in the row-major grid of blocks */
-    int replica[MAX_DEV];  /* row-major rank of the coordinates on the unused axes */
-} rlayout;
 
 static void layout_make(rlayout *L, const rmesh *m, const rspec *s, int ndim, const int64_t *shape)
 {
@@ -339,7 +295,7 @@ static int64_t box_elem_global(const spmd_box *b, const int64_t *shape, int64_t 
     return g;
 }
 
-static int box_equal(const spmd_box *a, const spmd_box *b)
+int box_equal(const spmd_box *a, const spmd_box *b)
 {
     if (a->ndim != b->ndim)
         return 0;
@@ -491,8 +447,8 @@ static void format_elem(spmd_dtype t, const void *p, char *buf, size_t size)
 }
 
 /* Compares n elements; reports the first difference. Returns 1 when equal. */
-static int compare_elems(const void *want, const void *got, int64_t n, spmd_dtype t,
-                         const char *what, const char *where)
+int compare_elems(const void *want, const void *got, int64_t n, spmd_dtype t, const char *what,
+                  const char *where)
 {
     size_t es = esize(t);
     for (int64_t i = 0; i < n; i++) {
@@ -512,22 +468,6 @@ static int compare_elems(const void *want, const void *got, int64_t n, spmd_dtyp
 }
 
 /* ---- the traffic a reshard must cause ---------------------------------------------------- */
-
-typedef struct rtraffic {
-    int src_unique;               /* no element of the source is held by two processes */
-    uint64_t recv[MAX_PROC];      /* elements each process must receive, at least */
-    uint64_t recv_total;          /* their sum */
-    uint64_t sends_to[MAX_PROC];  /* src_unique: elements this process sends to each process */
-    uint64_t recv_from[MAX_PROC]; /* src_unique: elements this process receives from each */
-    uint64_t send_me;             /* src_unique: elements this process sends */
-    int msgs_sent, msgs_recv;     /* src_unique: processes this one sends to / receives from */
-    /* this process's destination shards: which reuse the source buffer of their device */
-    int shared_src[MAX_DEV];        /* per local destination shard: source shard index or -1 */
-    int64_t shared_offset[MAX_DEV]; /* elements into that source shard (a view) */
-    uint64_t shared_elems;          /* elements of the shards that reuse a source buffer */
-    uint64_t local_elems;           /* elements of all this process's destination shards */
-    uint64_t copy_min;              /* elements of the other shards that a local source holds */
-} rtraffic;
 
 static int popcount64(uint64_t v)
 {
@@ -622,8 +562,8 @@ static void traffic_compute(rtraffic *T, const rlayout *S, const rlayout *D)
 /* ---- the array checker ------------------------------------------------------------------ */
 
 /* Checks `a` against layout L of sharding `want` whose global value is `host`. */
-static void verify_array(const spmd_array *a, const rlayout *L, const spmd_sharding *want,
-                         spmd_dtype t, const void *host, const char *what)
+void verify_array(const spmd_array *a, const rlayout *L, const spmd_sharding *want, spmd_dtype t,
+                  const void *host, const char *what)
 {
     CHECK(a != NULL && a != SENTINEL, "%s: no array", what);
     if (!a || a == SENTINEL)
@@ -732,8 +672,8 @@ static void shard_pointers(const spmd_array *a, void **ptrs)
 }
 
 /* A donated (deleted) array: every use fails, naming the deletion. */
-static void check_deleted(spmd_array *x, size_t bytes, const spmd_sharding *some_sharding,
-                          const char *what)
+void check_deleted(spmd_array *x, size_t bytes, const spmd_sharding *some_sharding,
+                   const char *what)
 {
     unsigned char *buf = malloc(bytes + 1);
     assert_non_null(buf);
@@ -752,18 +692,8 @@ static void check_deleted(spmd_array *x, size_t bytes, const spmd_sharding *some
 
 /* ---- one reshard, checked ------------------------------------------------------------------ */
 
-typedef struct xcase {
-    const rmesh *sm, *dm; /* source and destination meshes */
-    rspec ss, ds;
-    int ndim;
-    int64_t shape[SPMD_MAX_RANK];
-    spmd_dtype t;
-    int seed;
-    char what[320];
-} xcase;
-
-static xcase xc(const rmesh *sm, rspec ss, const rmesh *dm, rspec ds, spmd_dtype t, int ndim,
-                const int64_t *shape)
+xcase xc(const rmesh *sm, rspec ss, const rmesh *dm, rspec ds, spmd_dtype t, int ndim,
+         const int64_t *shape)
 {
     static int seeds;
     xcase c;
@@ -790,23 +720,6 @@ static xcase xc(const rmesh *sm, rspec ss, const rmesh *dm, rspec ds, spmd_dtype
     return c;
 }
 
-typedef struct run_opts {
-    int donate;
-    int same_sharding;  /* pass x's own sharding object as the new sharding */
-    int identical;      /* the layouts agree: assert no traffic and every buffer shared */
-    int outsiders_skip; /* processes owning no device of either mesh do not call */
-} run_opts;
-
-/* Everything a reshard produced, for the batch comparison. */
-typedef struct xrun {
-    rlayout S, D;
-    rtraffic T;
-    spmd_sharding *ssh, *dsh;
-    void *host;
-    spmd_array *x, *y;
-    void *src_ptr[MAX_DEV];
-} xrun;
-
 /* ssh, dsh: shardings to use (retained) instead of new ones built from the case; may be NULL. */
 static void xrun_prepare_on(xrun *r, const xcase *c, spmd_sharding *ssh, spmd_sharding *dsh)
 {
@@ -825,9 +738,9 @@ static void xrun_prepare_on(xrun *r, const xcase *c, spmd_sharding *ssh, spmd_sh
     r->y = SENTINEL;
 }
 
-static void xrun_prepare(xrun *r, const xcase *c) { xrun_prepare_on(r, c, NULL, NULL); }
+void xrun_prepare(xrun *r, const xcase *c) { xrun_prepare_on(r, c, NULL, NULL); }
 
-static void xrun_release(xrun *r)
+void xrun_release(xrun *r)
 {
     if (r->y != SENTINEL)
         spmd_array_destroy(r->y);
@@ -839,7 +752,7 @@ static void xrun_release(xrun *r)
 
 /* Destination shards that are one run of their device's source shard are views of it (the
  * data pointer lies at the run's offset in the source buffer). */
-static void check_sharing(const xrun *r, const char *what)
+void check_sharing(const xrun *r, const char *what)
 {
     if (!r->y || r->y == SENTINEL)
         return;
@@ -934,7 +847,7 @@ static void check_stats(const spmd_reshard_stats *st, int ok, const rtraffic *T,
     }
 }
 
-static void run_case_on(const xcase *c, const run_opts *o, spmd_sharding *ssh, spmd_sharding *dsh)
+void run_case_on(const xcase *c, const run_opts *o, spmd_sharding *ssh, spmd_sharding *dsh)
 {
     run_opts none;
     memset(&none, 0, sizeof none);
@@ -993,23 +906,11 @@ static void run_case_on(const xcase *c, const run_opts *o, spmd_sharding *ssh, s
     xrun_release(&r);
 }
 
-static void run_case(const xcase *c, const run_opts *o) { run_case_on(c, o, NULL, NULL); }
+void run_case(const xcase *c, const run_opts *o) { run_case_on(c, o, NULL, NULL); }
 
 /* ---- the meshes ------------------------------------------------------------------------ */
 
-typedef struct mesh_set {
-    rmesh m1; /* 1-D 'a' over every device in id order */
-    rmesh m2; /* 2-D ('a', 'b') = (A, B), transposed: position (i, j) holds device j*A + i */
-    rmesh g2; /* 2-D ('a', 'b') = (A, B) over every device in id order */
-    rmesh h0; /* 1-D 'a' over the first half of the devices (ndev >= 2) */
-    rmesh h1; /* 1-D 'a' over the second half of the devices (ndev >= 2) */
-    rmesh p0; /* 1-D 'a' over process 0's devices, reversed */
-    rmesh ph; /* 1-D 'a' over the devices of the first half of the processes (nproc >= 2) */
-    int A, B;
-    int halves, procs_half;
-} mesh_set;
-
-static void meshes_create(mesh_set *s)
+void meshes_create(mesh_set *s)
 {
     memset(s, 0, sizeof *s);
     const char *a[] = {"a"}, *ab[] = {"a", "b"};
@@ -1044,7 +945,7 @@ static void meshes_create(mesh_set *s)
     }
 }
 
-static void meshes_destroy(mesh_set *s)
+void meshes_destroy(mesh_set *s)
 {
     spmd_mesh_destroy(s->m1.mesh);
     spmd_mesh_destroy(s->m2.mesh);
@@ -1053,748 +954,6 @@ static void meshes_destroy(mesh_set *s)
     spmd_mesh_destroy(s->h1.mesh);
     spmd_mesh_destroy(s->p0.mesh);
     spmd_mesh_destroy(s->ph.mesh);
-}
-
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
-
-/* ---- 1. layout changes ------------------------------------------------------------------- */
-
-static void test_layouts(void **state)
-{
-    (void)state;
-    int before = nfail;
-    mesh_set ms;
-    meshes_create(&ms);
-    const int64_t N = ndev, A = ms.A, B = ms.B, L = nlocal;
-    const rmesh *m1 = &ms.m1, *m2 = &ms.m2, *g2 = &ms.g2;
-    xcase cases[64];
-    int n = 0;
-    /* P('a') -> P(None, 'a') on the 1-D mesh */
-    cases[n++] = xc(m1, rs(1, "0"), m1, rs(2, "", "0"), SPMD_DTYPE_F32, 2, SHAPE(2 * N, 3 * N));
-    cases[n++] = xc(m1, rs(1, "0"), m1, rs(2, "", "0"), SPMD_DTYPE_BF16, 2, SHAPE(N, 2 * N));
-    /* P('a', 'b') -> P('b', 'a') on both 2-D meshes */
-    cases[n++] = xc(m2, rs(2, "0", "1"), m2, rs(2, "1", "0"), SPMD_DTYPE_F64, 2, SHAPE(2 * N, N));
-    cases[n++] = xc(g2, rs(2, "0", "1"), g2, rs(2, "1", "0"), SPMD_DTYPE_I32, 2, SHAPE(N, 3 * N));
-    cases[n++] = xc(g2, rs(2, "0", "1"), g2, rs(2, "1", "0"), SPMD_DTYPE_U8, 2, SHAPE(2 * N, N));
-    /* P() -> P('a') and P('a') -> P() */
-    cases[n++] = xc(m1, rs(0), m1, rs(1, "0"), SPMD_DTYPE_I32, 2, SHAPE(N, 5));
-    cases[n++] = xc(m1, rs(0), m1, rs(1, "0"), SPMD_DTYPE_F16, 1, SHAPE(3 * N));
-    cases[n++] = xc(m1, rs(1, "0"), m1, rs(0), SPMD_DTYPE_U8, 2, SHAPE(3 * N, 2));
-    cases[n++] = xc(m1, rs(1, "0"), m1, rs(0), SPMD_DTYPE_F64, 2, SHAPE(N, 7));
-    /* 1-D mesh -> 2-D mesh and back */
-    cases[n++] = xc(m1, rs(1, "0"), m2, rs(2, "0", "1"), SPMD_DTYPE_BF16, 2, SHAPE(2 * N, N));
-    cases[n++] = xc(m1, rs(1, "0"), m2, rs(2, "0", "1"), SPMD_DTYPE_I64, 2, SHAPE(N, 3 * B));
-    cases[n++] = xc(m2, rs(2, "0", "1"), m1, rs(1, "0"), SPMD_DTYPE_F32, 2, SHAPE(N, 3 * N));
-    cases[n++] = xc(m1, rs(2, "", "0"), g2, rs(1, "1"), SPMD_DTYPE_BOOL, 2, SHAPE(2 * B, N));
-    /* replicated on both sides, over different axes */
-    cases[n++] = xc(m2, rs(1, "0"), m2, rs(2, "", "1"), SPMD_DTYPE_F16, 2, SHAPE(2 * A, 3 * B));
-    /* rank 1 */
-    cases[n++] = xc(m1, rs(1, "0"), g2, rs(1, "10"), SPMD_DTYPE_I32, 1, SHAPE(2 * N));
-    cases[n++] = xc(m2, rs(1, "01"), m1, rs(1, "0"), SPMD_DTYPE_F32, 1, SHAPE(3 * N));
-    /* rank 3 */
-    cases[n++] = xc(m1, rs(3, "0", "", ""), m2, rs(3, "", "1", "0"), SPMD_DTYPE_I64, 3,
-                    SHAPE(N, 2 * B, 3 * A));
-    cases[n++] =
-        xc(m1, rs(3, "0", "", ""), m2, rs(3, "", "1", "0"), SPMD_DTYPE_BF16, 3, SHAPE(N, B, A));
-    cases[n++] =
-        xc(m2, rs(3, "1", "", "0"), m1, rs(3, "", "", "0"), SPMD_DTYPE_F32, 3, SHAPE(2 * B, 3, N));
-    cases[n++] = xc(m2, rs(3, "", "01", ""), &ms.p0, rs(3, "0", "", ""), SPMD_DTYPE_U8, 3,
-                    SHAPE(2 * L, N, 3));
-    /* rank 0 */
-    cases[n++] = xc(m1, rs(0), m2, rs(0), SPMD_DTYPE_F64, 0, NULL);
-    cases[n++] = xc(m1, rs(0), &ms.p0, rs(0), SPMD_DTYPE_I32, 0, NULL);
-    cases[n++] = xc(&ms.p0, rs(0), m1, rs(0), SPMD_DTYPE_F16, 0, NULL);
-    /* a mesh over every process -> process 0's devices, and back */
-    cases[n++] = xc(m1, rs(1, "0"), &ms.p0, rs(1, "0"), SPMD_DTYPE_F32, 2, SHAPE(2 * N, 3));
-    cases[n++] = xc(m1, rs(1, "0"), &ms.p0, rs(1, "0"), SPMD_DTYPE_F16, 2, SHAPE(N, 5));
-    cases[n++] = xc(&ms.p0, rs(1, "0"), m1, rs(1, "0"), SPMD_DTYPE_F32, 2, SHAPE(2 * N, 3));
-    cases[n++] = xc(&ms.p0, rs(0), m1, rs(2, "", "0"), SPMD_DTYPE_I32, 2, SHAPE(2, N));
-    cases[n++] = xc(&ms.p0, rs(1, "0"), m2, rs(2, "1", "0"), SPMD_DTYPE_BOOL, 2, SHAPE(N, 2 * A));
-    if (ms.halves) { /* the pipeline hand-off: first half of the devices -> second half */
-        const rmesh *h0 = &ms.h0, *h1 = &ms.h1;
-        cases[n++] = xc(h0, rs(1, "0"), h1, rs(1, "0"), SPMD_DTYPE_F32, 2, SHAPE(N, 3));
-        cases[n++] = xc(h0, rs(1, "0"), h1, rs(1, "0"), SPMD_DTYPE_I32, 1, SHAPE(N / 2));
-        cases[n++] = xc(h0, rs(1, "0"), h1, rs(0), SPMD_DTYPE_U8, 2, SHAPE(N, 2));
-        cases[n++] = xc(h0, rs(0), h1, rs(2, "", "0"), SPMD_DTYPE_BOOL, 2, SHAPE(3, N));
-        cases[n++] = xc(h1, rs(2, "", "0"), h0, rs(1, "0"), SPMD_DTYPE_F64, 2, SHAPE(N, N / 2));
-        cases[n++] = xc(m2, rs(0), h1, rs(0), SPMD_DTYPE_U8, 0, NULL);
-    }
-    if (ms.procs_half) { /* every process -> the first half of them, and back */
-        const rmesh *ph = &ms.ph;
-        cases[n++] =
-            xc(m2, rs(2, "0", "1"), ph, rs(2, "", "0"), SPMD_DTYPE_F64, 2, SHAPE(2 * N, N));
-        cases[n++] =
-            xc(ph, rs(1, "0"), m2, rs(2, "1", "0"), SPMD_DTYPE_I32, 2, SHAPE(2 * N, 3 * A));
-        cases[n++] = xc(m1, rs(1, "0"), ph, rs(1, "0"), SPMD_DTYPE_BF16, 1, SHAPE(2 * N));
-        cases[n++] = xc(ph, rs(0), m1, rs(1, "0"), SPMD_DTYPE_I64, 1, SHAPE(N));
-    }
-    assert_true(n <= (int)(sizeof cases / sizeof cases[0]));
-    for (int i = 0; i < n; i++)
-        run_case(&cases[i], NULL);
-    meshes_destroy(&ms);
-    end_test(before);
-}
-
-/* ---- 2. identical layouts: nothing moves, every buffer is shared ---------------------------- */
-
-static void test_identical(void **state)
-{
-    (void)state;
-    int before = nfail;
-    mesh_set ms;
-    meshes_create(&ms);
-    const int64_t N = ndev;
-    run_opts same = {0, 1, 1, 0}, ident = {0, 0, 1, 0};
-    xcase c;
-    /* the very same sharding object */
-    c = xc(&ms.m1, rs(1, "0"), &ms.m1, rs(1, "0"), SPMD_DTYPE_F32, 2, SHAPE(2 * N, 3));
-    run_case(&c, &same);
-    c = xc(&ms.m2, rs(2, "0", "1"), &ms.m2, rs(2, "0", "1"), SPMD_DTYPE_I32, 2, SHAPE(2 * N, N));
-    run_case(&c, &same);
-    /* an equal sharding built separately */
-    c = xc(&ms.m2, rs(2, "0", "1"), &ms.m2, rs(2, "0", "1"), SPMD_DTYPE_F64, 2, SHAPE(N, 3 * N));
-    run_case(&c, &ident);
-    c = xc(&ms.m1, rs(0), &ms.m1, rs(0), SPMD_DTYPE_F16, 3, SHAPE(2, 3, 4));
-    run_case(&c, &ident);
-    /* P('a') and P('a', None): the same layout spelled differently */
-    c = xc(&ms.m1, rs(1, "0"), &ms.m1, rs(2, "0", ""), SPMD_DTYPE_U8, 2, SHAPE(N, 3));
-    run_case(&c, &ident);
-    /* P('a') on the 1-D mesh and P(('a', 'b')) on the 2-D mesh in id order: same boxes */
-    c = xc(&ms.m1, rs(1, "0"), &ms.g2, rs(1, "01"), SPMD_DTYPE_BF16, 1, SHAPE(2 * N));
-    run_case(&c, &ident);
-    /* fully replicated over the same devices, as a scalar */
-    c = xc(&ms.m1, rs(0), &ms.g2, rs(0), SPMD_DTYPE_F64, 0, NULL);
-    run_case(&c, &ident);
-    c = xc(&ms.m2, rs(0), &ms.m2, rs(0), SPMD_DTYPE_I64, 0, NULL);
-    run_case(&c, &same);
-    /* a mesh that leaves the other processes without devices */
-    c = xc(&ms.p0, rs(1, "0"), &ms.p0, rs(1, "0"), SPMD_DTYPE_I32, 2, SHAPE(3 * nlocal, 2));
-    run_case(&c, &ident);
-    meshes_destroy(&ms);
-    end_test(before);
-}
-
-/* ---- 3. batches ------------------------------------------------------------------------------ */
-
-/* same_source: every array of the batch is the first case's source array (the cases must share
- * its layout, shape, dtype and seed). */
-static void run_batch(const xcase *cs, int n, int donate, int same_source)
-{
-    xrun runs[MAX_BATCH];
-    spmd_array *singles[MAX_BATCH];
-    for (int i = 0; i < n; i++)
-        xrun_prepare(&runs[i], &cs[i]);
-
-    /* one at a time first (kept for the comparison) */
-    for (int i = 0; i < n; i++) {
-        spmd_array *y = SENTINEL;
-        singles[i] = NULL;
-        if (EXPECT_OK(spmd_reshard(runs[i].x, runs[i].dsh, NULL, &y)))
-            singles[i] = y;
-    }
-
-    spmd_array *xs[MAX_BATCH], *outs[MAX_BATCH];
-    const spmd_sharding *shs[MAX_BATCH];
-    for (int i = 0; i < n; i++) {
-        xs[i] = same_source ? runs[0].x : runs[i].x;
-        if (same_source) /* the buffers a shared shard must keep */
-            memcpy(runs[i].src_ptr, runs[0].src_ptr, sizeof runs[i].src_ptr);
-        shs[i] = runs[i].dsh;
-        outs[i] = SENTINEL;
-    }
-    spmd_reshard_stats st;
-    memset(&st, 0xEE, sizeof st);
-    spmd_reshard_options opts = SPMD_RESHARD_OPTIONS_INIT;
-    opts.donate = donate;
-    opts.stats = &st;
-    int ok = EXPECT_OK(spmd_reshard_batch(n, xs, shs, &opts, outs));
-    char what[64];
-    snprintf(what, sizeof what, "batch of %d%s%s", n, donate ? " (donated)" : "",
-             same_source ? " (one source array)" : "");
-    for (int i = 0; i < n; i++) {
-        if (!ok) {
-            CHECK(outs[i] == NULL, "%s: failed, yet outs[%d] is set", what, i);
-            continue;
-        }
-        char tag[720];
-        snprintf(tag, sizeof tag, "%s, array %d: %.300s", what, i, cs[i].what);
-        verify_array(outs[i], &runs[i].D, runs[i].dsh, cs[i].t, runs[i].host, tag);
-        runs[i].y = outs[i];
-        check_sharing(&runs[i], tag);
-        /* the same bytes as the one-at-a-time result, shard by shard */
-        if (!singles[i] || !outs[i] || outs[i] == SENTINEL ||
-            spmd_array_num_shards(singles[i]) != spmd_array_num_shards(outs[i]))
-            continue;
-        for (int k = 0; k < spmd_array_num_shards(outs[i]); k++) {
-            spmd_shard a, b;
-            if (!EXPECT_OK(spmd_array_shard(outs[i], k, &a)) ||
-                !EXPECT_OK(spmd_array_shard(singles[i], k, &b)))
-                continue;
-            CHECK(a.device_id == b.device_id && box_equal(&a.index, &b.index) &&
-                      a.nbytes == b.nbytes,
-                  "%s: shard %d differs from the one-at-a-time reshard", tag, k);
-            if (a.nbytes != b.nbytes)
-                continue;
-            unsigned char *pa = malloc(a.nbytes + 1), *pb = malloc(b.nbytes + 1);
-            assert_non_null(pa);
-            assert_non_null(pb);
-            if (EXPECT_OK(spmd_array_shard_to_host(outs[i], k, pa, a.nbytes)) &&
-                EXPECT_OK(spmd_array_shard_to_host(singles[i], k, pb, b.nbytes)))
-                compare_elems(pb, pa, (int64_t)(a.nbytes / esize(cs[i].t)), cs[i].t, tag,
-                              "batch vs one at a time");
-            free(pa);
-            free(pb);
-        }
-    }
-
-    /* stats: the sums of the arrays' own traffic, one message per pair of processes */
-    spmd_reshard_stats z;
-    memset(&z, 0, sizeof z);
-    const spmd_reshard_stats *s = ok ? &st : &z;
-    uint64_t sent_total = sum_u64(s->bytes_sent);
-    if (ok) {
-        uint64_t recv = 0, send = 0, recv_total = 0, shared = 0, copy_min = 0;
-        int all_unique = 1, to[MAX_PROC] = {0}, from[MAX_PROC] = {0};
-        for (int i = 0; i < n; i++) {
-            const rtraffic *T = &runs[i].T;
-            size_t es = esize(cs[i].t);
-            recv += T->recv[me] * es;
-            recv_total += T->recv_total * es;
-            send += T->send_me * es;
-            shared += T->shared_elems * es;
-            copy_min += T->copy_min * es;
-            all_unique &= T->src_unique;
-            for (int r = 0; r < nproc; r++) {
-                to[r] |= T->sends_to[r] > 0;
-                from[r] |= T->recv_from[r] > 0;
-            }
-        }
-        int nto = 0, nfrom = 0;
-        for (int r = 0; r < nproc; r++) {
-            nto += to[r];
-            nfrom += from[r];
-        }
-        CHECK(st.bytes_received == recv, "%s: process %d received %llu bytes, expected %llu", what,
-              me, (unsigned long long)st.bytes_received, (unsigned long long)recv);
-        CHECK(sent_total == recv_total, "%s: %llu bytes sent in all, expected %llu", what,
-              (unsigned long long)sent_total, (unsigned long long)recv_total);
-        CHECK(st.messages_sent >= 0 && st.messages_sent <= nproc - 1,
-              "%s: process %d sent %d messages for %d other processes", what, me, st.messages_sent,
-              nproc - 1);
-        CHECK(st.messages_received >= 0 && st.messages_received <= nproc - 1,
-              "%s: process %d received %d messages from %d other processes", what, me,
-              st.messages_received, nproc - 1);
-        if (all_unique) {
-            CHECK(st.bytes_sent == send, "%s: process %d sent %llu bytes, expected %llu", what, me,
-                  (unsigned long long)st.bytes_sent, (unsigned long long)send);
-            CHECK(st.messages_sent == nto,
-                  "%s: process %d sent %d messages, expected one to each of %d processes", what, me,
-                  st.messages_sent, nto);
-            CHECK(st.messages_received == nfrom,
-                  "%s: process %d received %d messages, expected one from each of %d processes",
-                  what, me, st.messages_received, nfrom);
-        }
-        CHECK(st.bytes_shared == shared, "%s: process %d shared %llu bytes, expected %llu", what,
-              me, (unsigned long long)st.bytes_shared, (unsigned long long)shared);
-        CHECK(st.bytes_copied >= copy_min,
-              "%s: process %d copied %llu bytes, less than the %llu its own sources hold", what, me,
-              (unsigned long long)st.bytes_copied, (unsigned long long)copy_min);
-    }
-
-    for (int i = 0; i < n; i++) {
-        if (donate && ok) {
-            char tag[720];
-            snprintf(tag, sizeof tag, "%s, array %d: %.300s", what, i, cs[i].what);
-            check_deleted(runs[i].x, (size_t)num_elems(cs[i].ndim, cs[i].shape) * esize(cs[i].t),
-                          runs[i].dsh, tag);
-        }
-        spmd_array_destroy(singles[i]);
-        xrun_release(&runs[i]);
-    }
-}
-
-static void test_batch(void **state)
-{
-    (void)state;
-    int before = nfail;
-    mesh_set ms;
-    meshes_create(&ms);
-    const int64_t N = ndev, A = ms.A, B = ms.B;
-    xcase cs[3];
-    cs[0] = xc(&ms.m1, rs(1, "0"), &ms.m1, rs(2, "", "0"), SPMD_DTYPE_F32, 2, SHAPE(2 * N, 3 * N));
-    cs[1] =
-        xc(&ms.m2, rs(2, "0", "1"), &ms.m2, rs(2, "1", "0"), SPMD_DTYPE_I32, 2, SHAPE(2 * N, N));
-    cs[2] = xc(&ms.m1, rs(3, "0", "", ""), &ms.m2, rs(3, "", "1", "0"), SPMD_DTYPE_BF16, 3,
-               SHAPE(N, 2 * B, A));
-    run_batch(cs, 3, 0, 0);
-    /* different dtypes again, with replication, another device set and a scalar */
-    xcase ds[3];
-    ds[0] = xc(&ms.m1, rs(1, "0"), &ms.m1, rs(0), SPMD_DTYPE_U8, 2, SHAPE(3 * N, 2));
-    ds[1] = ms.halves ? xc(&ms.h0, rs(1, "0"), &ms.h1, rs(1, "0"), SPMD_DTYPE_F64, 2, SHAPE(N, 3))
-                      : xc(&ms.m1, rs(1, "0"), &ms.p0, rs(0), SPMD_DTYPE_F64, 2, SHAPE(N, 3));
-    ds[2] = xc(&ms.m1, rs(0), &ms.m2, rs(0), SPMD_DTYPE_F16, 0, NULL);
-    run_batch(ds, 3, 0, 0);
-    /* one array alone, and a donated batch */
-    run_batch(cs, 1, 0, 0);
-    xcase es[3];
-    for (int i = 0; i < 3; i++)
-        es[i] = cs[i];
-    run_batch(es, 3, 1, 0);
-    /* one array to three layouts at once */
-    xcase fs[3];
-    fs[0] = xc(&ms.m1, rs(1, "0"), &ms.m2, rs(2, "1", "0"), SPMD_DTYPE_I32, 2, SHAPE(2 * N, 2 * N));
-    fs[1] = xc(&ms.m1, rs(1, "0"), &ms.m1, rs(0), SPMD_DTYPE_I32, 2, SHAPE(2 * N, 2 * N));
-    fs[2] = xc(&ms.m1, rs(1, "0"), &ms.p0, rs(2, "", "0"), SPMD_DTYPE_I32, 2, SHAPE(2 * N, 2 * N));
-    fs[1].seed = fs[2].seed = fs[0].seed;
-    run_batch(fs, 3, 0, 1);
-    meshes_destroy(&ms);
-    end_test(before);
-}
-
-/* ---- 4. donation --------------------------------------------------------------------------------
- */
-
-static void test_donate(void **state)
-{
-    (void)state;
-    int before = nfail;
-    mesh_set ms;
-    meshes_create(&ms);
-    const int64_t N = ndev;
-    run_opts donate = {1, 0, 0, 0}, donate_same = {1, 1, 1, 0}, donate_ident = {1, 0, 1, 0};
-    xcase c;
-    c = xc(&ms.m1, rs(1, "0"), &ms.m1, rs(2, "", "0"), SPMD_DTYPE_F32, 2, SHAPE(2 * N, 3 * N));
-    run_case(&c, &donate);
-    c = xc(&ms.m1, rs(1, "0"), &ms.m2, rs(2, "0", "1"), SPMD_DTYPE_I64, 2, SHAPE(2 * N, N));
-    run_case(&c, &donate);
-    c = xc(&ms.p0, rs(1, "0"), &ms.m1, rs(1, "0"), SPMD_DTYPE_U8, 2, SHAPE(2 * N, 3));
-    run_case(&c, &donate); /* deleted also where it had no shards */
-    if (ms.halves) {
-        c = xc(&ms.h0, rs(1, "0"), &ms.h1, rs(1, "0"), SPMD_DTYPE_F16, 2, SHAPE(N, 4));
-        run_case(&c, &donate);
-    }
-    /* identical layouts: the result takes over the source's buffers */
-    c = xc(&ms.m2, rs(2, "0", "1"), &ms.m2, rs(2, "0", "1"), SPMD_DTYPE_F64, 2, SHAPE(2 * N, N));
-    run_case(&c, &donate_same);
-    c = xc(&ms.m1, rs(1, "0"), &ms.g2, rs(1, "01"), SPMD_DTYPE_I32, 2, SHAPE(N, 3));
-    run_case(&c, &donate_ident);
-    c = xc(&ms.m1, rs(0), &ms.m1, rs(0), SPMD_DTYPE_BF16, 0, NULL);
-    run_case(&c, &donate_ident);
-    meshes_destroy(&ms);
-    end_test(before);
-}
-
-/* ---- 5. copies
- * ----------------------------------------------------------------------------------- */
-
-static void copy_case(const rmesh *m, rspec s, spmd_dtype t, int ndim, const int64_t *shape,
-                      int only_process0)
-{
-    xcase c = xc(m, s, m, s, t, ndim, shape);
-    xrun r;
-    xrun_prepare(&r, &c);
-    if (only_process0 && me != 0) { /* not collective: the others do not take part */
-        xrun_release(&r);
-        return;
-    }
-    spmd_array *y = SENTINEL;
-    char what[360];
-    snprintf(what, sizeof what, "spmd_array_copy of %s", c.what);
-    if (EXPECT_OK(spmd_array_copy(r.x, &y))) {
-        verify_array(y, &r.S, r.ssh, t, r.host, what);
-        const spmd_sharding *ysh = spmd_array_sharding(y);
-        CHECK(ysh && spmd_sharding_is_equivalent(ysh, r.ssh, ndim),
-              "%s: the copy's sharding is not the source's", what);
-        for (int i = 0; i < spmd_array_num_shards(y) && i < m->num_local; i++) {
-            spmd_shard sd;
-            if (EXPECT_OK(spmd_array_shard(y, i, &sd)))
-                CHECK(sd.data != r.src_ptr[i],
-                      "%s: shard %d (device %d) shares the source's buffer", what, i, sd.device_id);
-        }
-        /* buffers of its own: the copy outlives the source */
-        spmd_array_destroy(r.x);
-        r.x = NULL;
-        char tag[720];
-        snprintf(tag, sizeof tag, "%s, after the source is destroyed", what);
-        verify_array(y, &r.S, r.ssh, t, r.host, tag);
-        spmd_array_destroy(y);
-    } else {
-        CHECK(y == NULL, "%s: failed, yet *out is set", what);
-    }
-    xrun_release(&r);
-}
-
-static void test_copy(void **state)
-{
-    (void)state;
-    int before = nfail;
-    mesh_set ms;
-    meshes_create(&ms);
-    const int64_t N = ndev;
-    copy_case(&ms.m1, rs(1, "0"), SPMD_DTYPE_F32, 2, SHAPE(2 * N, 3), 0);
-    copy_case(&ms.m2, rs(2, "0", "1"), SPMD_DTYPE_I64, 2, SHAPE(2 * N, N), 0);
-    copy_case(&ms.m2, rs(1, "1"), SPMD_DTYPE_F16, 3, SHAPE(N, 2, 3), 0);
-    copy_case(&ms.p0, rs(0), SPMD_DTYPE_BF16, 1, SHAPE(5), 0);
-    copy_case(&ms.m1, rs(0), SPMD_DTYPE_F64, 0, NULL, 0);
-    copy_case(&ms.m1, rs(1, "0"), SPMD_DTYPE_U8, 2, SHAPE(N, 7), 1);
-    copy_case(&ms.g2, rs(2, "1", "0"), SPMD_DTYPE_I32, 2, SHAPE(N, N), 1);
-
-    spmd_array *out = SENTINEL;
-    EXPECT_STATUS(spmd_array_copy(NULL, &out), SPMD_ERR_INVALID_ARGUMENT, "NULL");
-    CHECK(out == NULL, "spmd_array_copy(NULL) left *out set%s", "");
-    xcase c = xc(&ms.m1, rs(1, "0"), &ms.m1, rs(1, "0"), SPMD_DTYPE_F32, 1, SHAPE(N));
-    xrun r;
-    xrun_prepare(&r, &c);
-    EXPECT_STATUS(spmd_array_copy(r.x, NULL), SPMD_ERR_INVALID_ARGUMENT, "NULL");
-    xrun_release(&r);
-    meshes_destroy(&ms);
-    end_test(before);
-}
-
-/* ---- 6. errors
- * ----------------------------------------------------------------------------------- */
-
-static void test_errors(void **state)
-{
-    (void)state;
-    int before = nfail;
-    mesh_set ms;
-    meshes_create(&ms);
-    const int64_t N = ndev;
-    xcase c = xc(&ms.m1, rs(1, "0"), &ms.m1, rs(0), SPMD_DTYPE_F32, 2, SHAPE(2 * N, 3));
-    xrun r;
-    xrun_prepare(&r, &c);
-    rspec by_cols = rs(2, "", "0");
-    spmd_sharding *cols = sharding_make(&ms.m1, &by_cols); /* 3 columns over ndev devices */
-    spmd_reshard_stats st;
-    spmd_reshard_options opts = SPMD_RESHARD_OPTIONS_INIT;
-    opts.stats = &st;
-    spmd_array *out;
-
-    /* NULL arguments */
-    out = SENTINEL;
-    EXPECT_STATUS(spmd_reshard(NULL, r.ssh, &opts, &out), SPMD_ERR_INVALID_ARGUMENT, "spmd_reshard",
-                  "NULL");
-    CHECK(out == NULL, "x NULL: *out = %p", (void *)out);
-    out = SENTINEL;
-    EXPECT_STATUS(spmd_reshard(r.x, NULL, &opts, &out), SPMD_ERR_INVALID_ARGUMENT, "spmd_reshard",
-                  "NULL");
-    CHECK(out == NULL, "new_sharding NULL: *out = %p", (void *)out);
-    EXPECT_STATUS(spmd_reshard(r.x, r.ssh, &opts, NULL), SPMD_ERR_INVALID_ARGUMENT, "spmd_reshard",
-                  "NULL");
-
-    /* a new sharding that does not split the shape: 3 columns over the devices */
-    if (ndev >= 2) {
-        out = SENTINEL;
-        EXPECT_STATUS(spmd_reshard(r.x, cols, &opts, &out), SPMD_ERR_SHAPE, "axis 1|dimension 1");
-        CHECK(out == NULL, "indivisible: *out = %p", (void *)out);
-    }
-    /* a spec longer than the rank (also with one device) */
-    {
-        rspec s3 = rs(3, "0", "", "");
-        spmd_sharding *sh3 = sharding_make(&ms.m1, &s3);
-        out = SENTINEL;
-        EXPECT_STATUS(spmd_reshard(r.x, sh3, &opts, &out), SPMD_ERR_SHAPE, "rank");
-        CHECK(out == NULL, "spec longer than the rank: *out = %p", (void *)out);
-        spmd_sharding_destroy(sh3);
-        /* a scalar with P('a') */
-        xcase sc = xc(&ms.m1, rs(0), &ms.m1, rs(0), SPMD_DTYPE_F64, 0, NULL);
-        xrun rsc;
-        xrun_prepare(&rsc, &sc);
-        rspec s1 = rs(1, "0");
-        spmd_sharding *sh1 = sharding_make(&ms.m1, &s1);
-        out = SENTINEL;
-        EXPECT_STATUS(spmd_reshard(rsc.x, sh1, NULL, &out), SPMD_ERR_SHAPE, "rank");
-        CHECK(out == NULL, "scalar with P('a'): *out = %p", (void *)out);
-        spmd_sharding_destroy(sh1);
-        xrun_release(&rsc);
-    }
-
-    /* options of another version */
-    unsigned bad_versions[2] = {0u, SPMD_RESHARD_OPTIONS_VERSION + 1u};
-    for (int k = 0; k < 2; k++) {
-        spmd_reshard_options bad = SPMD_RESHARD_OPTIONS_INIT;
-        bad.version = bad_versions[k];
-        out = SENTINEL;
-        EXPECT_STATUS(spmd_reshard(r.x, r.ssh, &bad, &out), SPMD_ERR_INVALID_ARGUMENT, "version");
-        CHECK(out == NULL, "options.version %u: *out = %p", bad_versions[k], (void *)out);
-    }
-
-    /* batches: NULL arrays, a negative count, one bad array among good ones */
-    {
-        spmd_array *outs[3] = {SENTINEL, SENTINEL, SENTINEL};
-        const spmd_sharding *shs[3] = {r.ssh, r.ssh, r.ssh};
-        spmd_array *xs[3] = {r.x, r.x, r.x};
-        EXPECT_STATUS(spmd_reshard_batch(2, NULL, shs, NULL, outs), SPMD_ERR_INVALID_ARGUMENT, "");
-        EXPECT_STATUS(spmd_reshard_batch(2, xs, NULL, NULL, outs), SPMD_ERR_INVALID_ARGUMENT, "");
-        EXPECT_STATUS(spmd_reshard_batch(2, xs, shs, NULL, NULL), SPMD_ERR_INVALID_ARGUMENT, "");
-        EXPECT_STATUS(spmd_reshard_batch(-1, xs, shs, NULL, outs), SPMD_ERR_INVALID_ARGUMENT, "");
-        for (int i = 0; i < 3; i++)
-            outs[i] = SENTINEL;
-        spmd_array *with_null[3] = {r.x, NULL, r.x};
-        EXPECT_STATUS(spmd_reshard_batch(3, with_null, shs, NULL, outs), SPMD_ERR_INVALID_ARGUMENT,
-                      "NULL");
-        for (int i = 0; i < 3; i++)
-            CHECK(outs[i] == NULL, "batch with a NULL array: outs[%d] = %p", i, (void *)outs[i]);
-        if (ndev >= 2) {
-            const spmd_sharding *mixed[3] = {r.ssh, cols, r.dsh};
-            for (int i = 0; i < 3; i++)
-                outs[i] = SENTINEL;
-            EXPECT_STATUS(spmd_reshard_batch(3, xs, mixed, NULL, outs), SPMD_ERR_SHAPE,
-                          "axis 1|dimension 1");
-            for (int i = 0; i < 3; i++)
-                CHECK(outs[i] == NULL, "batch with an indivisible array: outs[%d] = %p", i,
-                      (void *)outs[i]);
-        }
-        spmd_reshard_options bad = SPMD_RESHARD_OPTIONS_INIT;
-        bad.version = 7;
-        for (int i = 0; i < 3; i++)
-            outs[i] = SENTINEL;
-        EXPECT_STATUS(spmd_reshard_batch(3, xs, shs, &bad, outs), SPMD_ERR_INVALID_ARGUMENT,
-                      "version");
-        for (int i = 0; i < 3; i++)
-            CHECK(outs[i] == NULL, "batch with bad options: outs[%d] = %p", i, (void *)outs[i]);
-    }
-
-    /* the failed calls left the source intact and usable */
-    verify_array(r.x, &r.S, r.ssh, c.t, r.host, "source after the failed calls");
-    {
-        xcase good = xc(&ms.m1, rs(1, "0"), &ms.m1, rs(0), SPMD_DTYPE_F32, 2, SHAPE(2 * N, 3));
-        run_case(&good, NULL);
-    }
-
-    /* a deleted (donated) source */
-    {
-        spmd_reshard_options don = SPMD_RESHARD_OPTIONS_INIT;
-        don.donate = 1;
-        rspec s0 = rs(0);
-        spmd_sharding *rep = sharding_make(&ms.m1, &s0);
-        spmd_array *y = SENTINEL;
-        if (EXPECT_OK(spmd_reshard(r.x, rep, &don, &y))) {
-            out = SENTINEL;
-            EXPECT_STATUS(spmd_reshard(r.x, rep, &opts, &out), SPMD_ERR_INVALID_ARGUMENT,
-                          "deleted|donated");
-            CHECK(out == NULL, "deleted source: *out = %p", (void *)out);
-            spmd_array *xs[2] = {y, r.x}, *outs[2] = {SENTINEL, SENTINEL};
-            const spmd_sharding *shs[2] = {rep, rep};
-            EXPECT_STATUS(spmd_reshard_batch(2, xs, shs, NULL, outs), SPMD_ERR_INVALID_ARGUMENT,
-                          "deleted|donated");
-            CHECK(outs[0] == NULL && outs[1] == NULL, "batch with a deleted array left outputs%s",
-                  "");
-            spmd_array_destroy(y);
-        }
-        spmd_sharding_destroy(rep);
-    }
-    spmd_sharding_destroy(cols);
-    xrun_release(&r);
-    meshes_destroy(&ms);
-    end_test(before);
-}
-
-/* ---- 7. one source sharding, many reshards ------------------------------------------------- */
-
-/* The same source and destination sharding objects serve arrays of many shapes and dtypes, more
- * combinations than any cache would keep, twice over; destination shardings that live for one
- * call only are replaced by others (which may be allocated at the same address). */
-static void test_sharding_reuse(void **state)
-{
-    (void)state;
-    int before = nfail;
-    mesh_set ms;
-    meshes_create(&ms);
-    const int64_t N = ndev, L = nlocal;
-    rspec ss = rs(1, "0");
-    spmd_sharding *src = sharding_make(&ms.m1, &ss);
-    const rmesh *dm[3] = {&ms.m2, &ms.m1, &ms.p0};
-    rspec ds[3] = {rs(2, "1", "0"), rs(0), rs(1, "0")};
-    spmd_sharding *dst[3];
-    for (int k = 0; k < 3; k++)
-        dst[k] = sharding_make(dm[k], &ds[k]);
-    struct {
-        spmd_dtype t;
-        int ndim;
-        int64_t shape[3];
-    } arrays[5] = {
-        {SPMD_DTYPE_F32, 2, {2 * N, 2 * N}}, {SPMD_DTYPE_I64, 2, {N, 4 * N}},
-        {SPMD_DTYPE_U8, 2, {4 * N, 2}},      {SPMD_DTYPE_BF16, 3, {N, 2, 2 * L}},
-        {SPMD_DTYPE_F16, 2, {2 * N, 6}},
-    };
-    for (int round = 0; round < 2; round++)
-        for (int k = 0; k < 3; k++)
-            for (int i = 0; i < 5; i++) {
-                xcase c =
-                    xc(&ms.m1, ss, dm[k], ds[k], arrays[i].t, arrays[i].ndim, arrays[i].shape);
-                run_case_on(&c, NULL, src, dst[k]);
-            }
-    for (int i = 0; i < 6; i++) {
-        rspec s = i % 2 ? rs(2, "0", "1") : rs(2, "1", "0");
-        spmd_sharding *tmp = sharding_make(&ms.m2, &s);
-        xcase c = xc(&ms.m1, ss, &ms.m2, s, SPMD_DTYPE_I32, 2, SHAPE(2 * N, 2 * N));
-        run_case_on(&c, NULL, src, tmp);
-        spmd_sharding_destroy(tmp);
-    }
-    for (int k = 0; k < 3; k++)
-        spmd_sharding_destroy(dst[k]);
-    spmd_sharding_destroy(src);
-    meshes_destroy(&ms);
-    end_test(before);
-}
-
-/* ---- 8. random layout changes ------------------------------------------------------------- */
-
-static void shuffle(int *v, int n, spmd_test_rng *rng)
-{
-    for (int i = n - 1; i > 0; i--) {
-        int k = spmd_test_rng_below(rng, i + 1);
-        int t = v[i];
-        v[i] = v[k];
-        v[k] = t;
-    }
-}
-
-/* A random spec for a rank-`ndim` array on mesh m: each mesh axis goes to a random dimension or
- * to none, in random order within a dimension's tuple. */
-static rspec random_spec(const rmesh *m, int ndim, spmd_test_rng *rng)
-{
-    rspec s;
-    memset(&s, 0, sizeof s);
-    int order[MAX_AXES];
-    for (int k = 0; k < m->ndim; k++)
-        order[k] = k;
-    shuffle(order, m->ndim, rng);
-    for (int k = 0; k < m->ndim; k++) {
-        int d = spmd_test_rng_below(rng, ndim + 1);
-        if (d < ndim)
-            s.axes[d][s.naxes[d]++] = order[k];
-    }
-    s.len = ndim;
-    while (s.len > 0 && s.naxes[s.len - 1] == 0 && spmd_test_rng_below(rng, 2))
-        s.len--; /* trailing Nones may be left out */
-    return s;
-}
-
-static int64_t spec_blocks(const rmesh *m, const rspec *s, int j)
-{
-    int64_t b = 1;
-    for (int k = 0; j < s->len && k < s->naxes[j]; k++)
-        b *= m->shape[s->axes[j][k]];
-    return b;
-}
-
-static int64_t lcm64(int64_t a, int64_t b)
-{
-    int64_t x = a, y = b;
-    while (y) {
-        int64_t t = x % y;
-        x = y;
-        y = t;
-    }
-    return a / x * b;
-}
-
-/* Random pairs of layouts over every mesh of the set plus a shuffled 2-D and a 3-D mesh, every
- * dtype, ranks 0 to 3; every fourth case donates its source. Same seed on every process. */
-static void test_random(void **state)
-{
-    (void)state;
-    int before = nfail;
-    mesh_set ms;
-    meshes_create(&ms);
-    spmd_test_rng rng = {0x7e5a4dull};
-    const char *ab[] = {"a", "b"}, *abc[] = {"a", "b", "c"};
-    int ids[MAX_DEV];
-    rmesh sh2, m3;
-    for (int d = 0; d < ndev; d++)
-        ids[d] = d;
-    shuffle(ids, ndev, &rng);
-    spmd_test_mesh_build(&sh2, "2d_shuffled", 2, (int[]){ms.B, ms.A}, ab, ids);
-    int c3 = ndev % 4 == 0 ? ndev / 4 : ndev;
-    int a3 = ndev % 4 == 0 ? 2 : 1;
-    shuffle(ids, ndev, &rng);
-    spmd_test_mesh_build(&m3, "3d_shuffled", 3, (int[]){a3, a3, c3}, abc, ids);
-    const rmesh *pool[10];
-    int np = 0;
-    pool[np++] = &ms.m1;
-    pool[np++] = &ms.m2;
-    pool[np++] = &ms.g2;
-    pool[np++] = &ms.p0;
-    pool[np++] = &sh2;
-    pool[np++] = &m3;
-    if (ms.halves) {
-        pool[np++] = &ms.h0;
-        pool[np++] = &ms.h1;
-    }
-    if (ms.procs_half)
-        pool[np++] = &ms.ph;
-    static const spmd_dtype dtypes[] = {SPMD_DTYPE_F32, SPMD_DTYPE_F64, SPMD_DTYPE_I32,
-                                        SPMD_DTYPE_I64, SPMD_DTYPE_U8,  SPMD_DTYPE_BOOL,
-                                        SPMD_DTYPE_F16, SPMD_DTYPE_BF16};
-    run_opts donate = {1, 0, 0, 0};
-    for (int i = 0; i < 48; i++) {
-        const rmesh *sm = pool[spmd_test_rng_below(&rng, np)];
-        const rmesh *dm = pool[spmd_test_rng_below(&rng, np)];
-        int ndim = spmd_test_rng_below(&rng, 4);
-        rspec ss = random_spec(sm, ndim, &rng), ds = random_spec(dm, ndim, &rng);
-        int64_t shape[3];
-        int64_t total = 1;
-        for (int j = 0; j < ndim; j++) {
-            shape[j] = lcm64(spec_blocks(sm, &ss, j), spec_blocks(dm, &ds, j));
-            total *= shape[j];
-        }
-        for (int j = 0; j < ndim; j++) { /* grow while small: 1, 2 or 3 times the minimum */
-            int64_t f = 1 + spmd_test_rng_below(&rng, 3);
-            if (total * f <= 2048) {
-                total *= f;
-                shape[j] *= f;
-            }
-        }
-        spmd_dtype t = dtypes[spmd_test_rng_below(&rng, 8)];
-        xcase c = xc(sm, ss, dm, ds, t, ndim, shape);
-        run_case(&c, i % 4 == 3 ? &donate : NULL);
-    }
-    spmd_mesh_destroy(sh2.mesh);
-    spmd_mesh_destroy(m3.mesh);
-    meshes_destroy(&ms);
-    end_test(before);
-}
-
-/* ---- 9. processes that own no device of either mesh ------------------------------------------ */
-
-static void test_outsiders(void **state)
-{
-    (void)state;
-    if (nproc < 3)
-        skip(); /* needs a process outside both meshes */
-    int before = nfail;
-    const char *a[] = {"a"}, *ab[] = {"a", "b"};
-    int ids[MAX_DEV];
-    rmesh q, q2;
-    for (int k = 0; k < 2 * nlocal; k++)
-        ids[k] = k; /* the devices of processes 0 and 1 */
-    spmd_test_mesh_build(&q, "processes01", 1, (int[]){2 * nlocal}, a, ids);
-    for (int k = 0; k < 2 * nlocal; k++)
-        ids[k] = 2 * nlocal - 1 - k;
-    spmd_test_mesh_build(&q2, "processes01_2d", 2, (int[]){2, nlocal}, ab, ids);
-    const int64_t L = nlocal;
-    xcase cs[4];
-    cs[0] = xc(&q, rs(1, "0"), &q2, rs(2, "1", "0"), SPMD_DTYPE_F32, 2, SHAPE(2 * L, 4));
-    cs[1] = xc(&q, rs(0), &q2, rs(1, "0"), SPMD_DTYPE_I32, 1, SHAPE(6));
-    cs[2] = xc(&q2, rs(2, "0", "1"), &q, rs(2, "", "0"), SPMD_DTYPE_BF16, 2, SHAPE(4, 2 * L));
-    cs[3] = xc(&q, rs(0), &q2, rs(0), SPMD_DTYPE_U8, 0, NULL);
-    /* every process calls: the outsiders get arrays with no shards */
-    for (int i = 0; i < 4; i++)
-        run_case(&cs[i], NULL);
-    /* ... and they need not call at all */
-    run_opts skip_outsiders = {0, 0, 0, 1};
-    for (int i = 0; i < 4; i++)
-        run_case(&cs[i], &skip_outsiders);
-    /* donation and batches with outsiders */
-    run_opts donate = {1, 0, 0, 0};
-    run_case(&cs[0], &donate);
-    run_batch(cs, 4, 0, 0);
-    spmd_mesh_destroy(q.mesh);
-    spmd_mesh_destroy(q2.mesh);
-    end_test(before);
 }
 
 int main(void)
