@@ -1,5 +1,6 @@
 /* spmd_shard_map and spmd_plan: validation once, then per call: run fn on every local device
- * of the mesh, agree on the outcome with the other processes, check claimed replication. */
+ * of the mesh, agree on the outcome with the other processes, check claimed replication (its
+ * digests and sums in replication.c; the spmd_ctx fn runs with in context.c). */
 #include "shard_map/executor.h"
 
 #include <stdatomic.h>
@@ -21,43 +22,9 @@
 #include "sharding/sharding_impl.h"
 #include "sharding/spec_impl.h"
 #include "array/array_impl.h"
-#ifdef SPMD_HAVE_CUDA
-#include "runtime/devices/backend/cuda.h"
-#endif
+#include "shard_map/plan.h"
 
 #define SPMD__MAGIC_PLAN 0x504c414eu /* "PLAN" */
-
-struct spmd_plan {
-    uint32_t magic;
-    spmd_mesh *mesh;
-    spmd_fn fn;
-    void *user;
-    int nin, nout;
-    spmd_in_desc *in_descs;
-    spmd_sharding **in_shardings;
-    spmd_sharding **accepted; /* last input sharding found equivalent, per input; retained so
-                                 that its address cannot be reused by another sharding */
-    spmd_out_desc *out_descs;
-    spmd_sharding **out_shardings;
-    int64_t (*out_blocks)[SPMD_MAX_RANK];
-    int64_t (*in_blocks)[SPMD_MAX_RANK];
-    int *check_output; /* the mesh axes (size > 1) out_spec leaves out, as bits; 0: unchecked */
-    int *in_alike;     /* per input: the mesh axes its in_spec replicates it along, as bits */
-    int *typed_output; /* per output: the axes out_spec leaves out, of any size (JAX's types
-                          count size-1 axes too); 0: unchecked */
-    int check_replication;
-    int strict_replication; /* every checked block hashed, proven or not */
-    int by_value;           /* pmap: no refusal by type (spmd__plan_check_by_value) */
-    int *donate;            /* per input: 0, SPMD_DONATE or SPMD_DONATE_IN_PLACE */
-    int *donate_to;         /* per input donated in place: the output it can alias, or -1 */
-    int num_local;          /* this process's mesh devices, flat order */
-    int *local_flat;
-    int *local_ordinal;
-    int *slot_of_ordinal; /* [local device count]: index into local_flat */
-    int *slot_of_flat;    /* [mesh size]: index into local_flat, or -1 */
-    uint64_t signature;   /* fn, specs, shapes, dtypes and options: alike on every process */
-    char *trace_text;     /* "spmd_shard_map on Mesh(...) (devices ...)", made when first traced */
-};
 
 spmd_status spmd_shard_map_options_init(spmd_shard_map_options *opts, unsigned int version)
 {
@@ -524,20 +491,9 @@ static void free_allocations(spmd__allocation *list, int keep)
     }
 }
 
-static void fill_block(spmd_block *b, void *data, spmd_dtype dtype, int ndim, const int64_t *shape)
-{
-    b->data = data;
-    b->dtype = dtype;
-    b->ndim = ndim;
-    for (int j = 0; j < ndim; j++)
-        b->shape[j] = shape[j];
-}
-
 static const uint64_t no_collective[2] = {0, 0};
 
 static void set_formatter(void) { spmd__calls_set_formatter(spmd__collective_format); }
-
-static void take_digests(const spmd_plan *p, const spmd_ctx *ctx, const spmd_block *out);
 
 static spmd_status device_task(int ordinal, void *arg)
 {
@@ -575,7 +531,7 @@ static spmd_status device_task(int ordinal, void *arg)
     for (int i = 0; i < p->nin; i++) {
         const spmd_array *a = job->inputs[i];
         int s = spmd__array_shard_of_device(a, ctx.device_id);
-        fill_block(&in[i], a->shards[s].buffer->data, a->dtype, a->ndim, p->in_blocks[i]);
+        spmd__fill_block(&in[i], a->shards[s].buffer->data, a->dtype, a->ndim, p->in_blocks[i]);
     }
     int failed_output = -1;
     for (int j = 0; j < p->nout && st == SPMD_OK; j++) {
@@ -584,7 +540,7 @@ static spmd_status device_task(int ordinal, void *arg)
         if (!job->aliased[j])
             st = spmd__buffer_create(ctx.device_id, o->shard_bytes, &slot->buffer);
         if (st == SPMD_OK)
-            fill_block(&out[j], slot->buffer->data, o->dtype, o->ndim, p->out_blocks[j]);
+            spmd__fill_block(&out[j], slot->buffer->data, o->dtype, o->ndim, p->out_blocks[j]);
         else
             failed_output = j;
     }
@@ -611,7 +567,7 @@ static spmd_status device_task(int ordinal, void *arg)
         if (traced)
             spmd__trace_end(traced, st, spmd__ctx_trace_digest(&ctx, p->nout, out));
         if (st == SPMD_OK && ctx.proofs)
-            take_digests(p, &ctx, out);
+            spmd__replication_take_digests(p, &ctx, out);
         spmd__worker_set_context(NULL);
     }
     /* Temporaries outlive fn until every device is done: after an abort, a device's peers may
@@ -650,419 +606,6 @@ static spmd_status device_task(int ordinal, void *arg)
     if (atomic_load(&job->call->state->waiting) > 0)
         spmd__mesh_state_wake_all(job->call->state);
     return st;
-}
-
-/* ---- replication check ---- */
-
-static uint64_t digest(const void *data, size_t n)
-{
-    return spmd__digest(data, n) | 1; /* never 0: 0 marks "not held here" */
-}
-
-/* The holders a block's check compares: the devices with its block and, for an unreduced
- * output, the same coordinates on the unreduced axes (those hold partial sums of their own). */
-static int64_t block_key(const spmd_sharding *sh, int ndim, int flat)
-{
-    int64_t key = 0;
-    for (int j = 0; j < ndim; j++)
-        key = key * spmd__sharding_blocks(sh, j) + spmd__sharding_block(sh, flat, j);
-    if (sh->unreduced_mask) {
-        int c[SPMD_MAX_MESH_AXES];
-        spmd__mesh_coords(sh->mesh, flat, c);
-        for (int a = 0; a < sh->mesh->ndim; a++)
-            if (sh->unreduced_mask >> a & 1)
-                key = key * sh->mesh->shape[a] + c[a];
-    }
-    return key;
-}
-
-/* Whether `flat` is the first of its block's holders (block_key): replica 0 along the axes
- * the spec leaves out, its unreduced axes set aside. */
-static int first_holder(const spmd_sharding *sh, int flat)
-{
-    if (!sh->unreduced_mask)
-        return sh->replica[flat] == 0;
-    int c[SPMD_MAX_MESH_AXES];
-    unsigned used = sh->unreduced_mask;
-    spmd__mesh_coords(sh->mesh, flat, c);
-    for (int j = 0; j < sh->length; j++)
-        for (int k = 0; k < sh->spec->entry_size[j]; k++)
-            used |= 1u << sh->entry_mesh_axis[j][k];
-    for (int a = 0; a < sh->mesh->ndim; a++)
-        if (!(used >> a & 1) && c[a] != 0)
-            return 0;
-    return 1;
-}
-
-/* Whether a collective made output j's block alike along every axis out_spec leaves out. */
-static int proven(const spmd_plan *p, const spmd__proof *pr, int j)
-{
-    unsigned need = (unsigned)p->check_output[j];
-    return !p->strict_replication && pr->token && (pr->axes & need) == need;
-}
-
-/* The device's part of the check, once fn returned: the digests of its blocks that no
- * collective proved, taken on its own thread (the devices hash in parallel). */
-static void take_digests(const spmd_plan *p, const spmd_ctx *ctx, const spmd_block *out)
-{
-    for (int j = 0; j < p->nout; j++)
-        if (p->check_output[j] && !proven(p, &ctx->proofs[j], j))
-            ctx->proofs[j].digest = digest(out[j].data, (size_t)spmd_block_size(&out[j]) *
-                                                            spmd_dtype_size(out[j].dtype));
-}
-
-/* The digest of local slot k's block of output j: the token of the collective that made it
- * alike along every axis out_spec leaves out (no byte read), else its bytes' (proofs NULL:
- * always). Holders of one block were all in that collective's group, so their tokens agree. */
-static uint64_t block_digest(const spmd_plan *p, spmd_array **outputs, const spmd__proof *proofs,
-                             int use_proofs, int j, int k)
-{
-    const spmd__proof *pr = proofs ? &proofs[(size_t)k * (size_t)p->nout + (size_t)j] : NULL;
-    if (pr && use_proofs && proven(p, pr, j))
-        return pr->token | 1;
-    if (pr && pr->digest) /* the device took it, in parallel with the others */
-        return pr->digest;
-    const spmd_array *o = outputs[j];
-    return digest(o->shards[k].buffer->data, o->shard_bytes);
-}
-
-/* This process's digests of every checked output's blocks, in shard order. */
-static void shard_digests(const spmd_plan *p, spmd_array **outputs, const spmd__proof *proofs,
-                          int use_proofs, uint64_t *local)
-{
-    for (int j = 0, at = 0; j < p->nout; j++)
-        for (int k = 0; p->check_output[j] && k < outputs[j]->num_shards; k++)
-            local[at++] = block_digest(p, outputs, proofs, use_proofs, j, k);
-}
-
-/* Digest of every local device's block of each checked output, at [output][mesh position]:
- * the check of a mesh in one process. */
-static void local_digests(const spmd_plan *p, spmd_array **outputs, const spmd__proof *proofs,
-                          int use_proofs, uint64_t *digests)
-{
-    int size = p->mesh->size, checked = 0;
-    for (int j = 0; j < p->nout; j++) {
-        if (!p->check_output[j])
-            continue;
-        uint64_t *row = digests + (size_t)checked++ * (size_t)size;
-        const spmd_array *o = outputs[j];
-        for (int s = 0; s < o->num_shards; s++)
-            row[o->shards[s].flat] = block_digest(p, outputs, proofs, use_proofs, j, s);
-    }
-}
-
-void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst)
-{
-    spmd__ctx_note(ctx, dst, (spmd__proof){0});
-}
-
-void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof)
-{
-    if (!ctx || !ctx->proofs || !dst || !dst->data)
-        return;
-    proof.digest = 0;
-    const char *d = dst->data;
-    size_t bytes = (size_t)spmd_block_size(dst) * spmd_dtype_size(dst->dtype);
-    for (int j = 0; j < ctx->nout; j++) {
-        const char *o = ctx->outs[j].data;
-        size_t ob = (size_t)spmd_block_size(&ctx->outs[j]) * spmd_dtype_size(ctx->outs[j].dtype);
-        if (!o || d >= o + ob || o >= d + (bytes ? bytes : 1))
-            continue;
-        int whole = d == o && bytes == ob;
-        ctx->proofs[j] = whole ? proof : (spmd__proof){0};
-    }
-}
-
-void spmd__ctx_note_copy(spmd_ctx *ctx, const spmd_block *src, const spmd_block *dst)
-{
-    if (!ctx || !ctx->proofs || !src || !dst)
-        return;
-    for (int i = 0; i < ctx->nin; i++)
-        if (ctx->ins[i].data == src->data &&
-            spmd_block_size(&ctx->ins[i]) == spmd_block_size(src)) {
-            for (int j = 0; j < ctx->nout; j++)
-                if (ctx->outs[j].data == src->data)
-                    return; /* donated in place: fn's writes to that output changed it */
-            /* every holder of dst's block copied the same block of input i */
-            uint64_t token = spmd__fnv1a(SPMD__FNV1A_SEED ^ 0x636f7079ull, &i, sizeof i) | 1;
-            spmd__ctx_note(ctx, dst,
-                           (spmd__proof){.token = token, .axes = (unsigned)ctx->in_alike[i]});
-            return;
-        }
-}
-
-static spmd_status replication_error(const spmd_plan *p, int j, int fa, int fb)
-{
-    const spmd_mesh *m = p->mesh;
-    const spmd_sharding *sh = p->out_shardings[j];
-    int ca[SPMD_MAX_MESH_AXES], cb[SPMD_MAX_MESH_AXES];
-    spmd__mesh_coords(m, fa, ca);
-    spmd__mesh_coords(m, fb, cb);
-    char axes[256], spec[SPMD__SPEC_TEXT];
-    spmd__strbuf sb;
-    spmd__strbuf_init(&sb, axes, sizeof axes);
-    int n = 0;
-    for (int a = 0; a < m->ndim; a++)
-        if (ca[a] != cb[a])
-            spmd__strbuf_printf(&sb, "%s'%s'", n++ ? ", " : "", m->names[a]);
-    spmd__ignore(spmd_spec_format(sh->spec, spec, sizeof spec));
-    return SPMD_ERROR(SPMD_ERR_SPEC,
-                      "spmd_shard_map: output %d: out_specs[%d] = %s claims the output is "
-                      "replicated over mesh axis %s, but devices %d and %d (which differ only "
-                      "along it) hold different values; reduce over %s in fn (spmd_psum), or name "
-                      "%s in out_specs[%d]",
-                      j, j, spec, axes, m->device_ids[fa], m->device_ids[fb], axes, axes, j);
-}
-
-void spmd__plan_check_by_value(spmd_plan *p) { p->by_value = 1; }
-
-/* "'x', 'y'": the mesh axes in `mask`. */
-static void axis_list(const spmd_mesh *m, unsigned mask, char *text, size_t size)
-{
-    spmd__strbuf sb;
-    spmd__strbuf_init(&sb, text, size);
-    for (int a = 0, n = 0; a < m->ndim; a++)
-        if (mask >> a & 1)
-            spmd__strbuf_printf(&sb, "%s'%s'", n++ ? ", " : "", m->names[a]);
-}
-
-/* JAX's check by type: an output whose out_spec claims replication along an axis that the
- * collective writing it last leaves varying (an all_gather, not all_gather_invariant) is
- * refused whatever its values. Every process decides alike, from its own devices. */
-static spmd_status refuse_varying(const spmd_plan *p, const spmd__proof *proofs)
-{
-    if (!proofs || p->by_value)
-        return SPMD_OK;
-    for (int j = 0; j < p->nout; j++) {
-        for (int k = 0; p->typed_output[j] && k < p->num_local; k++) {
-            const spmd__proof *pr = &proofs[(size_t)k * (size_t)p->nout + (size_t)j];
-            unsigned bad = pr->varying & (unsigned)p->typed_output[j];
-            if (!bad)
-                continue;
-            const spmd_mesh *m = p->mesh;
-            char refused[256], over[256], spec[SPMD__SPEC_TEXT], mesh[SPMD__MESH_TEXT];
-            axis_list(m, bad, refused, sizeof refused);
-            axis_list(m, pr->varying, over, sizeof over);
-            spmd__ignore(spmd_spec_format(p->out_shardings[j]->spec, spec, sizeof spec));
-            spmd__ignore(spmd_mesh_format(m, mesh, sizeof mesh));
-            const char *by = pr->varying_by, *hint = "its result differs between devices by design";
-            if (!strcmp(by, "all_gather") || !strcmp(by, "all_gather_many"))
-                hint =
-                    "gather with spmd_all_gather_invariant (its result is invariant; one block a "
-                    "call)";
-            else if (!strcmp(by, "pbroadcast"))
-                hint = "make it a spmd_psum to which only the source adds its block (invariant)";
-            else if (!strncmp(by, "psum_scatter", 12))
-                hint = "psum instead of psum_scatter (invariant)";
-            int several = (bad & (bad - 1)) != 0;
-            return SPMD_ERROR(
-                SPMD_ERR_SPEC,
-                "spmd_shard_map: output %d: out_specs[%d] = %s claims the output is replicated "
-                "over mesh %s %s of %s, but fn wrote it last (device %d) with spmd_%s over %s, "
-                "whose result varies along %s by type; JAX refuses this whatever the values. "
-                "Either %s, name %s in out_specs[%d], or set options.check_replication = 0 (JAX's "
-                "check_vma=False). (A block fn rewrote by hand after it keeps that record: "
-                "write the last value with spmd_op_copy.)",
-                j, j, spec, several ? "axes" : "axis", refused, mesh,
-                m->device_ids[p->local_flat[k]], by, over, refused, hint, refused, j);
-        }
-    }
-    return SPMD_OK;
-}
-
-/* Every device holding the same block of a checked output must hold the same bytes (a mesh in
- * one process: every block is here). */
-static spmd_status check_replication(const spmd_plan *p, const uint64_t *digests)
-{
-    int size = p->mesh->size, checked = 0;
-    int64_t *first = malloc((size_t)size * sizeof *first);
-    SPMD_REQUIRE(first != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory checking replication");
-    spmd_status st = SPMD_OK;
-    for (int j = 0; j < p->nout && st == SPMD_OK; j++) {
-        if (!p->check_output[j])
-            continue;
-        const uint64_t *row = digests + (size_t)checked++ * (size_t)size;
-        const spmd_sharding *sh = p->out_shardings[j];
-        for (int f = 0; f < size; f++)
-            first[f] = -1;
-        /* keys are < mesh size: the blocks of a sharding number at most its devices */
-        for (int f = 0; f < size && st == SPMD_OK; f++) {
-            int64_t key = block_key(sh, p->out_descs[j].ndim, f);
-            if (first[key] < 0)
-                first[key] = f;
-            else if (row[f] != row[first[key]])
-                st = replication_error(p, j, (int)first[key], f);
-        }
-    }
-    free(first);
-    return st;
-}
-
-/*
- * Across processes the check is one number, added up with the outcome of the call: each
- * device's block of a checked output hashes (with the output and the block) to h; every device
- * counts -h, and the first holder of each block (replica 0) counts h once per holder. The sum
- * over a block's holders is 0 when they all hold the same bytes, and (but for a 2^-64 chance)
- * not otherwise; so is the sum over the mesh.
- */
-
-/* The blocks a checked output's holders compare, numbered over every checked output. */
-static int64_t block_index(const spmd_plan *p, int checked_index, int j, int flat)
-{
-    return (int64_t)checked_index * p->mesh->size +
-           block_key(p->out_shardings[j], p->out_descs[j].ndim, flat);
-}
-
-static uint64_t mix64(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
-}
-
-/* The sum of this process's terms for the blocks numbered [lo, hi). */
-static uint64_t replication_sum(const spmd_plan *p, spmd_array **outputs, const uint64_t *local,
-                                int64_t lo, int64_t hi)
-{
-    uint64_t sum = 0;
-    int checked = 0, at = 0;
-    for (int j = 0; j < p->nout; j++) {
-        if (!p->check_output[j])
-            continue;
-        const spmd_array *o = outputs[j];
-        const spmd_sharding *sh = p->out_shardings[j];
-        uint64_t holders = 1;
-        for (int a = 0; a < p->mesh->ndim; a++)
-            holders *= (uint64_t)p->mesh->shape[a];
-        for (int d = 0; d < sh->length; d++)
-            holders /= (uint64_t)sh->nblocks[d];
-        for (int a = 0; a < p->mesh->ndim; a++)
-            if (sh->unreduced_mask >> a & 1)
-                holders /= (uint64_t)p->mesh->shape[a];
-        for (int s = 0; s < o->num_shards; s++, at++) {
-            int flat = o->shards[s].flat;
-            int64_t b = block_index(p, checked, j, flat);
-            if (b < lo || b >= hi)
-                continue;
-            uint64_t h = mix64(local[at] ^ mix64((uint64_t)b + 0x9E3779B97F4A7C15ull));
-            sum += (first_holder(sh, flat) ? holders * h : 0) - h;
-        }
-        checked++;
-    }
-    return sum;
-}
-
-/* A record reduced over the processes on the failure path of the check. */
-typedef struct search_record {
-    uint64_t sum; /* of the terms in the range searched */
-    int32_t flat; /* lowest holder found (-1: none) */
-    int32_t pad;
-    uint64_t digest; /* its digest */
-} search_record;
-
-static void merge_search(void *mine, const void *theirs, size_t bytes, void *arg)
-{
-    (void)arg;
-    search_record *m = mine;
-    const search_record *t = theirs;
-    if (bytes < sizeof *t)
-        return;
-    m->sum += t->sum;
-    if (t->flat >= 0 && (m->flat < 0 || t->flat < m->flat)) {
-        m->flat = t->flat;
-        m->digest = t->digest;
-    }
-}
-
-static void describe_search(const void *arg, char *text, size_t size)
-{
-    snprintf(text, size, "the search for differing replicas of call #%lu",
-             *(const unsigned long *)arg);
-}
-
-/* One reduction of the search, keyed by the call and the round. */
-static spmd_status search_round(spmd__call *call, int round, search_record *r)
-{
-    spmd__agreement a = {call->seq, describe_search, &call->seq, NULL};
-    static const spmd__wait_where end = {SPMD__PHASE_END, -1, NULL};
-    spmd__wait w = {.deadline_ns = spmd__now_ns() + call->timeout_ns,
-                    .what = "spmd_shard_map (finding the replicas that differ)",
-                    .key = call->seq * 1024 + 300 + (unsigned long)round,
-                    .where = &end,
-                    .settled_only = 1};
-    size_t bytes = sizeof *r;
-    return spmd__comm_reduce_record(call->state->control, &a, r, &bytes, sizeof *r, merge_search,
-                                    NULL, &w);
-}
-
-/* The lowest holder of block b (among those whose digest differs from `unlike`, when
- * `use_unlike`), over every process. */
-static spmd_status lowest_holder(const spmd_plan *p, spmd__call *call, spmd_array **outputs,
-                                 const uint64_t *local, int64_t b, int use_unlike, uint64_t unlike,
-                                 int round, search_record *r)
-{
-    memset(r, 0, sizeof *r);
-    r->flat = -1;
-    int checked = 0, at = 0;
-    for (int j = 0; j < p->nout; j++) {
-        if (!p->check_output[j])
-            continue;
-        const spmd_array *o = outputs[j];
-        for (int s = 0; s < o->num_shards; s++, at++) {
-            int flat = o->shards[s].flat;
-            if (block_index(p, checked, j, flat) != b || (use_unlike && local[at] == unlike))
-                continue;
-            if (r->flat < 0 || flat < r->flat) {
-                r->flat = flat;
-                r->digest = local[at];
-            }
-        }
-        checked++;
-    }
-    return search_round(call, round, r);
-}
-
-/* The failure path: halves the block range until one block is left whose holders differ, then
- * names its first holder and the first holder that differs from it. Every process computes the
- * same, from the same sums. */
-static spmd_status find_differing_replicas(const spmd_plan *p, spmd__call *call,
-                                           spmd_array **outputs, const uint64_t *local, int checked)
-{
-    int64_t lo = 0, hi = (int64_t)checked * p->mesh->size;
-    int round = 0;
-    /* by their bytes, the blocks may all agree: only a proof differed from another's bytes */
-    search_record all = {replication_sum(p, outputs, local, lo, hi), -1, 0, 0};
-    spmd_status st = search_round(call, round++, &all);
-    if (st == SPMD_OK && all.sum == 0)
-        return SPMD_OK;
-    while (hi - lo > 1 && st == SPMD_OK) {
-        int64_t mid = lo + (hi - lo) / 2;
-        search_record r = {replication_sum(p, outputs, local, lo, mid), -1, 0, 0};
-        st = search_round(call, round++, &r);
-        if (r.sum != 0)
-            hi = mid;
-        else
-            lo = mid;
-    }
-    search_record first, other;
-    if (st == SPMD_OK)
-        st = lowest_holder(p, call, outputs, local, lo, 0, 0, round++, &first);
-    if (st == SPMD_OK)
-        st = lowest_holder(p, call, outputs, local, lo, 1, first.digest, round++, &other);
-    if (st != SPMD_OK)
-        return st;
-    int j = 0, index = (int)(lo / p->mesh->size);
-    for (int k = 0; j < p->nout; j++)
-        if (p->check_output[j] && k++ == index)
-            break;
-    if (first.flat < 0 || other.flat < 0 || j == p->nout) /* the sums collided: nothing found */
-        return SPMD_ERROR(SPMD_ERR_SPEC,
-                          "spmd_shard_map: an output that out_specs claims is replicated holds "
-                          "different values on devices that should hold the same block; reduce "
-                          "over the axes it leaves out (spmd_psum), or name them in out_specs");
-    return replication_error(p, j, first.flat, other.flat);
 }
 
 /* ---- agreement between processes at the end of a call ---- */
@@ -1526,7 +1069,7 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
     if (ran)
         st = run_call(entry, p, &frame.job, call, inputs, outputs, proofs);
     if (st == SPMD_OK)
-        st = refuse_varying(p, proofs);
+        st = spmd__replication_refuse_varying(p, proofs);
 
     int abandoned = atomic_load(&call->abandoned), everyone_finished = 0, settled = 0;
     if (spans && spmd__calls_has_verdict() == 2) {
@@ -1541,16 +1084,16 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
         if (!local && st == SPMD_OK)
             st = SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
         if (local && st == SPMD_OK)
-            shard_digests(p, outputs, proofs, 1, local);
+            spmd__replication_shard_digests(p, outputs, proofs, 1, local);
         uint64_t sum =
-            st == SPMD_OK && checked ? replication_sum(p, outputs, local, 0, INT64_MAX) : 0;
+            st == SPMD_OK && checked ? spmd__replication_sum(p, outputs, local, 0, INT64_MAX) : 0;
         st = exchange_outcomes(call, st, &sum, &abandoned, &everyone_finished);
         if (st != SPMD_OK && spmd__calls_has_verdict() == 2)
             st = spmd__calls_verdict(&settled); /* abandoned while agreeing */
         if (st == SPMD_OK && sum != 0) {
             /* every process: the bytes of every block now, as some were only proven */
-            shard_digests(p, outputs, proofs, 0, local);
-            st = find_differing_replicas(p, call, outputs, local, checked);
+            spmd__replication_shard_digests(p, outputs, proofs, 0, local);
+            st = spmd__replication_find_differing(p, call, outputs, local, checked);
             if (st != SPMD_ERR_SPEC && st != SPMD_OK) { /* a process stopped during the search */
                 abandoned = 1;
                 everyone_finished = 0;
@@ -1564,12 +1107,12 @@ static spmd_status execute(const char *entry, spmd_plan *p, spmd_array *const *i
         st =
             digests ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "spmd_shard_map: out of memory");
         if (st == SPMD_OK) {
-            local_digests(p, outputs, proofs, 1, digests);
-            st = check_replication(p, digests);
+            spmd__replication_local_digests(p, outputs, proofs, 1, digests);
+            st = spmd__replication_check(p, digests);
         }
         if (st == SPMD_ERR_SPEC && proofs) { /* some were only proven: their bytes decide */
-            local_digests(p, outputs, proofs, 0, digests);
-            st = check_replication(p, digests);
+            spmd__replication_local_digests(p, outputs, proofs, 0, digests);
+            st = spmd__replication_check(p, digests);
         }
         free(digests);
     }
@@ -1716,201 +1259,6 @@ spmd_shard_map_checked(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
     spmd_plan_destroy(plan);
     return st;
 }
-
-/* ---- context accessors ---- */
-
-spmd_status spmd__ctx_check(const spmd_ctx *ctx, const char *fn)
-{
-    SPMD_REQUIRE(ctx != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument 'ctx' is NULL", fn);
-    /* compared, never read: a ctx kept after its fn returned points at a dead stack frame */
-    SPMD_REQUIRE(spmd__worker_context_is_live(ctx), SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: ctx is not the context of a running fn; a ctx is valid only inside the fn "
-                 "it was passed to, until fn returns: do not keep it, or use it, after that",
-                 fn);
-    return SPMD_OK;
-}
-
-spmd_status spmd__ctx_check_optional(const spmd_ctx *ctx, const char *fn)
-{
-    return ctx ? spmd__ctx_check(ctx, fn) : SPMD_OK;
-}
-
-int spmd_ctx_device(const spmd_ctx *ctx)
-{
-    return spmd__ctx_check(ctx, "spmd_ctx_device") == SPMD_OK ? ctx->device_id : -1;
-}
-
-const spmd_mesh *spmd_ctx_mesh(const spmd_ctx *ctx)
-{
-    return spmd__ctx_check(ctx, "spmd_ctx_mesh") == SPMD_OK ? ctx->call->mesh : NULL;
-}
-
-/* The runtime and local ordinal of ctx's device; NULL for a NULL ctx or one not running. */
-static const spmd__runtime *ctx_device(const spmd_ctx *ctx, int *local, int *hw)
-{
-    const spmd__runtime *rt =
-        spmd__worker_context_is_live(ctx) ? spmd__runtime_get("spmd_ctx") : NULL;
-    if (rt) {
-        *local = ctx->device_id - rt->first_local;
-        *hw = rt->devices[ctx->device_id].hardware_ordinal;
-    }
-    return rt;
-}
-
-uint64_t spmd__ctx_trace_digest(const spmd_ctx *ctx, int n, const spmd_block *blocks)
-{
-    if (!spmd__trace_digests() || !spmd__ctx_platform_is_host(ctx))
-        return 0;
-    uint64_t h = SPMD__FNV1A_SEED;
-    for (int i = 0; i < n; i++) {
-        uint64_t d = blocks[i].data
-                         ? spmd__digest(blocks[i].data, spmd_block_size(&blocks[i]) *
-                                                            spmd_dtype_size(blocks[i].dtype))
-                         : 0;
-        h = spmd__fnv1a(h, &d, sizeof d);
-    }
-    return h | 1; /* 0 means "none taken" */
-}
-
-/* Called on a checked ctx (spmd__ctx_check): the call's platform, without the look-ups. */
-int spmd__ctx_platform_is_host(const spmd_ctx *ctx)
-{
-    return ctx->call->platform == SPMD_PLATFORM_CPU;
-}
-
-/* The device's CUDA stream (NULL on CPU devices or outside fn), and the runtime in *rt. */
-static void *device_queue(const spmd_ctx *ctx, const spmd__runtime **rt_out)
-{
-    int local = 0, hw = 0;
-    const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
-    void *stream = NULL;
-    if (rt && rt->platform == SPMD_PLATFORM_CUDA &&
-        spmd__device_backend(rt, ctx->device_id)->stream(local, hw, &stream) != SPMD_OK)
-        stream = NULL;
-    *rt_out = rt;
-    return stream;
-}
-
-void *spmd__ctx_queue(const spmd_ctx *ctx)
-{
-    const spmd__runtime *rt = NULL;
-    return device_queue(ctx, &rt);
-}
-
-spmd_status spmd__ctx_sync(const spmd_ctx *ctx)
-{
-    if (ctx->call->platform != SPMD_PLATFORM_CUDA) /* a CPU device's work is done already */
-        return SPMD_OK;
-    int local = 0, hw = 0;
-    const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
-    if (!rt || rt->platform != SPMD_PLATFORM_CUDA)
-        return SPMD_OK;
-    return spmd__device_backend(rt, ctx->device_id)->sync(local);
-}
-
-void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs)
-{
-#ifdef SPMD_HAVE_CUDA
-    const spmd__runtime *rt = NULL;
-    void *queue = device_queue(ctx, &rt);
-    if (!queue)
-        return NULL;
-    int on_device = bytes >= rt->cuda_kernel_min_bytes;
-    for (int i = 0; on_device && i < n; i++)
-        on_device = spmd__cuda_is_device_memory(ptrs[i]);
-    if (on_device)
-        return queue;
-    (void)spmd__ctx_sync(ctx); /* a failure shows again when fn returns */
-#else
-    (void)ctx, (void)bytes, (void)n, (void)ptrs;
-#endif
-    return NULL;
-}
-
-void *spmd_ctx_stream(const spmd_ctx *ctx) { return spmd__ctx_queue(ctx); }
-
-void *spmd_ctx_cublas(spmd_ctx *ctx)
-{
-    if (spmd__ctx_check(ctx, "spmd_ctx_cublas") != SPMD_OK)
-        return NULL;
-    int local = 0, hw = 0;
-    const spmd__runtime *rt = ctx_device(ctx, &local, &hw);
-    void *handle = NULL;
-    if (rt && spmd__device_backend(rt, ctx->device_id)->blas(local, hw, &handle) != SPMD_OK)
-        return NULL; /* the reason stays in spmd_last_error() */
-    return handle;
-}
-
-spmd_status spmd_ctx_alloc(spmd_ctx *ctx, int ndim, const int64_t *shape, spmd_dtype dtype,
-                           spmd_block *block)
-{
-    SPMD_CHECK(spmd__ctx_check(ctx, "spmd_ctx_alloc"));
-    SPMD_REQUIRE_NOT_NULL(block, "spmd_ctx_alloc");
-    SPMD_REQUIRE(ndim >= 0 && ndim <= SPMD_MAX_RANK && (ndim == 0 || shape != NULL), SPMD_ERR_SHAPE,
-                 "spmd_ctx_alloc: ndim is %d (use 0..%d) or shape is NULL", ndim, SPMD_MAX_RANK);
-    size_t bytes = spmd_dtype_size(dtype);
-    SPMD_REQUIRE(bytes != 0, SPMD_ERR_INVALID_ARGUMENT, "spmd_ctx_alloc: dtype %d is not a dtype",
-                 (int)dtype);
-    for (int j = 0; j < ndim; j++) {
-        SPMD_REQUIRE(shape[j] >= 1, SPMD_ERR_SHAPE,
-                     "spmd_ctx_alloc: dimension %d has extent %lld; extents must be >= 1", j,
-                     (long long)shape[j]);
-        SPMD_REQUIRE(!spmd__mul_overflows(bytes, (size_t)shape[j], &bytes), SPMD_ERR_SHAPE,
-                     "spmd_ctx_alloc: the block's bytes overflow size_t");
-    }
-    spmd__allocation *a = malloc(sizeof *a);
-    SPMD_REQUIRE(a != NULL, SPMD_ERR_OUT_OF_MEMORY, "spmd_ctx_alloc: out of memory");
-    spmd_status st = spmd__buffer_create(ctx->device_id, bytes, &a->buffer);
-    if (st != SPMD_OK) {
-        free(a);
-        return st;
-    }
-    a->next = ctx->allocations;
-    ctx->allocations = a;
-    fill_block(block, a->buffer->data, dtype, ndim, shape);
-    return SPMD_OK;
-}
-
-spmd_status spmd__check_block(const spmd_block *b, const char *name, const char *fn)
-{
-    SPMD_REQUIRE(b != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, name);
-    SPMD_REQUIRE(b->ndim >= 0 && b->ndim <= SPMD_MAX_RANK, SPMD_ERR_SHAPE,
-                 "%s: %s has rank %d; use 0..%d", fn, name, b->ndim, SPMD_MAX_RANK);
-    SPMD_REQUIRE(spmd_dtype_size(b->dtype) != 0, SPMD_ERR_INVALID_ARGUMENT,
-                 "%s: %s has dtype %d, which is not a dtype", fn, name, (int)b->dtype);
-    SPMD_REQUIRE(b->data != NULL, SPMD_ERR_INVALID_ARGUMENT, "%s: %s.data is NULL", fn, name);
-    for (int j = 0; j < b->ndim; j++)
-        SPMD_REQUIRE(b->shape[j] >= 1, SPMD_ERR_SHAPE,
-                     "%s: dimension %d of %s has extent %lld; extents must be >= 1", fn, j, name,
-                     (long long)b->shape[j]);
-    SPMD_REQUIRE(spmd_block_nbytes(b) != 0, SPMD_ERR_SHAPE,
-                 "%s: %s has more bytes than size_t counts", fn, name);
-    return SPMD_OK;
-}
-
-int64_t spmd_block_size(const spmd_block *block)
-{
-    if (!block || block->ndim < 0 || block->ndim > SPMD_MAX_RANK)
-        return 0;
-    int64_t n = 1;
-    for (int j = 0; j < block->ndim; j++) {
-        if (block->shape[j] < 0 || (block->shape[j] > 0 && n > INT64_MAX / block->shape[j]))
-            return 0; /* not a valid block: negative, or more elements than int64 counts */
-        n *= block->shape[j];
-    }
-    return n;
-}
-
-size_t spmd_block_nbytes(const spmd_block *block)
-{
-    size_t bytes = 0;
-    if (!block ||
-        spmd__mul_overflows((size_t)spmd_block_size(block), spmd_dtype_size(block->dtype), &bytes))
-        return 0;
-    return bytes;
-}
-
-/* Public entry points: a failure in a callee is reported under the name the caller used. */
 
 spmd_status spmd_shard_map(spmd_mesh *mesh, spmd_fn fn, void *user, int nin,
                            spmd_array *const *in_arrays, const spmd_spec *const *in_specs, int nout,

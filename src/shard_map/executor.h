@@ -56,6 +56,19 @@ typedef struct spmd__allocation {
     spmd__buffer *buffer;
 } spmd__allocation;
 
+/** `b` as a block of `data`, with that dtype and shape. */
+static inline void spmd__fill_block(spmd_block *b, void *data, spmd_dtype dtype, int ndim,
+                                    const int64_t *shape)
+{
+    b->data = data;
+    b->dtype = dtype;
+    b->ndim = ndim;
+    for (int j = 0; j < ndim; j++)
+        b->shape[j] = shape[j];
+}
+
+/* The spmd_ctx accessors and block checks below are in context.c. */
+
 /** 1 when the run's devices are CPU devices (their blocks host memory): the same answer on
  * every device of every process, as all share one platform. */
 int spmd__ctx_platform_is_host(const spmd_ctx *ctx);
@@ -168,7 +181,8 @@ spmd_status spmd__ctx_check(const spmd_ctx *ctx, const char *fn);
 spmd_status spmd__ctx_check_optional(const spmd_ctx *ctx, const char *fn);
 
 /** Writes a device's collective for the notes between processes (spmd__calls_set_formatter):
- * `arg` is the spmd__call. */
+ * `arg` is the spmd__call. In collective_format.c, which calls neither the executor nor the
+ * collectives: both call it. */
 void spmd__collective_format(const void *arg, const uint64_t *what, char *text, size_t size);
 
 /** Cancellation check for cross-process waits: a local abort, or another process's. */

@@ -1,0 +1,223 @@
+/*
+ * Private to the collectives: the frame every collective runs in (collectives.c, its texts in
+ * collective_format.c), which each family's file (collectives_<family>.c) calls. The frame
+ * never calls a family; a family calls the frame, and the reductions of collectives_reduce.c
+ * (the one home of the order in which values are added).
+ */
+#ifndef SPMD_COLLECTIVE_FRAME_H
+#define SPMD_COLLECTIVE_FRAME_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/base/check.h"
+#include "shard_map/executor.h"
+#include "shard_map/reduce.h"
+
+/* Below this many bytes one thread does a reduction alone: splitting costs more than it saves. */
+#define SPLIT_BYTES (64 * 1024)
+
+/* The collectives' kinds: the low byte of what a device's note says it waits in. */
+typedef enum op_kind {
+    OP_PSUM = 1,
+    OP_PMEAN,
+    OP_PMAX,
+    OP_PMIN,
+    OP_ALL_GATHER,
+    OP_PSUM_SCATTER,
+    OP_PPERMUTE,
+    OP_ALL_TO_ALL,
+    OP_PBROADCAST
+} op_kind;
+
+/* Their names in messages, by op_kind (collective_format.c). */
+extern const char *const spmd__coll_op_names[OP_PBROADCAST + 1];
+
+/* One device's view of the collective in progress. */
+typedef struct coll {
+    spmd_ctx *ctx;
+    spmd__call *call;
+    const spmd_mesh *mesh;
+    spmd__group *g;
+    int n;                       /* group size */
+    int li;                      /* this device's index among the group's local members */
+    int nl;                      /* local members */
+    int pos;                     /* this device's position in the group (axis order of the call) */
+    const int *rank_in_subgroup; /* axis_index_groups: a position's member index; else NULL */
+    uint64_t grouping_hash;      /* tells groupings apart in messages */
+    const spmd__grouping *grouping; /* the table's copy of the call's groups; else NULL */
+    int naxes;
+    int axes[SPMD_MAX_MESH_AXES];
+    uint64_t fingerprint;
+    /* what the description says, formatted only for a message */
+    op_kind op;
+    spmd_dtype dtype;
+    int ndim;
+    int64_t shape[SPMD_MAX_RANK];
+    unsigned seq;
+    int nblocks;                /* > 0: a collective over that many blocks (shape: the first's) */
+    spmd__wait_where where;     /* for the notes between processes (calls.h) */
+    char description[240];      /* "" until formatted */
+    const spmd_block *trace_in; /* the blocks given, for the trace's digest */
+    int trace_n;
+    size_t scratch_need[3];
+    /* where every process holds an aligned block of positions (g->positions), these instead */
+    int scratch_if_blocks;
+    size_t scratch_blocks[3];
+} coll;
+
+/* ---- texts (collective_format.c) ---- */
+
+/** "psum float32[4,3] over ('i') #2": what a device called. */
+void spmd__coll_describe_op(const coll *c, spmd__strbuf *sb);
+/** ... with the call, for messages (`arg` is the coll). */
+void spmd__coll_describe_into(const void *arg, char *text, size_t size);
+/** ... formatted once, into c->description. */
+const char *spmd__coll_describe(coll *c);
+
+/* ---- fingerprints ---- */
+
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+static inline uint64_t mix_block(uint64_t h, const spmd_block *b)
+{
+    h = mix(h, (uint64_t)b->dtype);
+    h = mix(h, (uint64_t)b->ndim);
+    for (int j = 0; j < b->ndim; j++)
+        h = mix(h, (uint64_t)b->shape[j]);
+    return h;
+}
+
+/* A many-block collective run as one collective of its blocks packed into bytes: a digest of
+ * their shapes and dtypes, which spmd__coll_begin() mixes into the fingerprint (then 0 again). */
+extern _Thread_local uint64_t spmd__packed_layout;
+/* What the collective under way on this worker proves of its out (executor.h), until
+ * spmd__coll_finished; some forms adjust it first (all_gather_invariant, _many, precv). */
+extern _Thread_local spmd__proof spmd__pending_proof;
+
+/* ---- the frame (collectives.c) ---- */
+
+/** The mesh axes `text` names, and the size of the group over them. */
+spmd_status spmd__coll_group_of(const spmd_ctx *ctx, const char *text, int *axes, int *naxes,
+                                int *size);
+/** spmd_axis_index without its public name on errors. */
+spmd_status spmd__axis_index_checked(const spmd_ctx *ctx, const char *axes, int *index);
+
+/** A failure of the collective (or of its arguments, before it began): aborts the call. */
+spmd_status spmd__coll_fail(coll *c, spmd_status st);
+spmd_status spmd__coll_fail_args(spmd_ctx *ctx, spmd_status st);
+
+/** Starts a collective on this device: waits for ctx's queued work, parses the axes, checks
+ * the groups, finds the group and its fingerprint. A failure aborts the call. */
+spmd_status spmd__coll_begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd_block *in,
+                             const spmd_axis_groups *groups, coll *c);
+/** Publishes this device's buffers and meets the other local members (the first barrier). */
+spmd_status spmd__coll_arrive(coll *c, const void *in, void *out, const void *extra);
+/** A barrier of the group's local members; `arrive` also publishes this device's slot. */
+spmd_status spmd__coll_barrier(coll *c, int arrive);
+/** The end of a collective on this worker: its trace record and the proof of its outs. */
+spmd_status spmd__coll_finished(spmd_ctx *ctx, spmd_status st, int n, const spmd_block *out);
+/** The end of a many-block form: its outs, written on the host, vary as the collective's did. */
+spmd_status spmd__coll_finished_many(spmd_ctx *ctx, spmd_status st, int n, spmd_block *out,
+                                     const char *name);
+
+/** The agreement of a step between processes, its wait, and the end of that step. */
+spmd__agreement spmd__coll_agreement(const coll *c);
+spmd__wait spmd__coll_cross_wait(coll *c);
+spmd_status spmd__coll_crossed(coll *c, spmd_status st, const spmd__wait *w);
+
+/* ---- argument checks ---- */
+
+/** "float32[4,3]" */
+void spmd__coll_shape_text(const spmd_block *b, char *buf, size_t size);
+/** out must have exactly `ndim`/`shape` and `dtype`; `op` names the collective. */
+spmd_status spmd__coll_check_out_shape(const spmd_block *out, spmd_dtype dtype, int ndim,
+                                       const int64_t *shape, const char *op);
+
+static inline int normalize_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+static inline size_t block_bytes(const spmd_block *b)
+{
+    return (size_t)spmd_block_size(b) * spmd_dtype_size(b->dtype);
+}
+
+/* ---- the work of the local members ---- */
+
+/* Host memory: MPI may move a collective's data straight between the blocks (CUDA blocks go
+ * through host staging), and host threads may share out the work. Every member of every process
+ * answers alike. */
+static inline int blocks_on_host(const spmd_ctx *ctx) { return spmd__ctx_platform_is_host(ctx); }
+
+/* Slice `index` of `parts` of `count` elements. */
+static inline void slice_of(size_t count, int parts, int index, size_t *begin, size_t *end)
+{
+    /* multiples of 16 elements keep different threads off each other's cache lines */
+    size_t per = (count / (size_t)parts + 15) / 16 * 16;
+    *begin = per * (size_t)index < count ? per * (size_t)index : count;
+    *end = *begin + per < count ? *begin + per : count;
+    if (index == parts - 1)
+        *end = count;
+}
+
+/* Pieces of `count` elements that the local members claim one at a time: a thread the
+ * scheduler runs more takes more of them, so none waits on a descheduled peer's fixed share
+ * (devices outnumber cores on a laptop). */
+static inline size_t piece_elements(size_t count, int nl, size_t elem)
+{
+    size_t piece = count / ((size_t)nl * 8);
+    size_t least = SPLIT_BYTES / elem;
+    piece = piece > least ? piece : least;
+    return (piece + 63) / 64 * 64; /* whole cache lines for the streamed stores */
+}
+
+/* Claims the next of `pieces` pieces for this thread: its index, or -1 when none is left. */
+static inline long claim_piece(spmd__group *g, size_t pieces)
+{
+    size_t k = atomic_fetch_add_explicit(&g->next_piece, 1, memory_order_relaxed);
+    return k < pieces ? (long)k : -1;
+}
+
+/* ---- helpers for the data-movement collectives ---- */
+
+typedef struct members {
+    int *pos;       /* [n] position of each member (group member order) */
+    int *member_at; /* [n] member at each position */
+    int *local_of;  /* [n] local index of the member, or -1 */
+} members;
+
+/** The group's members by position; m->pos is the one allocation to free. */
+spmd_status spmd__coll_members_init(const coll *c, members *m);
+
+/* Host memcpy, or (CUDA devices, 64 KiB and more, device memory on both sides) the device's
+ * stream, waited for by spmd__coll_copier_finish before the other devices may go on. */
+typedef struct copier {
+    spmd_ctx *ctx;
+    void *queue;
+    int streaming; /* host copies bypass the caches (fenced by spmd__coll_copier_finish) */
+} copier;
+
+copier spmd__coll_copier_for(spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs);
+/** A copy_rows function of array/copy.h, with a copier as `arg`. */
+int spmd__coll_copy_rows(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
+                         size_t width, size_t height);
+/** The copies' status (0 or a spmd_status), once they are done. */
+spmd_status spmd__coll_copier_finish(const copier *cp, int rc);
+
+/* ---- reductions (collectives_reduce.c), for the families built on them ---- */
+
+/** The reduction between processes of one block of the collective's dtype, by the first local
+ * member, in the one order of runtime/base/tree.h; scatter > 0: this process needs only its
+ * range of it (spmd__tree_inputs). */
+spmd_status spmd__coll_reduce_between_processes(coll *c, const void *const *srcs, void *acc,
+                                                size_t count, spmd_dtype acc_dtype,
+                                                spmd__reduce_op rop, size_t scatter);
+/** spmd_pmax without its public name on errors, nor its end (spmd__coll_finished). */
+spmd_status spmd__pmax_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
+                               const char *axes, const spmd_axis_groups *groups);
+
+#endif /* SPMD_COLLECTIVE_FRAME_H */
