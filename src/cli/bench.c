@@ -31,6 +31,10 @@
 #define MAX_ROWS 512
 /* A row is stable once (max - min) / median of its result is at most this. */
 #define STABLE_SPREAD 0.10
+/* A suite's runs, at least, when its cap allows: fewer than 3 give no spread to judge by. */
+#define MIN_RUNS 3
+/* The most a suite's iteration counts are divided by to fit MIN_RUNS runs in its cap. */
+#define MAX_SHRINK 16
 
 /* One headline number of a row and the baseline it is compared with. */
 typedef struct metric {
@@ -282,9 +286,18 @@ static void arg(argv_list *a, const char *fmt, ...)
     a->items[++a->n] = NULL;
 }
 
-/* The command line of one run of suite s, writing its JSON to json_path. */
+/* An iteration count, divided by `shrink` (run_suite: to fit MIN_RUNS runs in the cap), at
+ * least `least`. */
+static int fewer(int count, int shrink, int least)
+{
+    int v = count / shrink;
+    return v > least ? v : least;
+}
+
+/* The command line of one run of suite s, writing its JSON to json_path; its iteration counts
+ * divided by `shrink` (1: as set). */
 static void command_of(const suite *s, const options *o, const char *dir, const char *json_path,
-                       argv_list *a)
+                       int shrink, argv_list *a)
 {
     a->n = 0;
     a->items[0] = NULL;
@@ -311,11 +324,11 @@ static void command_of(const suite *s, const options *o, const char *dir, const 
             arg(a, "8");
             if (calls_mpi) {
                 arg(a, "--calls");
-                arg(a, "%d", o->quick ? 200 : 5000);
+                arg(a, "%d", fewer(o->quick ? 200 : 5000, shrink, 100));
             } else {
                 arg(a, "--dispatch");
                 arg(a, "--dispatch-calls");
-                arg(a, "%d", o->quick ? 200 : 2000);
+                arg(a, "%d", fewer(o->quick ? 200 : 2000, shrink, 100));
             }
         } else {
             arg(a, "--op");
@@ -326,21 +339,21 @@ static void command_of(const suite *s, const options *o, const char *dir, const 
             arg(a, "%lld", max_bytes);
         }
         arg(a, "--iters");
-        arg(a, "%d", o->quick ? 3 : 10);
+        arg(a, "%d", fewer(o->quick ? 3 : 10, shrink, 2));
         arg(a, "--rounds");
-        arg(a, "%d", o->quick ? 1 : 3);
+        arg(a, "%d", fewer(o->quick ? 1 : 3, shrink, 1));
     } else if (strcmp(s->program, "bench_gradients") == 0) {
         if (o->quick) {
             arg(a, "--grads");
             arg(a, "20");
         }
         arg(a, "--iters");
-        arg(a, "%d", o->quick ? 2 : 10);
+        arg(a, "%d", fewer(o->quick ? 2 : 10, shrink, 2));
         arg(a, "--rounds");
-        arg(a, "%d", o->quick ? 1 : 3);
+        arg(a, "%d", fewer(o->quick ? 1 : 3, shrink, 1));
     } else if (strcmp(s->program, "bench_pmap") == 0) {
         arg(a, "--calls");
-        arg(a, "%d", o->quick ? 200 : 5000);
+        arg(a, "%d", fewer(o->quick ? 200 : 5000, shrink, 100));
     } else if (strcmp(s->program, "bench_unreplicate") == 0 ||
                strcmp(s->program, "bench_replicate") == 0) {
         long long lo = o->min_bytes < 1024 ? 1024 : o->min_bytes;
@@ -354,7 +367,7 @@ static void command_of(const suite *s, const options *o, const char *dir, const 
         arg(a, "%lld", hi < lo ? lo : hi);
         if (strcmp(s->program, "bench_unreplicate") == 0) {
             arg(a, "--iters");
-            arg(a, "%d", o->quick ? 3 : 10);
+            arg(a, "%d", fewer(o->quick ? 3 : 10, shrink, 2));
         }
     } else if (strcmp(s->program, "bench_reshard") == 0) {
         arg(a, "--min-n");
@@ -362,14 +375,14 @@ static void command_of(const suite *s, const options *o, const char *dir, const 
         arg(a, "--max-n");
         arg(a, "%d", o->quick ? 64 : 1024);
         arg(a, "--iters");
-        arg(a, "%d", o->quick ? 2 : 5);
+        arg(a, "%d", fewer(o->quick ? 2 : 5, shrink, 2));
         arg(a, "--warmup");
         arg(a, "1");
     } else if (strcmp(s->program, "bench_gemm") == 0) {
         arg(a, "--size");
         arg(a, "%d", o->quick ? 64 : 512);
         arg(a, "--iters");
-        arg(a, "%d", o->quick ? 2 : 5);
+        arg(a, "%d", fewer(o->quick ? 2 : 5, shrink, 2));
     } else if (strcmp(s->program, "bench_array_ops") == 0) {
         /* rounded up to multiples of the devices; 8M float32 in and out outgrow a 32 MiB L3 */
         arg(a, "--elems");
@@ -381,7 +394,7 @@ static void command_of(const suite *s, const options *o, const char *dir, const 
         arg(a, "--k");
         arg(a, "%d", o->quick ? 128 : 512);
         arg(a, "--iters");
-        arg(a, "%d", o->quick ? 2 : 10);
+        arg(a, "%d", fewer(o->quick ? 2 : 10, shrink, 2));
         arg(a, "--warmup");
         arg(a, "%d", o->quick ? 1 : 2);
         arg(a, "--mem-ops");
@@ -538,6 +551,7 @@ typedef struct suite_result {
     const suite *s;
     row rows[MAX_ROWS];
     int nrows, runs, failed;
+    int shrink; /* the iteration counts were divided by it (1: none) */
     double seconds;
     char command[1024];
 } suite_result;
@@ -550,6 +564,27 @@ static void progress(int index, int total, const suite_result *r, const char *st
     fflush(stderr);
 }
 
+/*
+ * The divisor of the iteration counts that lets MIN_RUNS runs fit in cap_s, from one run at the
+ * largest divisor (its results are dropped: a run that short is a clock, not a measurement).
+ * A run's time is taken to scale with its iterations, which overestimates it: the fixed cost of
+ * starting the program does not shrink.
+ */
+static int calibrated_shrink(const suite *s, const options *o, const char *dir,
+                             const char *json_path, const char *log_path, double cap_s)
+{
+    argv_list a;
+    command_of(s, o, dir, json_path, MAX_SHRINK, &a);
+    double started = now_s();
+    if (run_program(&a, o, s->mpi, log_path) != 0)
+        return 1; /* the first real run fails the same way and says so */
+    double shortest = now_s() - started, left = cap_s - shortest;
+    int shrink = 1;
+    while (shrink < MAX_SHRINK && MIN_RUNS * shortest * MAX_SHRINK / shrink > left)
+        shrink *= 2;
+    return shrink;
+}
+
 static void run_suite(const suite *s, const options *o, const char *dir, int index, int total,
                       suite_result *r)
 {
@@ -560,7 +595,12 @@ static void run_suite(const suite *s, const options *o, const char *dir, int ind
     (void)join(log_path, sizeof log_path, "%s/raw/%s.log", o->out, s->name);
     remove(log_path);
     argv_list a;
-    command_of(s, o, dir, json_path, &a);
+    double t0 = now_s();
+    int max_runs = o->quick ? 1 : MAX_RUNS;
+    /* the array_ops suites stay under a minute together */
+    double cap_s = strncmp(s->name, "array_ops", 9) == 0 && o->cap_s > 25 ? 25 : o->cap_s;
+    r->shrink = o->quick ? 1 : calibrated_shrink(s, o, dir, json_path, log_path, cap_s);
+    command_of(s, o, dir, json_path, r->shrink, &a);
     for (int i = 0; i < a.n; i++) { /* programs by name: the report reads the same anywhere */
         const char *item = a.items[i], *slash = strrchr(item, '/');
         if (strncmp(item, dir, strlen(dir)) == 0 && slash)
@@ -568,15 +608,13 @@ static void run_suite(const suite *s, const options *o, const char *dir, int ind
         size_t used = strlen(r->command);
         snprintf(r->command + used, sizeof r->command - used, "%s%s", i ? " " : "", item);
     }
-    double t0 = now_s();
-    int max_runs = o->quick ? 1 : MAX_RUNS;
-    /* the array_ops suites stay under a minute together */
-    double cap_s = strncmp(s->name, "array_ops", 9) == 0 && o->cap_s > 25 ? 25 : o->cap_s;
     while (r->runs < max_runs) {
         progress(index, total, r, "running");
         remove(json_path);
+        double started = now_s();
         int rc = run_program(&a, o, s->mpi, log_path);
         cJSON *root = rc == 0 ? read_json(json_path) : NULL;
+        double run_s = now_s() - started;
         r->seconds = now_s() - t0;
         if (!root) {
             r->failed = 1;
@@ -585,10 +623,23 @@ static void run_suite(const suite *s, const options *o, const char *dir, int ind
         collect(s, root, r->rows, &r->nrows);
         cJSON_Delete(root);
         r->runs++;
-        /* stop once every row is stable, or when another run would pass the cap */
-        double per_run = r->seconds / r->runs;
-        if (stable(r->rows, r->nrows) || r->seconds + per_run > cap_s)
+        /* stop once every row is stable, or when another run would pass the cap; before
+         * MIN_RUNS, fewer iterations per run rather than too few runs to show a spread */
+        if (stable(r->rows, r->nrows))
             break;
+        double left = cap_s - r->seconds;
+        int wanted = r->runs < MIN_RUNS ? MIN_RUNS - r->runs : 1;
+        if (run_s * wanted <= left)
+            continue;
+        if (r->runs >= MIN_RUNS || left <= 0)
+            break;
+        int factor = (int)ceil(run_s * wanted / left);
+        if (r->shrink * factor > MAX_SHRINK)
+            factor = MAX_SHRINK / r->shrink;
+        if (factor < 2)
+            break;
+        r->shrink *= factor;
+        command_of(s, o, dir, json_path, r->shrink, &a);
     }
     progress(index, total, r, r->failed ? "FAILED (see raw/*.log)" : "done");
     if (isatty(2))
@@ -638,6 +689,7 @@ static cJSON *results_json(const options *o, const suite_result *res, int n)
         cJSON_AddStringToObject(js, "what", r->s->what);
         cJSON_AddStringToObject(js, "command", r->command);
         cJSON_AddNumberToObject(js, "runs", r->runs);
+        cJSON_AddNumberToObject(js, "iteration_divisor", r->shrink);
         cJSON_AddNumberToObject(js, "seconds", r->seconds);
         cJSON_AddBoolToObject(js, "failed", r->failed);
         cJSON *rows = cJSON_AddArrayToObject(js, "rows");
@@ -829,19 +881,38 @@ static void write_report(FILE *f, const options *o, const suite_result *res, int
     *plots = 0;
     for (int i = 0; i < n; i++) {
         const suite_result *r = &res[i];
-        fprintf(f, "## %s\n\n%s; %d run(s) in %.1f s%s.\n\n`%s`\n\n", r->s->name, r->s->what,
-                r->runs, r->seconds, r->failed ? " — FAILED, see raw/" : "", r->command);
+        fprintf(f, "## %s\n\n%s; %d run(s) in %.1f s%s.", r->s->name, r->s->what, r->runs,
+                r->seconds, r->failed ? " — FAILED, see raw/" : "");
+        if (r->shrink > 1)
+            fprintf(f,
+                    " Runs used as few as 1/%d of the iterations, so that %d runs fit in the "
+                    "cap.",
+                    r->shrink, MIN_RUNS);
+        if (r->runs < MIN_RUNS && !o->quick && !r->failed)
+            fprintf(f, " **Fewer than %d runs: the spreads below mean little.**", MIN_RUNS);
+        fprintf(f, "\n\n`%s`\n\n", r->command);
         if (r->nrows) {
-            fprintf(f, "| row | metric | result | baseline | ratio | #wrong |\n"
-                       "|---|---|---|---|---|---|\n");
+            fprintf(f, "| row | metric | result | baseline | ratio | spread | #wrong |\n"
+                       "|---|---|---|---|---|---|---|\n");
+            int wide = 0;
             for (int k = 0; k < r->nrows; k++) {
                 const row *w = &r->rows[k];
                 const metric *m = &r->s->metrics[w->metric];
                 stats v = stats_of(w->value, w->runs), b = stats_of(w->baseline, w->runs);
-                fprintf(f, "| %s | %s (%s) | %.4g (%.4g–%.4g) | %s %.4g | %.2f | %.0f |\n", w->key,
-                        m->name, m->unit, v.median, v.min, v.max, m->baseline_name, b.median,
-                        ratio_of(m, v.median, b.median), w->wrong);
+                double spread = v.median > 0 ? (v.max - v.min) / v.median : 0;
+                wide += spread > STABLE_SPREAD;
+                fprintf(
+                    f,
+                    "| %s | %s (%s) | %.4g (%.4g–%.4g) | %s %.4g | %.2f | %s%.0f %%%s | %.0f |\n",
+                    w->key, m->name, m->unit, v.median, v.min, v.max, m->baseline_name, b.median,
+                    ratio_of(m, v.median, b.median), spread > STABLE_SPREAD ? "**" : "",
+                    spread * 100, spread > STABLE_SPREAD ? "**" : "", w->wrong);
             }
+            if (wide)
+                fprintf(f,
+                        "\n%d of %d row(s) spread more than %.0f %% (bold): read their min–max, "
+                        "not only the median.\n",
+                        wide, r->nrows, STABLE_SPREAD * 100);
             fprintf(f, "\n");
         }
         *plots += plots_of(r, dir, f);
@@ -959,7 +1030,9 @@ void bench_usage(FILE *out)
           "\n"
           "Runs the benchmark programs (bench/, found beside this tool or in $SPMD_BENCH_DIR),\n"
           "each against the baseline it measures in the same run, repeating a suite until\n"
-          "each row's spread (max - min) / median is at most 10 % or its time cap passes.\n"
+          "each row's spread (max - min) / median is at most 10 % or its time cap passes;\n"
+          "at least 3 runs, with fewer iterations per run where 3 would not fit the cap.\n"
+          "The report marks the rows whose spread stays above 10 %.\n"
           "Writes DIR/report.md, DIR/results.json, DIR/*.png (gnuplot) and DIR/raw/.\n"
           "\n"
           "suites: all (default), collectives, collectives_mpi, calls_mpi, gradients_mpi,\n"

@@ -25,6 +25,9 @@ rows=$(grep -c '^| devices=' "$work/r/report.md")
 if grep '^| ' "$work/r/report.md" | grep -v '^| row \|^|---' | grep -q '| nan |\|| inf |'; then
     fail "a row has no ratio"
 fi
+grep -q '^| row | metric | result | baseline | ratio | spread | #wrong |' "$work/r/report.md" ||
+    fail "report.md has no spread column"
+grep -q '"iteration_divisor":' "$work/r/results.json" || fail "results.json has no iteration divisor"
 grep -q '"ratio":' "$work/r/results.json" || fail "results.json has no ratio"
 grep -q '"run_ratio":' "$work/r/results.json" || fail "results.json has no run ratios"
 grep -q '"median":' "$work/r/results.json" || fail "results.json has no medians"
