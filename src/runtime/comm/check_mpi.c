@@ -372,6 +372,7 @@ int spmd__xchg_step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, 
     int outcome = GOT, tracked = -1, tracked_request = 0, tests = 0, waiting_at_first = 0;
     x->last_from = from;
     int64_t started = 0, received_at = 0, probe_after = 0, now = 0;
+    spmd__pause pause;
     doubt suspected = {0, 0};
     for (;;) {
         uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
@@ -450,6 +451,7 @@ int spmd__xchg_step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, 
             now = spmd__coarse_now_ns();
         if (!started) {
             started = now;
+            spmd__pause_begin(&pause, now);
             if (x->next_cancel_check == 0)
                 x->next_cancel_check = now + CANCEL_FIRST_NS;
             probe_after = spmd__calls_probe_after_ns();
@@ -466,8 +468,8 @@ int spmd__xchg_step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, 
             spmd__calls_poll_notes();
         /* a ring is polled without MPI's progress, which would yield the core when others
          * wait for it: so does a wait for a ring on a crowded machine, or after a while */
-        if (ring_in && !done[0] && (spmd__rings_crowded() || now - started > RING_SPIN_NS))
-            sched_yield();
+        if (ring_in && !done[0])
+            spmd__pause_step(&pause, now, spmd__rings_crowded() ? 0 : RING_SPIN_NS);
         /* Once the partner's message is in, its receive for ours is posted: our send ends
          * soon, unless the partner stopped since (a long message waits for it to take the
          * rest). The send then stays with MPI. */

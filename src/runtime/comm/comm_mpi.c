@@ -553,6 +553,8 @@ spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, 
     int64_t start = spmd__now_ns(), probe_after = spmd__calls_probe_after_ns();
     int64_t next_cancel_check = start + DATA_CANCEL_EVERY_NS;
     int tracked = -1;
+    spmd__pause pause;
+    spmd__pause_begin(&pause, start);
     for (;;) {
         /* one test of them all: each test runs MPI's progress, which may yield the core */
         int all = 0;
@@ -594,8 +596,7 @@ spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, 
             spmd__calls_poll_notes(); /* to answer: a verdict does not end it, as the others
                                    agreed to this data and may finish with it */
         }
-        if (now - start > 100000) /* a long wait: leave the core to the others */
-            sched_yield();
+        spmd__pause_step(&pause, now, 100000); /* a long wait: leave the core to the others */
     }
     spmd__calls_wait_end(tracked);
     /* one by one: a completed request becomes MPI_REQUEST_NULL, so the open ones show */

@@ -67,6 +67,59 @@ void spmd__event_wait(spmd__event *e, unsigned seen)
     pthread_mutex_unlock(&e->mutex);
 }
 
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return -1;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Until when this thread's waits nap from their start: a crowd measured by one wait outlasts
+ * it, and the next wait would lose a time slice to find it again. */
+static _Thread_local int64_t crowded_until_ns;
+
+void spmd__pause_begin(spmd__pause *p, int64_t now_ns)
+{
+    p->start_ns = now_ns;
+    p->cpu_start_ns = -1; /* read at the first pause past the spin: the fast path pays nothing */
+    p->crowded = now_ns < crowded_until_ns;
+    p->nap_ns = 0;
+}
+
+/* A sleep this short still ends in tens of microseconds (the timer's slack); the peer that
+ * needed the core had it meanwhile. */
+#define PAUSE_NAP_NS 20000
+#define PAUSE_WINDOW_NS 200000
+#define PAUSE_RUN_NS 200000
+#define PAUSE_CROWD_LASTS_NS 100000000
+
+void spmd__pause_step(spmd__pause *p, int64_t now_ns, int64_t spin_ns)
+{
+    if (now_ns - p->start_ns <= spin_ns)
+        return;
+    if (!p->crowded) { /* both clocks read here, precisely, whatever clock the caller reads */
+        int64_t cpu = thread_cpu_ns(), wall = spmd__now_ns();
+        if (p->cpu_start_ns < 0) {
+            p->cpu_start_ns = cpu;
+            p->wall_start_ns = wall;
+        } else if (cpu >= 0 && wall - p->wall_start_ns > PAUSE_WINDOW_NS &&
+                   wall - p->wall_start_ns > 4 * (cpu - p->cpu_start_ns) / 3) {
+            p->crowded = 1; /* lost over a quarter of the time to other threads */
+            crowded_until_ns = wall + PAUSE_CROWD_LASTS_NS;
+        }
+    }
+    if (p->crowded) {
+        if (now_ns - p->nap_ns < PAUSE_RUN_NS)
+            return; /* it holds a core now: MPI's progress runs while it does */
+        struct timespec nap = {0, PAUSE_NAP_NS};
+        nanosleep(&nap, NULL);
+        p->nap_ns = now_ns;
+    } else {
+        sched_yield();
+    }
+}
+
 int64_t spmd__now_ns(void)
 {
     struct timespec ts;

@@ -39,4 +39,22 @@ void spmd__event_signal(spmd__event *e);
  */
 void spmd__event_set_policy(int spins, int yields);
 
+/**
+ * A polling wait's pause between two looks at what it waits for (MPI requests, a ring): none
+ * for its first `spin_ns`; then a yield while the thread keeps its core; a short sleep once its
+ * CPU time falls a quarter behind the clock. Then other threads want the core (busy neighbours,
+ * more threads than cores), and a yield would hand one of them a whole time slice at every
+ * step, while a thread woken from a sleep preempts it at once.
+ */
+typedef struct spmd__pause {
+    int64_t start_ns;                    /* on the caller's clock */
+    int64_t wall_start_ns, cpu_start_ns; /* of the crowd's measure (precise, the thread's) */
+    int64_t nap_ns;                      /* the last nap's */
+    int crowded; /* 1 once a wait of this thread measured, within 100 ms, that it shares its core */
+} spmd__pause;
+
+void spmd__pause_begin(spmd__pause *p, int64_t now_ns);
+/** The pause at `now_ns` (spmd__now_ns) of a wait that began at spmd__pause_begin. */
+void spmd__pause_step(spmd__pause *p, int64_t now_ns, int64_t spin_ns);
+
 #endif /* SPMD_RUNTIME_EVENT_H */
