@@ -28,6 +28,8 @@ fi
 grep -q '^| row | metric | result | baseline | ratio | spread | #wrong |' "$work/r/report.md" ||
     fail "report.md has no spread column"
 grep -q '"iteration_divisor":' "$work/r/results.json" || fail "results.json has no iteration divisor"
+grep -q 'MPI baselines ran with single-copy mechanism: ' "$work/r/report.md" ||
+    fail "report.md does not say which single-copy mechanism MPI used"
 grep -q '"ratio":' "$work/r/results.json" || fail "results.json has no ratio"
 grep -q '"run_ratio":' "$work/r/results.json" || fail "results.json has no run ratios"
 grep -q '"median":' "$work/r/results.json" || fail "results.json has no medians"
