@@ -551,7 +551,7 @@ typedef struct suite_result {
     const suite *s;
     row rows[MAX_ROWS];
     int nrows, runs, failed;
-    int shrink; /* the iteration counts were divided by it (1: none) */
+    int shrink; /* the most the iteration counts were divided by (1: never) */
     double seconds;
     char command[1024];
 } suite_result;
@@ -599,8 +599,9 @@ static void run_suite(const suite *s, const options *o, const char *dir, int ind
     int max_runs = o->quick ? 1 : MAX_RUNS;
     /* the array_ops suites stay under a minute together */
     double cap_s = strncmp(s->name, "array_ops", 9) == 0 && o->cap_s > 25 ? 25 : o->cap_s;
-    r->shrink = o->quick ? 1 : calibrated_shrink(s, o, dir, json_path, log_path, cap_s);
-    command_of(s, o, dir, json_path, r->shrink, &a);
+    int shrink = o->quick ? 1 : calibrated_shrink(s, o, dir, json_path, log_path, cap_s);
+    r->shrink = shrink;
+    command_of(s, o, dir, json_path, shrink, &a);
     for (int i = 0; i < a.n; i++) { /* programs by name: the report reads the same anywhere */
         const char *item = a.items[i], *slash = strrchr(item, '/');
         if (strncmp(item, dir, strlen(dir)) == 0 && slash)
@@ -623,23 +624,24 @@ static void run_suite(const suite *s, const options *o, const char *dir, int ind
         collect(s, root, r->rows, &r->nrows);
         cJSON_Delete(root);
         r->runs++;
-        /* stop once every row is stable, or when another run would pass the cap; before
-         * MIN_RUNS, fewer iterations per run rather than too few runs to show a spread */
         if (stable(r->rows, r->nrows))
             break;
+        /* The next runs divide the iterations by the least power of two at which the runs
+         * still wanted (MIN_RUNS in all) fit in what is left of the cap, a run's time taken to
+         * scale with its iterations (an overestimate: starting the program does not shrink).
+         * Where none does, one more run that fits; else the cap ends the suite. */
         double left = cap_s - r->seconds;
-        int wanted = r->runs < MIN_RUNS ? MIN_RUNS - r->runs : 1;
-        if (run_s * wanted <= left)
-            continue;
-        if (r->runs >= MIN_RUNS || left <= 0)
+        int wanted = r->runs < MIN_RUNS ? MIN_RUNS - r->runs : 1, next = 0;
+        for (int d = 1; d <= MAX_SHRINK && !next; d *= 2)
+            if (run_s * shrink / d * wanted <= left)
+                next = d;
+        if (!next && wanted > 1 && run_s * shrink / MAX_SHRINK <= left)
+            next = MAX_SHRINK;
+        if (!next)
             break;
-        int factor = (int)ceil(run_s * wanted / left);
-        if (r->shrink * factor > MAX_SHRINK)
-            factor = MAX_SHRINK / r->shrink;
-        if (factor < 2)
-            break;
-        r->shrink *= factor;
-        command_of(s, o, dir, json_path, r->shrink, &a);
+        if (next != shrink)
+            command_of(s, o, dir, json_path, shrink = next, &a);
+        r->shrink = shrink > r->shrink ? shrink : r->shrink;
     }
     progress(index, total, r, r->failed ? "FAILED (see raw/*.log)" : "done");
     if (isatty(2))
