@@ -40,10 +40,11 @@ typedef enum bench_op {
     B_PSUM_SCATTER,
     B_PPERMUTE,
     B_ALL_TO_ALL,
+    B_COPY, /* in one process: each device copies its block, the same loop with no collective */
     B_OPS
 } bench_op;
-static const char *const op_names[] = {"psum", "all_gather", "psum_scatter", "ppermute",
-                                       "all_to_all"};
+static const char *const op_names[] = {"psum",     "all_gather", "psum_scatter",
+                                       "ppermute", "all_to_all", "copy"};
 
 typedef struct config {
     int ops[B_OPS];
@@ -109,6 +110,8 @@ static double expected(const job *j, int p, size_t i)
         return input_value((p + j->n - 1) % j->n, i);
     case B_ALL_TO_ALL: /* tiled on axis 0: chunk p of member h lands in slot h */
         return input_value((int)(i / per), (size_t)p * per + i % per);
+    case B_COPY:
+        return input_value(p, i);
     default:
         return 0;
     }
@@ -141,6 +144,8 @@ static spmd_status run_op(spmd_ctx *ctx, const job *j, spmd_block *in, spmd_bloc
         return spmd_ppermute(ctx, in, out, "x", pairs, j->n);
     case B_ALL_TO_ALL:
         return spmd_all_to_all(ctx, in, out, "x", 0, 0, 1);
+    case B_COPY:
+        return spmd_op_copy(ctx, in, out);
     default:
         return SPMD_ERR_INVALID_ARGUMENT;
     }
@@ -566,7 +571,7 @@ static void parse(int argc, char **argv, config *c)
                                             {"rounds", required_argument, NULL, 'r'},
                                             {"calls", required_argument, NULL, 'C'},
                                             {NULL, 0, NULL, 0}};
-    *c = (config){{1, 1, 1, 1, 1}, 8, 64u << 20, 20, 5, 3, SPMD_DTYPE_F32, 0, 2000, 0, NULL};
+    *c = (config){{1, 1, 1, 1, 1, 1}, 8, 64u << 20, 20, 5, 3, SPMD_DTYPE_F32, 0, 2000, 0, NULL};
     int opt;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
@@ -666,6 +671,8 @@ int main(int argc, char **argv)
     for (int op = 0; op < B_OPS; op++) {
         if (!cfg.ops[op])
             continue;
+        if (op == B_COPY && (procs > 1 || one_device_each))
+            continue; /* a copy has no MPI baseline: it shows what the machine does in process */
         for (size_t bytes = cfg.min_bytes; bytes <= cfg.max_bytes; bytes *= 2) {
             job j = {(bench_op)op, bytes / elem, n, cfg.iters, cfg.warmup, cfg.dtype};
             if (op == B_ALL_GATHER)

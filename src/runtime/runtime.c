@@ -382,11 +382,16 @@ static int usable_cores(void)
 /* Spin only while every busy thread on this machine can have a core of its own. */
 static void choose_wait_policy(int processes_here)
 {
-    int threads = processes_here * (rt.num_local + 1);
-    if (threads <= usable_cores())
+    int threads = processes_here * (rt.num_local + 1), cores = usable_cores();
+    if (threads <= cores)
         spmd__event_set_policy(20000, 64);
     else
         spmd__event_set_policy(0, 8);
+    /* during fn the calling threads sleep in their joins: the device threads alone are busy */
+    if (processes_here * rt.num_local <= cores)
+        spmd__event_set_peer_policy(20000, 64);
+    else
+        spmd__event_set_peer_policy(0, 8);
 }
 
 static spmd_status start_workers(void)

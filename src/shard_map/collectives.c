@@ -366,7 +366,7 @@ spmd_status spmd__coll_barrier(coll *c, int arrive)
             unsigned seen = spmd__event_seq(&g->event);
             if (atomic_load(&g->generation) != gen)
                 break;
-            int timed_out = spmd__event_wait_until(&g->event, seen, deadline, POLL_NS);
+            int timed_out = spmd__event_wait_peers_until(&g->event, seen, deadline, POLL_NS);
             /* a local member that is late may be stuck in fn: other processes waiting for this
              * one hear where its devices are (calls.h), and the trace that it is alive */
             if (timed_out && call->mesh->num_processes > 1)

@@ -7,10 +7,19 @@
 static atomic_int spin_limit = 0;
 static atomic_int yield_limit = 64;
 
+static atomic_int peer_spin_limit = 0;
+static atomic_int peer_yield_limit = 64;
+
 void spmd__event_set_policy(int spins, int yields)
 {
     atomic_store_explicit(&spin_limit, spins, memory_order_relaxed);
     atomic_store_explicit(&yield_limit, yields, memory_order_relaxed);
+}
+
+void spmd__event_set_peer_policy(int spins, int yields)
+{
+    atomic_store_explicit(&peer_spin_limit, spins, memory_order_relaxed);
+    atomic_store_explicit(&peer_yield_limit, yields, memory_order_relaxed);
 }
 
 void spmd__event_init(spmd__event *e)
@@ -141,10 +150,9 @@ int64_t spmd__coarse_now_ns(void)
 #endif
 }
 
-int spmd__event_wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, int64_t poll_ns)
+static int wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, int64_t poll_ns,
+                      int spins, int yields)
 {
-    int spins = atomic_load_explicit(&spin_limit, memory_order_relaxed);
-    int yields = atomic_load_explicit(&yield_limit, memory_order_relaxed);
     for (int i = 0; i < spins; i++) {
         if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
             return 0;
@@ -168,6 +176,21 @@ int spmd__event_wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, i
     atomic_fetch_sub(&e->sleepers, 1);
     pthread_mutex_unlock(&e->mutex);
     return timed_out && until >= deadline_ns && atomic_load(&e->seq) == seen;
+}
+
+int spmd__event_wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, int64_t poll_ns)
+{
+    return wait_until(e, seen, deadline_ns, poll_ns,
+                      atomic_load_explicit(&spin_limit, memory_order_relaxed),
+                      atomic_load_explicit(&yield_limit, memory_order_relaxed));
+}
+
+int spmd__event_wait_peers_until(spmd__event *e, unsigned seen, int64_t deadline_ns,
+                                 int64_t poll_ns)
+{
+    return wait_until(e, seen, deadline_ns, poll_ns,
+                      atomic_load_explicit(&peer_spin_limit, memory_order_relaxed),
+                      atomic_load_explicit(&peer_yield_limit, memory_order_relaxed));
 }
 
 void spmd__event_signal(spmd__event *e)

@@ -40,6 +40,15 @@ void spmd__event_signal(spmd__event *e);
 void spmd__event_set_policy(int spins, int yields);
 
 /**
+ * As spmd__event_wait_until, for the waits of device threads for each other (a collective's
+ * rendezvous), under their own policy: while they run fn the calling thread sleeps in its join,
+ * so they may spin where they alone have a core each, although with the caller they would not.
+ */
+int spmd__event_wait_peers_until(spmd__event *e, unsigned seen, int64_t deadline_ns,
+                                 int64_t poll_ns);
+void spmd__event_set_peer_policy(int spins, int yields);
+
+/**
  * A polling wait's pause between two looks at what it waits for (MPI requests, a ring): none
  * for its first `spin_ns`; then a yield while the thread keeps its core; a short sleep once its
  * CPU time falls a quarter behind the clock. Then other threads want the core (busy neighbours,
