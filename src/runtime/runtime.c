@@ -16,6 +16,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/comm/notes.h"
 #include "runtime/base/env.h"
+#include "runtime/devices/cores.h"
 #include "runtime/devices/event.h"
 #include "runtime/base/log.h"
 #include "runtime/devices/memory_pool.h"
@@ -370,19 +371,10 @@ static spmd_status build_device_table(const process_record *all)
     return SPMD_OK;
 }
 
-static int usable_cores(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 /* Spin only while every busy thread on this machine can have a core of its own. */
 static void choose_wait_policy(int processes_here)
 {
-    int threads = processes_here * (rt.num_local + 1), cores = usable_cores();
+    int threads = processes_here * (rt.num_local + 1), cores = spmd__usable_cores();
     if (threads <= cores)
         spmd__event_set_policy(20000, 64);
     else

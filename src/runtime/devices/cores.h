@@ -1,0 +1,18 @@
+/* Private: the cores this process may keep busy, for the policies of its waits. */
+#ifndef SPMD_RUNTIME_CORES_H
+#define SPMD_RUNTIME_CORES_H
+
+/**
+ * The cores this process may use: its affinity mask (sched_getaffinity), capped by its control
+ * group's CPU quota, rounded up (a container limited to 1.5 CPUs on a 64-core machine keeps 2
+ * threads busy, not 64). At least 1.
+ */
+int spmd__usable_cores(void);
+
+/**
+ * The same from given sources, for tests: `cgroup_list` as /proc/self/cgroup reads (NULL: none),
+ * `sys_root` where /sys/fs/cgroup lies ("" for the real one), `affinity` the mask's count.
+ */
+int spmd__usable_cores_from(const char *cgroup_list, const char *sys_root, int affinity);
+
+#endif /* SPMD_RUNTIME_CORES_H */
