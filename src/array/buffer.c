@@ -1,4 +1,5 @@
-/* Reference-counted buffers over device memory (runtime/devices/memory_pool.c keeps freed blocks). */
+/* Reference-counted buffers over device memory (runtime/devices/memory_pool.c keeps freed blocks).
+ */
 #include "array/buffer.h"
 
 #include <stdlib.h>

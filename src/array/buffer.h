@@ -27,7 +27,8 @@ spmd_status spmd__buffer_view(spmd__buffer *parent, size_t offset, size_t nbytes
                               spmd__buffer **out);
 /** 1 when no other array can see b's memory: one reference, and neither a view nor viewed. */
 int spmd__buffer_is_exclusive(spmd__buffer *b);
-/** Drops a reference; the last one gives the memory back (runtime/devices/memory_pool.c). NULL-safe. */
+/** Drops a reference; the last one gives the memory back (runtime/devices/memory_pool.c).
+ * NULL-safe. */
 void spmd__buffer_release(spmd__buffer *b);
 
 #endif /* SPMD_BUFFER_H */

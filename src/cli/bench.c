@@ -564,11 +564,20 @@ static void progress(int index, int total, const suite_result *r, const char *st
     fflush(stderr);
 }
 
+/* The least power of two d <= MAX_SHRINK at which `runs` runs fit in `left` seconds, a run
+ * taking full_s / d (its time taken to scale with its iterations, an overestimate: starting the
+ * program does not shrink); 0 when none does. */
+static int least_divisor(double full_s, int runs, double left)
+{
+    for (int d = 1; d <= MAX_SHRINK; d *= 2)
+        if (runs * full_s / d <= left)
+            return d;
+    return 0;
+}
+
 /*
  * The divisor of the iteration counts that lets MIN_RUNS runs fit in cap_s, from one run at the
  * largest divisor (its results are dropped: a run that short is a clock, not a measurement).
- * A run's time is taken to scale with its iterations, which overestimates it: the fixed cost of
- * starting the program does not shrink.
  */
 static int calibrated_shrink(const suite *s, const options *o, const char *dir,
                              const char *json_path, const char *log_path, double cap_s)
@@ -578,11 +587,9 @@ static int calibrated_shrink(const suite *s, const options *o, const char *dir,
     double started = now_s();
     if (run_program(&a, o, s->mpi, log_path) != 0)
         return 1; /* the first real run fails the same way and says so */
-    double shortest = now_s() - started, left = cap_s - shortest;
-    int shrink = 1;
-    while (shrink < MAX_SHRINK && MIN_RUNS * shortest * MAX_SHRINK / shrink > left)
-        shrink *= 2;
-    return shrink;
+    double shortest = now_s() - started;
+    int shrink = least_divisor(shortest * MAX_SHRINK, MIN_RUNS, cap_s - shortest);
+    return shrink ? shrink : MAX_SHRINK;
 }
 
 static void run_suite(const suite *s, const options *o, const char *dir, int index, int total,
@@ -627,15 +634,12 @@ static void run_suite(const suite *s, const options *o, const char *dir, int ind
         if (stable(r->rows, r->nrows))
             break;
         /* The next runs divide the iterations by the least power of two at which the runs
-         * still wanted (MIN_RUNS in all) fit in what is left of the cap, a run's time taken to
-         * scale with its iterations (an overestimate: starting the program does not shrink).
-         * Where none does, one more run that fits; else the cap ends the suite. */
+         * still wanted (MIN_RUNS in all) fit in what is left of the cap; where none does, one
+         * more run that fits; else the cap ends the suite. */
         double left = cap_s - r->seconds;
-        int wanted = r->runs < MIN_RUNS ? MIN_RUNS - r->runs : 1, next = 0;
-        for (int d = 1; d <= MAX_SHRINK && !next; d *= 2)
-            if (run_s * shrink / d * wanted <= left)
-                next = d;
-        if (!next && wanted > 1 && run_s * shrink / MAX_SHRINK <= left)
+        int wanted = r->runs < MIN_RUNS ? MIN_RUNS - r->runs : 1;
+        int next = least_divisor(run_s * shrink, wanted, left);
+        if (!next && wanted > 1 && least_divisor(run_s * shrink, 1, left))
             next = MAX_SHRINK;
         if (!next)
             break;

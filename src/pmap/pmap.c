@@ -12,9 +12,9 @@
 #include "runtime/calls/calls.h"
 #include "runtime/base/check.h" /* error messages */
 #include "runtime/base/log.h"
-#include "runtime/devices/worker.h"     /* refusing nested calls */
-#include "array/array_impl.h"   /* donation marks inputs deleted */
-#include "shard_map/executor.h" /* pmap's check by value */
+#include "runtime/devices/worker.h" /* refusing nested calls */
+#include "array/array_impl.h"       /* donation marks inputs deleted */
+#include "shard_map/executor.h"     /* pmap's check by value */
 
 enum { MAX_ARGS = 64, MAX_DEVICES = 4096, HALF_SLOTS = 16, CACHE_SLOTS = 2 * HALF_SLOTS };
 

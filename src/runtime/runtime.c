@@ -372,18 +372,20 @@ static spmd_status build_device_table(const process_record *all)
 }
 
 /* Spin only while every busy thread on this machine can have a core of its own. */
+static void spin_if(int busy_threads, int cores, void (*set_policy)(int spins, int yields))
+{
+    if (busy_threads <= cores)
+        set_policy(20000, 64);
+    else
+        set_policy(0, 8);
+}
+
 static void choose_wait_policy(int processes_here)
 {
-    int threads = processes_here * (rt.num_local + 1), cores = spmd__usable_cores();
-    if (threads <= cores)
-        spmd__event_set_policy(20000, 64);
-    else
-        spmd__event_set_policy(0, 8);
+    int cores = spmd__usable_cores();
+    spin_if(processes_here * (rt.num_local + 1), cores, spmd__event_set_policy);
     /* during fn the calling threads sleep in their joins: the device threads alone are busy */
-    if (processes_here * rt.num_local <= cores)
-        spmd__event_set_peer_policy(20000, 64);
-    else
-        spmd__event_set_peer_policy(0, 8);
+    spin_if(processes_here * rt.num_local, cores, spmd__event_set_peer_policy);
 }
 
 static spmd_status start_workers(void)

@@ -1,7 +1,7 @@
 /* Block operations. CPU devices: float32/float64 through typed loops (vectorized by the
  * compiler), other dtypes through double; gemm through OpenBLAS. CUDA devices: the same
- * arithmetic as kernels on the device's stream (runtime/devices/backend/cuda_kernels.cu), gemm through
- * cuBLAS; each op waits for its kernel, so the host may read the result when it returns. */
+ * arithmetic as kernels on the device's stream (runtime/devices/backend/cuda_kernels.cu), gemm
+ * through cuBLAS; each op waits for its kernel, so the host may read the result when it returns. */
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>

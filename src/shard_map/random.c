@@ -1,7 +1,8 @@
 /* spmd_op_random and spmd_array_random: counter-based random numbers whose values depend only
- * on the seed and each element's global index (runtime/devices/backend/random_values.h), so that a global
- * array is the same in every layout and on every device. Compiled without floating-point
- * contraction (src/CMakeLists.txt), like the CUDA kernel (runtime/devices/backend/cuda_random.cu). */
+ * on the seed and each element's global index (runtime/devices/backend/random_values.h), so that a
+ * global array is the same in every layout and on every device. Compiled without floating-point
+ * contraction (src/CMakeLists.txt), like the CUDA kernel (runtime/devices/backend/cuda_random.cu).
+ */
 #include <spmd/array.h>
 #include <spmd/ops.h>
 

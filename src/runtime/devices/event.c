@@ -4,23 +4,23 @@
 #include <sched.h>
 #include <time.h>
 
-static atomic_int spin_limit = 0;
-static atomic_int yield_limit = 64;
+/* How long a wait spins, then yields, before it blocks. */
+typedef struct wait_policy {
+    atomic_int spins, yields;
+} wait_policy;
 
-static atomic_int peer_spin_limit = 0;
-static atomic_int peer_yield_limit = 64;
+static wait_policy caller_policy = {0, 64}; /* every wait but the device threads' rendezvous */
+static wait_policy peer_policy = {0, 64};   /* spmd__event_wait_peers_until */
 
-void spmd__event_set_policy(int spins, int yields)
+static void set_policy(wait_policy *p, int spins, int yields)
 {
-    atomic_store_explicit(&spin_limit, spins, memory_order_relaxed);
-    atomic_store_explicit(&yield_limit, yields, memory_order_relaxed);
+    atomic_store_explicit(&p->spins, spins, memory_order_relaxed);
+    atomic_store_explicit(&p->yields, yields, memory_order_relaxed);
 }
 
-void spmd__event_set_peer_policy(int spins, int yields)
-{
-    atomic_store_explicit(&peer_spin_limit, spins, memory_order_relaxed);
-    atomic_store_explicit(&peer_yield_limit, yields, memory_order_relaxed);
-}
+void spmd__event_set_policy(int spins, int yields) { set_policy(&caller_policy, spins, yields); }
+
+void spmd__event_set_peer_policy(int spins, int yields) { set_policy(&peer_policy, spins, yields); }
 
 void spmd__event_init(spmd__event *e)
 {
@@ -52,20 +52,28 @@ static inline void cpu_relax(void)
 #endif
 }
 
-void spmd__event_wait(spmd__event *e, unsigned seen)
+/* The wait's first part, under policy p: 1 once the event was signalled after `seen`. */
+static int spun(spmd__event *e, unsigned seen, const wait_policy *p)
 {
-    int spins = atomic_load_explicit(&spin_limit, memory_order_relaxed);
-    int yields = atomic_load_explicit(&yield_limit, memory_order_relaxed);
+    int spins = atomic_load_explicit(&p->spins, memory_order_relaxed);
+    int yields = atomic_load_explicit(&p->yields, memory_order_relaxed);
     for (int i = 0; i < spins; i++) {
         if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
-            return;
+            return 1;
         cpu_relax();
     }
     for (int i = 0; i < yields; i++) {
         if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
-            return;
+            return 1;
         sched_yield();
     }
+    return 0;
+}
+
+void spmd__event_wait(spmd__event *e, unsigned seen)
+{
+    if (spun(e, seen, &caller_policy))
+        return;
     /* Sequentially consistent sleepers++ then seq load, against the signaller's seq++ then
      * sleepers load: one of the two always sees the other, so no wake-up is lost. */
     pthread_mutex_lock(&e->mutex);
@@ -151,18 +159,10 @@ int64_t spmd__coarse_now_ns(void)
 }
 
 static int wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, int64_t poll_ns,
-                      int spins, int yields)
+                      const wait_policy *p)
 {
-    for (int i = 0; i < spins; i++) {
-        if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
-            return 0;
-        cpu_relax();
-    }
-    for (int i = 0; i < yields; i++) {
-        if (atomic_load_explicit(&e->seq, memory_order_acquire) != seen)
-            return 0;
-        sched_yield();
-    }
+    if (spun(e, seen, p))
+        return 0;
     int64_t now = spmd__now_ns();
     if (now >= deadline_ns)
         return atomic_load(&e->seq) == seen;
@@ -180,17 +180,13 @@ static int wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, int64_
 
 int spmd__event_wait_until(spmd__event *e, unsigned seen, int64_t deadline_ns, int64_t poll_ns)
 {
-    return wait_until(e, seen, deadline_ns, poll_ns,
-                      atomic_load_explicit(&spin_limit, memory_order_relaxed),
-                      atomic_load_explicit(&yield_limit, memory_order_relaxed));
+    return wait_until(e, seen, deadline_ns, poll_ns, &caller_policy);
 }
 
 int spmd__event_wait_peers_until(spmd__event *e, unsigned seen, int64_t deadline_ns,
                                  int64_t poll_ns)
 {
-    return wait_until(e, seen, deadline_ns, poll_ns,
-                      atomic_load_explicit(&peer_spin_limit, memory_order_relaxed),
-                      atomic_load_explicit(&peer_yield_limit, memory_order_relaxed));
+    return wait_until(e, seen, deadline_ns, poll_ns, &peer_policy);
 }
 
 void spmd__event_signal(spmd__event *e)

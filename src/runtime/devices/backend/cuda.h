@@ -47,8 +47,8 @@ spmd_status spmd__cuda_reduce_to_all(void *stream, spmd_dtype dtype, spmd__reduc
                                      size_t begin, size_t end);
 
 spmd_status spmd__cuda_fill(void *stream, spmd_dtype dtype, void *out, size_t n, double value);
-/** spmd_op_random's values (runtime/devices/backend/random_values.h, dtype code 0 f32, 1 f64, 2 bf16) for the
- * block of `extent` at `start` of a global array of `global_shape`. */
+/** spmd_op_random's values (runtime/devices/backend/random_values.h, dtype code 0 f32, 1 f64, 2
+ * bf16) for the block of `extent` at `start` of a global array of `global_shape`. */
 spmd_status spmd__cuda_random(void *stream, uint64_t seed, int normal, int code, int ndim,
                               const int64_t *global_shape, const int64_t *start,
                               const int64_t *extent, void *out);

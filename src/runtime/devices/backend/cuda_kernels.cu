@@ -1,8 +1,8 @@
 // Kernels behind the block operations and the in-process reductions on CUDA devices. The
-// arithmetic is runtime/devices/backend/scalar_ops.h's, shared with the host loops; element access and the
-// reductions follow shard_map/reduce.c (same accumulation order and types, saturation, wrap-around
-// and NaN rules), so a program gives the same numbers on either platform (transcendental functions
-// aside: CUDA's libm).
+// arithmetic is runtime/devices/backend/scalar_ops.h's, shared with the host loops; element access
+// and the reductions follow shard_map/reduce.c (same accumulation order and types, saturation,
+// wrap-around and NaN rules), so a program gives the same numbers on either platform
+// (transcendental functions aside: CUDA's libm).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

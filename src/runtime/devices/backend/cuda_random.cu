@@ -1,6 +1,7 @@
 // The kernel behind spmd_op_random on CUDA devices: each thread computes the values of its
-// elements from the seed and their global indices with runtime/devices/backend/random_values.h, the code the
-// host runs, compiled with --fmad=false (src/CMakeLists.txt) so that the bits match the host's.
+// elements from the seed and their global indices with runtime/devices/backend/random_values.h, the
+// code the host runs, compiled with --fmad=false (src/CMakeLists.txt) so that the bits match the
+// host's.
 #include <cuda_runtime.h>
 
 #include "runtime/devices/backend/cuda.h"

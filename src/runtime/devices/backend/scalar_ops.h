@@ -1,7 +1,7 @@
 /* Private: element access and the scalar arithmetic of the block operations, one definition
- * for the host loops (reduce.c, ops.c) and the CUDA kernels (runtime/devices/backend/cuda_kernels.cu),
- * so that both platforms compute the same numbers: conversions and saturation, NaN
- * propagation, integer wrap-around, truncating division. */
+ * for the host loops (reduce.c, ops.c) and the CUDA kernels
+ * (runtime/devices/backend/cuda_kernels.cu), so that both platforms compute the same numbers:
+ * conversions and saturation, NaN propagation, integer wrap-around, truncating division. */
 #ifndef SPMD_SCALAR_OPS_H
 #define SPMD_SCALAR_OPS_H
 
