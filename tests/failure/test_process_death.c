@@ -14,11 +14,15 @@
  * after every process agreed to it: psum_data (a psum of 128 KiB, as its data's first receive
  * is posted) and reshard_data (as the resharding exchange builds its messages). The last three
  * intercept MPI calls through MPI's profiling interface (PMPI), so the library itself has no
- * test hook. Each surviving process prints "survivor N: ok" or "survivor N: check failed"
- * (mpirun --enable-recovery exits with 0 whatever the processes return; run_case.sh checks).
- * psum_exchange runs with SPMD_SHM=0: its kill point is an MPI call.
+ * test hook. psum_stream: the victim dies a few milliseconds into a psum of 32 MiB per device,
+ * whose rounds between processes of one machine stream through the shared-memory rings (a thread
+ * of its own kills it: no MPI call marks the place). Each surviving process prints "survivor N:
+ * ok" or "survivor N: check failed" (mpirun --enable-recovery exits with 0 whatever the processes
+ * return; run_case.sh checks). psum_exchange and psum_data run with SPMD_SHM=0: their kill
+ * points are MPI calls.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +85,22 @@ int MPI_Type_create_struct(int count, const int lengths[], const MPI_Aint displa
 }
 #endif
 
+/* How long the psum of psum_stream took in a warm-up run on this process: the data between
+ * processes takes most of it (the agreement before it well under a millisecond). */
+static double stream_seconds;
+
+/* The victim's own killer, started as its psum_stream begins: 40 % into the warm-up's time
+ * (most runs die in the data; a victim whose psum ended first dies as it returns). */
+static void *kill_soon(void *arg)
+{
+    (void)arg;
+    double wait = 0.4 * stream_seconds;
+    struct timespec pause = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+    nanosleep(&pause, NULL);
+    die_if_victim();
+    return NULL;
+}
+
 static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
                             void *user)
 {
@@ -88,16 +108,27 @@ static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int no
     const char *c = user;
     if (spmd_ctx_device(ctx) == spmd_local_device_id(0) && strcmp(c, "shard_map") == 0)
         die_if_victim(); /* mid-call: the other devices of every process are already running */
-    if (strcmp(c, "psum_data") == 0) { /* beyond the size whose check travels with the data */
-        int64_t big[1] = {32768};
+    int warm_up = strcmp(c, "stream-warm-up") == 0, stream = warm_up || !strcmp(c, "psum_stream");
+    if (strcmp(c, "psum_data") == 0 || stream) { /* beyond the size whose check travels with it */
+        int64_t big[1] = {stream ? 8 << 20 : 32768};
         spmd_block a, b;
         spmd_status st = spmd_ctx_alloc(ctx, 1, big, SPMD_DTYPE_F32, &a);
         if (st == SPMD_OK)
             st = spmd_ctx_alloc(ctx, 1, big, SPMD_DTYPE_F32, &b);
         if (st == SPMD_OK)
             st = spmd_op_fill(ctx, &a, 1.0);
+        pthread_t killer;
+        int first = spmd_ctx_device(ctx) == spmd_local_device_id(0);
+        if (st == SPMD_OK && stream && !warm_up && first && spmd_process_index() == VICTIM &&
+            pthread_create(&killer, NULL, kill_soon, NULL) != 0)
+            st = SPMD_ERR_OUT_OF_MEMORY;
+        double t0 = now_s();
         if (st == SPMD_OK)
             st = spmd_psum(ctx, &a, &b, "i");
+        if (st == SPMD_OK && warm_up && first) /* the second warm-up's: pages touched already */
+            stream_seconds = now_s() - t0;
+        if (stream && !warm_up && first)
+            die_if_victim();
         if (st != SPMD_OK)
             return st;
     }
@@ -125,7 +156,7 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
     (void)rows;
     die_in_data_phase = strstr(the_case, "_data") != NULL;
     if (strcmp(the_case, "shard_map") == 0 || strcmp(the_case, "psum_data") == 0 ||
-        strcmp(the_case, "psum_exchange") == 0)
+        strcmp(the_case, "psum_exchange") == 0 || strcmp(the_case, "psum_stream") == 0)
         return sum(mesh, x, the_case);
     if (strcmp(the_case, "barrier") == 0) {
         die_if_victim();
@@ -146,7 +177,7 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
     }
     fprintf(stderr,
             "unknown case '%s': shard_map, barrier, allgather, reshard, psum_exchange, "
-            "psum_data or reshard_data\n",
+            "psum_data, psum_stream or reshard_data\n",
             the_case);
     exit(2);
 }
@@ -154,9 +185,10 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
 int main(int argc, char **argv)
 {
     the_case = argc > 1 ? argv[1] : "shard_map";
-    /* The kill comes with the exchange's first MPI_Isend: on one machine its messages would go
-     * through shared memory (SPMD_SHM), where no profiling interface sees them. */
-    if (strcmp(the_case, "psum_exchange") == 0)
+    /* The kill comes with an MPI call (the exchange's first MPI_Isend, the data's first
+     * MPI_Irecv): on one machine the messages would go through shared memory (SPMD_SHM), where
+     * no profiling interface sees them. */
+    if (strcmp(the_case, "psum_exchange") == 0 || strcmp(the_case, "psum_data") == 0)
         setenv("SPMD_SHM", "0", 1);
     if (spmd_init(NULL) != SPMD_OK) {
         fprintf(stderr, "%s\n", spmd_last_error());
@@ -183,7 +215,9 @@ int main(int argc, char **argv)
     }
     /* the cases in the middle of a psum's messages start from a mesh that made its
      * communicators in an earlier call */
-    if (strncmp(the_case, "psum_", 5) == 0 && sum(mesh, x, "warm-up") != SPMD_OK) {
+    const char *warm_up = strcmp(the_case, "psum_stream") == 0 ? "stream-warm-up" : "warm-up";
+    if (strncmp(the_case, "psum_", 5) == 0 &&
+        (sum(mesh, x, warm_up) != SPMD_OK || sum(mesh, x, warm_up) != SPMD_OK)) {
         fprintf(stderr, "warm-up: %s\n", spmd_last_error());
         return 1;
     }

@@ -68,13 +68,84 @@ static int ring_mismatch(xchg *x, int rank)
     return 0;
 }
 
+static int by_peer_order(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* Marks in single[i] the messages whose peer no other message of the list has. */
+static int mark_single_peers(int n, const spmd__message *m, int *single)
+{
+    if (n <= 8) { /* the usual lists: a permutation's one or two peers */
+        for (int i = 0; i < n; i++) {
+            single[i] = 1;
+            for (int j = 0; j < n && single[i]; j++)
+                single[i] = j == i || m[j].peer != m[i].peer;
+        }
+        return 1;
+    }
+    int *by_peer = malloc((size_t)n * 2 * sizeof *by_peer);
+    if (!by_peer)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        by_peer[2 * i] = m[i].peer;
+        by_peer[2 * i + 1] = i;
+    }
+    qsort(by_peer, (size_t)n, 2 * sizeof *by_peer, by_peer_order);
+    for (int k = 0; k < n; k++)
+        single[by_peer[2 * k + 1]] = (k == 0 || by_peer[2 * k - 2] != by_peer[2 * k]) &&
+                                     (k == n - 1 || by_peer[2 * k + 2] != by_peer[2 * k]);
+    free(by_peer);
+    return 1;
+}
+
+/* A message of `count` bytes (MPI's error `err` for it) came for receive `recv` into buf: 0 when
+ * an exchange given up on that had this tag left it (not this one's: receive again); else 1,
+ * its payload copied to the receive, or the exchange marked a mismatch naming the sender. */
+static int take_paired(xchg *x, const spmd__agreement *a, const spmd__message *recv,
+                       const char *buf, size_t count, size_t cap, int err, int *culprit)
+{
+    uint32_t stamp = err == MPI_SUCCESS && count <= cap ? spmd__header_stamp_of(buf, count) : 0;
+    if (stamp && stamp != x->stamp)
+        return 0;
+    header in;
+    size_t payload = 0;
+    int ours = err == MPI_SUCCESS && count <= cap &&
+               spmd__header_unseal(buf, count, recv->peer, &in, &payload);
+    if (!ours || in.fp_min != a->fingerprint || in.fp_max != a->fingerprint ||
+        payload != recv->bytes) {
+        x->h.flags |= FLAG_SIZE; /* mismatch: told apart by the sender named below */
+        if (*culprit < 0)
+            *culprit = recv->peer;
+        return 1;
+    }
+    spmd__header_merge(&x->h, &in);
+    if (!spmd__header_failed(&x->h))
+        memcpy(recv->data, buf, payload);
+    return 1;
+}
+
+/* A receive that waits on a ring looks at MPI this often (spins): for a message its sender
+ * could not put in the ring (full), or one of a call that differs. */
+#define PAIRED_MPI_EVERY 16
+/* ... and yields the core between looks after this long. */
+#define PAIRED_SPIN_NS 1000000
+
+/*
+ * A message of at most a slot, and the only one between its two processes in the list, goes
+ * through the shared-memory ring between them (host_rings.h) where they share a machine: the
+ * receiver knows from the sizes it lists, which its sender lists alike unless the calls differ
+ * (then the messages tell). A message that finds its ring full goes through MPI; its receiver
+ * probes MPI now and then.
+ */
 spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
                                        const spmd__message *sends, int nrecv,
                                        const spmd__message *recvs, spmd__wait *w)
 {
     xchg x;
     spmd__xchg_init(&x, c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns);
-    int n = nsend + nrecv;
+    int n = nsend + nrecv, n1 = n ? n : 1;
     size_t sbytes = 0, rbytes = 0;
     for (int i = 0; i < nsend; i++)
         sbytes += sends[i].bytes + SEAL_MAX;
@@ -82,43 +153,116 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         rbytes += recvs[i].bytes + SEAL_MAX + PAIRED_SLACK;
     char *S = spmd__comm_buffer(c, 0, sbytes ? sbytes : 1);
     char *R = spmd__comm_buffer(c, 1, rbytes ? rbytes : 1);
-    MPI_Request *reqs =
-        malloc((size_t)(n ? n : 1) * (sizeof *reqs + sizeof(MPI_Status) + 2 * sizeof(int)));
-    SPMD_REQUIRE(S && R && reqs, SPMD_ERR_OUT_OF_MEMORY,
-                 "out of memory for %zu bytes of messages between processes", sbytes + rbytes);
-    MPI_Status *statuses = (MPI_Status *)(reqs + (n ? n : 1));
-    int *idx = (int *)(statuses + (n ? n : 1)), *done = idx + (n ? n : 1);
-    size_t *slot = malloc((size_t)(n ? n : 1) * sizeof *slot);
-    SPMD_REQUIRE(slot != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    MPI_Request *reqs = malloc((size_t)n1 * (sizeof *reqs + sizeof(MPI_Status) + 3 * sizeof(int)));
+    size_t *slot = malloc(2 * (size_t)n1 * sizeof *slot), *sealed = slot + n1;
+    if (!S || !R || !reqs || !slot) {
+        free(reqs);
+        free(slot);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
+                          "out of memory for %zu bytes of messages between processes",
+                          sbytes + rbytes);
+    }
+    MPI_Status *statuses = (MPI_Status *)(reqs + n1);
+    int *idx = (int *)(statuses + n1), *done = idx + n1, *ring = done + n1;
+    /* ring[i]: receive i waits on its sender's ring (until a probe finds it in MPI), send i
+     * may go into the receiver's */
+    if (!mark_single_peers(nrecv, recvs, ring) || !mark_single_peers(nsend, sends, ring + nrecv)) {
+        free(reqs);
+        free(slot);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    int rings_open = 0;
+    for (int i = 0; i < n; i++) {
+        const spmd__message *m = i < nrecv ? &recvs[i] : &sends[i - nrecv];
+        ring[i] = ring[i] && m->bytes + SEAL_MAX <= spmd__ring_capacity() &&
+                  (i >= nrecv || spmd__ring_from(c->processes[m->peer]));
+        reqs[i] = MPI_REQUEST_NULL;
+        done[i] = 0;
+    }
+    int left = n;
+    for (int i = 0, at = 0; i < nsend; i++) {
+        int k = nrecv + i;
+        if (ring[k]) { /* straight from the data into the ring, the trailer after it */
+            char trailer[SEAL_MAX];
+            size_t tail = spmd__header_seal(&x.h, x.stamp, trailer, 0);
+            ring[k] = spmd__ring_send_parts(c->processes[sends[i].peer], c->wire, x.tag, x.stamp,
+                                            sends[i].data, sends[i].bytes, trailer, tail);
+            done[k] = ring[k];
+            left -= ring[k];
+        }
+        if (ring[k])
+            continue;
+        memcpy(S + at, sends[i].data, sends[i].bytes);
+        sealed[k] = spmd__header_seal(&x.h, x.stamp, S + at, sends[i].bytes);
+        slot[k] = (size_t)at;
+        at += (int)sealed[k];
+    }
     lock();
     for (int i = 0, at = 0; i < nrecv; i++) {
         slot[i] = (size_t)at;
         int cap = (int)(recvs[i].bytes + SEAL_MAX + PAIRED_SLACK);
-        MPI_Irecv(R + at, cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm, &reqs[i]);
+        if (!ring[i])
+            MPI_Irecv(R + at, cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm, &reqs[i]);
+        rings_open += ring[i];
         at += cap;
-        done[i] = 0;
     }
-    for (int i = 0, at = 0; i < nsend; i++) {
-        memcpy(S + at, sends[i].data, sends[i].bytes);
-        size_t len = spmd__header_seal(&x.h, x.stamp, S + at, sends[i].bytes);
-        MPI_Isend(S + at, (int)len, MPI_BYTE, c->peer[sends[i].peer], x.tag, c->comm,
-                  &reqs[nrecv + i]);
-        at += (int)len;
-        done[nrecv + i] = 0;
-    }
+    for (int i = nrecv; i < n; i++)
+        if (!done[i])
+            MPI_Isend(S + slot[i], (int)sealed[i], MPI_BYTE, c->peer[sends[i - nrecv].peer], x.tag,
+                      c->comm, &reqs[i]);
     unlock();
-    int left = n, timed_out = 0, culprit = -1, tracked = -1, tracked_request = -1;
+    int timed_out = 0, culprit = -1, tracked = -1, tracked_request = -1;
     /* the coarse clock: deadlines are seconds away, probes milliseconds */
     int64_t started = spmd__coarse_now_ns(), probe_after = spmd__calls_probe_after_ns();
     int64_t now = started;
     unsigned spins = 0;
+    int every = spmd__rings_crowded() ? 1 : PAIRED_MPI_EVERY;
     doubt suspected = {0, 0};
+    spmd__pause pause;
+    spmd__pause_begin(&pause, now);
     while (left > 0 && x.stopped == SPMD_OK) {
         uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
-        int got = 0;
-        lock();
-        int rc = MPI_Testsome(n, reqs, &got, idx, statuses);
-        unlock();
+        /* a suspicion makes every test a full look: the message may be in MPI, unseen */
+        int look = suspicion || spins % (unsigned)every == (unsigned)every - 1;
+        for (int i = 0; rings_open && i < nrecv; i++) {
+            if (!ring[i] || done[i])
+                continue;
+            size_t cap = recvs[i].bytes + SEAL_MAX + PAIRED_SLACK;
+            spmd__ring_message in; /* read where it lies: its payload goes straight out */
+            while (spmd__ring_claim(c->processes[recvs[i].peer], c->wire, x.tag, &in)) {
+                int taken =
+                    take_paired(&x, a, &recvs[i], in.data, in.bytes, cap, MPI_SUCCESS, &culprit);
+                spmd__ring_release(&in);
+                if (taken) {
+                    done[i] = 1;
+                    left--;
+                    rings_open--;
+                    break;
+                }
+            }
+            if (done[i] || !look)
+                continue;
+            int flag = 0;
+            MPI_Message message;
+            lock(); /* it came through MPI: received as any other from now on */
+            int rc = MPI_Improbe(c->peer[recvs[i].peer], x.tag, c->comm, &flag, &message,
+                                 MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS && flag)
+                rc = MPI_Imrecv(R + slot[i], (int)cap, MPI_BYTE, &message, &reqs[i]);
+            unlock();
+            if (rc != MPI_SUCCESS)
+                spmd__xchg_broken(&x, rc, "MPI_Imrecv");
+            if (flag) {
+                ring[i] = 0;
+                rings_open--;
+            }
+        }
+        int got = 0, rc = MPI_SUCCESS;
+        if (left > rings_open) { /* MPI's requests: their progress at every look */
+            lock();
+            rc = MPI_Testsome(n, reqs, &got, idx, statuses);
+            unlock();
+        }
         if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
             spmd__xchg_broken(&x, rc, "MPI_Testsome");
             break;
@@ -131,37 +275,22 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
                 continue;
             int count = 0;
             MPI_Get_count(&statuses[k], MPI_BYTE, &count);
+            size_t cap = recvs[i].bytes + SEAL_MAX + PAIRED_SLACK;
             int err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
-            uint32_t stamp =
-                err == MPI_SUCCESS ? spmd__header_stamp_of(R + slot[i], (size_t)count) : 0;
-            if (stamp && stamp != x.stamp) { /* left by an exchange given up on: not ours */
-                int cap = (int)(recvs[i].bytes + SEAL_MAX + PAIRED_SLACK);
+            if (!take_paired(&x, a, &recvs[i], R + slot[i], (size_t)count, cap, err,
+                             &culprit)) { /* left by an exchange given up on: not ours */
                 lock();
-                MPI_Irecv(R + slot[i], cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm,
+                MPI_Irecv(R + slot[i], (int)cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm,
                           &reqs[i]);
                 unlock();
                 done[i] = 0;
                 left++;
-                continue;
             }
-            header in;
-            size_t payload = 0;
-            int ours = err == MPI_SUCCESS && spmd__header_unseal(R + slot[i], (size_t)count,
-                                                                 recvs[i].peer, &in, &payload);
-            if (!ours || in.fp_min != a->fingerprint || in.fp_max != a->fingerprint ||
-                payload != recvs[i].bytes) {
-                x.h.flags |= FLAG_SIZE; /* mismatch: told apart by the sender named below */
-                if (culprit < 0)
-                    culprit = recvs[i].peer;
-                continue;
-            }
-            spmd__header_merge(&x.h, &in);
-            if (!spmd__header_failed(&x.h))
-                memcpy(recvs[i].data, R + slot[i], payload);
         }
-        if ((spins & 15) == 15) /* its partners send through MPI: a ring message is another */
+        if ((spins & 15) == 15) /* a ring message for a receive through MPI: another exchange */
             for (int i = 0; i < nrecv; i++)
-                if (!done[i] && ring_mismatch(&x, recvs[i].peer)) {
+                if (!done[i] && !ring[i] && reqs[i] != MPI_REQUEST_NULL &&
+                    ring_mismatch(&x, recvs[i].peer)) {
                     MPI_Status status; /* that partner is in another exchange */
                     if (spmd__comm_cancel_receive(&reqs[i], &status) == SPMD__STUCK)
                         spmd__comm_detach_buffer(c, 1);
@@ -171,8 +300,9 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
                     if (culprit < 0)
                         culprit = recvs[i].peer;
                 }
-        spmd__xchg_weigh_doubt(&suspected, tracked, suspicion,
-                               tracked_request >= 0 && !done[tracked_request]);
+        if (look)
+            spmd__xchg_weigh_doubt(&suspected, tracked, suspicion,
+                                   tracked_request >= 0 && !done[tracked_request]);
         if ((++spins & 7) == 0) /* the clock every few tests: a test is far shorter than any
                                    deadline, and reading it cost a tenth of a short call */
             now = spmd__coarse_now_ns();
@@ -195,6 +325,10 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             spmd__calls_poll_notes();
         if (left > 0)
             (void)spmd__xchg_cancelled(&x, now);
+        /* a ring is polled without MPI's progress, which would yield the core when others
+         * wait for it: so does a wait for rings alone on a crowded machine, or after a while */
+        if (left > 0 && left == rings_open)
+            spmd__pause_step(&pause, now, spmd__rings_crowded() ? 0 : PAIRED_SPIN_NS);
     }
     spmd__calls_wait_end(tracked);
     int sends_open = 0;
@@ -202,11 +336,13 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         if (done[i])
             continue;
         if (i < nrecv) {
-            MPI_Status status;
-            int settled = spmd__comm_cancel_receive(&reqs[i], &status);
-            done[i] = settled == SPMD__ARRIVED;
-            if (settled == SPMD__STUCK)
-                spmd__comm_detach_buffer(c, 1); /* MPI may still write into R */
+            if (reqs[i] != MPI_REQUEST_NULL) {
+                MPI_Status status;
+                int settled = spmd__comm_cancel_receive(&reqs[i], &status);
+                done[i] = settled == SPMD__ARRIVED;
+                if (settled == SPMD__STUCK)
+                    spmd__comm_detach_buffer(c, 1); /* MPI may still write into R */
+            }
             if (timed_out && !done[i])
                 spmd__xchg_missed(&x, recvs[i].peer);
         } else {

@@ -139,6 +139,22 @@ int64_t spmd__comm_data_deadline(const spmd__comm *c);
 spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, const int *from,
                                        const char *what, int64_t deadline,
                                        const spmd__wait *cancel);
+/** What a stream does with each chunk that arrives: `bytes` at `offset` of the message,
+ * read where they lie in the sender's slot (a copy out, or an addition straight from there). */
+typedef void (*spmd__chunk_fn)(void *arg, size_t offset, const void *data, size_t bytes);
+/** 1 when rank `peer` and this one share a machine with wide ring slots both ways: a swap of
+ * data with it may go by spmd__comm_ring_stream (alike on both sides). */
+int spmd__comm_ring_stream_usable(const spmd__comm *c, int peer);
+/**
+ * Swaps data with rank `peer` through the shared-memory rings (ring_stream_mpi.c), in chunks of
+ * a wide slot at `tag`: sbytes of `send` go out while rbytes arrive, each chunk handed to
+ * take() as it comes, so that the copy and its use overlap and stay in the caches. Either side
+ * may be empty. Ends at `deadline` naming the peer, or when `cancel` says the call was given up;
+ * the communicator must then be abandoned.
+ */
+spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, const void *send,
+                                   size_t sbytes, size_t rbytes, spmd__chunk_fn take, void *arg,
+                                   const char *what, int64_t deadline, const spmd__wait *cancel);
 /**
  * The data of a canonical-order reduction (runtime/base/tree.h) once every rank agreed to it, by
  * recursive doubling over the tree's nodes at `tag`: a rank whose positions do not fill a node

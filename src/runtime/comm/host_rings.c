@@ -23,16 +23,27 @@
  * process's devices may be in one (up to 8 devices per process without falling back to MPI);
  * messages left by exchanges given up take slots too. */
 enum { SLOTS = 8 };
+/* Wide slots per ring, for messages longer than a slot (up to SPMD__RING_WIDE_BYTES): one
+ * message in flight per pair and direction, and one more; a message that finds them taken goes
+ * through MPI. */
+enum { WIDE_SLOTS = 2 };
 enum { SLOT_EMPTY = 0, SLOT_WRITING, SLOT_FULL, SLOT_TAKING };
 #define SEGMENT_MAGIC 0x73706d6472696e67ull /* "spmdring" */
+/* The wide slots of all the segments of a machine stay within this: a machine with many
+ * processes gets narrower ones (none below a slot's size), so that /dev/shm is not filled. */
+#define WIDE_MACHINE_BYTES ((size_t)32 << 20)
 
-typedef struct slot {
+typedef struct slot_head {
     _Alignas(64) _Atomic uint32_t state;
     uint32_t bytes;
     int32_t tag;
     uint32_t stamp; /* the exchange's (check_mpi.c), for a look that takes nothing */
     uint64_t wire;
     uint64_t seq; /* per sender and receiver: the oldest of several matching messages first */
+} slot_head;
+
+typedef struct slot {
+    slot_head h;
     char data[SPMD__RING_BYTES];
 } slot;
 
@@ -45,10 +56,12 @@ typedef struct ring {
     _Alignas(64) _Atomic uint64_t gave_up[GAVE_UP];
     _Atomic uint32_t gave_up_next;
     slot slots[SLOTS];
+    slot_head wide[WIDE_SLOTS]; /* their data lies in the segment's wide area */
 } ring;
 
 /* A segment: this head, an attached flag per process of the machine (set by that process once it
- * mapped the segment: it writes here from then on), then one ring per process of the machine. */
+ * mapped the segment: it writes here from then on), then one ring per process of the machine,
+ * then the data of their wide slots. */
 typedef struct segment_head {
     uint64_t magic;
     uint64_t job;      /* whose start-up: names alone could meet another job's */
@@ -65,9 +78,17 @@ static struct {
     char **peers;               /* [n]: the others' segments, mapped (NULL: none) */
     size_t segment_bytes;       /* every segment's (they hold n rings each) */
     size_t rings_at;            /* ... and where its rings begin */
+    size_t wide_at, wide_bytes; /* ... where the wide slots' data begins, and each one's size */
     int *writes_here;           /* [n]: that process writes its messages to this one into rings */
     _Atomic uint64_t *next_seq; /* [n]: messages sent into that process's ring */
 } R;
+
+/* The communicators gone last (spmd__ring_forget): a message for one of them that a sender
+ * still writes afterwards (a peer that stalled past the timeout, then went on) is emptied by
+ * the next look at its ring, instead of holding its slot for good. */
+enum { FORGOTTEN = 16 };
+static _Atomic uint64_t forgotten[FORGOTTEN];
+static _Atomic uint32_t forgotten_next; /* cleared with the rings: wires restart at spmd_init */
 
 static size_t rings_offset(int n)
 {
@@ -81,6 +102,34 @@ static _Atomic uint32_t *attached_flags(char *segment)
 }
 
 static ring *ring_in(char *segment, int sender) { return (ring *)(segment + R.rings_at) + sender; }
+
+/* Slot k of a ring: the slots, then the wide slots. */
+static slot_head *slot_of(ring *r, int k)
+{
+    return k < SLOTS ? &r->slots[k].h : &r->wide[k - SLOTS];
+}
+
+/* Where the data of slot k of the ring from `sender` in `segment` lies, and how much it holds. */
+static char *slot_data(char *segment, int sender, int k, size_t *capacity)
+{
+    if (k < SLOTS) {
+        *capacity = SPMD__RING_BYTES;
+        return ring_in(segment, sender)->slots[k].data;
+    }
+    *capacity = R.wide_bytes;
+    return segment + R.wide_at + ((size_t)sender * WIDE_SLOTS + (size_t)(k - SLOTS)) * R.wide_bytes;
+}
+
+/* Slots a ring has: the wide ones only where the machine has room for them. */
+static int slots_in_ring(void) { return R.wide_bytes ? SLOTS + WIDE_SLOTS : SLOTS; }
+
+/* Each wide slot's size for n processes on a machine: 0 when that is no more than a slot. */
+static size_t wide_bytes_for(int n)
+{
+    size_t fair = WIDE_MACHINE_BYTES / ((size_t)n * (size_t)n * WIDE_SLOTS) / 64 * 64;
+    size_t bytes = fair < SPMD__RING_WIDE_BYTES ? fair : SPMD__RING_WIDE_BYTES;
+    return bytes > SPMD__RING_BYTES ? bytes : 0;
+}
 
 /* A segment's name: "/spmd-rings-<pid>-<token>". The token is 128 random bits, and the name
  * reaches the job's other processes through MPI alone, so no one else can create it before its
@@ -321,7 +370,9 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
         for (int p = 0, k = 0; p < count; p++)
             R.local_of[p] = hosts[p] == hosts[me] ? k++ : -1;
         R.rings_at = rings_offset(n);
-        R.segment_bytes = R.rings_at + (size_t)n * sizeof(ring);
+        R.wide_at = R.rings_at + (size_t)n * sizeof(ring);
+        R.wide_bytes = wide_bytes_for(n);
+        R.segment_bytes = R.wide_at + (size_t)n * WIDE_SLOTS * R.wide_bytes;
         /* the machine's cores, not this process's affinity: a launcher binds each process
          * to a core of its own */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -373,9 +424,19 @@ void spmd__rings_unlink(void)
     free(R.writes_here);
     free((void *)R.next_seq);
     memset(&R, 0, sizeof R);
+    for (int k = 0; k < FORGOTTEN; k++)
+        atomic_store_explicit(&forgotten[k], 0, memory_order_relaxed);
 }
 
 int spmd__rings_crowded(void) { return R.crowded; }
+
+size_t spmd__ring_wide_bytes(void) { return R.wide_bytes; }
+
+int spmd__ring_to(int to)
+{
+    int j = R.n ? R.local_of[to] : -1;
+    return j >= 0 && R.peers[j] != NULL;
+}
 
 int spmd__ring_from(int from)
 {
@@ -385,16 +446,21 @@ int spmd__ring_from(int from)
     return j >= 0 && R.writes_here[j];
 }
 
-int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *data, size_t bytes)
+size_t spmd__ring_capacity(void) { return R.wide_bytes ? R.wide_bytes : SPMD__RING_BYTES; }
+
+int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const void *head,
+                          size_t head_bytes, const void *tail, size_t tail_bytes)
 {
-    if (!R.n || bytes > SPMD__RING_BYTES)
+    size_t bytes = head_bytes + tail_bytes;
+    if (!R.n || bytes > spmd__ring_capacity())
         return 0;
     int j = R.local_of[to];
     if (j < 0 || !R.peers[j])
         return 0;
     ring *r = ring_in(R.peers[j], R.here);
-    for (int k = 0; k < SLOTS; k++) {
-        slot *s = &r->slots[k];
+    /* a slot where it fits, else a wide one */
+    for (int k = bytes <= SPMD__RING_BYTES ? 0 : SLOTS; k < slots_in_ring(); k++) {
+        slot_head *s = slot_of(r, k);
         uint32_t empty = SLOT_EMPTY;
         if (!atomic_compare_exchange_strong_explicit(&s->state, &empty, SLOT_WRITING,
                                                      memory_order_acquire, memory_order_relaxed))
@@ -404,18 +470,27 @@ int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *
         s->stamp = stamp;
         s->wire = wire;
         s->seq = atomic_fetch_add_explicit(&R.next_seq[j], 1, memory_order_relaxed);
-        memcpy(s->data, data, bytes);
+        size_t capacity;
+        char *data = slot_data(R.peers[j], R.here, k, &capacity);
+        memcpy(data, head, head_bytes);
+        if (tail_bytes)
+            memcpy(data + head_bytes, tail, tail_bytes);
         atomic_store_explicit(&s->state, SLOT_FULL, memory_order_release);
         return 1;
     }
     return 0;
 }
 
+int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *data, size_t bytes)
+{
+    return spmd__ring_send_parts(to, wire, tag, stamp, data, bytes, NULL, 0);
+}
+
 int spmd__ring_ready(int from, uint64_t wire, int tag, uint32_t stamp)
 {
     ring *r = ring_in(R.own, R.local_of[from]);
-    for (int k = 0; k < SLOTS; k++) { /* a look only: spmd__ring_take claims what it takes */
-        slot *s = &r->slots[k];
+    for (int k = 0; k < slots_in_ring(); k++) { /* a look only: spmd__ring_take claims it */
+        slot_head *s = slot_of(r, k);
         if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL && s->wire == wire &&
             s->tag == tag && s->stamp == stamp)
             return 1;
@@ -423,55 +498,113 @@ int spmd__ring_ready(int from, uint64_t wire, int tag, uint32_t stamp)
     return 0;
 }
 
-long spmd__ring_take(int from, uint64_t wire, int tag, void *buf, size_t cap)
+static int is_forgotten(uint64_t wire)
 {
-    ring *r = ring_in(R.own, R.local_of[from]);
+    for (int k = 0; wire && k < FORGOTTEN; k++)
+        if (atomic_load_explicit(&forgotten[k], memory_order_relaxed) == wire)
+            return 1;
+    return 0;
+}
+
+/* Empties the full slots of ring r whose messages are for a communicator gone. */
+static void empty_forgotten(ring *r)
+{
+    for (int k = 0; k < slots_in_ring(); k++) {
+        slot_head *s = slot_of(r, k);
+        uint32_t full = SLOT_FULL;
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FULL ||
+            !is_forgotten(s->wire) ||
+            !atomic_compare_exchange_strong_explicit(&s->state, &full, SLOT_TAKING,
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        atomic_store_explicit(&s->state, is_forgotten(s->wire) ? SLOT_EMPTY : SLOT_FULL,
+                              memory_order_release);
+    }
+}
+
+/* 1 when a message with the envelope (wire, tag) older than `seq` is in ring r. A look at the
+ * slots one after another is no snapshot: a sender that fills a slot already looked at, then
+ * another one further on, would have its second message taken first. The first is full once the
+ * second is, so this second look, after the claim, finds it. */
+static int older_waits(ring *r, uint64_t wire, int tag, uint64_t seq)
+{
+    for (int k = 0; k < slots_in_ring(); k++) {
+        slot_head *s = slot_of(r, k);
+        if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL && s->wire == wire &&
+            s->tag == tag && s->seq < seq)
+            return 1;
+    }
+    return 0;
+}
+
+int spmd__ring_claim(int from, uint64_t wire, int tag, spmd__ring_message *out)
+{
+    int sender = R.local_of[from];
+    ring *r = ring_in(R.own, sender);
     for (;;) {
-        slot *best = NULL;
+        slot_head *best = NULL;
+        int best_k = -1, stale = 0;
         uint64_t best_seq = 0;
-        for (int k = 0; k < SLOTS; k++) {
-            slot *s = &r->slots[k];
-            if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL &&
-                s->wire == wire && s->tag == tag && (!best || s->seq < best_seq)) {
+        for (int k = 0; k < slots_in_ring(); k++) {
+            slot_head *s = slot_of(r, k);
+            if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FULL)
+                continue;
+            if (s->wire == wire && s->tag == tag && (!best || s->seq < best_seq)) {
                 best = s;
+                best_k = k;
                 best_seq = s->seq;
+            } else if (s->wire != wire) {
+                stale = 1; /* another communicator's: maybe one gone */
             }
         }
-        if (!best)
-            return -1;
+        if (!best) {
+            if (stale) /* slots a gone communicator's late messages hold:
+                                                     the sender's again */
+                empty_forgotten(r);
+            return 0;
+        }
         /* Claimed before it is read: another thread of this process may have taken what this
          * one looked at, and the sender written another message there since. */
         uint32_t full = SLOT_FULL;
         if (!atomic_compare_exchange_strong_explicit(&best->state, &full, SLOT_TAKING,
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
-        if (best->wire != wire || best->tag != tag || best->seq != best_seq) {
+        if (best->wire != wire || best->tag != tag || best->seq != best_seq ||
+            older_waits(r, wire, tag, best_seq)) {
             atomic_store_explicit(&best->state, SLOT_FULL, memory_order_release); /* not ours */
             continue;
         }
-        size_t bytes = best->bytes;
-        memcpy(buf, best->data, bytes < cap ? bytes : cap);
-        atomic_store_explicit(&best->state, SLOT_EMPTY, memory_order_release);
-        return bytes > cap ? (long)cap + 1 : (long)bytes;
+        size_t capacity;
+        out->data = slot_data(R.own, sender, best_k, &capacity);
+        out->bytes = best->bytes < capacity ? best->bytes : capacity; /* never beyond the slot */
+        out->slot = best;
+        return 1;
     }
+}
+
+void spmd__ring_release(spmd__ring_message *m)
+{
+    atomic_store_explicit(&((slot_head *)m->slot)->state, SLOT_EMPTY, memory_order_release);
+    m->slot = NULL;
+}
+
+long spmd__ring_take(int from, uint64_t wire, int tag, void *buf, size_t cap)
+{
+    spmd__ring_message m;
+    if (!spmd__ring_claim(from, wire, tag, &m))
+        return -1;
+    size_t bytes = m.bytes;
+    memcpy(buf, m.data, bytes < cap ? bytes : cap);
+    spmd__ring_release(&m);
+    return bytes > cap ? (long)cap + 1 : (long)bytes;
 }
 
 void spmd__ring_forget(uint64_t wire)
 {
-    for (int j = 0; R.own && j < R.n; j++) {
-        ring *r = ring_in(R.own, j);
-        for (int k = 0; k < SLOTS; k++) {
-            slot *s = &r->slots[k];
-            uint32_t full = SLOT_FULL;
-            if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FULL ||
-                s->wire != wire ||
-                !atomic_compare_exchange_strong_explicit(
-                    &s->state, &full, SLOT_TAKING, memory_order_acquire, memory_order_relaxed))
-                continue;
-            atomic_store_explicit(&s->state, s->wire == wire ? SLOT_EMPTY : SLOT_FULL,
-                                  memory_order_release);
-        }
-    }
+    uint32_t k = atomic_fetch_add_explicit(&forgotten_next, 1, memory_order_relaxed);
+    atomic_store_explicit(&forgotten[k % FORGOTTEN], wire, memory_order_relaxed);
+    for (int j = 0; R.own && j < R.n; j++)
+        empty_forgotten(ring_in(R.own, j));
 }
 
 void spmd__ring_give_up(int to, uint64_t token)

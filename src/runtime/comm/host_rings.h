@@ -1,16 +1,19 @@
-/* Private to the MPI process layer: the control plane's small messages between processes on one
- * machine, through shared memory instead of MPI.
+/* Private to the MPI process layer: the messages of up to 64 KiB between processes on one machine
+ * (the control plane's, the small collectives', the chunks a large reduction streams:
+ * ring_stream_mpi.c), through shared memory instead of MPI.
  *
  * Every process owns one segment of POSIX shared memory, with one ring of a few slots for each
- * other process on its machine; a sender writes into its ring in the receiver's segment, and the
- * receiver polls its own. A message carries the identity of its communicator (spmd__comm's wire)
- * and its tag, as MPI's envelope would; the receiver takes the oldest one that matches. A message
- * too long for a slot, or one that finds its ring full, goes through MPI instead: a receiver that
- * polls a ring also probes MPI now and then. The rings are set up once, at start-up, by every
- * process alike (spmd__rings_link): afterwards whether a peer writes into the rings never changes.
+ * other process on its machine, and two wide slots (64 KiB) beside; a sender writes into its ring
+ * in the receiver's segment, and the receiver polls its own. A message carries the identity of
+ * its communicator (spmd__comm's wire) and its tag, as MPI's envelope would; the receiver takes
+ * the oldest one that matches. A message too long for a wide slot, or one that finds its ring
+ * full, goes through MPI instead: a receiver that polls a ring also probes MPI now and then. The
+ * rings are set up once, at start-up, by every process alike (spmd__rings_link): afterwards
+ * whether a peer writes into the rings never changes.
  * An MPI message between the same processes takes Open MPI's shared-memory transport too, but
- * through its progress engine and matching (about 0.6 us on the machines measured): a ring is a
- * cache line the receiver polls (about 0.15 us). SPMD_SHM=0 leaves everything to MPI.
+ * through its progress engine and matching (about 0.6 us on the machines measured), and beyond
+ * 4 KiB by a rendezvous (a round trip before the data): a ring is a cache line the receiver polls
+ * (about 0.15 us). SPMD_SHM=0 leaves everything to MPI.
  */
 #ifndef SPMD_RUNTIME_HOST_RINGS_H
 #define SPMD_RUNTIME_HOST_RINGS_H
@@ -24,6 +27,11 @@
 
 /** The largest message a slot holds (a shard_map outcome with its message, and a trailer). */
 #define SPMD__RING_BYTES 1344
+/** The largest message a wide slot holds: a combined collective's 64 KiB (comm.h) with its
+ * header and trailer. Each ring has two; on a machine with many processes they are narrower
+ * (spmd__ring_capacity), so that all the wide slots of a machine stay within 32 MiB of
+ * /dev/shm, and where that leaves no more than a slot there are none. */
+#define SPMD__RING_WIDE_BYTES (64 * 1024 + 1024)
 
 /**
  * Sets up the rings between this process (`me`, of `count`) and the others on its machine
@@ -45,19 +53,41 @@ void spmd__rings_unlink(void);
 /** 1 when the processes on this machine outnumber its cores: a wait for a ring yields the core
  * (MPI's progress does the same when it finds the machine oversubscribed). */
 int spmd__rings_crowded(void);
+/** The longest message that spmd__ring_send may put into a ring: alike on every process of a
+ * machine. */
+size_t spmd__ring_capacity(void);
+/** The size of a wide slot: 0 where the machine has none. */
+size_t spmd__ring_wide_bytes(void);
+/** 1 when this process writes its messages to process `to` into a ring. */
+int spmd__ring_to(int to);
 /** 1 when process `from` writes its messages to this one into a ring (polled by spmd__ring_take).
  */
 int spmd__ring_from(int from);
 /**
  * Writes a message of `bytes` to process `to`, with the envelope (wire, tag) and its exchange's
  * stamp (spmd__comm_exchange_tag): 1 when it is in its
- * ring; 0 when `to` has no ring from this process, the message is too long or the ring is full
- * (send it through MPI).
+ * ring (a slot, or a wide slot when longer); 0 when `to` has no ring from this process, the
+ * message is longer than spmd__ring_capacity() or the ring is full (send it through MPI).
  */
 int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *data, size_t bytes);
+/** As spmd__ring_send, for a message of two parts one after the other (a payload and its
+ * trailer): no copy joins them first. */
+int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const void *head,
+                          size_t head_bytes, const void *tail, size_t tail_bytes);
 /** 1 when a message from process `from` with the envelope (wire, tag) and the exchange's stamp
  * waits in its ring (a look, which may miss one being taken). */
 int spmd__ring_ready(int from, uint64_t wire, int tag, uint32_t stamp);
+/** A message claimed in a ring: read where it lies until spmd__ring_release. */
+typedef struct spmd__ring_message {
+    const char *data;
+    size_t bytes;
+    void *slot;
+} spmd__ring_message;
+/** Claims the oldest message from process `from` with the envelope (wire, tag): 1 when one had
+ * come (*out filled; release it soon: its slot is the sender's again only then), else 0. */
+int spmd__ring_claim(int from, uint64_t wire, int tag, spmd__ring_message *out);
+/** Gives a claimed message's slot back to its sender. */
+void spmd__ring_release(spmd__ring_message *m);
 /**
  * Takes the oldest message from process `from` with the envelope (wire, tag) into buf (at most
  * cap bytes): its length, cap + 1 when it was longer (cut to cap, as MPI truncates); -1 when none

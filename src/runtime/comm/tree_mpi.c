@@ -420,6 +420,44 @@ static spmd_status swap_ranges(tree_run *r, int peer, char *acc, int fresh, size
     return st;
 }
 
+/* A streamed round's arrivals: added into the vector where they arrive, or copied there. */
+typedef struct stream_into {
+    tree_run *r;
+    char *dest;
+} stream_into;
+
+static void add_chunk(void *arg, size_t offset, const void *data, size_t bytes)
+{
+    stream_into *s = arg;
+    s->r->combine(s->dest + offset, data, bytes, s->r->arg);
+}
+
+static void copy_chunk(void *arg, size_t offset, const void *data, size_t bytes)
+{
+    stream_into *s = arg;
+    memcpy(s->dest + offset, data, bytes);
+}
+
+/* 1 when the rounds with rank `peer` go through the shared-memory rings: a vector in acc (runs
+ * go through MPI's datatypes), the peer on this machine. Alike on both sides: the runs are the
+ * call's blocks, which every process agreed to. */
+static int streams(const tree_run *r, int peer)
+{
+    return !r->in->nruns && spmd__comm_ring_stream_usable(r->c, peer);
+}
+
+/* A round with rank `peer` through the rings: [sa, sb) of acc goes out while the peer's [ra,
+ * rb) arrives, added into acc (add) or copied there, chunk by chunk: the same additions as
+ * combine_into's, in the same order, straight from the sender's slot. */
+static spmd_status stream_round(tree_run *r, int peer, char *acc, size_t sa, size_t sb, size_t ra,
+                                size_t rb, int add)
+{
+    stream_into s = {r, acc + ra * r->elem};
+    return spmd__comm_ring_stream(r->c, peer, r->tag, acc + sa * r->elem, (sb - sa) * r->elem,
+                                  (rb - ra) * r->elem, add ? add_chunk : copy_chunk, &s,
+                                  "the reduction's data", r->deadline, r->wait);
+}
+
 /* In p2 space (a non-extra rank's index), the index holding element x once the halving over
  * [first, end) ends, and its region [*a, *b): the halving's splits, replayed. */
 static int holder_of(const spmd__tree *t, size_t x, size_t first, size_t end, size_t *a, size_t *b)
@@ -491,6 +529,11 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     size_t elem = r->elem, end = first + count;
     if (v < 2 * t.rem && (v & 1)) { /* hands its block to v - 1, gets the sum back */
         int peer = in->rank_of_vrank[v - 1];
+        if (streams(r, peer)) {
+            SPMD_CHECK(stream_round(r, peer, acc, first, end, 0, 0, 0));
+            return in->scatter ? scatter_regions(r, acc, 0, 0, first, end)
+                               : stream_round(r, peer, acc, 0, 0, first, end, 0);
+        }
         SPMD_CHECK(swap_ranges(r, peer, acc, fresh, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
         if (in->scatter) /* only its range, from the ranks that hold it */
@@ -501,7 +544,9 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     char *tmp = spmd__comm_buffer(r->c, 1, count * elem + 1);
     r->staging_taken = 1;
     SPMD_REQUIRE(tmp != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a reduction");
-    if (v < 2 * t.rem) {
+    if (v < 2 * t.rem && streams(r, in->rank_of_vrank[v + 1])) {
+        SPMD_CHECK(stream_round(r, in->rank_of_vrank[v + 1], acc, 0, 0, first, end, 1));
+    } else if (v < 2 * t.rem) {
         SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, 0, 0, first, end, tmp));
         SPMD_CHECK(finish_round(r));
         if (fresh)
@@ -518,13 +563,17 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         int upper = (i >> k) & 1;
         size_t ka = upper ? mid[k] : a, kb = upper ? b : mid[k];
         size_t sa = upper ? a : mid[k], sb = upper ? mid[k] : b;
+        a = ka, b = kb;
+        if (streams(r, peer[k])) {
+            SPMD_CHECK(stream_round(r, peer[k], acc, sa, sb, ka, kb, 1));
+            continue;
+        }
         SPMD_CHECK(swap_ranges(r, peer[k], acc, fresh, sa, sb, ka, kb, tmp));
         SPMD_CHECK(finish_round(r));
         if (fresh) /* the half sent is written by the all-gather */
             load_sources(r, ka, kb);
         fresh = 0;
         combine_into(r, acc, ka, kb, tmp);
-        a = ka, b = kb;
     }
     if (fresh)
         load_sources(r, a, b);
@@ -533,10 +582,16 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     for (int k = t.levels - 1; k >= 0; k--) { /* the partner's half of each region arrives */
         int upper = (i >> k) & 1;
         size_t pa = upper ? lo[k] : mid[k], pb = upper ? mid[k] : hi[k];
-        SPMD_CHECK(swap_ranges(r, peer[k], acc, 0, a, b, pa, pb, NULL));
-        SPMD_CHECK(finish_round(r));
+        if (streams(r, peer[k])) {
+            SPMD_CHECK(stream_round(r, peer[k], acc, a, b, pa, pb, 0));
+        } else {
+            SPMD_CHECK(swap_ranges(r, peer[k], acc, 0, a, b, pa, pb, NULL));
+            SPMD_CHECK(finish_round(r));
+        }
         a = lo[k], b = hi[k];
     }
+    if (v < 2 * t.rem && streams(r, in->rank_of_vrank[v + 1]))
+        return stream_round(r, in->rank_of_vrank[v + 1], acc, first, end, 0, 0, 0);
     if (v < 2 * t.rem) {
         SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
