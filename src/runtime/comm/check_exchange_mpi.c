@@ -133,7 +133,7 @@ static int take_paired(xchg *x, const spmd__agreement *a, const spmd__message *r
 #define PAIRED_SPIN_NS 1000000
 
 /*
- * A message of at most a slot, and the only one between its two processes in the list, goes
+ * A message of at most a wide slot, and the only one between its two processes in the list, goes
  * through the shared-memory ring between them (host_rings.h) where they share a machine: the
  * receiver knows from the sizes it lists, which its sender lists alike unless the calls differ
  * (then the messages tell). A message that finds its ring full goes through MPI; its receiver
@@ -164,8 +164,8 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
     }
     MPI_Status *statuses = (MPI_Status *)(reqs + n1);
     int *idx = (int *)(statuses + n1), *done = idx + n1, *ring = done + n1;
-    /* ring[i]: receive i waits on its sender's ring (until a probe finds it in MPI), send i
-     * may go into the receiver's */
+    /* ring[i]: receive i waits on its sender's ring (1), or found its message in MPI by a
+     * probe (2); send i goes into the receiver's ring */
     if (!mark_single_peers(nrecv, recvs, ring) || !mark_single_peers(nsend, sends, ring + nrecv)) {
         free(reqs);
         free(slot);
@@ -225,7 +225,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         /* a suspicion makes every test a full look: the message may be in MPI, unseen */
         int look = suspicion || spins % (unsigned)every == (unsigned)every - 1;
         for (int i = 0; rings_open && i < nrecv; i++) {
-            if (!ring[i] || done[i])
+            if (ring[i] != 1 || done[i])
                 continue;
             size_t cap = recvs[i].bytes + SEAL_MAX + PAIRED_SLACK;
             spmd__ring_message in; /* read where it lies: its payload goes straight out */
@@ -253,7 +253,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             if (rc != MPI_SUCCESS)
                 spmd__xchg_broken(&x, rc, "MPI_Imrecv");
             if (flag) {
-                ring[i] = 0;
+                ring[i] = 2; /* in MPI: back to the ring if it was an older exchange's */
                 rings_open--;
             }
         }
@@ -279,12 +279,17 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
             int err = rc == MPI_ERR_IN_STATUS ? statuses[k].MPI_ERROR : MPI_SUCCESS;
             if (!take_paired(&x, a, &recvs[i], R + slot[i], (size_t)count, cap, err,
                              &culprit)) { /* left by an exchange given up on: not ours */
+                done[i] = 0;
+                left++;
+                if (ring[i]) { /* this one's may be in the ring: look there again */
+                    ring[i] = 1;
+                    rings_open++;
+                    continue;
+                }
                 lock();
                 MPI_Irecv(R + slot[i], (int)cap, MPI_BYTE, c->peer[recvs[i].peer], x.tag, c->comm,
                           &reqs[i]);
                 unlock();
-                done[i] = 0;
-                left++;
             }
         }
         if ((spins & 15) == 15) /* a ring message for a receive through MPI: another exchange */

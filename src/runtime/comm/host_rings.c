@@ -86,7 +86,7 @@ static struct {
 /* The communicators gone last (spmd__ring_forget): a message for one of them that a sender
  * still writes afterwards (a peer that stalled past the timeout, then went on) is emptied by
  * the next look at its ring, instead of holding its slot for good. */
-enum { FORGOTTEN = 16 };
+enum { FORGOTTEN = 64 };
 static _Atomic uint64_t forgotten[FORGOTTEN];
 static _Atomic uint32_t forgotten_next; /* cleared with the rings: wires restart at spmd_init */
 
@@ -558,8 +558,7 @@ int spmd__ring_claim(int from, uint64_t wire, int tag, spmd__ring_message *out)
             }
         }
         if (!best) {
-            if (stale) /* slots a gone communicator's late messages hold:
-                                                     the sender's again */
+            if (stale) /* the slots a gone communicator's late messages hold */
                 empty_forgotten(r);
             return 0;
         }

@@ -7,7 +7,8 @@
  * in the receiver's segment, and the receiver polls its own. A message carries the identity of
  * its communicator (spmd__comm's wire) and its tag, as MPI's envelope would; the receiver takes
  * the oldest one that matches. A message too long for a wide slot, or one that finds its ring
- * full, goes through MPI instead: a receiver that polls a ring also probes MPI now and then. The
+ * full, goes through MPI instead (a stream's chunk waits for its slot: ring_stream_mpi.c): a
+ * receiver that polls a ring also probes MPI now and then. The
  * rings are set up once, at start-up, by every process alike (spmd__rings_link): afterwards
  * whether a peer writes into the rings never changes.
  * An MPI message between the same processes takes Open MPI's shared-memory transport too, but
@@ -28,9 +29,9 @@
 /** The largest message a slot holds (a shard_map outcome with its message, and a trailer). */
 #define SPMD__RING_BYTES 1344
 /** The largest message a wide slot holds: a combined collective's 64 KiB (comm.h) with its
- * header and trailer. Each ring has two; on a machine with many processes they are narrower
+ * header and trailer. Each ring has two; from 16 processes on a machine they are narrower
  * (spmd__ring_capacity), so that all the wide slots of a machine stay within 32 MiB of
- * /dev/shm, and where that leaves no more than a slot there are none. */
+ * /dev/shm, and where that leaves no more than a slot (from 110 processes) there are none. */
 #define SPMD__RING_WIDE_BYTES (64 * 1024 + 1024)
 
 /**

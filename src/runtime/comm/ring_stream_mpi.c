@@ -24,18 +24,19 @@
 #define STREAM_CANCEL_EVERY_NS 1000000
 #define STREAM_SPIN_NS 100000
 
+/* The chunk a stream sends at a time: a wide slot, in whole 4 KiB (whole elements of any
+ * dtype); 0 where the wide slots are narrower (more than 64 processes on the machine). */
+static size_t chunk_bytes(void) { return spmd__ring_wide_bytes() / 4096 * 4096; }
+
 int spmd__comm_ring_stream_usable(const spmd__comm *c, int peer)
 {
     int p = c->processes[peer];
     /* Not for the subsets that run at once (lanes: a shard_map's groups): their streams between
      * the same two processes would share the two wide slots, each holding chunks whose reader
-     * waits for another's, which cannot get in. One stream at a time per pair never blocks. */
-    return !c->lanes && spmd__ring_wide_bytes() > 0 && spmd__ring_to(p) && spmd__ring_from(p);
+     * waits for another's, which cannot get in. One stream at a time per pair waits only for
+     * messages that their readers take without waiting for it. */
+    return !c->lanes && chunk_bytes() > 0 && spmd__ring_to(p) && spmd__ring_from(p);
 }
-
-/* The chunk a stream sends at a time: a wide slot, in whole 4 KiB (whole elements of any
- * dtype). */
-static size_t chunk_bytes(void) { return spmd__ring_wide_bytes() / 4096 * 4096; }
 
 spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, const void *send,
                                    size_t sbytes, size_t rbytes, spmd__chunk_fn take, void *arg,
