@@ -106,8 +106,7 @@ static int mark_single_peers(int n, const spmd__message *m, int *single)
 static int take_paired(xchg *x, const spmd__agreement *a, const spmd__message *recv,
                        const char *buf, size_t count, size_t cap, int err, int *culprit)
 {
-    uint32_t stamp = err == MPI_SUCCESS && count <= cap ? spmd__header_stamp_of(buf, count) : 0;
-    if (stamp && stamp != x->stamp)
+    if (err == MPI_SUCCESS && !spmd__xchg_is_current(x, buf, count, cap))
         return 0;
     header in;
     size_t payload = 0;

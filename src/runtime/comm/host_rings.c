@@ -87,8 +87,9 @@ static struct {
  * still writes afterwards (a peer that stalled past the timeout, then went on) is emptied by
  * the next look at its ring, instead of holding its slot for good. */
 enum { FORGOTTEN = 64 };
-static _Atomic uint64_t forgotten[FORGOTTEN];
-static _Atomic uint32_t forgotten_next; /* cleared with the rings: wires restart at spmd_init */
+static _Atomic uint64_t forgotten[FORGOTTEN]; /* cleared with the rings: wires restart at
+                                                 spmd_init */
+static _Atomic uint32_t forgotten_next;
 
 static size_t rings_offset(int n)
 {

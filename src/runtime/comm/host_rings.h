@@ -8,9 +8,9 @@
  * its communicator (spmd__comm's wire) and its tag, as MPI's envelope would; the receiver takes
  * the oldest one that matches. A message too long for a wide slot, or one that finds its ring
  * full, goes through MPI instead (a stream's chunk waits for its slot: ring_stream_mpi.c): a
- * receiver that polls a ring also probes MPI now and then. The
- * rings are set up once, at start-up, by every process alike (spmd__rings_link): afterwards
- * whether a peer writes into the rings never changes.
+ * receiver that polls a ring also probes MPI now and then. The rings are set up once, at
+ * start-up, by every process alike (spmd__rings_link): afterwards whether a peer writes into the
+ * rings never changes.
  * An MPI message between the same processes takes Open MPI's shared-memory transport too, but
  * through its progress engine and matching (about 0.6 us on the machines measured), and beyond
  * 4 KiB by a rendezvous (a round trip before the data): a ring is a cache line the receiver polls

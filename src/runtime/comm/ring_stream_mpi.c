@@ -44,7 +44,6 @@ spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, const void 
 {
     int p = c->processes[peer];
     size_t chunk = chunk_bytes(), sent = 0, got = 0;
-
     SPMD_REQUIRE(chunk > 0, SPMD_ERR_INTERNAL, "%s: no wide ring slots to stream through", what);
     int64_t start = 0, now = 0, next_cancel_check = 0, probe_after = 0;
     int tracked = -1;
