@@ -13,6 +13,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/comm/comm_mpi_impl.h"
 #include "runtime/comm/host_rings.h"
+#include "runtime/comm/piece_cursor.h"
 #include "runtime/comm/check_mpi_impl.h"
 
 #define lock spmd__mpi_lock
@@ -20,12 +21,16 @@
 
 /* ---- all_to_all and ppermute: the agreement runs while the data moves ---- */
 
-/* Checks `a` beside n posted requests, then waits for them; on failure the receives are
- * cancelled and the sends left to MPI (w->data_pending). */
+/* Checks `a` beside n posted requests, then runs the streams through the rings (none when
+ * nstreams is 0), then waits for the requests; on failure the receives are cancelled and the
+ * sends left to MPI (w->data_pending). */
 static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
-                                int n, MPI_Request *reqs, const int *from, const char *what)
+                                int n, MPI_Request *reqs, const int *from, int nstreams,
+                                const spmd__stream *streams, const char *what)
 {
     spmd_status st = spmd__xchg_check_with_tag(c, a, w, tag);
+    if (st == SPMD_OK && nstreams) /* after the agreement: only the same call's data streams */
+        st = spmd__comm_ring_streams(c, nstreams, streams, what, spmd__comm_data_deadline(c), w);
     if (st == SPMD_OK)
         st = spmd__comm_wait_data(c, n, reqs, from, what);
     else {
@@ -425,7 +430,7 @@ spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a
     if (st == SPMD_OK)
         memcpy((char *)recv + roff, (const char *)send + soff, send_counts[c->rank]);
     if (st == SPMD_OK)
-        st = check_beside(c, a, w, tag, n, reqs, from, "all_to_all");
+        st = check_beside(c, a, w, tag, n, reqs, from, 0, NULL, "all_to_all");
     if (st == SPMD_OK || !w->data_pending)
         free(reqs);
     free(from);
@@ -436,18 +441,21 @@ spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a
 typedef spmd_status (*post_fn)(spmd__comm *c, int tag, const void *arg, MPI_Request *reqs,
                                int *from);
 
-/* Posts n messages with `post`, then checks `a` beside them (check_beside). */
+/* Posts n messages with `post`, then checks `a` beside them (check_beside), then streams. */
 static spmd_status exchange_beside(spmd__comm *c, const spmd__agreement *a, int n, post_fn post,
-                                   const void *arg, const char *what, spmd__wait *w)
+                                   const void *arg, int nstreams, spmd__stream *streams,
+                                   const char *what, spmd__wait *w)
 {
     int tag = spmd__comm_exchange_tag(c, w->key);
+    for (int i = 0; i < nstreams; i++)
+        streams[i].tag = tag + 2;
     MPI_Request *reqs = malloc((size_t)(n ? n : 1) * sizeof *reqs);
     int *from = malloc((size_t)(n ? n : 1) * sizeof *from);
     spmd_status st = reqs && from ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     if (st == SPMD_OK)
         st = post(c, tag + 2, arg, reqs, from);
     if (st == SPMD_OK)
-        st = check_beside(c, a, w, tag, n, reqs, from, what);
+        st = check_beside(c, a, w, tag, n, reqs, from, nstreams, streams, what);
     if (st == SPMD_OK || !w->data_pending)
         free(reqs);
     free(from);
@@ -466,12 +474,135 @@ static spmd_status post_message_lists(spmd__comm *c, int tag, const void *arg, M
     return spmd__comm_post_messages(c, tag, m->nsend, m->sends, m->nrecv, m->recvs, reqs, from);
 }
 
+static void copy_chunk(void *arg, size_t offset, const void *data, size_t bytes)
+{
+    memcpy((char *)arg + offset, data, bytes);
+}
+
+/* The stream with the message's peer: its other direction's, or a new one (a few: a machine's
+ * peers). */
+static spmd__stream *stream_with(spmd__stream *streams, int *nstreams, int peer)
+{
+    int k = 0;
+    while (k < *nstreams && streams[k].peer != peer)
+        k++;
+    if (k == *nstreams)
+        streams[(*nstreams)++] = (spmd__stream){.peer = peer};
+    return &streams[k];
+}
+
+/*
+ * Marks in streamed[] (the receives, then the sends) the messages that stream through the rings
+ * (spmd__comm_ring_streams): longer than a ring's message, the peer on this machine, and no
+ * other message of its list with that peer. Alike on both sides when the calls are alike (the
+ * agreement runs before any stream).
+ */
+static spmd_status mark_streams(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
+                                const spmd__message *recvs, int *streamed)
+{
+    if (!mark_single_peers(nrecv, recvs, streamed) ||
+        !mark_single_peers(nsend, sends, streamed + nrecv))
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < nsend + nrecv; i++) {
+        const spmd__message *m = i < nrecv ? &recvs[i] : &sends[i - nrecv];
+        streamed[i] = streamed[i] && m->bytes > spmd__ring_capacity() &&
+                      spmd__comm_ring_stream_usable(c, m->peer);
+    }
+    return SPMD_OK;
+}
+
+/* Splits the lists into streams (mark_streams) and the messages that stay with MPI (mpi,
+ * whose lists lie in kept). */
+static spmd_status split_streams(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
+                                 const spmd__message *recvs, int *nstreams, spmd__stream *streams,
+                                 message_lists *mpi, spmd__message *kept)
+{
+    int n = nsend + nrecv, *streamed = malloc((size_t)(n ? n : 1) * sizeof *streamed);
+    SPMD_REQUIRE(streamed != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    spmd_status st = mark_streams(c, nsend, sends, nrecv, recvs, streamed);
+    *nstreams = 0;
+    mpi->nsend = mpi->nrecv = 0;
+    mpi->recvs = kept;
+    mpi->sends = kept + nrecv;
+    for (int i = 0; i < n && st == SPMD_OK; i++) {
+        int is_send = i >= nrecv;
+        const spmd__message *m = is_send ? &sends[i - nrecv] : &recvs[i];
+        spmd__stream *s = streamed[i] ? stream_with(streams, nstreams, m->peer) : NULL;
+        if (s && is_send) {
+            s->send = m->data;
+            s->sbytes = m->bytes;
+        } else if (s) {
+            s->take = copy_chunk;
+            s->arg = m->data;
+            s->rbytes = m->bytes;
+        } else if (is_send) {
+            kept[nrecv + mpi->nsend++] = *m;
+        } else {
+            kept[mpi->nrecv++] = *m;
+        }
+    }
+    free(streamed);
+    return st;
+}
+
+/* spmd__comm_checked_exchange, its errors naming `what`. */
+static spmd_status exchange_streamed(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                     const spmd__message *sends, int nrecv,
+                                     const spmd__message *recvs, const char *what, spmd__wait *w)
+{
+    int n = nsend + nrecv, nstreams = 0;
+    spmd__stream *streams = malloc((size_t)(n ? n : 1) * sizeof *streams);
+    spmd__message *kept = malloc((size_t)(n ? n : 1) * sizeof *kept);
+    message_lists mpi;
+    spmd_status st =
+        streams && kept ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == SPMD_OK)
+        st = split_streams(c, nsend, sends, nrecv, recvs, &nstreams, streams, &mpi, kept);
+    if (st == SPMD_OK)
+        st = exchange_beside(c, a, mpi.nsend + mpi.nrecv, post_message_lists, &mpi, nstreams,
+                             streams, what, w);
+    free(streams);
+    free(kept);
+    return st;
+}
+
 spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
                                         const spmd__message *sends, int nrecv,
                                         const spmd__message *recvs, spmd__wait *w)
 {
-    message_lists m = {nsend, nrecv, sends, recvs};
-    return exchange_beside(c, a, nsend + nrecv, post_message_lists, &m, "the ppermute exchange", w);
+    return exchange_streamed(c, a, nsend, sends, nrecv, recvs, "the ppermute exchange", w);
+}
+
+/* 1 when every rank of c is on this machine, every process of which made its rings: alike on
+ * every rank. */
+static int all_on_linked_machine(const spmd__comm *c)
+{
+    for (int r = 0; r < c->size; r++)
+        if (!spmd__ring_on_linked_machine(c->processes[r]))
+            return 0;
+    return 1;
+}
+
+/* A large all-gather of whole blocks within one machine: each rank's blocks straight to every
+ * other rank, streamed through the rings (pairs that could not map each other's: MPI). The
+ * ranks are a machine's processes, a few, so a message to each is no more than MPI's ring. */
+static spmd_status allgather_streamed(spmd__comm *c, const spmd__agreement *a, char *recv,
+                                      size_t unit, const size_t *counts, const size_t *displs,
+                                      spmd__wait *w)
+{
+    int n = c->size - 1;
+    spmd__message *m = malloc(2 * (size_t)(n ? n : 1) * sizeof *m);
+    SPMD_REQUIRE(m != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    char *mine = recv + displs[c->rank] * unit;
+    for (int r = 0, k = 0; r < c->size; r++) {
+        if (r == c->rank)
+            continue;
+        m[k] = (spmd__message){r, recv + displs[r] * unit, counts[r] * unit};
+        m[n + k++] = (spmd__message){r, mine, counts[c->rank] * unit};
+    }
+    spmd_status st = exchange_streamed(c, a, n, m + n, n, m, "all_gather", w);
+    free(m);
+    return st;
 }
 
 /* ---- large collectives straight between the blocks: the agreement first, then MPI ---- */
@@ -483,6 +614,8 @@ spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agree
 {
     if (c->size == 1)
         return SPMD_OK;
+    if (layout->outer == 1 && all_on_linked_machine(c))
+        return allgather_streamed(c, a, recv, layout->run, counts, displs, w);
     SPMD_CHECK(spmd__xchg_check_then_whole(c, a, w));
     spmd_status st = spmd__comm_allgather_placed_agreed(c, recv, layout, counts, displs);
     w->data_pending = st != SPMD_OK;
@@ -501,10 +634,68 @@ static spmd_status post_piece_lists(spmd__comm *c, int tag, const void *arg, MPI
     return spmd__comm_post_pieces(c, tag, m->nsend, m->sends, m->nrecv, m->recvs, reqs, from);
 }
 
+/* A stream's side made of boxes: the next bytes read from them or written into them. */
+static void fill_from_pieces(void *arg, char *dst, size_t bytes)
+{
+    spmd__piece_cursor_read(arg, dst, bytes);
+}
+
+static void take_into_pieces(void *arg, size_t offset, const void *data, size_t bytes)
+{
+    (void)offset; /* chunks come in order */
+    spmd__piece_cursor_write(arg, data, bytes);
+}
+
 spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreement *a, int nsend,
                                                const spmd__piece_message *sends, int nrecv,
                                                const spmd__piece_message *recvs, spmd__wait *w)
 {
-    piece_lists m = {nsend, nrecv, sends, recvs};
-    return exchange_beside(c, a, nsend + nrecv, post_piece_lists, &m, "all_to_all", w);
+    int n = nsend + nrecv, n1 = n ? n : 1, nstreams = 0;
+    /* each message as its peer and length, to mark the ones that stream */
+    spmd__message *sized = calloc((size_t)n1, sizeof *sized);
+    int *streamed = malloc((size_t)n1 * sizeof *streamed);
+    spmd__stream *streams = malloc((size_t)n1 * sizeof *streams);
+    spmd__piece_cursor *cursors = malloc((size_t)n1 * sizeof *cursors);
+    spmd__piece_message *kept = malloc((size_t)n1 * sizeof *kept);
+    spmd_status st = sized && streamed && streams && cursors && kept
+                         ? SPMD_OK
+                         : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < n && st == SPMD_OK; i++) {
+        const spmd__piece_message *m = i < nrecv ? &recvs[i] : &sends[i - nrecv];
+        sized[i] = (spmd__message){m->peer, NULL, spmd__pieces_bytes(m->pieces, m->npieces)};
+    }
+    if (st == SPMD_OK)
+        st = mark_streams(c, nsend, sized + nrecv, nrecv, sized, streamed);
+    piece_lists mpi = {0, 0, kept + nrecv, kept};
+    for (int i = 0; i < n && st == SPMD_OK; i++) {
+        int is_send = i >= nrecv;
+        const spmd__piece_message *m = is_send ? &sends[i - nrecv] : &recvs[i];
+        if (!streamed[i]) {
+            if (is_send)
+                kept[nrecv + mpi.nsend++] = *m;
+            else
+                kept[mpi.nrecv++] = *m;
+            continue;
+        }
+        spmd__stream *s = stream_with(streams, &nstreams, m->peer);
+        spmd__piece_cursor_init(&cursors[i], m->pieces, m->npieces);
+        if (is_send) {
+            s->fill = fill_from_pieces;
+            s->fill_arg = &cursors[i];
+            s->sbytes = sized[i].bytes;
+        } else {
+            s->take = take_into_pieces;
+            s->arg = &cursors[i];
+            s->rbytes = sized[i].bytes;
+        }
+    }
+    if (st == SPMD_OK)
+        st = exchange_beside(c, a, mpi.nsend + mpi.nrecv, post_piece_lists, &mpi, nstreams, streams,
+                             "all_to_all", w);
+    free(sized);
+    free(streamed);
+    free(streams);
+    free(cursors);
+    free(kept);
+    return st;
 }

@@ -145,14 +145,30 @@ typedef void (*spmd__chunk_fn)(void *arg, size_t offset, const void *data, size_
 /** 1 when rank `peer` and this one share a machine with wide ring slots both ways: a swap of
  * data with it may go by spmd__comm_ring_stream (alike on both sides). */
 int spmd__comm_ring_stream_usable(const spmd__comm *c, int peer);
+/** A swap of data with one rank through the rings: see spmd__comm_ring_stream. What goes out
+ * is sbytes from send, or (fill not NULL) what fill writes into each chunk in turn. */
+typedef struct spmd__stream {
+    int peer, tag, round;
+    const void *send;
+    size_t sbytes, rbytes;
+    spmd__chunk_fn take;
+    void *arg;
+    void (*fill)(void *fill_arg, char *dst, size_t bytes);
+    void *fill_arg;
+} spmd__stream;
+/** The n streams at once, each with a rank of its own (as spmd__comm_ring_stream): none waits
+ * for another, whatever order their peers run theirs in. */
+spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *streams,
+                                    const char *what, int64_t deadline, const spmd__wait *cancel);
 /**
  * Swaps data with rank `peer` through the shared-memory rings (ring_stream_mpi.c), in chunks of
  * a wide slot at `tag`: sbytes of `send` go out while rbytes arrive, each chunk handed to
  * take() as it comes, so that the copy and its use overlap and stay in the caches. Either side
- * may be empty. Ends at `deadline` naming the peer, or when `cancel` says the call was given up;
- * the communicator must then be abandoned.
+ * may be empty. `round` tells apart the streams of one tag with the same peer (alike on both
+ * sides): a chunk goes out only once the peer reads that round. Ends at `deadline` naming the peer,
+ * or when `cancel` says the call was given up; the communicator must then be abandoned.
  */
-spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, const void *send,
+spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, int round, const void *send,
                                    size_t sbytes, size_t rbytes, spmd__chunk_fn take, void *arg,
                                    const char *what, int64_t deadline, const spmd__wait *cancel);
 /**

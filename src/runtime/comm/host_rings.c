@@ -23,10 +23,15 @@
  * process's devices may be in one (up to 8 devices per process without falling back to MPI);
  * messages left by exchanges given up take slots too. */
 enum { SLOTS = 8 };
-/* Wide slots per ring, for messages longer than a slot (up to SPMD__RING_WIDE_BYTES): one
- * message in flight per pair and direction, and one more; a message that finds them taken goes
- * through MPI. */
-enum { WIDE_SLOTS = 2 };
+/* Wide slots per ring, for messages longer than a slot (up to SPMD__RING_WIDE_BYTES). A message
+ * takes the first only, and goes through MPI when it is taken: its reader may be busy elsewhere
+ * for a long while. A stream's chunk takes either, and only while its reader is in the stream
+ * (it listens: spmd__ring_listen), so the second holds nothing whose reader does not take it
+ * soon, and streams between the same two processes at once (a shard_map's groups) never wait on
+ * each other for good. */
+enum { WIDE_SLOTS = 2, WIDE_FOR_MESSAGES = 1 };
+/* Streams a process may read from one sender at once: more wait until one ends. */
+enum { LISTENERS = 16 };
 enum { SLOT_EMPTY = 0, SLOT_WRITING, SLOT_FULL, SLOT_TAKING };
 #define SEGMENT_MAGIC 0x73706d6472696e67ull /* "spmdring" */
 /* The wide slots of all the segments of a machine stay within this: a machine with many
@@ -55,6 +60,7 @@ enum { GAVE_UP = 8 };
 typedef struct ring {
     _Alignas(64) _Atomic uint64_t gave_up[GAVE_UP];
     _Atomic uint32_t gave_up_next;
+    _Alignas(64) _Atomic uint64_t listening[LISTENERS]; /* the receiver's streams (their keys) */
     slot slots[SLOTS];
     slot_head wide[WIDE_SLOTS]; /* their data lies in the segment's wide area */
 } ring;
@@ -80,6 +86,7 @@ static struct {
     size_t rings_at;            /* ... and where its rings begin */
     size_t wide_at, wide_bytes; /* ... where the wide slots' data begins, and each one's size */
     int *writes_here;           /* [n]: that process writes its messages to this one into rings */
+    int all_linked;             /* every process of the machine made its segment (alike on all) */
     _Atomic uint64_t *next_seq; /* [n]: messages sent into that process's ring */
 } R;
 
@@ -389,6 +396,10 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
                   ? exchange_names(comm, me, count, hosts, tag, name, theirs, timeout_ns)
                   : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
                                "out of memory for the names of %d processes' shared memory", count);
+    R.all_linked = met == SPMD_OK && rings && R.own;
+    for (int p = 0; R.all_linked && p < count; p++)
+        R.all_linked = R.local_of[p] < 0 || p == me ||
+                       strncmp(theirs + (size_t)p * NAME_BYTES, "/spmd-rings-", 12) == 0;
     for (int p = 0; met == SPMD_OK && rings && p < count; p++) {
         int j = R.local_of[p];
         char *peer_name = theirs + (size_t)p * NAME_BYTES;
@@ -439,6 +450,8 @@ int spmd__ring_to(int to)
     return j >= 0 && R.peers[j] != NULL;
 }
 
+int spmd__ring_on_linked_machine(int process) { return R.all_linked && R.local_of[process] >= 0; }
+
 int spmd__ring_from(int from)
 {
     if (!R.own)
@@ -449,8 +462,11 @@ int spmd__ring_from(int from)
 
 size_t spmd__ring_capacity(void) { return R.wide_bytes ? R.wide_bytes : SPMD__RING_BYTES; }
 
-int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const void *head,
-                          size_t head_bytes, const void *tail, size_t tail_bytes)
+/* Writes a message into the ring to process `to`: into a slot where it fits, else into one of
+ * the first `wide` wide slots; its bytes are head's and tail's, or what fill writes. */
+static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, const void *head,
+                     size_t head_bytes, const void *tail, size_t tail_bytes,
+                     spmd__ring_fill_fn fill, void *fill_arg)
 {
     size_t bytes = head_bytes + tail_bytes;
     if (!R.n || bytes > spmd__ring_capacity())
@@ -459,8 +475,8 @@ int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const 
     if (j < 0 || !R.peers[j])
         return 0;
     ring *r = ring_in(R.peers[j], R.here);
-    /* a slot where it fits, else a wide one */
-    for (int k = bytes <= SPMD__RING_BYTES ? 0 : SLOTS; k < slots_in_ring(); k++) {
+    int end = R.wide_bytes ? SLOTS + wide : SLOTS;
+    for (int k = bytes <= SPMD__RING_BYTES ? 0 : SLOTS; k < end; k++) {
         slot_head *s = slot_of(r, k);
         uint32_t empty = SLOT_EMPTY;
         if (!atomic_compare_exchange_strong_explicit(&s->state, &empty, SLOT_WRITING,
@@ -473,7 +489,10 @@ int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const 
         s->seq = atomic_fetch_add_explicit(&R.next_seq[j], 1, memory_order_relaxed);
         size_t capacity;
         char *data = slot_data(R.peers[j], R.here, k, &capacity);
-        memcpy(data, head, head_bytes);
+        if (fill)
+            fill(fill_arg, data, head_bytes);
+        else
+            memcpy(data, head, head_bytes);
         if (tail_bytes)
             memcpy(data + head_bytes, tail, tail_bytes);
         atomic_store_explicit(&s->state, SLOT_FULL, memory_order_release);
@@ -482,9 +501,50 @@ int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const 
     return 0;
 }
 
+int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const void *head,
+                          size_t head_bytes, const void *tail, size_t tail_bytes)
+{
+    return send_into(to, WIDE_FOR_MESSAGES, wire, tag, stamp, head, head_bytes, tail, tail_bytes,
+                     NULL, NULL);
+}
+
 int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *data, size_t bytes)
 {
     return spmd__ring_send_parts(to, wire, tag, stamp, data, bytes, NULL, 0);
+}
+
+int spmd__ring_send_chunk(int to, uint64_t wire, int tag, const void *data, size_t bytes,
+                          spmd__ring_fill_fn fill, void *fill_arg)
+{
+    return send_into(to, WIDE_SLOTS, wire, tag, 0, data, bytes, NULL, 0, fill, fill_arg);
+}
+
+int spmd__ring_listen(int from, uint64_t key)
+{
+    ring *r = ring_in(R.own, R.local_of[from]);
+    for (int k = 0; k < LISTENERS; k++) {
+        uint64_t none = 0;
+        if (atomic_compare_exchange_strong_explicit(&r->listening[k], &none, key,
+                                                    memory_order_release, memory_order_relaxed))
+            return k;
+    }
+    return -1;
+}
+
+void spmd__ring_unlisten(int from, int listener)
+{
+    if (listener >= 0)
+        atomic_store_explicit(&ring_in(R.own, R.local_of[from])->listening[listener], 0,
+                              memory_order_release);
+}
+
+int spmd__ring_listened(int to, uint64_t key)
+{
+    ring *r = ring_in(R.peers[R.local_of[to]], R.here);
+    for (int k = 0; k < LISTENERS; k++)
+        if (atomic_load_explicit(&r->listening[k], memory_order_acquire) == key)
+            return 1;
+    return 0;
 }
 
 int spmd__ring_ready(int from, uint64_t wire, int tag, uint32_t stamp)

@@ -61,6 +61,10 @@ size_t spmd__ring_capacity(void);
 size_t spmd__ring_wide_bytes(void);
 /** 1 when this process writes its messages to process `to` into a ring. */
 int spmd__ring_to(int to);
+/** 1 when process `process` shares this machine, and every process of the machine made its
+ * rings' segment: alike on every process of the machine (their names went to all), whichever
+ * pairs then failed to map each other's. */
+int spmd__ring_on_linked_machine(int process);
 /** 1 when process `from` writes its messages to this one into a ring (polled by spmd__ring_take).
  */
 int spmd__ring_from(int from);
@@ -75,6 +79,24 @@ int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *
  * trailer): no copy joins them first. */
 int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const void *head,
                           size_t head_bytes, const void *tail, size_t tail_bytes);
+/** Writes a chunk's `bytes` at dst (into the slot: gathered there without a copy first). */
+typedef void (*spmd__ring_fill_fn)(void *arg, char *dst, size_t bytes);
+/**
+ * A stream's chunk (ring_stream_mpi.c) to process `to`: as spmd__ring_send, into any wide slot
+ * (a message takes only the first); its bytes from data, or written by fill (not NULL). Write
+ * it only while `to` listens for the stream (spmd__ring_listened): a chunk in a wide slot must
+ * have a reader that takes it soon.
+ */
+int spmd__ring_send_chunk(int to, uint64_t wire, int tag, const void *data, size_t bytes,
+                          spmd__ring_fill_fn fill, void *fill_arg);
+/** Says that this process reads the stream `key` (nonzero, alike on both sides) from process
+ * `from` now: the listener to pass to spmd__ring_unlisten once it has all of it, or -1 when it
+ * reads too many streams from `from` already (try again). */
+int spmd__ring_listen(int from, uint64_t key);
+/** The stream's reader is done (or gave up): no more of its chunks may come. */
+void spmd__ring_unlisten(int from, int listener);
+/** 1 when process `to` (spmd__ring_to) reads the stream `key` from this process now. */
+int spmd__ring_listened(int to, uint64_t key);
 /** 1 when a message from process `from` with the envelope (wire, tag) and the exchange's stamp
  * waits in its ring (a look, which may miss one being taken). */
 int spmd__ring_ready(int from, uint64_t wire, int tag, uint32_t stamp);

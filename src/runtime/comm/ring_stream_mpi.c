@@ -8,10 +8,14 @@
  *
  * Both sides decide alike whether to stream (spmd__comm_ring_stream_usable), and take exactly
  * the bytes they expect in the order sent: the chunks of one reduction share its tag, and a
- * ring hands out the oldest matching message first. A peer that stops half way (killed, or
+ * ring hands out the oldest matching message first. A chunk goes out only while its reader
+ * listens for its round (host_rings.h): it never holds a slot that another stream between the
+ * same two processes needs (a shard_map's groups stream at once) while its reader is elsewhere,
+ * and a round's chunks never mix with the next one's. A peer that stops half way (killed, or
  * stuck) leaves this one waiting until the deadline, which names it.
  */
 #include <mpi.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/base/check.h"
@@ -31,51 +35,113 @@ static size_t chunk_bytes(void) { return spmd__ring_wide_bytes() / 4096 * 4096; 
 int spmd__comm_ring_stream_usable(const spmd__comm *c, int peer)
 {
     int p = c->processes[peer];
-    /* Not for the subsets that run at once (lanes: a shard_map's groups): their streams between
-     * the same two processes would share the two wide slots, each holding chunks whose reader
-     * waits for another's, which cannot get in. One stream at a time per pair waits only for
-     * messages that their readers take without waiting for it. */
-    return !c->lanes && chunk_bytes() > 0 && spmd__ring_to(p) && spmd__ring_from(p);
+    return chunk_bytes() > 0 && spmd__ring_to(p) && spmd__ring_from(p);
 }
 
-spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, const void *send,
-                                   size_t sbytes, size_t rbytes, spmd__chunk_fn take, void *arg,
-                                   const char *what, int64_t deadline, const spmd__wait *cancel)
+/* The stream's name in the listeners (host_rings.h): its communicator, tag and round, mixed
+ * (splitmix64's finaliser); never 0, which is a free listener. */
+static uint64_t stream_key(uint64_t wire, int tag, int round)
 {
-    int p = c->processes[peer];
-    size_t chunk = chunk_bytes(), sent = 0, got = 0;
+    uint64_t z = wire ^ ((uint64_t)(uint32_t)tag << 32 | (uint32_t)round);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return z ? z : 1;
+}
+
+/* One stream's progress: what went out and came in, its listener, whether its peer listens. */
+typedef struct stream_state {
+    size_t sent, got;
+    int listener, peer_listens;
+} stream_state;
+
+/* Moves what it can of stream s (with process p): 1 when something moved, -1 when a chunk of
+ * another size came (the processes disagree: *came says its size). */
+static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state *t, int p,
+                       uint64_t key, size_t chunk, size_t *came)
+{
+    int moved = 0;
+    if (t->got < s->rbytes && t->listener < 0 && (t->listener = spmd__ring_listen(p, key)) >= 0)
+        moved = 1;
+    if (t->sent < s->sbytes && !t->peer_listens && spmd__ring_listened(p, key))
+        t->peer_listens = moved = 1;
+    if (t->sent < s->sbytes && t->peer_listens) {
+        size_t len = s->sbytes - t->sent < chunk ? s->sbytes - t->sent : chunk;
+        const char *from = s->fill ? NULL : (const char *)s->send + t->sent;
+        if (spmd__ring_send_chunk(p, c->wire, s->tag, from, len, s->fill, s->fill_arg)) {
+            t->sent += len;
+            moved = 1;
+        }
+    }
+    spmd__ring_message m;
+    if (t->listener >= 0 && t->got < s->rbytes && spmd__ring_claim(p, c->wire, s->tag, &m)) {
+        size_t want = s->rbytes - t->got < chunk ? s->rbytes - t->got : chunk;
+        *came = m.bytes;
+        if (m.bytes == want)
+            s->take(s->arg, t->got, m.data, want);
+        spmd__ring_release(&m);
+        if (*came != want) /* the two sides disagree on the message: never guessed at */
+            return -1;
+        t->got += want;
+        moved = 1;
+        if (t->got == s->rbytes) { /* all of it: no more chunks may take this one's slots */
+            spmd__ring_unlisten(p, t->listener);
+            t->listener = -1;
+        }
+    }
+    return moved;
+}
+
+spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *streams,
+                                    const char *what, int64_t deadline, const spmd__wait *cancel)
+{
+    size_t chunk = chunk_bytes();
     SPMD_REQUIRE(chunk > 0, SPMD_ERR_INTERNAL, "%s: no wide ring slots to stream through", what);
+    stream_state one, *state = n == 1 ? &one : calloc((size_t)n, sizeof *state);
+    SPMD_REQUIRE(state != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    uint64_t *keys = n == 1 ? NULL : malloc((size_t)n * sizeof *keys), key_one = 0;
+    if (n > 1 && !keys) {
+        free(state);
+        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    if (n == 1)
+        keys = &key_one;
+    for (int i = 0; i < n; i++) {
+        state[i] = (stream_state){0, 0, -1, 0};
+        keys[i] = stream_key(c->wire, streams[i].tag, streams[i].round);
+    }
     int64_t start = 0, now = 0, next_cancel_check = 0, probe_after = 0;
-    int tracked = -1;
+    int tracked = -1, open = n;
     spmd__pause pause;
     spmd_status st = SPMD_OK;
-    while (sent < sbytes || got < rbytes) {
+    while (open > 0) {
         int moved = 0;
-        if (sent < sbytes) {
-            size_t len = sbytes - sent < chunk ? sbytes - sent : chunk;
-            if (spmd__ring_send(p, c->wire, tag, 0, (const char *)send + sent, len)) {
-                sent += len;
-                moved = 1;
-            }
-        }
-        spmd__ring_message m;
-        if (got < rbytes && spmd__ring_claim(p, c->wire, tag, &m)) {
-            size_t want = rbytes - got < chunk ? rbytes - got : chunk, came = m.bytes;
-            if (came == want)
-                take(arg, got, m.data, came);
-            spmd__ring_release(&m);
-            if (came != want) { /* the two sides disagree on the message: never guessed at */
+        open = 0;
+        for (int i = 0; i < n && st == SPMD_OK; i++) {
+            const spmd__stream *s = &streams[i];
+            stream_state *t = &state[i];
+            if (t->sent == s->sbytes && t->got == s->rbytes)
+                continue;
+            size_t came = 0;
+            int step = stream_step(c, s, t, c->processes[s->peer], keys[i], chunk, &came);
+            if (step < 0)
                 st = SPMD_ERROR(SPMD_ERR_INTERNAL,
                                 "%s: a chunk of %zu bytes came from process %d where %zu were "
                                 "expected; the processes disagree on the data",
-                                what, came, p, want);
-                break;
-            }
-            got += want;
-            moved = 1;
+                                what, came, c->processes[s->peer],
+                                s->rbytes - t->got < chunk ? s->rbytes - t->got : chunk);
+            moved |= step > 0;
+            open += t->sent < s->sbytes || t->got < s->rbytes;
         }
-        if (moved)
+        if (st != SPMD_OK)
+            break;
+        if (moved || !open)
             continue;
+        int waiting = 0; /* the first stream still open: whom this waits for */
+        while (state[waiting].sent == streams[waiting].sbytes &&
+               state[waiting].got == streams[waiting].rbytes)
+            waiting++;
+        int p = c->processes[streams[waiting].peer];
         now = spmd__now_ns();
         if (!start) {
             start = now;
@@ -84,7 +150,7 @@ spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, const void 
             spmd__pause_begin(&pause, now);
         }
         if (now > deadline) {
-            st = got < rbytes
+            st = state[waiting].got < streams[waiting].rbytes
                      ? SPMD_ERROR(SPMD_ERR_TIMEOUT,
                                   "%s did not complete within the collective timeout "
                                   "(SPMD_COLLECTIVE_TIMEOUT): no data came from process(es) "
@@ -105,12 +171,26 @@ spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, const void 
         if (now - start > probe_after) { /* as spmd__comm_wait_data_until: the notes answered */
             if (tracked < 0) {
                 spmd__wait w = {.what = what};
-                tracked = spmd__comm_track(c, NULL, &w, peer);
+                tracked = spmd__comm_track(c, NULL, &w, streams[waiting].peer);
             }
             spmd__calls_poll_notes();
         }
         spmd__pause_step(&pause, now, STREAM_SPIN_NS);
     }
+    for (int i = 0; i < n; i++)
+        spmd__ring_unlisten(c->processes[streams[i].peer], state[i].listener);
     spmd__calls_wait_end(tracked);
+    if (n > 1) {
+        free(state);
+        free(keys);
+    }
     return st;
+}
+
+spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, int round, const void *send,
+                                   size_t sbytes, size_t rbytes, spmd__chunk_fn take, void *arg,
+                                   const char *what, int64_t deadline, const spmd__wait *cancel)
+{
+    spmd__stream s = {peer, tag, round, send, sbytes, rbytes, take, arg, NULL, NULL};
+    return spmd__comm_ring_streams(c, 1, &s, what, deadline, cancel);
 }

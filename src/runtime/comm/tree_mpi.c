@@ -438,6 +438,10 @@ static void copy_chunk(void *arg, size_t offset, const void *data, size_t bytes)
     memcpy(s->dest + offset, data, bytes);
 }
 
+/* A streamed round's name, alike on both sides of it: the extra rank's hand-off, a level of the
+ * halving or of the doubling, the sum handed back. */
+enum { ROUND_HAND_OFF = 0, ROUND_HALVING = 1, ROUND_DOUBLING = 33, ROUND_HAND_BACK = 65 };
+
 /* 1 when the rounds with rank `peer` go through the shared-memory rings: a vector in acc (runs
  * go through MPI's datatypes), the peer on this machine. Alike on both sides: the runs are the
  * call's blocks, which every process agreed to. */
@@ -449,13 +453,13 @@ static int streams(const tree_run *r, int peer)
 /* A round with rank `peer` through the rings: [sa, sb) of acc goes out while the peer's [ra,
  * rb) arrives, added into acc (add) or copied there, chunk by chunk: the same additions as
  * combine_into's, in the same order, straight from the sender's slot. */
-static spmd_status stream_round(tree_run *r, int peer, char *acc, size_t sa, size_t sb, size_t ra,
-                                size_t rb, int add)
+static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, size_t sa, size_t sb,
+                                size_t ra, size_t rb, int add)
 {
     stream_into s = {r, acc + ra * r->elem};
-    return spmd__comm_ring_stream(r->c, peer, r->tag, acc + sa * r->elem, (sb - sa) * r->elem,
-                                  (rb - ra) * r->elem, add ? add_chunk : copy_chunk, &s,
-                                  "the reduction's data", r->deadline, r->wait);
+    return spmd__comm_ring_stream(
+        r->c, peer, r->tag, round, acc + sa * r->elem, (sb - sa) * r->elem, (rb - ra) * r->elem,
+        add ? add_chunk : copy_chunk, &s, "the reduction's data", r->deadline, r->wait);
 }
 
 /* In p2 space (a non-extra rank's index), the index holding element x once the halving over
@@ -530,9 +534,9 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     if (v < 2 * t.rem && (v & 1)) { /* hands its block to v - 1, gets the sum back */
         int peer = in->rank_of_vrank[v - 1];
         if (streams(r, peer)) {
-            SPMD_CHECK(stream_round(r, peer, acc, first, end, 0, 0, 0));
+            SPMD_CHECK(stream_round(r, peer, ROUND_HAND_OFF, acc, first, end, 0, 0, 0));
             return in->scatter ? scatter_regions(r, acc, 0, 0, first, end)
-                               : stream_round(r, peer, acc, 0, 0, first, end, 0);
+                               : stream_round(r, peer, ROUND_HAND_BACK, acc, 0, 0, first, end, 0);
         }
         SPMD_CHECK(swap_ranges(r, peer, acc, fresh, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
@@ -545,7 +549,8 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     r->staging_taken = 1;
     SPMD_REQUIRE(tmp != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a reduction");
     if (v < 2 * t.rem && streams(r, in->rank_of_vrank[v + 1])) {
-        SPMD_CHECK(stream_round(r, in->rank_of_vrank[v + 1], acc, 0, 0, first, end, 1));
+        SPMD_CHECK(
+            stream_round(r, in->rank_of_vrank[v + 1], ROUND_HAND_OFF, acc, 0, 0, first, end, 1));
     } else if (v < 2 * t.rem) {
         SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, 0, 0, first, end, tmp));
         SPMD_CHECK(finish_round(r));
@@ -565,7 +570,7 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         size_t sa = upper ? a : mid[k], sb = upper ? mid[k] : b;
         a = ka, b = kb;
         if (streams(r, peer[k])) {
-            SPMD_CHECK(stream_round(r, peer[k], acc, sa, sb, ka, kb, 1));
+            SPMD_CHECK(stream_round(r, peer[k], ROUND_HALVING + k, acc, sa, sb, ka, kb, 1));
             continue;
         }
         SPMD_CHECK(swap_ranges(r, peer[k], acc, fresh, sa, sb, ka, kb, tmp));
@@ -583,7 +588,7 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         int upper = (i >> k) & 1;
         size_t pa = upper ? lo[k] : mid[k], pb = upper ? mid[k] : hi[k];
         if (streams(r, peer[k])) {
-            SPMD_CHECK(stream_round(r, peer[k], acc, a, b, pa, pb, 0));
+            SPMD_CHECK(stream_round(r, peer[k], ROUND_DOUBLING + k, acc, a, b, pa, pb, 0));
         } else {
             SPMD_CHECK(swap_ranges(r, peer[k], acc, 0, a, b, pa, pb, NULL));
             SPMD_CHECK(finish_round(r));
@@ -591,7 +596,7 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         a = lo[k], b = hi[k];
     }
     if (v < 2 * t.rem && streams(r, in->rank_of_vrank[v + 1]))
-        return stream_round(r, in->rank_of_vrank[v + 1], acc, first, end, 0, 0, 0);
+        return stream_round(r, in->rank_of_vrank[v + 1], ROUND_HAND_BACK, acc, first, end, 0, 0, 0);
     if (v < 2 * t.rem) {
         SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));

@@ -1,0 +1,30 @@
+/* Private: the bytes of a message made of boxes (comm.h's spmd__piece), read or written in
+ * order a stretch at a time, for a message that streams through the rings chunk by chunk
+ * (check_exchange_mpi.c) instead of going through MPI's datatypes. */
+#ifndef SPMD_RUNTIME_PIECE_CURSOR_H
+#define SPMD_RUNTIME_PIECE_CURSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/comm/comm.h"
+
+/** Where a walk through the boxes' bytes, in message order, has come to. */
+typedef struct spmd__piece_cursor {
+    const spmd__piece *pieces;
+    int npieces;
+    int at;        /* the box */
+    int64_t row;   /* its run of contiguous bytes */
+    size_t in_row; /* bytes of that run already passed */
+} spmd__piece_cursor;
+
+/** The bytes of n boxes. */
+size_t spmd__pieces_bytes(const spmd__piece *pieces, int n);
+/** A cursor at the first byte of n boxes. */
+void spmd__piece_cursor_init(spmd__piece_cursor *c, const spmd__piece *pieces, int n);
+/** Copies the next `bytes` of the boxes to dst (at most what is left). */
+void spmd__piece_cursor_read(spmd__piece_cursor *c, void *dst, size_t bytes);
+/** Copies `bytes` from src into the next bytes of the boxes (at most what is left). */
+void spmd__piece_cursor_write(spmd__piece_cursor *c, const void *src, size_t bytes);
+
+#endif /* SPMD_RUNTIME_PIECE_CURSOR_H */
