@@ -3,6 +3,7 @@
  * sender's header; alltoallv, message lists and pieces beside an agreement; large collectives
  * straight between the blocks once the agreement is done. The engine they share (a checked
  * step, the header, the verdict) is check_mpi.c's (check_mpi_impl.h). */
+#include <limits.h>
 #include <mpi.h>
 #include <sched.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__w
         free(done);
     }
     if (st != SPMD_OK)
-        w->data_pending = 1;
+        w->data_pending = n > 0; /* the streams copied as they went: nothing is left */
     return st;
 }
 
@@ -550,7 +551,17 @@ static spmd_status exchange_streamed(spmd__comm *c, const spmd__agreement *a, in
                                      const spmd__message *sends, int nrecv,
                                      const spmd__message *recvs, const char *what, spmd__wait *w)
 {
-    int n = nsend + nrecv, nstreams = 0;
+    int n = nsend + nrecv, nstreams = 0, longer = 0;
+    for (int i = 0; i < n; i++) { /* MPI's limit on every message: the same wherever it goes */
+        size_t bytes = i < nrecv ? recvs[i].bytes : sends[i - nrecv].bytes;
+        SPMD_REQUIRE(bytes <= INT_MAX, SPMD_ERR_UNSUPPORTED,
+                     "%s: a block of more than 2 GiB exceeds MPI's int counts", what);
+        longer |= bytes > spmd__ring_capacity(); /* the usual small ones: nothing to sort out */
+    }
+    if (!longer) {
+        message_lists all = {nsend, nrecv, sends, recvs};
+        return exchange_beside(c, a, n, post_message_lists, &all, 0, NULL, what, w);
+    }
     spmd__stream *streams = malloc((size_t)(n ? n : 1) * sizeof *streams);
     spmd__message *kept = malloc((size_t)(n ? n : 1) * sizeof *kept);
     message_lists mpi;
@@ -591,6 +602,10 @@ static spmd_status allgather_streamed(spmd__comm *c, const spmd__agreement *a, c
                                       spmd__wait *w)
 {
     int n = c->size - 1;
+    for (int r = 0; r < c->size; r++) /* MPI's limit, as where the processes span machines */
+        SPMD_REQUIRE((counts[r] + displs[r]) * unit <= INT_MAX, SPMD_ERR_UNSUPPORTED,
+                     "all_gather: more than 2 GiB in one cross-process collective exceeds MPI's "
+                     "int counts; split the array into smaller pieces");
     spmd__message *m = malloc(2 * (size_t)(n ? n : 1) * sizeof *m);
     SPMD_REQUIRE(m != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     char *mine = recv + displs[c->rank] * unit;
@@ -650,7 +665,22 @@ spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreem
                                                const spmd__piece_message *sends, int nrecv,
                                                const spmd__piece_message *recvs, spmd__wait *w)
 {
-    int n = nsend + nrecv, n1 = n ? n : 1, nstreams = 0;
+    int n = nsend + nrecv, n1 = n ? n : 1, nstreams = 0, longer = 0;
+    for (int i = 0; i < n; i++) {
+        const spmd__piece_message *m = i < nrecv ? &recvs[i] : &sends[i - nrecv];
+        for (int k = 0; k < m->npieces; k++) /* MPI's limit: the same wherever it goes */
+            for (int d = 0; d < m->pieces[k].ndim; d++)
+                SPMD_REQUIRE(m->pieces[k].shape[d] <= INT_MAX, SPMD_ERR_UNSUPPORTED,
+                             "all_to_all: a block dimension of %lld elements exceeds MPI's int "
+                             "counts (2^31 - 1)",
+                             (long long)m->pieces[k].shape[d]);
+        /* the usual small ones: nothing to sort out */
+        longer |= spmd__pieces_bytes(m->pieces, m->npieces) > spmd__ring_capacity();
+    }
+    if (!longer) {
+        piece_lists all = {nsend, nrecv, sends, recvs};
+        return exchange_beside(c, a, n, post_piece_lists, &all, 0, NULL, "all_to_all", w);
+    }
     /* each message as its peer and length, to mark the ones that stream */
     spmd__message *sized = calloc((size_t)n1, sizeof *sized);
     int *streamed = malloc((size_t)n1 * sizeof *streamed);

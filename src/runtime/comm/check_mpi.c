@@ -1076,13 +1076,20 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
                         capacity, 0, combine, combine_arg, NULL, &h);
 }
 
+/* The largest reduce-scatter whose agreement travels with its data (the whole vector). */
+#define SCATTER_COMBINED_BYTES 8192
+
 spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreement *a,
                                               const spmd__tree_inputs *in, void *acc, size_t count,
                                               spmd_dtype dtype, spmd__combine_fn combine,
                                               void *combine_arg, spmd__wait *w)
 {
     size_t elem = spmd_dtype_size(dtype), bytes = count * elem;
-    if (bytes <= SPMD__COMM_COMBINED_BYTES && in->block > 0 && !in->nruns && c->size > 1) {
+    /* a reduce-scatter past a few pages: the halving sends each rank half its vector, the
+     * combined exchange all of it */
+    int halves = in->scatter && in->split && bytes > SCATTER_COMBINED_BYTES;
+    if (bytes <= SPMD__COMM_COMBINED_BYTES && !halves && in->block > 0 && !in->nruns &&
+        c->size > 1) {
         header h; /* the agreement travels with the data, blocks meeting in the tree's order */
         return run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, acc,
                             &bytes, bytes, 1, combine, combine_arg, in, &h);

@@ -45,6 +45,7 @@ typedef struct slot_head {
     uint32_t stamp; /* the exchange's (check_mpi.c), for a look that takes nothing */
     uint64_t wire;
     uint64_t seq; /* per sender and receiver: the oldest of several matching messages first */
+    uint64_t key; /* a stream's chunk: its stream (spmd__ring_listen); 0: a message */
 } slot_head;
 
 typedef struct slot {
@@ -464,8 +465,8 @@ size_t spmd__ring_capacity(void) { return R.wide_bytes ? R.wide_bytes : SPMD__RI
 
 /* Writes a message into the ring to process `to`: into a slot where it fits, else into one of
  * the first `wide` wide slots; its bytes are head's and tail's, or what fill writes. */
-static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, const void *head,
-                     size_t head_bytes, const void *tail, size_t tail_bytes,
+static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, uint64_t key,
+                     const void *head, size_t head_bytes, const void *tail, size_t tail_bytes,
                      spmd__ring_fill_fn fill, void *fill_arg)
 {
     size_t bytes = head_bytes + tail_bytes;
@@ -476,7 +477,8 @@ static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, c
         return 0;
     ring *r = ring_in(R.peers[j], R.here);
     int end = R.wide_bytes ? SLOTS + wide : SLOTS;
-    for (int k = bytes <= SPMD__RING_BYTES ? 0 : SLOTS; k < end; k++) {
+    /* a chunk only in a wide slot: the others may hold messages whose readers are elsewhere */
+    for (int k = bytes <= SPMD__RING_BYTES && !key ? 0 : SLOTS; k < end; k++) {
         slot_head *s = slot_of(r, k);
         uint32_t empty = SLOT_EMPTY;
         if (!atomic_compare_exchange_strong_explicit(&s->state, &empty, SLOT_WRITING,
@@ -486,6 +488,7 @@ static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, c
         s->tag = tag;
         s->stamp = stamp;
         s->wire = wire;
+        s->key = key;
         s->seq = atomic_fetch_add_explicit(&R.next_seq[j], 1, memory_order_relaxed);
         size_t capacity;
         char *data = slot_data(R.peers[j], R.here, k, &capacity);
@@ -504,7 +507,7 @@ static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, c
 int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const void *head,
                           size_t head_bytes, const void *tail, size_t tail_bytes)
 {
-    return send_into(to, WIDE_FOR_MESSAGES, wire, tag, stamp, head, head_bytes, tail, tail_bytes,
+    return send_into(to, WIDE_FOR_MESSAGES, wire, tag, stamp, 0, head, head_bytes, tail, tail_bytes,
                      NULL, NULL);
 }
 
@@ -513,10 +516,13 @@ int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *
     return spmd__ring_send_parts(to, wire, tag, stamp, data, bytes, NULL, 0);
 }
 
-int spmd__ring_send_chunk(int to, uint64_t wire, int tag, const void *data, size_t bytes,
-                          spmd__ring_fill_fn fill, void *fill_arg)
+int spmd__ring_send_chunk(int to, uint64_t wire, int tag, uint64_t key, const void *data,
+                          size_t bytes, spmd__ring_fill_fn fill, void *fill_arg)
 {
-    return send_into(to, WIDE_SLOTS, wire, tag, 0, data, bytes, NULL, 0, fill, fill_arg);
+    /* looked at before each chunk: a reader that gave up takes no more (one chunk may still
+     * slip in between: its reader's next look empties it, see empty_leftovers) */
+    return spmd__ring_listened(to, key) &&
+           send_into(to, WIDE_SLOTS, wire, tag, 0, key, data, bytes, NULL, 0, fill, fill_arg);
 }
 
 int spmd__ring_listen(int from, uint64_t key)
@@ -538,13 +544,17 @@ void spmd__ring_unlisten(int from, int listener)
                               memory_order_release);
 }
 
-int spmd__ring_listened(int to, uint64_t key)
+static int listens(ring *r, uint64_t key)
 {
-    ring *r = ring_in(R.peers[R.local_of[to]], R.here);
     for (int k = 0; k < LISTENERS; k++)
         if (atomic_load_explicit(&r->listening[k], memory_order_acquire) == key)
             return 1;
     return 0;
+}
+
+int spmd__ring_listened(int to, uint64_t key)
+{
+    return listens(ring_in(R.peers[R.local_of[to]], R.here), key);
 }
 
 int spmd__ring_ready(int from, uint64_t wire, int tag, uint32_t stamp)
@@ -553,7 +563,7 @@ int spmd__ring_ready(int from, uint64_t wire, int tag, uint32_t stamp)
     for (int k = 0; k < slots_in_ring(); k++) { /* a look only: spmd__ring_take claims it */
         slot_head *s = slot_of(r, k);
         if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL && s->wire == wire &&
-            s->tag == tag && s->stamp == stamp)
+            s->tag == tag && s->stamp == stamp && !s->key)
             return 1;
     }
     return 0;
@@ -587,40 +597,62 @@ static void empty_forgotten(ring *r)
  * slots one after another is no snapshot: a sender that fills a slot already looked at, then
  * another one further on, would have its second message taken first. The first is full once the
  * second is, so this second look, after the claim, finds it. */
-static int older_waits(ring *r, uint64_t wire, int tag, uint64_t seq)
+static int older_waits(ring *r, uint64_t wire, int tag, uint64_t key, uint64_t seq)
 {
     for (int k = 0; k < slots_in_ring(); k++) {
         slot_head *s = slot_of(r, k);
         if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL && s->wire == wire &&
-            s->tag == tag && s->seq < seq)
+            s->tag == tag && s->key == key && s->seq < seq)
             return 1;
     }
     return 0;
 }
 
-int spmd__ring_claim(int from, uint64_t wire, int tag, spmd__ring_message *out)
+/* Empties the wide slots of ring r that hold a chunk of a stream this process no longer reads
+ * (it gave up on it: a sender that looked just before may still have written one). */
+static void empty_leftovers(ring *r)
+{
+    for (int k = SLOTS; k < slots_in_ring(); k++) {
+        slot_head *s = slot_of(r, k);
+        uint32_t full = SLOT_FULL;
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FULL || !s->key ||
+            listens(r, s->key) ||
+            !atomic_compare_exchange_strong_explicit(&s->state, &full, SLOT_TAKING,
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        /* looked at again once claimed: the slot may have been taken and written since */
+        int left = s->key && !listens(r, s->key);
+        atomic_store_explicit(&s->state, left ? SLOT_EMPTY : SLOT_FULL, memory_order_release);
+    }
+}
+
+/* Claims the oldest message (key 0) or chunk of stream `key` from `from` with (wire, tag). */
+static int claim(int from, uint64_t wire, int tag, uint64_t key, spmd__ring_message *out)
 {
     int sender = R.local_of[from];
     ring *r = ring_in(R.own, sender);
     for (;;) {
         slot_head *best = NULL;
-        int best_k = -1, stale = 0;
+        int best_k = -1, stale = 0, stray = 0;
         uint64_t best_seq = 0;
         for (int k = 0; k < slots_in_ring(); k++) {
             slot_head *s = slot_of(r, k);
             if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FULL)
                 continue;
-            if (s->wire == wire && s->tag == tag && (!best || s->seq < best_seq)) {
+            if (s->wire == wire && s->tag == tag && s->key == key && (!best || s->seq < best_seq)) {
                 best = s;
                 best_k = k;
                 best_seq = s->seq;
             } else if (s->wire != wire) {
                 stale = 1; /* another communicator's: maybe one gone */
             }
+            stray |= s->key && s->key != key; /* maybe a stream's given up */
         }
         if (!best) {
             if (stale) /* the slots a gone communicator's late messages hold */
                 empty_forgotten(r);
+            if (stray)
+                empty_leftovers(r);
             return 0;
         }
         /* Claimed before it is read: another thread of this process may have taken what this
@@ -629,8 +661,8 @@ int spmd__ring_claim(int from, uint64_t wire, int tag, spmd__ring_message *out)
         if (!atomic_compare_exchange_strong_explicit(&best->state, &full, SLOT_TAKING,
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
-        if (best->wire != wire || best->tag != tag || best->seq != best_seq ||
-            older_waits(r, wire, tag, best_seq)) {
+        if (best->wire != wire || best->tag != tag || best->key != key || best->seq != best_seq ||
+            older_waits(r, wire, tag, key, best_seq)) {
             atomic_store_explicit(&best->state, SLOT_FULL, memory_order_release); /* not ours */
             continue;
         }
@@ -640,6 +672,16 @@ int spmd__ring_claim(int from, uint64_t wire, int tag, spmd__ring_message *out)
         out->slot = best;
         return 1;
     }
+}
+
+int spmd__ring_claim(int from, uint64_t wire, int tag, spmd__ring_message *out)
+{
+    return claim(from, wire, tag, 0, out);
+}
+
+int spmd__ring_claim_chunk(int from, uint64_t wire, int tag, uint64_t key, spmd__ring_message *out)
+{
+    return claim(from, wire, tag, key, out);
 }
 
 void spmd__ring_release(spmd__ring_message *m)

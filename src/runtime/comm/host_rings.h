@@ -82,13 +82,14 @@ int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const 
 /** Writes a chunk's `bytes` at dst (into the slot: gathered there without a copy first). */
 typedef void (*spmd__ring_fill_fn)(void *arg, char *dst, size_t bytes);
 /**
- * A stream's chunk (ring_stream_mpi.c) to process `to`: as spmd__ring_send, into any wide slot
- * (a message takes only the first); its bytes from data, or written by fill (not NULL). Write
- * it only while `to` listens for the stream (spmd__ring_listened): a chunk in a wide slot must
- * have a reader that takes it soon.
+ * A chunk of stream `key` (ring_stream_mpi.c) to process `to`: as spmd__ring_send, into either
+ * wide slot (a message takes only the first); its bytes from data, or written by fill (not
+ * NULL). Only while `to` listens for the stream (spmd__ring_listened, looked at first: 0 when
+ * it does not): a chunk in a wide slot has a reader that takes it soon, and one that its reader
+ * gave up on is emptied by that reader's next look.
  */
-int spmd__ring_send_chunk(int to, uint64_t wire, int tag, const void *data, size_t bytes,
-                          spmd__ring_fill_fn fill, void *fill_arg);
+int spmd__ring_send_chunk(int to, uint64_t wire, int tag, uint64_t key, const void *data,
+                          size_t bytes, spmd__ring_fill_fn fill, void *fill_arg);
 /** Says that this process reads the stream `key` (nonzero, alike on both sides) from process
  * `from` now: the listener to pass to spmd__ring_unlisten once it has all of it, or -1 when it
  * reads too many streams from `from` already (try again). */
@@ -109,6 +110,8 @@ typedef struct spmd__ring_message {
 /** Claims the oldest message from process `from` with the envelope (wire, tag): 1 when one had
  * come (*out filled; release it soon: its slot is the sender's again only then), else 0. */
 int spmd__ring_claim(int from, uint64_t wire, int tag, spmd__ring_message *out);
+/** As spmd__ring_claim, for the oldest chunk of stream `key` (spmd__ring_send_chunk). */
+int spmd__ring_claim_chunk(int from, uint64_t wire, int tag, uint64_t key, spmd__ring_message *out);
 /** Gives a claimed message's slot back to its sender. */
 void spmd__ring_release(spmd__ring_message *m);
 /**

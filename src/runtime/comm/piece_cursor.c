@@ -27,22 +27,6 @@ static runs runs_of(const spmd__piece *p)
     return r;
 }
 
-/* Where run k of box p begins. */
-static char *run_at(const spmd__piece *p, const runs *r, int64_t k)
-{
-    int64_t offset = 0, stride = 1;
-    for (int j = p->ndim - 1; j >= 0; j--) {
-        int64_t index = p->start[j];
-        if (j < r->inner) {
-            index += k % p->extent[j];
-            k /= p->extent[j];
-        }
-        offset += index * stride;
-        stride *= p->shape[j];
-    }
-    return (char *)p->base + (size_t)offset * p->elem;
-}
-
 size_t spmd__pieces_bytes(const spmd__piece *pieces, int n)
 {
     size_t bytes = 0;
@@ -53,25 +37,66 @@ size_t spmd__pieces_bytes(const spmd__piece *pieces, int n)
     return bytes;
 }
 
+/* Where the run at c->index of box p begins. */
+static char *run_start(const spmd__piece *p, const spmd__piece_cursor *c)
+{
+    int64_t offset = 0;
+    for (int j = 0; j < p->ndim; j++)
+        offset = offset * p->shape[j] + p->start[j] + (j < c->inner ? c->index[j] : 0);
+    return (char *)p->base + (size_t)offset * p->elem;
+}
+
+/* The cursor at the first run of box c->at (or past the last box). */
+static void enter_box(spmd__piece_cursor *c)
+{
+    c->row = 0;
+    c->in_row = 0;
+    c->runs = 0;
+    if (c->at >= c->npieces)
+        return;
+    const spmd__piece *p = &c->pieces[c->at];
+    runs r = runs_of(p);
+    c->inner = r.inner;
+    c->run = r.run;
+    c->runs = r.count;
+    memset(c->index, 0, sizeof c->index);
+    c->row_at = run_start(p, c);
+}
+
+/* The next run of the box: its index stepped as an odometer (no division per run). */
+static void next_run(spmd__piece_cursor *c)
+{
+    const spmd__piece *p = &c->pieces[c->at];
+    c->in_row = 0;
+    if (++c->row >= c->runs)
+        return;
+    for (int j = c->inner - 1; j >= 0; j--) {
+        if (++c->index[j] < p->extent[j])
+            break;
+        c->index[j] = 0;
+    }
+    c->row_at = run_start(p, c);
+}
+
 void spmd__piece_cursor_init(spmd__piece_cursor *c, const spmd__piece *pieces, int n)
 {
-    *c = (spmd__piece_cursor){pieces, n, 0, 0, 0};
+    c->pieces = pieces;
+    c->npieces = n;
+    c->at = 0;
+    enter_box(c);
 }
 
 /* Copies up to `bytes` between the boxes (from them when `out`, into them otherwise) and buf. */
 static void walk(spmd__piece_cursor *c, char *buf, size_t bytes, int out)
 {
     while (bytes > 0 && c->at < c->npieces) {
-        const spmd__piece *p = &c->pieces[c->at];
-        runs r = runs_of(p);
-        if (c->row >= r.count) { /* this box is done: the next */
+        if (c->row >= c->runs) { /* this box is done: the next */
             c->at++;
-            c->row = 0;
-            c->in_row = 0;
+            enter_box(c);
             continue;
         }
-        char *at = run_at(p, &r, c->row) + c->in_row;
-        size_t len = r.run - c->in_row < bytes ? r.run - c->in_row : bytes;
+        char *at = c->row_at + c->in_row;
+        size_t len = c->run - c->in_row < bytes ? c->run - c->in_row : bytes;
         if (out)
             memcpy(buf, at, len);
         else
@@ -79,10 +104,8 @@ static void walk(spmd__piece_cursor *c, char *buf, size_t bytes, int out)
         buf += len;
         bytes -= len;
         c->in_row += len;
-        if (c->in_row == r.run) {
-            c->row++;
-            c->in_row = 0;
-        }
+        if (c->in_row == c->run)
+            next_run(c);
     }
 }
 

@@ -13,9 +13,13 @@
 typedef struct spmd__piece_cursor {
     const spmd__piece *pieces;
     int npieces;
-    int at;        /* the box */
-    int64_t row;   /* its run of contiguous bytes */
-    size_t in_row; /* bytes of that run already passed */
+    int at;                       /* the box */
+    int inner;                    /* its dimensions from here on lie in one run ... */
+    size_t run;                   /* ... of this many contiguous bytes */
+    int64_t runs, row;            /* its runs, and the one the walk is in */
+    int64_t index[SPMD_MAX_RANK]; /* that run's index along the dimensions before `inner` */
+    char *row_at;                 /* where it begins */
+    size_t in_row;                /* bytes of it already passed */
 } spmd__piece_cursor;
 
 /** The bytes of n boxes. */

@@ -38,21 +38,26 @@ int spmd__comm_ring_stream_usable(const spmd__comm *c, int peer)
     return chunk_bytes() > 0 && spmd__ring_to(p) && spmd__ring_from(p);
 }
 
-/* The stream's name in the listeners (host_rings.h): its communicator, tag and round, mixed
- * (splitmix64's finaliser); never 0, which is a free listener. */
-static uint64_t stream_key(uint64_t wire, int tag, int round)
+static uint64_t mix(uint64_t z) /* splitmix64's finaliser */
 {
-    uint64_t z = wire ^ ((uint64_t)(uint32_t)tag << 32 | (uint32_t)round);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
+    return z ^ (z >> 31);
+}
+
+/* The stream's name in the listeners and on its chunks (host_rings.h): its communicator, its
+ * exchange (the tag, which comes round again, and the exchange's stamp, which tells the calls
+ * apart) and its round; never 0, which is a free listener and a message. */
+static uint64_t stream_key(uint64_t wire, uint32_t stamp, int tag, int round)
+{
+    uint64_t z = mix(wire ^ mix((uint64_t)stamp << 32 | (uint32_t)tag) ^ (uint64_t)(uint32_t)round);
     return z ? z : 1;
 }
 
-/* One stream's progress: what went out and came in, its listener, whether its peer listens. */
+/* One stream's progress: what went out and came in, its listener. */
 typedef struct stream_state {
     size_t sent, got;
-    int listener, peer_listens;
+    int listener;
 } stream_state;
 
 /* Moves what it can of stream s (with process p): 1 when something moved, -1 when a chunk of
@@ -63,18 +68,17 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     int moved = 0;
     if (t->got < s->rbytes && t->listener < 0 && (t->listener = spmd__ring_listen(p, key)) >= 0)
         moved = 1;
-    if (t->sent < s->sbytes && !t->peer_listens && spmd__ring_listened(p, key))
-        t->peer_listens = moved = 1;
-    if (t->sent < s->sbytes && t->peer_listens) {
+    if (t->sent < s->sbytes) { /* a chunk only while the peer listens (send_chunk looks) */
         size_t len = s->sbytes - t->sent < chunk ? s->sbytes - t->sent : chunk;
         const char *from = s->fill ? NULL : (const char *)s->send + t->sent;
-        if (spmd__ring_send_chunk(p, c->wire, s->tag, from, len, s->fill, s->fill_arg)) {
+        if (spmd__ring_send_chunk(p, c->wire, s->tag, key, from, len, s->fill, s->fill_arg)) {
             t->sent += len;
             moved = 1;
         }
     }
     spmd__ring_message m;
-    if (t->listener >= 0 && t->got < s->rbytes && spmd__ring_claim(p, c->wire, s->tag, &m)) {
+    if (t->listener >= 0 && t->got < s->rbytes &&
+        spmd__ring_claim_chunk(p, c->wire, s->tag, key, &m)) {
         size_t want = s->rbytes - t->got < chunk ? s->rbytes - t->got : chunk;
         *came = m.bytes;
         if (m.bytes == want)
@@ -92,11 +96,35 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     return moved;
 }
 
+/* A stream past its deadline, waiting for process p: for its data (receiving), or to send
+ * while p does not read (listening: it took part, then stopped taking it). */
+static spmd_status stream_timeout(const char *what, int p, int receiving, int listening)
+{
+    if (receiving)
+        return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                          "%s did not complete within the collective timeout "
+                          "(SPMD_COLLECTIVE_TIMEOUT): no data came from process(es) %d, which "
+                          "had agreed to it (killed or stuck?)",
+                          what, p);
+    if (!listening)
+        return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                          "%s did not complete within the collective timeout "
+                          "(SPMD_COLLECTIVE_TIMEOUT): process %d, which had agreed to it, is not "
+                          "reading its data (it gave up, or was killed or stuck?)",
+                          what, p);
+    return SPMD_ERROR(SPMD_ERR_TIMEOUT,
+                      "%s did not complete within the collective timeout "
+                      "(SPMD_COLLECTIVE_TIMEOUT): process %d, which had agreed to it, stopped "
+                      "taking its data (killed or stuck?)",
+                      what, p);
+}
+
 spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *streams,
                                     const char *what, int64_t deadline, const spmd__wait *cancel)
 {
     size_t chunk = chunk_bytes();
     SPMD_REQUIRE(chunk > 0, SPMD_ERR_INTERNAL, "%s: no wide ring slots to stream through", what);
+    uint32_t stamp = c->stamp; /* the exchange's (spmd__comm_exchange_tag), alike on both sides */
     stream_state one, *state = n == 1 ? &one : calloc((size_t)n, sizeof *state);
     SPMD_REQUIRE(state != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     uint64_t *keys = n == 1 ? NULL : malloc((size_t)n * sizeof *keys), key_one = 0;
@@ -107,8 +135,8 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
     if (n == 1)
         keys = &key_one;
     for (int i = 0; i < n; i++) {
-        state[i] = (stream_state){0, 0, -1, 0};
-        keys[i] = stream_key(c->wire, streams[i].tag, streams[i].round);
+        state[i] = (stream_state){0, 0, -1};
+        keys[i] = stream_key(c->wire, stamp, streams[i].tag, streams[i].round);
     }
     int64_t start = 0, now = 0, next_cancel_check = 0, probe_after = 0;
     int tracked = -1, open = n;
@@ -150,17 +178,8 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
             spmd__pause_begin(&pause, now);
         }
         if (now > deadline) {
-            st = state[waiting].got < streams[waiting].rbytes
-                     ? SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                                  "%s did not complete within the collective timeout "
-                                  "(SPMD_COLLECTIVE_TIMEOUT): no data came from process(es) "
-                                  "%d, which had agreed to it (killed or stuck?)",
-                                  what, p)
-                     : SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                                  "%s did not complete within the collective timeout "
-                                  "(SPMD_COLLECTIVE_TIMEOUT): process %d, which had agreed to "
-                                  "it, stopped taking its data (killed or stuck?)",
-                                  what, p);
+            st = stream_timeout(what, p, state[waiting].got < streams[waiting].rbytes,
+                                spmd__ring_listened(p, keys[waiting]));
             break;
         }
         if (cancel && cancel->cancelled && now > next_cancel_check) {
