@@ -38,6 +38,7 @@ typedef struct tree_run {
     void *arg;
     int64_t deadline;
     const spmd__wait *wait; /* whose cancellation ends the waits (the call given up) */
+    int bucket;             /* the bucket of runs under way: its streams' rounds its own */
     int *leaves;            /* leaves holding this rank's positions, ascending */
     int nleaves;
     /* buffers MPI may use: kept with the communicator when a wait fails */
@@ -420,46 +421,110 @@ static spmd_status swap_ranges(tree_run *r, int peer, char *acc, int fresh, size
     return st;
 }
 
-/* A streamed round's arrivals: added into the vector where they arrive, or copied there. */
-typedef struct stream_into {
-    tree_run *r;
-    char *dest;
-} stream_into;
-
-static void add_chunk(void *arg, size_t offset, const void *data, size_t bytes)
+/* The run holding element x of the vector (r->run_at: x below its end). */
+static int run_of(const tree_run *r, size_t x)
 {
-    stream_into *s = arg;
-    s->r->combine(s->dest + offset, data, bytes, s->r->arg);
+    int lo = 0, hi = r->in->nruns - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (r->run_at[mid] <= x)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
 }
 
-static void copy_chunk(void *arg, size_t offset, const void *data, size_t bytes)
+/* Elements [a, b) of the runs (of their sources: from_sources) to flat, or flat into the runs
+ * (to_runs). */
+static void move_runs(tree_run *r, size_t a, size_t b, char *flat, int from_sources, int to_runs)
 {
-    stream_into *s = arg;
-    memcpy(s->dest + offset, data, bytes);
+    const spmd__piece_run *runs = from_sources ? r->in->sources : r->in->runs;
+    for (int k = a < b ? run_of(r, a) : r->in->nruns; k < r->in->nruns && r->run_at[k] < b; k++) {
+        size_t lo = r->run_at[k] > a ? r->run_at[k] : a;
+        size_t hi = r->run_at[k + 1] < b ? r->run_at[k + 1] : b;
+        char *in_run = (char *)runs[k].data + (lo - r->run_at[k]) * r->elem;
+        size_t bytes = (hi - lo) * r->elem;
+        if (to_runs)
+            memcpy(in_run, flat, bytes);
+        else
+            memcpy(flat, in_run, bytes);
+        flat += bytes;
+    }
+}
+
+/* A streamed round: the part it sends (from acc, or gathered from the runs or their sources
+ * while `fresh`), and where its arrivals go (added, or copied; into the runs, loaded from their
+ * sources first while fresh). */
+typedef struct stream_part {
+    tree_run *r;
+    char *acc;
+    size_t send_at, recv_at; /* elements: the next one to send, the first to arrive */
+    int fresh, add;
+} stream_part;
+
+static void fill_chunk(void *arg, char *dst, size_t bytes)
+{
+    stream_part *s = arg;
+    size_t n = bytes / s->r->elem;
+    move_runs(s->r, s->send_at, s->send_at + n, dst, s->fresh, 0);
+    s->send_at += n;
+}
+
+static void take_chunk(void *arg, size_t offset, const void *data, size_t bytes)
+{
+    stream_part *s = arg;
+    tree_run *r = s->r;
+    size_t a = s->recv_at + offset / r->elem, b = a + bytes / r->elem;
+    if (!r->in->nruns && s->add)
+        r->combine(s->acc + a * r->elem, data, bytes, r->arg);
+    else if (!r->in->nruns)
+        memcpy(s->acc + a * r->elem, data, bytes);
+    else if (s->add) { /* the same additions as combine_into's, the sources loaded first */
+        if (s->fresh)
+            load_sources(r, a, b);
+        combine_into(r, s->acc, a, b, data);
+    } else {
+        move_runs(r, a, b, (char *)data, 0, 1);
+    }
+}
+
+/* 1 when the rounds with rank `peer` go through the shared-memory rings: the peer on this
+ * machine. Alike on both sides. */
+static int streams(const tree_run *r, int peer)
+{
+    return spmd__comm_ring_stream_usable(r->c, peer);
 }
 
 /* A streamed round's name, alike on both sides of it: the extra rank's hand-off, a level of the
- * halving or of the doubling, the sum handed back. */
-enum { ROUND_HAND_OFF = 0, ROUND_HALVING = 1, ROUND_DOUBLING = 33, ROUND_HAND_BACK = 65 };
+ * halving or of the doubling, the sum handed back; each bucket of runs its own. */
+enum {
+    ROUND_HAND_OFF = 0,
+    ROUND_HALVING = 1,
+    ROUND_DOUBLING = 33,
+    ROUND_HAND_BACK = 65,
+    ROUNDS = 66
+};
 
-/* 1 when the rounds with rank `peer` go through the shared-memory rings: a vector in acc (runs
- * go through MPI's datatypes), the peer on this machine. Alike on both sides: the runs are the
- * call's blocks, which every process agreed to. */
-static int streams(const tree_run *r, int peer)
+/* A round with rank `peer` through the rings: [sa, sb) of the vector goes out while the peer's
+ * [ra, rb) arrives, added into the vector (add) or copied there, chunk by chunk: the same
+ * additions as combine_into's, in the same order, straight from the sender's slot. While
+ * `fresh`, what goes out comes from the sources, and the arrivals load them first. */
+static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int fresh, size_t sa,
+                                size_t sb, size_t ra, size_t rb, int add)
 {
-    return !r->in->nruns && spmd__comm_ring_stream_usable(r->c, peer);
-}
-
-/* A round with rank `peer` through the rings: [sa, sb) of acc goes out while the peer's [ra,
- * rb) arrives, added into acc (add) or copied there, chunk by chunk: the same additions as
- * combine_into's, in the same order, straight from the sender's slot. */
-static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, size_t sa, size_t sb,
-                                size_t ra, size_t rb, int add)
-{
-    stream_into s = {r, acc + ra * r->elem};
-    return spmd__comm_ring_stream(
-        r->c, peer, r->tag, round, acc + sa * r->elem, (sb - sa) * r->elem, (rb - ra) * r->elem,
-        add ? add_chunk : copy_chunk, &s, "the reduction's data", r->deadline, r->wait);
+    stream_part part = {r, acc, sa, ra, fresh, add};
+    spmd__stream s = {.peer = peer,
+                      .tag = r->tag,
+                      .round = r->bucket * ROUNDS + round,
+                      .send = acc + sa * r->elem,
+                      .sbytes = (sb - sa) * r->elem,
+                      .rbytes = (rb - ra) * r->elem,
+                      .take = take_chunk,
+                      .arg = &part,
+                      .fill = r->in->nruns ? fill_chunk : NULL,
+                      .fill_arg = &part};
+    return spmd__comm_ring_streams(r->c, 1, &s, "the reduction's data", r->deadline, r->wait);
 }
 
 /* In p2 space (a non-extra rank's index), the index holding element x once the halving over
@@ -534,9 +599,10 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     if (v < 2 * t.rem && (v & 1)) { /* hands its block to v - 1, gets the sum back */
         int peer = in->rank_of_vrank[v - 1];
         if (streams(r, peer)) {
-            SPMD_CHECK(stream_round(r, peer, ROUND_HAND_OFF, acc, first, end, 0, 0, 0));
-            return in->scatter ? scatter_regions(r, acc, 0, 0, first, end)
-                               : stream_round(r, peer, ROUND_HAND_BACK, acc, 0, 0, first, end, 0);
+            SPMD_CHECK(stream_round(r, peer, ROUND_HAND_OFF, acc, fresh, first, end, 0, 0, 0));
+            return in->scatter
+                       ? scatter_regions(r, acc, 0, 0, first, end)
+                       : stream_round(r, peer, ROUND_HAND_BACK, acc, 0, 0, 0, first, end, 0);
         }
         SPMD_CHECK(swap_ranges(r, peer, acc, fresh, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
@@ -549,8 +615,9 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     r->staging_taken = 1;
     SPMD_REQUIRE(tmp != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a reduction");
     if (v < 2 * t.rem && streams(r, in->rank_of_vrank[v + 1])) {
-        SPMD_CHECK(
-            stream_round(r, in->rank_of_vrank[v + 1], ROUND_HAND_OFF, acc, 0, 0, first, end, 1));
+        SPMD_CHECK(stream_round(r, in->rank_of_vrank[v + 1], ROUND_HAND_OFF, acc, fresh, 0, 0,
+                                first, end, 1));
+        fresh = 0; /* every element loaded as its sum arrived */
     } else if (v < 2 * t.rem) {
         SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, 0, 0, first, end, tmp));
         SPMD_CHECK(finish_round(r));
@@ -570,7 +637,8 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         size_t sa = upper ? a : mid[k], sb = upper ? mid[k] : b;
         a = ka, b = kb;
         if (streams(r, peer[k])) {
-            SPMD_CHECK(stream_round(r, peer[k], ROUND_HALVING + k, acc, sa, sb, ka, kb, 1));
+            SPMD_CHECK(stream_round(r, peer[k], ROUND_HALVING + k, acc, fresh, sa, sb, ka, kb, 1));
+            fresh = 0; /* the half kept loaded as it summed; the half sent: the all-gather's */
             continue;
         }
         SPMD_CHECK(swap_ranges(r, peer[k], acc, fresh, sa, sb, ka, kb, tmp));
@@ -588,7 +656,7 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         int upper = (i >> k) & 1;
         size_t pa = upper ? lo[k] : mid[k], pb = upper ? mid[k] : hi[k];
         if (streams(r, peer[k])) {
-            SPMD_CHECK(stream_round(r, peer[k], ROUND_DOUBLING + k, acc, a, b, pa, pb, 0));
+            SPMD_CHECK(stream_round(r, peer[k], ROUND_DOUBLING + k, acc, 0, a, b, pa, pb, 0));
         } else {
             SPMD_CHECK(swap_ranges(r, peer[k], acc, 0, a, b, pa, pb, NULL));
             SPMD_CHECK(finish_round(r));
@@ -596,7 +664,8 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         a = lo[k], b = hi[k];
     }
     if (v < 2 * t.rem && streams(r, in->rank_of_vrank[v + 1]))
-        return stream_round(r, in->rank_of_vrank[v + 1], ROUND_HAND_BACK, acc, first, end, 0, 0, 0);
+        return stream_round(r, in->rank_of_vrank[v + 1], ROUND_HAND_BACK, acc, 0, first, end, 0, 0,
+                            0);
     if (v < 2 * t.rem) {
         SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, first, end, 0, 0, NULL));
         SPMD_CHECK(finish_round(r));
@@ -633,7 +702,7 @@ spmd_status spmd__comm_tree_allreduce_agreed(spmd__comm *c, int tag, const spmd_
         /* many blocks (runs) go in buckets of a few MiB, one after another: each step's
            arrival is added while it is still in the caches (bench_gradients) */
         size_t bucket = in->nruns ? BUCKET_BYTES / elem : count;
-        for (size_t at = 0; st == SPMD_OK && at < count; at += bucket)
+        for (size_t at = 0; st == SPMD_OK && at < count; at += bucket, r.bucket++)
             st = halving_doubling(&r, acc, at, count - at < bucket ? count - at : bucket);
         return finish_run(&r, st);
     }
