@@ -24,19 +24,19 @@
  * messages left by exchanges given up take slots too. */
 enum { SLOTS = 8 };
 /* Wide slots per ring, for messages longer than a slot (up to SPMD__RING_WIDE_BYTES). A message
- * takes the first only, and goes through MPI when it is taken: its reader may be busy elsewhere
- * for a long while. A stream's chunk takes either, and only while its reader is in the stream
- * (it listens: spmd__ring_listen), so the second holds nothing whose reader does not take it
- * soon, and streams between the same two processes at once (a shard_map's groups) never wait on
- * each other for good. */
-enum { WIDE_SLOTS = 2, WIDE_FOR_MESSAGES = 1 };
+ * takes one of the first two (one in flight, the next call's beside it), and goes through MPI
+ * when they are taken: its reader may be busy elsewhere for a long while. A stream's chunk takes
+ * any, and only while its reader is in the stream (it listens: spmd__ring_listen), so the last
+ * holds nothing whose reader does not take it soon, and streams between the same two processes
+ * at once (a shard_map's groups) never wait on each other for good. */
+enum { WIDE_SLOTS = 3, WIDE_FOR_MESSAGES = 2 };
 /* Streams a process may read from one sender at once: more wait until one ends. */
 enum { LISTENERS = 16 };
 enum { SLOT_EMPTY = 0, SLOT_WRITING, SLOT_FULL, SLOT_TAKING };
 #define SEGMENT_MAGIC 0x73706d6472696e67ull /* "spmdring" */
 /* The wide slots of all the segments of a machine stay within this: a machine with many
  * processes gets narrower ones (none below a slot's size), so that /dev/shm is not filled. */
-#define WIDE_MACHINE_BYTES ((size_t)32 << 20)
+#define WIDE_MACHINE_BYTES ((size_t)48 << 20)
 
 typedef struct slot_head {
     _Alignas(64) _Atomic uint32_t state;

@@ -3,7 +3,7 @@
  * ring_stream_mpi.c), through shared memory instead of MPI.
  *
  * Every process owns one segment of POSIX shared memory, with one ring of a few slots for each
- * other process on its machine, and two wide slots (64 KiB) beside; a sender writes into its ring
+ * other process on its machine, and three wide slots (64 KiB) beside; a sender writes into its ring
  * in the receiver's segment, and the receiver polls its own. A message carries the identity of
  * its communicator (spmd__comm's wire) and its tag, as MPI's envelope would; the receiver takes
  * the oldest one that matches. A message too long for a wide slot, or one that finds its ring
@@ -29,8 +29,8 @@
 /** The largest message a slot holds (a shard_map outcome with its message, and a trailer). */
 #define SPMD__RING_BYTES 1344
 /** The largest message a wide slot holds: a combined collective's 64 KiB (comm.h) with its
- * header and trailer. Each ring has two; from 16 processes on a machine they are narrower
- * (spmd__ring_capacity), so that all the wide slots of a machine stay within 32 MiB of
+ * header and trailer. Each ring has three; from 16 processes on a machine they are narrower
+ * (spmd__ring_capacity), so that all the wide slots of a machine stay within 48 MiB of
  * /dev/shm, and where that leaves no more than a slot (from 110 processes) there are none. */
 #define SPMD__RING_WIDE_BYTES (64 * 1024 + 1024)
 
