@@ -1085,9 +1085,10 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
                                               void *combine_arg, spmd__wait *w)
 {
     size_t elem = spmd_dtype_size(dtype), bytes = count * elem;
-    /* a reduce-scatter past a few pages: the halving sends each rank half its vector, the
-     * combined exchange all of it */
-    int halves = in->scatter && in->split && bytes > SCATTER_COMBINED_BYTES;
+    /* a reduce-scatter of two ranks past a few pages: the halving sends each half its vector,
+     * the combined exchange all of it (measured: 2x at 16-64 KiB; at 4 ranks on 2 cores the
+     * halving's extra steps cost more than the bytes it saves, so more ranks keep the exchange) */
+    int halves = in->scatter && in->split && c->size == 2 && bytes > SCATTER_COMBINED_BYTES;
     if (bytes <= SPMD__COMM_COMBINED_BYTES && !halves && in->block > 0 && !in->nruns &&
         c->size > 1) {
         header h; /* the agreement travels with the data, blocks meeting in the tree's order */

@@ -194,7 +194,7 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
             }
             spmd__calls_poll_notes();
         }
-        spmd__pause_step(&pause, now, STREAM_SPIN_NS);
+        spmd__pause_step(&pause, now, spmd__rings_crowded() ? 0 : STREAM_SPIN_NS);
     }
     for (int i = 0; i < n; i++)
         spmd__ring_unlisten(c->processes[streams[i].peer], state[i].listener);
