@@ -47,6 +47,10 @@ void test_layouts(void **state)
         xc(m2, rs(3, "1", "", "0"), m1, rs(3, "", "", "0"), SPMD_DTYPE_F32, 3, SHAPE(2 * B, 3, N));
     cases[n++] = xc(m2, rs(3, "", "01", ""), &ms.p0, rs(3, "0", "", ""), SPMD_DTYPE_U8, 3,
                     SHAPE(2 * L, N, 3));
+    /* past what the calling thread copies alone (src/array/reshard.c): the devices copy */
+    cases[n++] = xc(m1, rs(1, "0"), m1, rs(2, "", "0"), SPMD_DTYPE_F32, 2, SHAPE(128 * N, 1024));
+    cases[n++] = xc(m2, rs(3, "1", "", "0"), m1, rs(3, "", "", "0"), SPMD_DTYPE_I32, 3,
+                    SHAPE(16 * B, 64, 16 * N));
     /* rank 0 */
     cases[n++] = xc(m1, rs(0), m2, rs(0), SPMD_DTYPE_F64, 0, NULL);
     cases[n++] = xc(m1, rs(0), &ms.p0, rs(0), SPMD_DTYPE_I32, 0, NULL);
