@@ -176,6 +176,7 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
             next_cancel_check = now + STREAM_CANCEL_EVERY_NS;
             probe_after = spmd__calls_probe_after_ns();
             spmd__pause_begin(&pause, now);
+            pause.holds_core = 0; /* the chunks come through the rings */
         }
         if (now > deadline) {
             st = stream_timeout(what, p, state[waiting].got < streams[waiting].rbytes,

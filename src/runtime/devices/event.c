@@ -102,6 +102,7 @@ void spmd__pause_begin(spmd__pause *p, int64_t now_ns)
     p->cpu_start_ns = -1; /* read at the first pause past the spin: the fast path pays nothing */
     p->crowded = now_ns < crowded_until_ns;
     p->nap_ns = -1; /* the first nap comes a run after the spin */
+    p->holds_core = 1;
 }
 
 /* A sleep this short still ends in tens of microseconds (the timer's slack); the peer that
@@ -129,7 +130,7 @@ void spmd__pause_step(spmd__pause *p, int64_t now_ns, int64_t spin_ns)
     if (p->crowded) {
         if (p->nap_ns < 0)
             p->nap_ns = now_ns;
-        if (now_ns - p->nap_ns < PAUSE_RUN_NS)
+        if (p->holds_core && now_ns - p->nap_ns < PAUSE_RUN_NS)
             return; /* it holds a core now: MPI's progress runs while it does */
         struct timespec nap = {0, PAUSE_NAP_NS};
         nanosleep(&nap, NULL);

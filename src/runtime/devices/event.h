@@ -60,6 +60,10 @@ typedef struct spmd__pause {
     int64_t wall_start_ns, cpu_start_ns; /* of the crowd's measure (precise, the thread's) */
     int64_t nap_ns;                      /* the last nap's */
     int crowded; /* 1 once a wait of this thread measured, within 100 ms, that it shares its core */
+    /* 1 (spmd__pause_begin's choice): what it waits for needs MPI's progress, so a crowded wait
+     * keeps its core a while between naps; 0: it waits for shared memory that its peer writes
+     * alone, so a crowded wait naps at every step and leaves the core to that peer */
+    int holds_core;
 } spmd__pause;
 
 void spmd__pause_begin(spmd__pause *p, int64_t now_ns);
