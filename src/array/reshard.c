@@ -124,7 +124,8 @@ typedef struct batch_work {
 } batch_work;
 
 /* Every destination buffer, a view of a source shard or new. On the calling thread: a new
- * buffer's pages are first touched by the device that fills it. */
+ * buffer's pages are first touched by whoever fills it (its device, or this thread for a few
+ * copies: CALLER_COPIES_BYTES). */
 static spmd_status make_buffers(const batch_work *bw)
 {
     for (int k = 0; k < bw->n; k++) {

@@ -455,7 +455,6 @@ int spmd__xchg_step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, 
         if (!started) {
             started = now;
             spmd__pause_begin(&pause, now);
-            pause.holds_core = !ring_in || hybrid; /* else both messages go through rings */
             if (x->next_cancel_check == 0)
                 x->next_cancel_check = now + CANCEL_FIRST_NS;
             probe_after = spmd__calls_probe_after_ns();
@@ -472,8 +471,11 @@ int spmd__xchg_step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, 
             spmd__calls_poll_notes();
         /* a ring is polled without MPI's progress, which would yield the core when others
          * wait for it: so does a wait for a ring on a crowded machine, or after a while */
-        if (ring_in && !done[0])
+        if (ring_in && !done[0]) {
+            /* the core is kept only for what comes through MPI: else both go through rings */
+            pause.holds_core = hybrid || reqs[0] != MPI_REQUEST_NULL;
             spmd__pause_step(&pause, now, spmd__rings_crowded() ? 0 : RING_SPIN_NS);
+        }
         /* Once the partner's message is in, its receive for ours is posted: our send ends
          * soon, unless the partner stopped since (a long message waits for it to take the
          * rest). The send then stays with MPI. */

@@ -9,6 +9,10 @@
  * keeps polling, the copy's stack is often gone from its history by the time of the read, so no
  * suppression can name Open MPI (tests/sanitizers/tsan.supp). Only the accesses within these
  * calls are left out: libspmd's own, everywhere else, and all synchronization stay tracked.
+ * The cost: a misuse of a buffer that MPI reads or writes inside one of these calls (a send
+ * buffer changed, or a receive buffer read, before the request completed) goes unseen too.
+ * Every routine libspmd calls that may run the progress engine is here, the blocking and
+ * nonblocking collectives and communicator calls included.
  */
 #include <mpi.h>
 
@@ -49,3 +53,19 @@ UNTRACKED(MPI_Irecv,
 UNTRACKED(MPI_Isend,
           (const void *buf, int n, MPI_Datatype t, int dst, int tag, MPI_Comm c, MPI_Request *r),
           (buf, n, t, dst, tag, c, r))
+UNTRACKED(MPI_Request_free, (MPI_Request * r), (r))
+UNTRACKED(MPI_Ibarrier, (MPI_Comm c, MPI_Request *r), (c, r))
+UNTRACKED(MPI_Ibcast, (void *buf, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *r),
+          (buf, n, t, root, c, r))
+UNTRACKED(MPI_Iallgatherv,
+          (const void *sbuf, int sn, MPI_Datatype st, void *rbuf, const int rn[], const int at[],
+           MPI_Datatype rt, MPI_Comm c, MPI_Request *r),
+          (sbuf, sn, st, rbuf, rn, at, rt, c, r))
+UNTRACKED(MPI_Igatherv,
+          (const void *sbuf, int sn, MPI_Datatype st, void *rbuf, const int rn[], const int at[],
+           MPI_Datatype rt, int root, MPI_Comm c, MPI_Request *r),
+          (sbuf, sn, st, rbuf, rn, at, rt, root, c, r))
+UNTRACKED(MPI_Comm_idup, (MPI_Comm c, MPI_Comm *out, MPI_Request *r), (c, out, r))
+UNTRACKED(MPI_Comm_create_group, (MPI_Comm c, MPI_Group g, int tag, MPI_Comm *out),
+          (c, g, tag, out))
+UNTRACKED(MPI_Comm_free, (MPI_Comm * c), (c))
