@@ -147,6 +147,19 @@ void spmd__copy_strided(size_t elem_size, int ndim, const int64_t *extent, void 
                                   dst_strides, src, src_strides);
 }
 
+/* Whether a region of `extent` is one run of elements in a dense block of `shape`: every
+ * dimension inside the outermost one longer than 1 is whole. */
+static int is_one_run(int ndim, const int64_t *extent, const int64_t *shape)
+{
+    int d = 0;
+    while (d < ndim && extent[d] == 1)
+        d++;
+    for (d++; d < ndim; d++)
+        if (extent[d] != shape[d])
+            return 0;
+    return 1;
+}
+
 int spmd__copy_region_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size, int ndim,
                            const int64_t *extent, void *dst, const int64_t *dst_shape,
                            const int64_t *dst_start, const void *src, const int64_t *src_shape,
@@ -159,6 +172,17 @@ int spmd__copy_region_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size,
     for (int d = 0; d < ndim; d++) {
         doff += dst_start[d] * ds[d];
         soff += src_start[d] * ss[d];
+    }
+    /* one run in both (a transpose-like reshard's pieces are often one element each): one row,
+     * without the strided walk's set-up, which costs more than such a piece */
+    if (is_one_run(ndim, extent, dst_shape) && is_one_run(ndim, extent, src_shape)) {
+        size_t bytes = elem_size;
+        for (int d = 0; d < ndim; d++)
+            bytes *= (size_t)extent[d];
+        /* the call the strided walk makes once it merged every dimension into one run */
+        return bytes ? rows(arg, (char *)dst + (size_t)doff * elem_size, 0,
+                            (const char *)src + (size_t)soff * elem_size, 0, bytes, 1)
+                     : 0;
     }
     return spmd__copy_strided_with(rows, arg, elem_size, ndim, extent,
                                    (char *)dst + (size_t)doff * elem_size, ds,

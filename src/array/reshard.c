@@ -70,50 +70,16 @@ typedef struct job {
 
 static void *shard_data(const spmd_array *a, int i) { return a->shards[i].buffer->data; }
 
-/* Whether the elements of a region of `extent` lie one after another in a dense block of
- * `shape`: every dimension inside the outermost one longer than 1 is whole. */
-static int region_is_one_run(int ndim, const int64_t *extent, const int64_t *shape)
-{
-    int d = 0;
-    while (d < ndim && extent[d] == 1)
-        d++;
-    for (d++; d < ndim; d++)
-        if (extent[d] != shape[d])
-            return 0;
-    return 1;
-}
-
-/* The element offset of `start` in a dense block of `shape`. */
-static int64_t dense_offset(int ndim, const int64_t *start, const int64_t *shape)
-{
-    int64_t offset = 0;
-    for (int d = 0; d < ndim; d++)
-        offset = offset * shape[d] + start[d];
-    return offset;
-}
-
 /* Copies region r of shard i of `from` into shard j of `to`. */
 static void copy_region(const job *jb, const spmd_array *from, int i, int j, const region *r)
 {
     const spmd_array *to = jb->out;
-    int ndim = to->ndim;
     int64_t dst_start[SPMD_MAX_RANK], src_start[SPMD_MAX_RANK];
-    for (int d = 0; d < ndim; d++) {
+    for (int d = 0; d < to->ndim; d++) {
         dst_start[d] = r->start[d] - to->shards[j].index.start[d];
         src_start[d] = r->start[d] - from->shards[i].index.start[d];
     }
-    /* one run in both (the pieces of a transpose-like reshard are often a single element):
-     * one memcpy, without the strided copy's setup, which costs more than such a piece */
-    if (region_is_one_run(ndim, r->extent, to->shard_shape) &&
-        region_is_one_run(ndim, r->extent, from->shard_shape)) {
-        memcpy((char *)shard_data(to, j) +
-                   (size_t)dense_offset(ndim, dst_start, to->shard_shape) * jb->elem,
-               (const char *)shard_data(from, i) +
-                   (size_t)dense_offset(ndim, src_start, from->shard_shape) * jb->elem,
-               (size_t)spmd__reshard_region_elements(ndim, r) * jb->elem);
-        return;
-    }
-    spmd__copy_region(jb->elem, ndim, r->extent, shard_data(to, j), to->shard_shape, dst_start,
+    spmd__copy_region(jb->elem, to->ndim, r->extent, shard_data(to, j), to->shard_shape, dst_start,
                       shard_data(from, i), from->shard_shape, src_start);
 }
 
@@ -465,20 +431,23 @@ static spmd_status check_one(const spmd_array *x, const spmd_sharding *to, const
     return SPMD_OK;
 }
 
-/* Elements copied between buffers of this process into one destination shard. */
-static uint64_t copied_elements(const dst_work *w, int ndim)
+/* The elements of a list of pieces, counted until they pass `limit`. */
+static uint64_t pieces_elements(const pieces *l, int ndim, uint64_t limit)
 {
     uint64_t n = 0;
     region r;
-    for (int c = 0; c < w->copies.n; c++) {
-        spmd__reshard_pieces_get(&w->copies, ndim, c, &r);
-        n += (uint64_t)spmd__reshard_region_elements(ndim, &r);
-    }
-    for (int c = 0; c < w->replicas.n; c++) {
-        spmd__reshard_pieces_get(&w->replicas, ndim, c, &r);
+    for (int c = 0; c < l->n && n <= limit; c++) {
+        spmd__reshard_pieces_get(l, ndim, c, &r);
         n += (uint64_t)spmd__reshard_region_elements(ndim, &r);
     }
     return n;
+}
+
+/* Elements copied between buffers of this process into one destination shard. */
+static uint64_t copied_elements(const dst_work *w, int ndim)
+{
+    return pieces_elements(&w->copies, ndim, UINT64_MAX) +
+           pieces_elements(&w->replicas, ndim, UINT64_MAX);
 }
 
 /* Local copies of this many bytes in all are done by the calling thread: waking a worker per
@@ -490,16 +459,12 @@ enum { CALLER_COPIES_BYTES = 256 << 10 };
 static uint64_t local_copy_bytes(const batch_work *bw)
 {
     uint64_t bytes = 0;
-    region r;
     for (int k = 0; k < bw->n; k++) {
         const job *jb = &bw->jobs[k];
-        for (int j = 0; j < jb->out->num_shards; j++) {
-            const dst_work *w = &jb->plan->dst[j];
-            for (int c = 0; c < w->copies.n && bytes <= CALLER_COPIES_BYTES; c++) {
-                spmd__reshard_pieces_get(&w->copies, jb->out->ndim, c, &r);
-                bytes += (uint64_t)spmd__reshard_region_elements(jb->out->ndim, &r) * jb->elem;
-            }
-        }
+        for (int j = 0; j < jb->out->num_shards && bytes <= CALLER_COPIES_BYTES; j++)
+            bytes += pieces_elements(&jb->plan->dst[j].copies, jb->out->ndim,
+                                     CALLER_COPIES_BYTES / jb->elem) *
+                     jb->elem;
     }
     return bytes;
 }
