@@ -13,6 +13,8 @@
  *     first differ);
  *   - spmd_reshard from arrays on other devices to one sharding (the source devices);
  *   - shard_maps whose fn differ, all else alike (the field: what the call runs);
+ *   - a psum or psum_scatter of other sizes on process 0, on each side of the sizes where the
+ *     exchange between two processes changes its messages (run with SPMD_SHM=0 too);
  *   - the thread guard: a call from another thread is refused at once, naming both threads.
  * After each case the processes still agree (a barrier), and the mesh still works.
  */
@@ -255,6 +257,66 @@ static void test_signature(spmd_array *x)
     barrier("the fns");
 }
 
+/* ---- reductions whose sizes differ between processes ---- */
+
+typedef struct sized {
+    int scatter;   /* psum_scatter, else psum */
+    int64_t elems; /* per device, on this process */
+} sized;
+
+static spmd_status fn_sized(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, spmd_block *out,
+                            void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)out;
+    const sized *z = user;
+    int n = 0;
+    int64_t part = 0;
+    spmd_block x, y;
+    spmd_status st = spmd_axis_size(ctx, "i", &n);
+    part = z->scatter ? z->elems / n : z->elems;
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, &z->elems, SPMD_DTYPE_F32, &x);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, &part, SPMD_DTYPE_F32, &y);
+    if (st != SPMD_OK)
+        return st;
+    memset(x.data, 0, (size_t)z->elems * sizeof(float));
+    return z->scatter ? spmd_psum_scatter(ctx, &x, &y, "i", 0, 1) : spmd_psum(ctx, &x, &y, "i");
+}
+
+/* A psum or psum_scatter of other sizes on process 0 than on the others, on each side of the
+ * sizes where the exchange between two processes changes its messages (check_mpi.c: the
+ * agreement with the data in one message or in two halves, or before the data): process 0's
+ * 48 KiB against 16 and 96 KiB, 64 KiB against 32 KiB; a psum_scatter's 64 KiB against 16 and
+ * 512 KiB. Each a mismatch at once on every process, never a wait for a message that does not
+ * come. */
+static void test_sizes(spmd_array *x, int ndev)
+{
+    static const struct {
+        int scatter;
+        int64_t mine, others; /* bytes per device */
+    } cases[] = {{0, 49152, 16384},
+                 {0, 49152, 98304},
+                 {0, 65536, 32768},
+                 {1, 65536, 16384},
+                 {1, 65536, 524288}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        sized z = {cases[k].scatter, (me == 0 ? cases[k].mine : cases[k].others) / 4};
+        z.elems = z.elems / ndev * ndev;
+        char what[128];
+        snprintf(what, sizeof what, "%s of %lld bytes per device on process 0, %lld on the others",
+                 z.scatter ? "psum_scatter" : "psum", (long long)cases[k].mine,
+                 (long long)cases[k].others);
+        spmd_array *out = NULL;
+        double t0 = now_s();
+        spmd_status st = run(fn_sized, &z, x, ndev, 0, &out);
+        expect_mismatch(what, st, now_s() - t0, NULL);
+        check_quotes(what, spmd_last_error());
+        spmd_array_destroy(out);
+        barrier(what);
+    }
+}
+
 /* ---- device_put and reshard onto other device orders ---- */
 
 static spmd_mesh *mesh_in_order(const int *order, int ndev)
@@ -373,6 +435,7 @@ int main(void)
     spmd_array *x = make_x(ndev);
     test_groupings(x, ndev);
     test_signature(x);
+    test_sizes(x, ndev);
     test_device_orders(ndev);
     test_thread_guard(x);
     spmd_array_destroy(x);

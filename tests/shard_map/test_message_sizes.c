@@ -1,6 +1,8 @@
 /*
  * Collectives between processes at the sizes where their transport changes: a ring's slot
- * (1,344 bytes with the trailer), a wide slot (65 KiB), MPI beyond (runtime/comm/host_rings.h).
+ * (1,344 bytes with the trailer), a wide slot (65 KiB), MPI beyond (runtime/comm/host_rings.h);
+ * and where two processes' reductions go in halves (32-64 KiB without the rings, a
+ * reduce-scatter's up to 128 KiB: runtime/comm/check_mpi.c).
  * At each size around those edges, psum, all_gather, psum_scatter, ppermute (a ring k -> k + 1)
  * and all_to_all run on every device, which compares every element it received with the value a
  * host loop computes. Integers in float32 sum exactly in any order. Run with and without the
@@ -224,8 +226,8 @@ int main(void)
 {
     int n = spmd_test_init_devices(MAX_DEV);
     /* bytes per device: below, at and beyond a slot; within, at and beyond a wide slot; MPI */
-    static const int64_t sizes[] = {8,     1024,  1296,  1312,  1344,  1400,   4096,
-                                    32768, 65536, 66496, 66560, 66624, 131072, 1 << 20};
+    static const int64_t sizes[] = {8,     1024,  1296,  1312,  1344,  1400,   4096,   32768,
+                                    49164, 65536, 66496, 66560, 66624, 131072, 1 << 20};
     /* the largest size streams its rounds in 64 KiB chunks: repeated, for chunks that could
      * overtake each other (a reader that looks at the slots one after another) */
     size_t nsizes = sizeof sizes / sizeof *sizes;

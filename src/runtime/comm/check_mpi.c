@@ -1047,6 +1047,64 @@ static spmd_status run_exchange(spmd__comm *c, const spmd__agreement *a, spmd__w
     return verdict(&x, a);
 }
 
+/*
+ * The combined exchange of two ranks by halves, the agreement riding on every message: each
+ * sends the half its partner sums; then (rounds 2) the half it summed, where both need the whole
+ * vector (recursive halving, then doubling). A reduce-scatter (rounds 1) needs no more than the
+ * first round: one round trip where the agreement and the halving took two. A whole vector in
+ * two messages stays under MPI's eager limit (64 KiB with its header over TCP) where one message
+ * would take a rendezvous, a round trip more (measured over TCP at 64 KiB: one message 67-76 us,
+ * the agreement then the halving 59-67 us, these two rounds 51-52 us, MPI_Allreduce 45-53 us).
+ * The same sums as the single message's: each half is added by one rank, mine op= the
+ * partner's. The kept half is the rank's vrank's half (the reduce-scatter's range).
+ */
+static spmd_status run_halves(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
+                              const spmd__tree_inputs *order, char *acc, size_t count, size_t elem,
+                              spmd__combine_fn combine, void *arg, int rounds)
+{
+    xchg x;
+    spmd__xchg_init(&x, c, a, w, tag, w->deadline_ns);
+    size_t total = count * elem, mid = count / 2 * elem, cap = recv_capacity(total), got = 0;
+    char *S = spmd__comm_buffer(c, 0, total + SEAL_MAX);
+    char *R = spmd__comm_buffer(c, 1, cap);
+    SPMD_REQUIRE(S && R, SPMD_ERR_OUT_OF_MEMORY,
+                 "out of memory for a %zu-byte message between processes", cap);
+    pairing p = pairing_of(&x.t, order);
+    int partner = partner_at(&p, 0), upper = p.index & 1;
+    size_t keep = upper ? mid : 0, kept = upper ? total - mid : mid;
+    size_t give = upper ? 0 : mid, given = total - kept;
+    for (int round = 0; round < rounds; round++) {
+        /* round 0: the partner's half goes out, mine comes in; round 1 the other way round */
+        size_t out_at = round ? keep : give, out = round ? kept : given;
+        size_t in_at = round ? give : keep, want = round ? given : kept;
+        int failed = spmd__header_failed(&x.h);
+        if (!failed)
+            memcpy(S, acc + out_at, out);
+        size_t sent = spmd__header_seal(&x.h, x.stamp, S, failed ? 0 : out);
+        int open = 0;
+        int o = spmd__xchg_step(&x, partner, S, sent, partner, R, cap, deadline_of(&x, round + 1),
+                                &got, &open);
+        if (open && !renew_send_buffer(&x, &S, total + SEAL_MAX))
+            break;
+        if (o == STOPPED)
+            break;
+        if (o == MISSED) {
+            spmd__xchg_missed(&x, partner);
+            break;
+        }
+        size_t payload = 0;
+        if (accept(&x, R, got, want, want, &payload)) {
+            if (round)
+                memcpy(acc + in_at, R, want);
+            else
+                combine(acc + in_at, R, want, arg);
+        }
+        if (x.h.fp_min != x.h.fp_max)
+            break; /* both know it now: the partner's call may have had one message */
+    }
+    return verdict(&x, a);
+}
+
 /* ---- the entry points ---- */
 
 spmd_status spmd__xchg_check_with_tag(spmd__comm *c, const spmd__agreement *a, spmd__wait *w,
@@ -1095,6 +1153,17 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
      * the combined exchange all of it (measured: 2x at 16-64 KiB; at 4 ranks on 2 cores the
      * halving's extra steps cost more than the bytes it saves, so more ranks keep the exchange) */
     int halves = in->scatter && in->split && c->size == 2 && bytes > SCATTER_COMBINED_BYTES;
+    /* two ranks, each message at most a combined one: the agreement rides on the halves */
+    int by_halves =
+        c->size == 2 && in->block > 0 && !in->nruns && (!in->scatter || count == 2 * in->scatter);
+    if (by_halves && halves && bytes / 2 <= SPMD__COMM_COMBINED_BYTES)
+        return run_halves(c, a, w, spmd__comm_exchange_tag(c, w->key), in, acc, count, elem,
+                          combine, combine_arg, 1);
+    if (by_halves && !in->scatter && bytes <= SPMD__COMM_COMBINED_BYTES &&
+        bytes > SPMD__COMM_COMBINED_BYTES / 2 &&
+        !spmd__ring_on_linked_machine(c->processes[1 - c->rank])) /* alike on both */
+        return run_halves(c, a, w, spmd__comm_exchange_tag(c, w->key), in, acc, count, elem,
+                          combine, combine_arg, 2);
     if (bytes <= SPMD__COMM_COMBINED_BYTES && !halves && in->block > 0 && !in->nruns &&
         c->size > 1) {
         header h; /* the agreement travels with the data, blocks meeting in the tree's order */
