@@ -25,8 +25,11 @@ rows=$(grep -c '^| devices=' "$work/r/report.md")
 if grep '^| ' "$work/r/report.md" | grep -v '^| row \|^|---' | grep -q '| nan |\|| inf |'; then
     fail "a row has no ratio"
 fi
-grep -q '^| row | metric | result | baseline | ratio | spread | #wrong |' "$work/r/report.md" ||
-    fail "report.md has no spread column"
+grep -q '^| row | metric | result | baseline | ratio | run ratio | spread | #wrong |' "$work/r/report.md" ||
+    fail "report.md has no run ratio or spread column"
+# a row with a baseline: its run ratio's median (min–max)
+grep -Eq '^\| devices=.* \| [0-9.]+ \| [0-9.]+ \([0-9.]+–[0-9.]+\) \| ' "$work/r/report.md" ||
+    fail "report.md shows no run ratio"
 grep -q '"iteration_divisor":' "$work/r/results.json" || fail "results.json has no iteration divisor"
 grep -q 'MPI baselines ran with single-copy mechanism: ' "$work/r/report.md" ||
     fail "report.md does not say which single-copy mechanism MPI used"
