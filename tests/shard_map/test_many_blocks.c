@@ -53,6 +53,19 @@ static const block_spec specs[] = {
 };
 #define NSPECS ((int)(sizeof specs / sizeof specs[0]))
 
+/* Mixed dtypes fused into 32-64 KiB between processes (about 45 and 61 KiB with a bool): two
+ * processes without rings send such a buffer in halves, which must not split an element. */
+static const block_spec mid_specs[2][4] = {
+    {{SPMD_DTYPE_F32, 1, {6001}, 0},
+     {SPMD_DTYPE_F64, 2, {10, 101}, 0},
+     {SPMD_DTYPE_I32, 1, {1003}, 0},
+     {SPMD_DTYPE_BF16, 1, {2001}, 0}},
+    {{SPMD_DTYPE_F32, 1, {10001}, 0},
+     {SPMD_DTYPE_F64, 2, {10, 101}, 0},
+     {SPMD_DTYPE_I32, 1, {1003}, 1},
+     {SPMD_DTYPE_F16, 1, {2001}, 0}},
+};
+
 typedef enum kind { PSUM, PMEAN, PMAX, PMIN, GATHER, GATHER_STACKED } kind;
 
 typedef struct job {
@@ -61,6 +74,7 @@ typedef struct job {
     int grid;          /* 1: the (P, L) grid; 0: the line of N */
     int with_bool;     /* psum and pmean: a bool block too (counted, averaged) */
     int integer_pmean; /* pmean: i32 blocks into f32 outs */
+    int mid;           /* > 0: mid_specs[mid - 1] in place of specs */
 } job;
 
 /* The mesh position of the member at position `pos` of d's group. */
@@ -111,9 +125,11 @@ static spmd_status many_body(spmd_ctx *ctx, int nin, const spmd_block *in_arrays
     int nb = 0;
     block_spec s[MAX_BLOCKS];
     spmd_dtype in_t[MAX_BLOCKS], out_t[MAX_BLOCKS];
-    for (int b = 0; b < NSPECS; b++) {
-        s[nb] = specs[b];
-        in_t[nb] = out_t[nb] = specs[b].dtype;
+    const block_spec *set = j->mid ? mid_specs[j->mid - 1] : specs;
+    int nset = j->mid ? 4 : NSPECS;
+    for (int b = 0; b < nset; b++) {
+        s[nb] = set[b];
+        in_t[nb] = out_t[nb] = set[b].dtype;
         if (j->k == PMEAN && j->integer_pmean && in_t[nb] == SPMD_DTYPE_I32)
             out_t[nb] = SPMD_DTYPE_F32, s[nb].in_place = 0;
         if (j->k == PMEAN && in_t[nb] == SPMD_DTYPE_I64)
@@ -266,13 +282,27 @@ static void test_reductions(void **state)
     (void)state;
     const char *grid_axes[] = {"p", "l", "p,l"};
     for (int k = PSUM; k <= PMIN; k++) {
-        job j = {(kind)k, "x", 0, k == PSUM || k == PMEAN, k == PMEAN};
+        job j = {(kind)k, "x", 0, k == PSUM || k == PMEAN, k == PMEAN, 0};
         run(&j);
         for (int a = 0; a < 3; a++) {
-            job g = {(kind)k, grid_axes[a], 1, k == PSUM, 0};
+            job g = {(kind)k, grid_axes[a], 1, k == PSUM, 0, 0};
             run(&g);
         }
     }
+}
+
+/* Fused buffers of 32-64 KiB between processes, whatever the transport (test_many_blocks_np2_*
+ * _mpi_only sends them without rings, as between machines). */
+static void test_mid_sizes(void **state)
+{
+    (void)state;
+    for (int mid = 1; mid <= 2; mid++)
+        for (int k = PSUM; k <= PMAX; k++) {
+            job j = {(kind)k, "x", 0, k == PSUM, 0, mid};
+            run(&j);
+            job g = {(kind)k, "p", 1, k == PSUM, 0, mid};
+            run(&g);
+        }
 }
 
 static void test_gathers(void **state)
@@ -280,10 +310,10 @@ static void test_gathers(void **state)
     (void)state;
     const char *grid_axes[] = {"p", "l", "p,l"};
     for (int k = GATHER; k <= GATHER_STACKED; k++) {
-        job j = {(kind)k, "x", 0, 0, 0};
+        job j = {(kind)k, "x", 0, 0, 0, 0};
         run(&j);
         for (int a = 0; a < 3; a++) {
-            job g = {(kind)k, grid_axes[a], 1, 0, 0};
+            job g = {(kind)k, grid_axes[a], 1, 0, 0, 0};
             run(&g);
         }
     }
@@ -429,7 +459,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reductions), cmocka_unit_test(test_gathers),
         cmocka_unit_test(test_empty),      cmocka_unit_test(test_mismatch),
-        cmocka_unit_test(test_pmap),
+        cmocka_unit_test(test_pmap),       cmocka_unit_test(test_mid_sizes),
     };
     int failures = cmocka_run_group_tests(tests, NULL, NULL);
     spmd_mesh_destroy(line);

@@ -1077,6 +1077,9 @@ static spmd_status run_halves(spmd__comm *c, const spmd__agreement *a, spmd__wai
         /* round 0: the partner's half goes out, mine comes in; round 1 the other way round */
         size_t out_at = round ? keep : give, out = round ? kept : given;
         size_t in_at = round ? give : keep, want = round ? given : kept;
+        /* its own tag: where a ring links the pair but not every process, one round's message
+         * may come through MPI and the next through the ring, and overtake it */
+        x.tag = tag + 2 * round;
         int failed = spmd__header_failed(&x.h);
         if (!failed)
             memcpy(S, acc + out_at, out);
@@ -1102,6 +1105,7 @@ static spmd_status run_halves(spmd__comm *c, const spmd__agreement *a, spmd__wai
         if (x.h.fp_min != x.h.fp_max)
             break; /* both know it now: the partner's call may have had one message */
     }
+    x.tag = tag; /* what follows a failure goes on the exchange's own tags */
     return verdict(&x, a);
 }
 
@@ -1154,8 +1158,8 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
      * halving's extra steps cost more than the bytes it saves, so more ranks keep the exchange) */
     int halves = in->scatter && in->split && c->size == 2 && bytes > SCATTER_COMBINED_BYTES;
     /* two ranks, each message at most a combined one: the agreement rides on the halves */
-    int by_halves =
-        c->size == 2 && in->block > 0 && !in->nruns && (!in->scatter || count == 2 * in->scatter);
+    int by_halves = c->size == 2 && in->block > 0 && in->split && !in->nruns &&
+                    (!in->scatter || count == 2 * in->scatter);
     if (by_halves && halves && bytes / 2 <= SPMD__COMM_COMBINED_BYTES)
         return run_halves(c, a, w, spmd__comm_exchange_tag(c, w->key), in, acc, count, elem,
                           combine, combine_arg, 1);
