@@ -19,11 +19,15 @@
  * of its own kills it: no MPI call marks the place). Each surviving process prints "survivor N:
  * ok" or "survivor N: check failed" (mpirun --enable-recovery exits with 0 whatever the processes
  * return; run_case.sh checks). psum_exchange and psum_data run with SPMD_SHM=0: their kill
- * points are MPI calls.
+ * points are MPI calls. psum_stall: as psum_stream, but the victim stops (SIGSTOP) instead of
+ * dying, for twice the timeout and a second (a child it forked continues it): the others fail
+ * as with a death, naming it, and the victim, once continued, fails too instead of finishing
+ * its psum with what the others left in its rings.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +89,12 @@ int MPI_Type_create_struct(int count, const int lengths[], const MPI_Aint displa
 }
 #endif
 
+static void sleep_s(double s)
+{
+    struct timespec pause = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&pause, NULL);
+}
+
 /* How long the psum of psum_stream took in a warm-up run on this process: the data between
  * processes takes most of it (the agreement before it well under a millisecond). */
 static double stream_seconds;
@@ -94,10 +104,34 @@ static double stream_seconds;
 static void *kill_soon(void *arg)
 {
     (void)arg;
-    double wait = 0.4 * stream_seconds;
-    struct timespec pause = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-    nanosleep(&pause, NULL);
+    sleep_s(0.4 * stream_seconds);
     die_if_victim();
+    return NULL;
+}
+
+static double collective_timeout(void)
+{
+    const char *text = getenv("SPMD_COLLECTIVE_TIMEOUT");
+    return text ? atof(text) : 300.0;
+}
+
+/* How long psum_stall stops the victim: the others give up on it in the meantime. */
+static double stall_seconds(void) { return 2 * collective_timeout() + 1; }
+
+/* psum_stall's: 40 % into the warm-up's time the victim stops, every thread of it, until a
+ * child continues it stall_seconds() later (a stalled peer: swapped out, under a debugger). */
+static void *stall_soon(void *arg)
+{
+    (void)arg;
+    sleep_s(0.4 * stream_seconds);
+    pid_t me = getpid(), child = fork();
+    if (child == 0) {
+        sleep_s(stall_seconds());
+        kill(me, SIGCONT);
+        _exit(0);
+    }
+    if (child > 0)
+        kill(me, SIGSTOP);
     return NULL;
 }
 
@@ -108,7 +142,9 @@ static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int no
     const char *c = user;
     if (spmd_ctx_device(ctx) == spmd_local_device_id(0) && strcmp(c, "shard_map") == 0)
         die_if_victim(); /* mid-call: the other devices of every process are already running */
-    int warm_up = strcmp(c, "stream-warm-up") == 0, stream = warm_up || !strcmp(c, "psum_stream");
+    int stall = strcmp(c, "psum_stall") == 0;
+    int warm_up = strcmp(c, "stream-warm-up") == 0,
+        stream = warm_up || stall || !strcmp(c, "psum_stream");
     if (strcmp(c, "psum_data") == 0 || stream) { /* beyond the size whose check travels with it */
         int64_t big[1] = {stream ? 8 << 20 : 32768};
         spmd_block a, b;
@@ -120,15 +156,17 @@ static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int no
         pthread_t killer;
         int first = spmd_ctx_device(ctx) == spmd_local_device_id(0);
         if (st == SPMD_OK && stream && !warm_up && first && spmd_process_index() == VICTIM &&
-            pthread_create(&killer, NULL, kill_soon, NULL) != 0)
+            pthread_create(&killer, NULL, stall ? stall_soon : kill_soon, NULL) != 0)
             st = SPMD_ERR_OUT_OF_MEMORY;
         double t0 = now_s();
         if (st == SPMD_OK)
             st = spmd_psum(ctx, &a, &b, "i");
         if (st == SPMD_OK && warm_up && first) /* the second warm-up's: pages touched already */
             stream_seconds = now_s() - t0;
-        if (stream && !warm_up && first)
+        if (stream && !warm_up && first && !stall)
             die_if_victim();
+        if (stall && first && spmd_process_index() == VICTIM)
+            pthread_join(killer, NULL);
         if (st != SPMD_OK)
             return st;
     }
@@ -156,7 +194,8 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
     (void)rows;
     die_in_data_phase = strstr(the_case, "_data") != NULL;
     if (strcmp(the_case, "shard_map") == 0 || strcmp(the_case, "psum_data") == 0 ||
-        strcmp(the_case, "psum_exchange") == 0 || strcmp(the_case, "psum_stream") == 0)
+        strcmp(the_case, "psum_exchange") == 0 || strcmp(the_case, "psum_stream") == 0 ||
+        strcmp(the_case, "psum_stall") == 0)
         return sum(mesh, x, the_case);
     if (strcmp(the_case, "barrier") == 0) {
         die_if_victim();
@@ -177,7 +216,7 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
     }
     fprintf(stderr,
             "unknown case '%s': shard_map, barrier, allgather, reshard, psum_exchange, "
-            "psum_data, psum_stream or reshard_data\n",
+            "psum_data, psum_stream, psum_stall or reshard_data\n",
             the_case);
     exit(2);
 }
@@ -215,7 +254,10 @@ int main(int argc, char **argv)
     }
     /* the cases in the middle of a psum's messages start from a mesh that made its
      * communicators in an earlier call */
-    const char *warm_up = strcmp(the_case, "psum_stream") == 0 ? "stream-warm-up" : "warm-up";
+    const char *warm_up =
+        strcmp(the_case, "psum_stream") == 0 || strcmp(the_case, "psum_stall") == 0
+            ? "stream-warm-up"
+            : "warm-up";
     if (strncmp(the_case, "psum_", 5) == 0 &&
         (sum(mesh, x, warm_up) != SPMD_OK || sum(mesh, x, warm_up) != SPMD_OK)) {
         fprintf(stderr, "warm-up: %s\n", spmd_last_error());
@@ -235,12 +277,15 @@ int main(int argc, char **argv)
     /* shard_map waits the timeout for the collective, then a grace period (a tenth of the
      * timeout, at least 0.5 s) for the outcome agreement that gives every surviving process
      * the same status */
-    const char *timeout_text = getenv("SPMD_COLLECTIVE_TIMEOUT");
-    double timeout = timeout_text ? atof(timeout_text) : 300.0;
+    double timeout = collective_timeout();
     double grace = timeout / 10 > 0.5 ? timeout / 10 : 0.5;
     int in_shard_map = strcmp(the_case, "shard_map") == 0 || strncmp(the_case, "psum_", 5) == 0;
     double bound = timeout + (in_shard_map ? grace : 0) + 1.5;
     int ok = (st == SPMD_ERR_TIMEOUT || st == SPMD_ERR_DISTRIBUTED) && named && waited <= bound;
+    if (strcmp(the_case, "psum_stall") == 0 && spmd_process_index() == VICTIM) {
+        bound += stall_seconds(); /* the victim's own call fails too once it runs again */
+        ok = (st == SPMD_ERR_TIMEOUT || st == SPMD_ERR_DISTRIBUTED) && waited <= bound;
+    }
     printf("process %d, %s: %s after %.2f s: %s\n", spmd_process_index(), the_case,
            spmd_status_name(st), waited, msg);
     fflush(stdout);

@@ -198,8 +198,18 @@ static char *create_own(char *name, size_t bytes, uint64_t job, int me)
     const char *fault = fchmod(fd, 0600) == 0 ? segment_fault(fd, 0) : "fchmod failed";
     /* the pages now: tmpfs would allocate them at the first write, and a full /dev/shm would
      * then kill the writer (SIGBUS) mid-collective */
-    if (!fault && ftruncate(fd, (off_t)bytes) == 0 && posix_fallocate(fd, 0, (off_t)bytes) == 0 &&
-        !(fault = segment_fault(fd, bytes))) {
+    int reserved = !fault && ftruncate(fd, (off_t)bytes) == 0;
+    if (reserved) {
+        int rc = posix_fallocate(fd, 0, (off_t)bytes);
+        reserved = rc == 0;
+        if (!reserved)
+            SPMD_WARN(
+                "process %d: no room in /dev/shm for its %zu-byte shared-memory segment (%s): "
+                "its peers on this machine send it everything through MPI; make room in "
+                "/dev/shm (df /dev/shm) or set SPMD_SHM=0 to go without it",
+                me, bytes, strerror(rc));
+    }
+    if (reserved && !(fault = segment_fault(fd, bytes))) {
         p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED)
             p = NULL;
