@@ -259,8 +259,11 @@ static void test_signature(spmd_array *x)
 
 /* ---- reductions whose sizes differ between processes ---- */
 
+typedef enum sized_op { SIZED_PSUM, SIZED_SCATTER, SIZED_GATHER } sized_op;
+static const char *const sized_names[] = {"psum", "psum_scatter", "all_gather"};
+
 typedef struct sized {
-    int scatter;   /* psum_scatter, else psum */
+    sized_op op;
     int64_t elems; /* per device, on this process */
 } sized;
 
@@ -273,7 +276,7 @@ static spmd_status fn_sized(spmd_ctx *ctx, int nin, const spmd_block *in, int no
     int64_t part = 0;
     spmd_block x, y;
     spmd_status st = spmd_axis_size(ctx, "i", &n);
-    part = z->scatter ? z->elems / n : z->elems;
+    part = z->op == SIZED_SCATTER ? z->elems / n : z->op == SIZED_GATHER ? z->elems * n : z->elems;
     if (st == SPMD_OK)
         st = spmd_ctx_alloc(ctx, 1, &z->elems, SPMD_DTYPE_F32, &x);
     if (st == SPMD_OK)
@@ -281,32 +284,34 @@ static spmd_status fn_sized(spmd_ctx *ctx, int nin, const spmd_block *in, int no
     if (st != SPMD_OK)
         return st;
     memset(x.data, 0, (size_t)z->elems * sizeof(float));
-    return z->scatter ? spmd_psum_scatter(ctx, &x, &y, "i", 0, 1) : spmd_psum(ctx, &x, &y, "i");
+    if (z->op == SIZED_GATHER)
+        return spmd_all_gather(ctx, &x, &y, "i", 0, 1);
+    return z->op == SIZED_SCATTER ? spmd_psum_scatter(ctx, &x, &y, "i", 0, 1)
+                                  : spmd_psum(ctx, &x, &y, "i");
 }
 
-/* A psum or psum_scatter of other sizes on process 0 than on the others, on each side of the
- * sizes where the exchange between two processes changes its messages (check_mpi.c: the
- * agreement with the data in one message or in two halves, or before the data): process 0's
+/* A psum, psum_scatter or all_gather of other sizes on process 0 than on the others, on each
+ * side of the sizes where the exchange between two processes changes its messages (check_mpi.c:
+ * the agreement with the data in one message or in two halves, or before the data): process 0's
  * 48 KiB against 16 and 96 KiB, 64 KiB against 32 KiB; a psum_scatter's 64 KiB against 16 and
- * 512 KiB. Each a mismatch at once on every process, never a wait for a message that does not
- * come. */
+ * 512 KiB; an all_gather's 2 KiB per device against 16 and 64 KiB (its output straddles
+ * where it streams within a machine, 16 KiB, and where it does everywhere, 64 KiB). Each a
+ * mismatch at once on every process, never a wait for a message that does not come. */
 static void test_sizes(spmd_array *x, int ndev)
 {
     static const struct {
-        int scatter;
+        sized_op op;
         int64_t mine, others; /* bytes per device */
-    } cases[] = {{0, 49152, 16384},
-                 {0, 49152, 98304},
-                 {0, 65536, 32768},
-                 {1, 65536, 16384},
-                 {1, 65536, 524288}};
+    } cases[] = {{SIZED_PSUM, 49152, 16384},     {SIZED_PSUM, 49152, 98304},
+                 {SIZED_PSUM, 65536, 32768},     {SIZED_SCATTER, 65536, 16384},
+                 {SIZED_SCATTER, 65536, 524288}, {SIZED_GATHER, 2048, 16384},
+                 {SIZED_GATHER, 2048, 65536}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
-        sized z = {cases[k].scatter, (me == 0 ? cases[k].mine : cases[k].others) / 4};
+        sized z = {cases[k].op, (me == 0 ? cases[k].mine : cases[k].others) / 4};
         z.elems = z.elems / ndev * ndev;
         char what[128];
         snprintf(what, sizeof what, "%s of %lld bytes per device on process 0, %lld on the others",
-                 z.scatter ? "psum_scatter" : "psum", (long long)cases[k].mine,
-                 (long long)cases[k].others);
+                 sized_names[z.op], (long long)cases[k].mine, (long long)cases[k].others);
         spmd_array *out = NULL;
         double t0 = now_s();
         spmd_status st = run(fn_sized, &z, x, ndev, 0, &out);

@@ -226,8 +226,8 @@ int main(void)
 {
     int n = spmd_test_init_devices(MAX_DEV);
     /* bytes per device: below, at and beyond a slot; within, at and beyond a wide slot; MPI */
-    static const int64_t sizes[] = {8,     1024,  1296,  1312,  1344,  1400,   4096,   32768,
-                                    49164, 65536, 66496, 66560, 66624, 131072, 1 << 20};
+    static const int64_t sizes[] = {8,     1024,  1296,  1312,  1344,  1400,  4096,   8192,   12288,
+                                    32768, 49164, 65536, 66496, 66560, 66624, 131072, 1 << 20};
     /* the largest size streams its rounds in 64 KiB chunks: repeated, for chunks that could
      * overtake each other (a reader that looks at the slots one after another) */
     size_t nsizes = sizeof sizes / sizeof *sizes;

@@ -584,9 +584,7 @@ spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a,
     return exchange_streamed(c, a, nsend, sends, nrecv, recvs, "the ppermute exchange", w);
 }
 
-/* 1 when every rank of c is on this machine, every process of which made its rings: alike on
- * every rank. */
-static int all_on_linked_machine(const spmd__comm *c)
+int spmd__comm_on_linked_machine(const spmd__comm *c)
 {
     for (int r = 0; r < c->size; r++)
         if (!spmd__ring_on_linked_machine(c->processes[r]))
@@ -629,7 +627,7 @@ spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agree
 {
     if (c->size == 1)
         return SPMD_OK;
-    if (layout->outer == 1 && all_on_linked_machine(c))
+    if (layout->outer == 1 && spmd__comm_on_linked_machine(c))
         return allgather_streamed(c, a, recv, layout->run, counts, displs, w);
     SPMD_CHECK(spmd__xchg_check_then_whole(c, a, w));
     spmd_status st = spmd__comm_allgather_placed_agreed(c, recv, layout, counts, displs);

@@ -248,11 +248,18 @@ typedef struct spmd__block_layout {
     size_t outer, run, stride;
 } spmd__block_layout;
 /**
- * A large all-gather straight into its destination (more than SPMD__COMM_COMBINED_BYTES in
- * all): checks `a`, then rank r's counts[r] blocks land at blocks displs[r] onwards of recv,
- * each rank's own blocks already being in place there. MPI moves the data between the blocks
- * and its transport (a derived datatype where runs are strided): no staging copy.
+ * An all-gather straight into its destination (more than SPMD__COMM_COMBINED_BYTES in all, or
+ * SPMD__COMM_LINKED_GATHER_BYTES where spmd__comm_on_linked_machine and the runs are whole
+ * blocks): checks `a`, then rank r's counts[r] blocks land at blocks displs[r] onwards of recv,
+ * each rank's own blocks already being in place there. The rings (within a machine) or MPI (a
+ * derived datatype where runs are strided) move the data between the blocks: no staging copy.
  */
+#define SPMD__COMM_LINKED_GATHER_BYTES (16 * 1024)
+
+/** 1 when every rank of c is on this machine, each of whose processes made its rings (the
+ * data then streams between them): alike on every rank of c. */
+int spmd__comm_on_linked_machine(const spmd__comm *c);
+
 spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
                                                 const spmd__block_layout *layout,
                                                 const size_t *counts, const size_t *displs,

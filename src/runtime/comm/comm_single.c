@@ -177,6 +177,12 @@ int spmd__comm_poll_abort(spmd__comm *c, unsigned long epoch, void *record, size
     return 0;
 }
 
+int spmd__comm_on_linked_machine(const spmd__comm *c)
+{
+    (void)c;
+    return 0; /* no rings without MPI */
+}
+
 spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
                                                 const spmd__block_layout *layout,
                                                 const size_t *counts, const size_t *displs,
