@@ -2,10 +2,6 @@
 
 #include <string.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <spmd/spec.h>
 
 int64_t spmd__shape_elements(int ndim, const int64_t *shape)
@@ -32,32 +28,6 @@ int spmd__copy_rows_host(void *arg, void *dst, size_t dpitch, const void *src, s
     for (size_t r = 0; r < height; r++)
         memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
     return 0;
-}
-
-void spmd__copy_streaming(void *dst, const void *src, size_t bytes)
-{
-#if defined(__SSE2__)
-    char *d = dst;
-    const char *s = src;
-    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-    head = head < bytes ? head : bytes;
-    memcpy(d, s, head);
-    d += head;
-    s += head;
-    bytes -= head;
-    for (; bytes >= 16; bytes -= 16, d += 16, s += 16)
-        _mm_stream_si128((__m128i *)(void *)d, _mm_loadu_si128((const __m128i *)(const void *)s));
-    memcpy(d, s, bytes);
-#else
-    memcpy(dst, src, bytes);
-#endif
-}
-
-void spmd__copy_streaming_fence(void)
-{
-#if defined(__SSE2__)
-    _mm_sfence();
-#endif
 }
 
 int spmd__copy_rows_streaming(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/base/stream_copy.h" /* spmd__copy_streaming, for the rows below */
+
 /**
  * Copies a region of `extent` elements per dimension from `src` (dense, shape `src_shape`),
  * starting at `src_start`, into `dst` (dense, shape `dst_shape`) at `dst_start`. Trailing
@@ -31,14 +33,6 @@ typedef int (*spmd__copy_rows_fn)(void *arg, void *dst, size_t dpitch, const voi
 /** The rows copied with memcpy (arg unused): a spmd__copy_rows_fn for host memory. */
 int spmd__copy_rows_host(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
                          size_t width, size_t height);
-
-/**
- * memcpy with non-temporal stores: for results too large to stay in the caches, it skips the
- * read-for-ownership of every written line. The stores are weakly ordered: call
- * spmd__copy_streaming_fence before another thread may read them.
- */
-void spmd__copy_streaming(void *dst, const void *src, size_t bytes);
-void spmd__copy_streaming_fence(void);
 
 /** spmd__copy_rows_host with non-temporal stores for rows of 256 bytes or more (no fence). */
 int spmd__copy_rows_streaming(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,

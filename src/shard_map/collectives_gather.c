@@ -107,7 +107,9 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
         return spmd__coll_fail(&c, st);
     /* large gathers between processes of host blocks go straight into the outputs, when each
      * process's blocks are consecutive there (every member finds the same from the same tables) */
-    spmd__block_layout layout = {1, bytes, 0};
+    /* an output past the caches is written past them (measured at 2 x 1: 32 MiB 5.0-5.4 against
+     * 6.2 ms, 64 MiB 8.8-10.3 against 13.0-14.5 ms) */
+    spmd__block_layout layout = {1, bytes, 0, spmd__should_stream(block_bytes(out))};
     for (int j = 0; j < a; j++)
         layout.outer *= (size_t)in->shape[j];
     layout.run = bytes / (layout.outer ? layout.outer : 1);
@@ -147,8 +149,10 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
          * processes' blocks there in place, and the other members copy the whole of it. */
         spmd_block root = *out;
         root.data = g->slots[0].out;
-        copier host = {ctx, NULL, 0};
+        copier host = {ctx, NULL, layout.streaming};
         (void)place_gathered(&host, &root, in->data, in, a, tiled, c.pos);
+        if (layout.streaming)
+            spmd__copy_streaming_fence(); /* the first member reads it next */
         st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
             size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);

@@ -11,7 +11,8 @@
  * each device of a process is in a group of its own, and the groups' large reductions stream
  * between the same two processes at once (each must get its own group's data). Large
  * all_to_alls of 2-D blocks, split along their rows or their columns, send boxes that are not
- * contiguous (a streamed message gathers and scatters them chunk by chunk).
+ * contiguous (a streamed message gathers and scatters them chunk by chunk). An all_gather of
+ * 32 MiB of output writes what the rings bring past the caches (non-temporal stores).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,6 +235,8 @@ int main(void)
     for (size_t t = 0; t < nsizes; t++)
         for (int rep = 0; rep < (t + 1 == nsizes ? 16 : 1); rep++)
             check_size(n, sizes[t]);
+    /* an all_gather whose output (32 MiB) is written past the caches */
+    check_size(n, ((int64_t)32 << 20) / n);
     if (spmd_process_count() > 1 && spmd_local_device_count() > 1)
         for (int rep = 0; rep < 8; rep++)
             check_groups_at_once(1 << 20);

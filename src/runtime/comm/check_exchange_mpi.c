@@ -11,6 +11,7 @@
 #include <string.h>
 #include "runtime/calls/calls.h"
 #include "runtime/base/check.h"
+#include "runtime/base/stream_copy.h"
 #include "runtime/comm/comm.h"
 #include "runtime/comm/comm_mpi_impl.h"
 #include "runtime/comm/host_rings.h"
@@ -480,6 +481,11 @@ static void copy_chunk(void *arg, size_t offset, const void *data, size_t bytes)
     memcpy((char *)arg + offset, data, bytes);
 }
 
+static void copy_chunk_streaming(void *arg, size_t offset, const void *data, size_t bytes)
+{
+    spmd__copy_streaming((char *)arg + offset, data, bytes);
+}
+
 /* The stream with the message's peer: its other direction's, or a new one (a few: a machine's
  * peers). */
 static spmd__stream *stream_with(spmd__stream *streams, int *nstreams, int peer)
@@ -513,10 +519,10 @@ static spmd_status mark_streams(spmd__comm *c, int nsend, const spmd__message *s
 }
 
 /* Splits the lists into streams (mark_streams) and the messages that stay with MPI (mpi,
- * whose lists lie in kept). */
+ * whose lists lie in kept); streaming: the streams write past the caches. */
 static spmd_status split_streams(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
-                                 const spmd__message *recvs, int *nstreams, spmd__stream *streams,
-                                 message_lists *mpi, spmd__message *kept)
+                                 const spmd__message *recvs, int streaming, int *nstreams,
+                                 spmd__stream *streams, message_lists *mpi, spmd__message *kept)
 {
     int n = nsend + nrecv, *streamed = malloc((size_t)(n ? n : 1) * sizeof *streamed);
     SPMD_REQUIRE(streamed != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
@@ -533,7 +539,7 @@ static spmd_status split_streams(spmd__comm *c, int nsend, const spmd__message *
             s->send = m->data;
             s->sbytes = m->bytes;
         } else if (s) {
-            s->take = copy_chunk;
+            s->take = streaming ? copy_chunk_streaming : copy_chunk;
             s->arg = m->data;
             s->rbytes = m->bytes;
         } else if (is_send) {
@@ -546,10 +552,12 @@ static spmd_status split_streams(spmd__comm *c, int nsend, const spmd__message *
     return st;
 }
 
-/* spmd__comm_checked_exchange, its errors naming `what`. */
+/* spmd__comm_checked_exchange, its errors naming `what`; streaming: what the rings bring is
+ * written past the caches (fenced before this returns: other threads read it next). */
 static spmd_status exchange_streamed(spmd__comm *c, const spmd__agreement *a, int nsend,
                                      const spmd__message *sends, int nrecv,
-                                     const spmd__message *recvs, const char *what, spmd__wait *w)
+                                     const spmd__message *recvs, int streaming, const char *what,
+                                     spmd__wait *w)
 {
     int n = nsend + nrecv, nstreams = 0, longer = 0;
     for (int i = 0; i < n; i++) { /* MPI's limit on every message: the same wherever it goes */
@@ -568,10 +576,13 @@ static spmd_status exchange_streamed(spmd__comm *c, const spmd__agreement *a, in
     spmd_status st =
         streams && kept ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     if (st == SPMD_OK)
-        st = split_streams(c, nsend, sends, nrecv, recvs, &nstreams, streams, &mpi, kept);
+        st =
+            split_streams(c, nsend, sends, nrecv, recvs, streaming, &nstreams, streams, &mpi, kept);
     if (st == SPMD_OK)
         st = exchange_beside(c, a, mpi.nsend + mpi.nrecv, post_message_lists, &mpi, nstreams,
                              streams, what, w);
+    if (streaming)
+        spmd__copy_streaming_fence();
     free(streams);
     free(kept);
     return st;
@@ -581,7 +592,7 @@ spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a,
                                         const spmd__message *sends, int nrecv,
                                         const spmd__message *recvs, spmd__wait *w)
 {
-    return exchange_streamed(c, a, nsend, sends, nrecv, recvs, "the ppermute exchange", w);
+    return exchange_streamed(c, a, nsend, sends, nrecv, recvs, 0, "the ppermute exchange", w);
 }
 
 int spmd__comm_on_linked_machine(const spmd__comm *c)
@@ -596,8 +607,8 @@ int spmd__comm_on_linked_machine(const spmd__comm *c)
  * other rank, streamed through the rings (pairs that could not map each other's: MPI). The
  * ranks are a machine's processes, a few, so a message to each is no more than MPI's ring. */
 static spmd_status allgather_streamed(spmd__comm *c, const spmd__agreement *a, char *recv,
-                                      size_t unit, const size_t *counts, const size_t *displs,
-                                      spmd__wait *w)
+                                      size_t unit, int streaming, const size_t *counts,
+                                      const size_t *displs, spmd__wait *w)
 {
     int n = c->size - 1;
     for (int r = 0; r < c->size; r++) /* MPI's limit, as where the processes span machines */
@@ -613,7 +624,7 @@ static spmd_status allgather_streamed(spmd__comm *c, const spmd__agreement *a, c
         m[k] = (spmd__message){r, recv + displs[r] * unit, counts[r] * unit};
         m[n + k++] = (spmd__message){r, mine, counts[c->rank] * unit};
     }
-    spmd_status st = exchange_streamed(c, a, n, m + n, n, m, "all_gather", w);
+    spmd_status st = exchange_streamed(c, a, n, m + n, n, m, streaming, "all_gather", w);
     free(m);
     return st;
 }
@@ -628,7 +639,7 @@ spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agree
     if (c->size == 1)
         return SPMD_OK;
     if (layout->outer == 1 && spmd__comm_on_linked_machine(c))
-        return allgather_streamed(c, a, recv, layout->run, counts, displs, w);
+        return allgather_streamed(c, a, recv, layout->run, layout->streaming, counts, displs, w);
     SPMD_CHECK(spmd__xchg_check_then_whole(c, a, w));
     spmd_status st = spmd__comm_allgather_placed_agreed(c, recv, layout, counts, displs);
     w->data_pending = st != SPMD_OK;

@@ -243,10 +243,20 @@ spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a
                                          const size_t *recv_counts, int large, spmd__wait *w);
 
 /** Where a gathered buffer holds its blocks: block b is `outer` runs of `run` bytes, `stride`
- * bytes apart, the first at byte b * run (a tiled or stacked all_gather's output). */
+ * bytes apart, the first at byte b * run (a tiled or stacked all_gather's output); streaming:
+ * the buffer is larger than the caches, and what the rings bring is written past them. */
 typedef struct spmd__block_layout {
     size_t outer, run, stride;
+    int streaming;
 } spmd__block_layout;
+
+/** 1 when every rank of c is on this machine, each of whose processes made its rings (the
+ * data then streams between them): alike on every rank of c. */
+int spmd__comm_on_linked_machine(const spmd__comm *c);
+
+/* The output from which a whole-block all_gather streams within such a machine. */
+#define SPMD__COMM_LINKED_GATHER_BYTES (16 * 1024)
+
 /**
  * An all-gather straight into its destination (more than SPMD__COMM_COMBINED_BYTES in all, or
  * SPMD__COMM_LINKED_GATHER_BYTES where spmd__comm_on_linked_machine and the runs are whole
@@ -254,12 +264,6 @@ typedef struct spmd__block_layout {
  * each rank's own blocks already being in place there. The rings (within a machine) or MPI (a
  * derived datatype where runs are strided) move the data between the blocks: no staging copy.
  */
-#define SPMD__COMM_LINKED_GATHER_BYTES (16 * 1024)
-
-/** 1 when every rank of c is on this machine, each of whose processes made its rings (the
- * data then streams between them): alike on every rank of c. */
-int spmd__comm_on_linked_machine(const spmd__comm *c);
-
 spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
                                                 const spmd__block_layout *layout,
                                                 const size_t *counts, const size_t *displs,
