@@ -433,8 +433,7 @@ spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a
         memcpy((char *)recv + roff, (const char *)send + soff, send_counts[c->rank]);
     if (st == SPMD_OK)
         st = check_beside(c, a, w, tag, n, reqs, from, 0, NULL, "all_to_all");
-    if (st == SPMD_OK || !w->data_pending)
-        free(reqs);
+    free(reqs); /* the handles' array: MPI keeps what it still needs of an abandoned request */
     free(from);
     return st;
 }
@@ -458,8 +457,7 @@ static spmd_status exchange_beside(spmd__comm *c, const spmd__agreement *a, int 
         st = post(c, tag + 2, arg, reqs, from);
     if (st == SPMD_OK)
         st = check_beside(c, a, w, tag, n, reqs, from, nstreams, streams, what);
-    if (st == SPMD_OK || !w->data_pending)
-        free(reqs);
+    free(reqs); /* the handles' array: MPI keeps what it still needs of an abandoned request */
     free(from);
     return st;
 }
