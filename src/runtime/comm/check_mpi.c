@@ -1146,6 +1146,8 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
 
 /* The largest reduce-scatter whose agreement travels with its data (the whole vector). */
 #define SCATTER_COMBINED_BYTES 8192
+/* The largest two-rank reduction within a machine whose agreement travels with its data. */
+#define LINKED_STREAM_BYTES 4096
 
 spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreement *a,
                                               const spmd__tree_inputs *in, void *acc, size_t count,
@@ -1160,6 +1162,16 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
     /* two ranks, each message at most a combined one: the agreement rides on the halves */
     int by_halves = c->size == 2 && in->block > 0 && in->split && !in->nruns &&
                     (!in->scatter || count == 2 * in->scatter);
+    /* two ranks within a machine whose processes map each other's rings, more cores than
+     * processes: past a page the rounds stream (the agreement first; the receiver adds straight
+     * out of the sender's slot), where the combined exchange copies the vector four times
+     * (medians at 2 x 1: psum 16 KiB 3.8 against 5.3 us, 64 KiB 15.2 against 18.9,
+     * psum_scatter 8 KiB 2.0 against 3.0; at 4 KiB alike; crowded, 4 x 1 on 2 cores, the extra
+     * round trip costs more than it saves: 8 KiB 28-41 against 15-19 us) */
+    int streamed = c->size == 2 && bytes > LINKED_STREAM_BYTES && !spmd__rings_crowded() &&
+                   spmd__comm_on_linked_machine(c); /* alike on both */
+    if (streamed)
+        halves = by_halves = 0;
     if (by_halves && halves && bytes / 2 <= SPMD__COMM_COMBINED_BYTES)
         return run_halves(c, a, w, spmd__comm_exchange_tag(c, w->key), in, acc, count, elem,
                           combine, combine_arg, 1);
@@ -1168,7 +1180,7 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
         !spmd__ring_on_linked_machine(c->processes[1 - c->rank])) /* alike on both */
         return run_halves(c, a, w, spmd__comm_exchange_tag(c, w->key), in, acc, count, elem,
                           combine, combine_arg, 2);
-    if (bytes <= SPMD__COMM_COMBINED_BYTES && !halves && in->block > 0 && !in->nruns &&
+    if (bytes <= SPMD__COMM_COMBINED_BYTES && !halves && !streamed && in->block > 0 && !in->nruns &&
         c->size > 1) {
         header h; /* the agreement travels with the data, blocks meeting in the tree's order */
         return run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, acc,

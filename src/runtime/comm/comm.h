@@ -225,7 +225,8 @@ typedef struct spmd__tree_inputs {
  * A reduction in the canonical order of runtime/base/tree.h, whatever the ranks hold: acc (count
  * elements of the accumulator dtype) receives the result; with in->block > 0 it holds this
  * rank's block on entry. combine() applies op (acc op= in). Small messages with blocks carry the
- * agreement (one exchange); the others run the agreement first.
+ * agreement (one exchange); the others run the agreement first, as do two ranks of a machine
+ * that is not crowded past 4 KiB (their rounds then stream through the rings).
  */
 spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreement *a,
                                               const spmd__tree_inputs *in, void *acc, size_t count,
