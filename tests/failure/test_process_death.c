@@ -154,10 +154,13 @@ static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int no
         if (st == SPMD_OK)
             st = spmd_op_fill(ctx, &a, 1.0);
         pthread_t killer;
-        int first = spmd_ctx_device(ctx) == spmd_local_device_id(0);
-        if (st == SPMD_OK && stream && !warm_up && first && spmd_process_index() == VICTIM &&
-            pthread_create(&killer, NULL, stall ? stall_soon : kill_soon, NULL) != 0)
-            st = SPMD_ERR_OUT_OF_MEMORY;
+        int first = spmd_ctx_device(ctx) == spmd_local_device_id(0), killer_started = 0;
+        if (st == SPMD_OK && stream && !warm_up && first && spmd_process_index() == VICTIM) {
+            killer_started =
+                pthread_create(&killer, NULL, stall ? stall_soon : kill_soon, NULL) == 0;
+            if (!killer_started)
+                st = SPMD_ERR_OUT_OF_MEMORY;
+        }
         double t0 = now_s();
         if (st == SPMD_OK)
             st = spmd_psum(ctx, &a, &b, "i");
@@ -165,7 +168,7 @@ static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int no
             stream_seconds = now_s() - t0;
         if (stream && !warm_up && first && !stall)
             die_if_victim();
-        if (stall && first && spmd_process_index() == VICTIM)
+        if (stall && killer_started)
             pthread_join(killer, NULL);
         if (st != SPMD_OK)
             return st;

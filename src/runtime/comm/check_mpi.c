@@ -1104,6 +1104,8 @@ static spmd_status run_halves(spmd__comm *c, const spmd__agreement *a, spmd__wai
         }
         if (x.h.fp_min != x.h.fp_max)
             break; /* both know it now: the partner's call may have had one message */
+        if (x.late_by >= 0)
+            break; /* the partner gave up on this one: no next round comes */
     }
     x.tag = tag; /* what follows a failure goes on the exchange's own tags */
     return verdict(&x, a);
