@@ -593,14 +593,6 @@ spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a,
     return exchange_streamed(c, a, nsend, sends, nrecv, recvs, 0, "the ppermute exchange", w);
 }
 
-int spmd__comm_on_linked_machine(const spmd__comm *c)
-{
-    for (int r = 0; r < c->size; r++)
-        if (!spmd__ring_on_linked_machine(c->processes[r]))
-            return 0;
-    return 1;
-}
-
 /* A large all-gather of whole blocks within one machine: each rank's blocks straight to every
  * other rank, streamed through the rings (pairs that could not map each other's: MPI). The
  * ranks are a machine's processes, a few, so a message to each is no more than MPI's ring. */

@@ -421,6 +421,14 @@ void spmd__comm_keep(void *block)
 int spmd__comm_rank(const spmd__comm *c) { return c->rank; }
 int spmd__comm_size(const spmd__comm *c) { return c->size; }
 
+int spmd__comm_on_linked_machine(const spmd__comm *c)
+{
+    for (int r = 0; r < c->size; r++) /* at most a machine's processes: off at the first other */
+        if (!spmd__ring_on_linked_machine(c->processes[r]))
+            return 0;
+    return 1;
+}
+
 /* spmd__comm_keep_with, with kept_lock held. */
 static void keep_locked(spmd__comm *c, void *block)
 {
