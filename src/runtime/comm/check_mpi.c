@@ -1157,13 +1157,6 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
                                               void *combine_arg, spmd__wait *w)
 {
     size_t elem = spmd_dtype_size(dtype), bytes = count * elem;
-    /* a reduce-scatter of two ranks past a few pages: the halving sends each half its vector,
-     * the combined exchange all of it (measured: 2x at 16-64 KiB; at 4 ranks on 2 cores the
-     * halving's extra steps cost more than the bytes it saves, so more ranks keep the exchange) */
-    int halves = in->scatter && in->split && c->size == 2 && bytes > SCATTER_COMBINED_BYTES;
-    /* two ranks, each message at most a combined one: the agreement rides on the halves */
-    int by_halves = c->size == 2 && in->block > 0 && in->split && !in->nruns &&
-                    (!in->scatter || count == 2 * in->scatter);
     /* two ranks within a machine whose processes map each other's rings, more cores than
      * processes: past a page the rounds stream (the agreement first; the receiver adds straight
      * out of the sender's slot), where the combined exchange copies the vector four times
@@ -1172,8 +1165,14 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
      * round trip costs more than it saves: 8 KiB 28-41 against 15-19 us) */
     int streamed = c->size == 2 && bytes > LINKED_STREAM_BYTES && !spmd__rings_crowded() &&
                    spmd__comm_on_linked_machine(c); /* alike on both */
-    if (streamed)
-        halves = by_halves = 0;
+    /* a reduce-scatter of two ranks past a few pages: the halving sends each half its vector,
+     * the combined exchange all of it (measured: 2x at 16-64 KiB; at 4 ranks on 2 cores the
+     * halving's extra steps cost more than the bytes it saves, so more ranks keep the exchange) */
+    int halves =
+        !streamed && in->scatter && in->split && c->size == 2 && bytes > SCATTER_COMBINED_BYTES;
+    /* two ranks, each message at most a combined one: the agreement rides on the halves */
+    int by_halves = !streamed && c->size == 2 && in->block > 0 && in->split && !in->nruns &&
+                    (!in->scatter || count == 2 * in->scatter);
     if (by_halves && halves && bytes / 2 <= SPMD__COMM_COMBINED_BYTES)
         return run_halves(c, a, w, spmd__comm_exchange_tag(c, w->key), in, acc, count, elem,
                           combine, combine_arg, 1);
