@@ -83,6 +83,15 @@ static void copy_region(const job *jb, const spmd_array *from, int i, int j, con
                       shard_data(from, i), from->shard_shape, src_start);
 }
 
+/* Elements [from, from + count) of run r into destination shard j. */
+static void copy_run_part(const job *jb, int j, const copy_run *r, int64_t from, int64_t count)
+{
+    size_t elem = jb->elem;
+    memcpy((char *)shard_data(jb->out, j) + (size_t)(r->dst_at + from) * elem,
+           (const char *)shard_data(jb->x, r->shard) + (size_t)(r->src_at + from) * elem,
+           (size_t)count * elem);
+}
+
 /* The jobs of one call, as the device workers see them. */
 typedef struct batch_work {
     job *jobs;
@@ -122,6 +131,8 @@ static spmd_status device_copies(int ordinal, void *arg)
             const dst_work *w = &jb->plan->dst[j];
             if (jb->out->shards[j].ordinal != ordinal)
                 continue;
+            for (int c = 0; c < w->runs.n; c++)
+                copy_run_part(jb, j, &w->runs.run[c], 0, w->runs.run[c].count);
             for (int c = 0; c < w->copies.n; c++) {
                 region r;
                 int i = spmd__reshard_pieces_get(&w->copies, jb->out->ndim, c, &r);
@@ -144,7 +155,7 @@ static int devices_with_work(const batch_work *bw, int replicas, int num_local, 
         const job *jb = &bw->jobs[k];
         for (int j = 0; j < jb->out->num_shards; j++) {
             const dst_work *w = &jb->plan->dst[j];
-            if ((replicas ? w->replicas.n : w->copies.n) > 0)
+            if ((replicas ? w->replicas.n : w->runs.n + w->copies.n) > 0)
                 ordinals[jb->out->shards[j].ordinal] = 1;
         }
     }
@@ -321,11 +332,30 @@ static spmd_status exchange_beside(void *arg)
  * the exchange. */
 typedef struct copy_cursor {
     const batch_work *bw;
-    int k, j, c;  /* job, destination shard, copy */
-    int64_t done; /* rows of that copy's first dimension */
+    int k, j, c;  /* job, destination shard, copy: its runs, then its other pieces */
+    int64_t done; /* elements of that run, or rows of that piece's first dimension */
 } copy_cursor;
 
 enum { COPY_STEP_BYTES = 256 << 10 };
+
+/* Copies about COPY_STEP_BYTES of the runs of destination shard cur->j, from run cur->c on. */
+static void copy_runs_step(copy_cursor *cur, const job *jb, const copy_runs *l)
+{
+    int64_t budget = COPY_STEP_BYTES / (int64_t)jb->elem;
+    const copy_run *r = &l->run[cur->c];
+    if (r->count - cur->done > budget) { /* a long run: its next slab */
+        copy_run_part(jb, cur->j, r, cur->done, budget);
+        cur->done += budget;
+        return;
+    }
+    copy_run_part(jb, cur->j, r, cur->done, r->count - cur->done);
+    budget -= r->count - cur->done;
+    cur->done = 0;
+    for (cur->c++; cur->c < l->n && l->run[cur->c].count <= budget; cur->c++) {
+        copy_run_part(jb, cur->j, &l->run[cur->c], 0, l->run[cur->c].count);
+        budget -= l->run[cur->c].count;
+    }
+}
 
 /* Copies the next slab (about COPY_STEP_BYTES) of the local pieces; 0 once none is left. */
 static int copy_step(void *arg)
@@ -336,11 +366,15 @@ static int copy_step(void *arg)
         const job *jb = &bw->jobs[cur->k];
         for (; cur->j < jb->out->num_shards; cur->j++, cur->c = 0) {
             const dst_work *w = &jb->plan->dst[cur->j];
-            if (cur->c >= w->copies.n)
+            if (cur->c < w->runs.n) {
+                copy_runs_step(cur, jb, &w->runs);
+                return 1;
+            }
+            if (cur->c >= w->runs.n + w->copies.n)
                 continue;
             int ndim = jb->out->ndim;
             region r;
-            int shard = spmd__reshard_pieces_get(&w->copies, ndim, cur->c, &r);
+            int shard = spmd__reshard_pieces_get(&w->copies, ndim, cur->c - w->runs.n, &r);
             int64_t rows = ndim ? r.extent[0] : 1, row_bytes = (int64_t)jb->elem;
             for (int d = 1; d < ndim; d++)
                 row_bytes *= r.extent[d];
@@ -431,41 +465,27 @@ static spmd_status check_one(const spmd_array *x, const spmd_sharding *to, const
     return SPMD_OK;
 }
 
-/* The elements of a list of pieces, counted until they pass `limit`. */
-static uint64_t pieces_elements(const pieces *l, int ndim, uint64_t limit)
-{
-    uint64_t n = 0;
-    region r;
-    for (int c = 0; c < l->n && n <= limit; c++) {
-        spmd__reshard_pieces_get(l, ndim, c, &r);
-        n += (uint64_t)spmd__reshard_region_elements(ndim, &r);
-    }
-    return n;
-}
-
-/* Elements copied between buffers of this process into one destination shard. */
-static uint64_t copied_elements(const dst_work *w, int ndim)
-{
-    return pieces_elements(&w->copies, ndim, UINT64_MAX) +
-           pieces_elements(&w->replicas, ndim, UINT64_MAX);
-}
-
-/* Local copies of this many bytes in all are done by the calling thread: waking a worker per
- * device costs more (microseconds each, and at 256 devices in one process on 2 cores the
- * wake-ups of a reshard that copies 512 KiB took milliseconds). */
+/* Local copies of this many bytes per core in all are done by the calling thread: waking a
+ * worker per device costs more (microseconds each; with more devices than cores their
+ * wake-ups take turns, and at 256 devices in one process on 2 cores those of a reshard that
+ * copies 512 KiB took milliseconds, more than this thread's copy of it). */
 enum { CALLER_COPIES_BYTES = 256 << 10 };
+
+/* Whether the devices do their copies: enough bytes that each core's share of the workers pays
+ * for their wake-ups. */
+static int devices_copy(uint64_t bytes, int busy, int cores)
+{
+    int per_core = cores > 0 && busy > cores ? (busy + cores - 1) / cores : 1;
+    return busy > 1 && bytes > (uint64_t)CALLER_COPIES_BYTES * (uint64_t)per_core;
+}
 
 /* The bytes this process copies between its own shards before the exchange. */
 static uint64_t local_copy_bytes(const batch_work *bw)
 {
     uint64_t bytes = 0;
-    for (int k = 0; k < bw->n; k++) {
-        const job *jb = &bw->jobs[k];
-        for (int j = 0; j < jb->out->num_shards && bytes <= CALLER_COPIES_BYTES; j++)
-            bytes += pieces_elements(&jb->plan->dst[j].copies, jb->out->ndim,
-                                     CALLER_COPIES_BYTES / jb->elem) *
-                     jb->elem;
-    }
+    for (int k = 0; k < bw->n; k++)
+        for (int j = 0; j < bw->jobs[k].out->num_shards; j++)
+            bytes += (uint64_t)bw->jobs[k].plan->dst[j].copy_elements * bw->jobs[k].elem;
     return bytes;
 }
 
@@ -535,7 +555,7 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
     if (st == SPMD_OK) { /* the local copies beside the exchange */
         int busy = devices_with_work(&bw, 0, rt->num_local, ordinals);
         copy_cursor cur = {&bw, 0, 0, 0, 0};
-        if (busy > 1 && local_copy_bytes(&bw) > CALLER_COPIES_BYTES)
+        if (devices_copy(local_copy_bytes(&bw), busy, rt->usable_cores))
             /* the devices copy while this thread exchanges */
             st = spmd__run_on_devices_beside(fn, busy, ordinals, device_copies, &bw,
                                              comm ? exchange_beside : NULL, &ex);
@@ -568,8 +588,9 @@ static spmd_status reshard_locked(const char *fn, int n, spmd_array *const *xs,
             if (jobs[k].plan->dst[j].share_src >= 0)
                 stats->bytes_shared += jobs[k].out->shard_bytes;
             else
-                stats->bytes_copied +=
-                    copied_elements(&jobs[k].plan->dst[j], jobs[k].out->ndim) * jobs[k].elem;
+                stats->bytes_copied += (uint64_t)(jobs[k].plan->dst[j].copy_elements +
+                                                  jobs[k].plan->dst[j].replica_elements) *
+                                       jobs[k].elem;
     free(ordinals);
     free(member);
     free(processes);

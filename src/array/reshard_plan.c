@@ -51,6 +51,20 @@ static int pieces_add(pieces *l, int ndim, int shard, const region *r)
     return 1;
 }
 
+static int runs_add(copy_runs *l, int shard, int64_t src_at, int64_t dst_at, int64_t count)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 4;
+        copy_run *r = realloc(l->run, (size_t)cap * sizeof *r);
+        if (!r)
+            return 0;
+        l->run = r;
+        l->cap = cap;
+    }
+    l->run[l->n++] = (copy_run){src_at, dst_at, count, shard};
+    return 1;
+}
+
 int spmd__reshard_pieces_get(const pieces *l, int ndim, int k, region *r)
 {
     const int64_t *b = &l->box[(size_t)k * (size_t)(2 * ndim)];
@@ -66,6 +80,7 @@ static void plan_free(reshard_plan *p)
     if (!p)
         return;
     for (int i = 0; i < p->ndst; i++) {
+        free(p->dst[i].runs.run);
         pieces_free(&p->dst[i].copies);
         pieces_free(&p->dst[i].replicas);
     }
@@ -487,7 +502,11 @@ static spmd_status add_local(plan_builder *b, int dfirst, int bs, int sfirst, co
             w->share_offset = offset;
             continue;
         }
-        if (!pieces_add(&w->copies, ndim, i, r))
+        int64_t count = spmd__reshard_region_elements(ndim, r);
+        int64_t dst_at = offset >= 0 ? contiguous_offset(ndim, r, &dst->local_box[j]) : -1;
+        w->copy_elements += count;
+        if (dst_at >= 0 ? !runs_add(&w->runs, i, offset, dst_at, count)
+                        : !pieces_add(&w->copies, ndim, i, r))
             return NO_MEMORY;
     }
     return SPMD_OK;
@@ -500,8 +519,10 @@ static spmd_status add_receive(plan_builder *b, int dfirst, int from, const regi
     const side *dst = b->dst;
     int ndim = dst->ndim, first = dst->by_block[dfirst], bd = dst->local_block[first];
     for (int k = dfirst + 1; k < dst->nlocal && dst->local_block[dst->by_block[k]] == bd; k++) {
+        dst_work *w = &b->p->dst[dst->by_block[k]];
         b->p->npieces++;
-        if (!pieces_add(&b->p->dst[dst->by_block[k]].replicas, ndim, first, r))
+        w->replica_elements += spmd__reshard_region_elements(ndim, r);
+        if (!pieces_add(&w->replicas, ndim, first, r))
             return NO_MEMORY;
     }
     if (b->rx.n == b->rx_cap) {

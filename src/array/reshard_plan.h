@@ -27,11 +27,26 @@ typedef struct pieces {
     int64_t *box;
 } pieces;
 
+/* A piece that is one run of elements in its source shard and in its destination shard (the
+ * pieces of a transpose-like reshard are often single elements): copied by offsets, without
+ * the walk of a box, which costs more than such a piece. */
+typedef struct copy_run {
+    int64_t src_at, dst_at, count; /* elements */
+    int shard;                     /* source */
+} copy_run;
+
+typedef struct copy_runs {
+    int n, cap;
+    copy_run *run;
+} copy_runs;
+
 typedef struct dst_work { /* one destination shard of this process */
     int share_src;        /* source shard whose memory it reuses (a view), or -1 */
     int64_t share_offset; /* elements into that shard */
-    pieces copies;        /* from source shards, before the exchange */
+    copy_runs runs;       /* from source shards, before the exchange: the one-run pieces */
+    pieces copies;        /* from source shards, before the exchange: the others */
     pieces replicas;      /* from another destination shard (which received it), after */
+    int64_t copy_elements, replica_elements; /* of runs and copies; of replicas */
 } dst_work;
 
 /* Element sizes of the dtypes: 1, 2, 4 and 8 bytes, each with its wires. */

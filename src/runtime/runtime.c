@@ -383,6 +383,7 @@ static void spin_if(int busy_threads, int cores, void (*set_policy)(int spins, i
 static void choose_wait_policy(int processes_here)
 {
     int cores = spmd__usable_cores();
+    rt.usable_cores = cores;
     spin_if(processes_here * (rt.num_local + 1), cores, spmd__event_set_policy);
     /* during fn the calling threads sleep in their joins: the device threads alone are busy */
     spin_if(processes_here * rt.num_local, cores, spmd__event_set_peer_policy);

@@ -51,6 +51,9 @@ void test_layouts(void **state)
     cases[n++] = xc(m1, rs(1, "0"), m1, rs(2, "", "0"), SPMD_DTYPE_F32, 2, SHAPE(128 * N, 1024));
     cases[n++] = xc(m2, rs(3, "1", "", "0"), m1, rs(3, "", "", "0"), SPMD_DTYPE_I32, 3,
                     SHAPE(16 * B, 64, 16 * N));
+    /* a process's own rows, one run of 384 KiB at 2 x 1, copied by the calling thread in slabs
+     * between the exchange's steps */
+    cases[n++] = xc(m1, rs(1, "0"), m1, rs(0), SPMD_DTYPE_F64, 2, SHAPE(96, 1024));
     /* rank 0 */
     cases[n++] = xc(m1, rs(0), m2, rs(0), SPMD_DTYPE_F64, 0, NULL);
     cases[n++] = xc(m1, rs(0), &ms.p0, rs(0), SPMD_DTYPE_I32, 0, NULL);

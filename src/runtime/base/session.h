@@ -22,6 +22,7 @@ typedef struct spmd__runtime {
     int num_devices;                     /* global */
     spmd_device_info *devices;           /* indexed by global id */
     int num_local;
+    int usable_cores;              /* spmd__usable_cores() at start-up */
     int first_local;               /* global id of local ordinal 0: ids are process-major */
     unsigned session;              /* bumped by every start-up; meshes remember theirs */
     int64_t collective_timeout_ns; /* $SPMD_COLLECTIVE_TIMEOUT */
