@@ -184,14 +184,21 @@ static inline long claim_piece(spmd__group *g, size_t pieces)
 
 /* ---- helpers for the data-movement collectives ---- */
 
+/* Groups of up to this many members list them inside `members`: a small collective's frame
+ * allocates nothing for them. */
+#define SPMD__MEMBERS_INLINE 16
+
 typedef struct members {
     int *pos;       /* [n] position of each member (group member order) */
     int *member_at; /* [n] member at each position */
     int *local_of;  /* [n] local index of the member, or -1 */
+    int inline_lists[3 * SPMD__MEMBERS_INLINE];
 } members;
 
-/** The group's members by position; m->pos is the one allocation to free. */
+/** The group's members by position; spmd__coll_members_free releases them (also after a failed
+ * init). `m` is not to be copied: its lists may lie inside it. */
 spmd_status spmd__coll_members_init(const coll *c, members *m);
+void spmd__coll_members_free(members *m);
 
 /* Host memcpy, or (CUDA devices, 64 KiB and more, device memory on both sides) the device's
  * stream, waited for by spmd__coll_copier_finish before the other devices may go on. */

@@ -767,7 +767,8 @@ spmd_status spmd__coll_check_out_shape(const spmd_block *out, spmd_dtype dtype, 
 
 spmd_status spmd__coll_members_init(const coll *c, members *m)
 {
-    m->pos = malloc(3 * (size_t)c->n * sizeof(int));
+    m->pos =
+        c->n <= SPMD__MEMBERS_INLINE ? m->inline_lists : malloc(3 * (size_t)c->n * sizeof(int));
     SPMD_REQUIRE(m->pos != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     m->member_at = m->pos + c->n;
     m->local_of = m->member_at + c->n;
@@ -777,6 +778,13 @@ spmd_status spmd__coll_members_init(const coll *c, members *m)
         m->local_of[k] = spmd__group_local_index(c->g, c->g->member_flat[k]);
     }
     return SPMD_OK;
+}
+
+void spmd__coll_members_free(members *m)
+{
+    if (m->pos != m->inline_lists)
+        free(m->pos);
+    m->pos = NULL;
 }
 
 /* ---- where a collective's copies run ---- */

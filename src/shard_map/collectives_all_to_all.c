@@ -339,7 +339,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
             st = spmd__coll_barrier(&c, 0);
         }
         if (st != SPMD_OK) {
-            free(m.pos);
+            spmd__coll_members_free(&m);
             return st;
         }
     }
@@ -359,7 +359,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
          * one per local member (local order). Each device packs its own input's chunks. */
         sc = calloc(4 * (size_t)g->num_ranks, sizeof *sc);
         if (!sc) {
-            free(m.pos);
+            spmd__coll_members_free(&m);
             return spmd__coll_fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
         }
         size_t *sdisp = sc + g->num_ranks, *rc = sdisp + g->num_ranks, *rdisp = rc + g->num_ranks;
@@ -425,7 +425,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     if (st == SPMD_OK || (direct && c.li != 0))
         st = spmd__coll_barrier(&c, 0);
     free(sc);
-    free(m.pos);
+    spmd__coll_members_free(&m);
     return st;
 }
 

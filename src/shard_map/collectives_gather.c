@@ -127,7 +127,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
                  (layout.outer == 1 || layout.run >= 256) && blocks_on_host(ctx);
     size_t *first = direct ? malloc((size_t)g->num_ranks * sizeof *first) : NULL;
     if (direct && !first) {
-        free(m.pos);
+        spmd__coll_members_free(&m);
         return spmd__coll_fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
     }
     if (direct && !ranks_contiguous(&c, &m, first, 0)) {
@@ -142,7 +142,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
     st = spmd__coll_arrive(&c, in->data, out->data, NULL);
     if (st != SPMD_OK) {
         free(first);
-        free(m.pos);
+        spmd__coll_members_free(&m);
         return st;
     }
     if (direct) {
@@ -227,7 +227,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
         }
     }
     free(first);
-    free(m.pos);
+    spmd__coll_members_free(&m);
     return st;
 }
 
@@ -301,7 +301,7 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
         c.scratch_need[0] = (size_t)c.nl * seg;
         c.scratch_need[1] = (size_t)c.n * seg;
     }
-    members m = {NULL, NULL, NULL};
+    members m = {NULL, NULL, NULL, {0}};
     if (st == SPMD_OK)
         st = spmd__coll_members_init(&c, &m);
     if (st != SPMD_OK) {
@@ -366,7 +366,7 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
         }
         free(roff);
     }
-    free(m.pos);
+    spmd__coll_members_free(&m);
     free(axis_of);
     return st;
 }

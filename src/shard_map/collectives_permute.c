@@ -16,14 +16,19 @@
 
 /* ---- ppermute ---- */
 
+/* Groups of up to this many positions keep a ppermute's tables on the stack: a small exchange's
+ * frame allocates nothing. */
+#define STACK_POSITIONS 64
+
 static spmd_status check_pairs(const int *pairs, int npairs, int n, int *src_of, uint64_t *hash)
 {
     SPMD_REQUIRE(npairs >= 0 && (npairs == 0 || pairs != NULL), SPMD_ERR_INVALID_ARGUMENT,
                  "ppermute: pairs is NULL or npairs (%d) is negative", npairs);
-    int *seen_src = calloc((size_t)n, sizeof *seen_src);
+    int stack_seen[STACK_POSITIONS];
+    int *seen_src = n <= STACK_POSITIONS ? stack_seen : malloc((size_t)n * sizeof *seen_src);
     SPMD_REQUIRE(seen_src != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     for (int p = 0; p < n; p++)
-        src_of[p] = -1;
+        src_of[p] = -1, seen_src[p] = 0;
     uint64_t h = 0;
     spmd_status st = SPMD_OK;
     for (int i = 0; i < npairs && st == SPMD_OK; i++) {
@@ -38,7 +43,8 @@ static spmd_status check_pairs(const int *pairs, int npairs, int n, int *src_of,
         src_of[d] = s;
         h = mix(mix(h, (uint64_t)s), (uint64_t)d);
     }
-    free(seen_src);
+    if (seen_src != stack_seen)
+        free(seen_src);
     *hash = h;
     return st;
 }
@@ -59,7 +65,8 @@ static spmd_status check_mesh_order(const coll *c)
  * agreement of its own is needed. Every process computes the same from the same pairs. */
 static int pairs_connect_processes(const coll *c, const members *m, const int *src_of)
 {
-    int n = c->g->num_ranks, *root = malloc((size_t)n * 2 * sizeof *root), parts = n;
+    int n = c->g->num_ranks, stack_root[2 * STACK_POSITIONS], parts = n;
+    int *root = n <= STACK_POSITIONS ? stack_root : malloc((size_t)n * 2 * sizeof *root);
     if (!root)
         return 0;
     int *touched = root + n;
@@ -85,7 +92,8 @@ static int pairs_connect_processes(const coll *c, const members *m, const int *s
     int all = parts == 1;
     for (int r = 0; r < n; r++)
         all &= touched[r];
-    free(root);
+    if (root != stack_root)
+        free(root);
     return all;
 }
 
@@ -134,7 +142,7 @@ static spmd_status spmd_pbroadcast_checked(spmd_ctx *ctx, const spmd_block *in, 
         c.scratch_need[0] = bytes ? bytes : 1;
     st = spmd__coll_arrive(&c, in->data, out->data, NULL);
     if (st != SPMD_OK) {
-        free(m.pos);
+        spmd__coll_members_free(&m);
         return st;
     }
     const void *src = local_from >= 0 ? g->slots[local_from].in : NULL;
@@ -166,7 +174,7 @@ static spmd_status spmd_pbroadcast_checked(spmd_ctx *ctx, const spmd_block *in, 
         memcpy(out->data, src, bytes);
     if (st == SPMD_OK && c.nl > 1) /* the source's block (or the scratch) is read until here */
         st = spmd__coll_barrier(&c, 0);
-    free(m.pos);
+    spmd__coll_members_free(&m);
     return st;
 }
 
@@ -324,13 +332,15 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
     spmd_status st = SPMD_OK;
     coll c;
     SPMD_CHECK(spmd__coll_begin(ctx, axes, OP_PPERMUTE, in, NULL, &c));
-    int *src_of = malloc((size_t)c.n * sizeof *src_of);
+    int stack_src_of[STACK_POSITIONS];
+    int *src_of = c.n <= STACK_POSITIONS ? stack_src_of : malloc((size_t)c.n * sizeof *src_of);
     uint64_t pairs_hash = 0;
     st = src_of ? check_mesh_order(&c) : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     if (st == SPMD_OK)
         st = check_pairs(pairs, npairs, c.n, src_of, &pairs_hash);
     if (st != SPMD_OK) {
-        free(src_of);
+        if (src_of != stack_src_of)
+            free(src_of);
         return spmd__coll_fail(&c, st);
     }
     c.fingerprint = mix(c.fingerprint, pairs_hash);
@@ -339,7 +349,8 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
     c.scratch_need[0] = (size_t)c.nl * bytes; /* inputs, when some device permutes in place */
     st = spmd__coll_arrive(&c, in->data, out->data, NULL);
     if (st != SPMD_OK) {
-        free(src_of);
+        if (src_of != stack_src_of)
+            free(src_of);
         return st;
     }
     members m;
@@ -355,7 +366,9 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
 #define SOURCE(local)                                                                              \
     (in_place ? (const char *)g->scratch[0] + (size_t)(local)*bytes : g->slots[local].in)
     if (st == SPMD_OK && g->comm && c.li == 0) {
-        spmd__message *msgs = malloc(2 * (size_t)c.n * sizeof *msgs);
+        spmd__message stack_msgs[2 * SPMD__MEMBERS_INLINE];
+        spmd__message *msgs =
+            c.n <= SPMD__MEMBERS_INLINE ? stack_msgs : malloc(2 * (size_t)c.n * sizeof *msgs);
         if (st == SPMD_OK && !msgs)
             st = spmd__coll_fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
         if (st == SPMD_OK) {
@@ -387,7 +400,8 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
                     : spmd__comm_checked_exchange;
             st = spmd__coll_crossed(&c, exchange(g->comm, &a, nsend, sends, nrecv, recvs, &w), &w);
         }
-        free(msgs);
+        if (msgs != stack_msgs)
+            free(msgs);
     }
     if (st == SPMD_OK && g->comm)
         st = spmd__coll_barrier(&c, 0);
@@ -409,8 +423,9 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
             st = spmd__coll_fail(&c, st);
     }
 #undef SOURCE
-    free(m.pos);
-    free(src_of);
+    spmd__coll_members_free(&m);
+    if (src_of != stack_src_of)
+        free(src_of);
     return st;
 }
 

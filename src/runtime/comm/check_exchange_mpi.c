@@ -132,6 +132,9 @@ static int take_paired(xchg *x, const spmd__agreement *a, const spmd__message *r
     return 1;
 }
 
+/* A paired exchange of up to this many messages keeps their handles on the stack. */
+#define PAIRED_STACK 8
+
 /* A receive that waits on a ring looks at MPI this often (spins): for a message its sender
  * could not put in the ring (full), or one of a call that differs. */
 #define PAIRED_MPI_EVERY 16
@@ -159,22 +162,36 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         rbytes += recvs[i].bytes + SEAL_MAX + PAIRED_SLACK;
     char *S = spmd__comm_buffer(c, 0, sbytes ? sbytes : 1);
     char *R = spmd__comm_buffer(c, 1, rbytes ? rbytes : 1);
-    MPI_Request *reqs = malloc((size_t)n1 * (sizeof *reqs + sizeof(MPI_Status) + 3 * sizeof(int)));
-    size_t *slot = malloc(2 * (size_t)n1 * sizeof *slot), *sealed = slot + n1;
+    /* the handles of a permutation's few messages on the stack: a small exchange allocates
+     * nothing */
+    MPI_Request stack_reqs[PAIRED_STACK];
+    MPI_Status stack_statuses[PAIRED_STACK];
+    int stack_ints[3 * PAIRED_STACK];
+    size_t stack_slots[2 * PAIRED_STACK];
+    int small = n1 <= PAIRED_STACK;
+    MPI_Request *reqs =
+        small ? stack_reqs
+              : malloc((size_t)n1 * (sizeof *reqs + sizeof(MPI_Status) + 3 * sizeof(int)));
+    size_t *slot = small ? stack_slots : malloc(2 * (size_t)n1 * sizeof *slot);
     if (!S || !R || !reqs || !slot) {
-        free(reqs);
-        free(slot);
+        if (!small) {
+            free(reqs);
+            free(slot);
+        }
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
                           "out of memory for %zu bytes of messages between processes",
                           sbytes + rbytes);
     }
-    MPI_Status *statuses = (MPI_Status *)(reqs + n1);
-    int *idx = (int *)(statuses + n1), *done = idx + n1, *ring = done + n1;
+    size_t *sealed = slot + n1;
+    MPI_Status *statuses = small ? stack_statuses : (MPI_Status *)(reqs + n1);
+    int *idx = small ? stack_ints : (int *)(statuses + n1), *done = idx + n1, *ring = done + n1;
     /* ring[i]: receive i waits on its sender's ring (1), or found its message in MPI by a
      * probe (2); send i goes into the receiver's ring */
     if (!mark_single_peers(nrecv, recvs, ring) || !mark_single_peers(nsend, sends, ring + nrecv)) {
-        free(reqs);
-        free(slot);
+        if (!small) {
+            free(reqs);
+            free(slot);
+        }
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     }
     int rings_open = 0;
@@ -366,8 +383,10 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         spmd__comm_abandon_sends(n, reqs, done);
         spmd__comm_detach_buffer(c, 0);
     }
-    free(reqs);
-    free(slot);
+    if (!small) { /* the handles' arrays: MPI keeps what it still needs of an abandoned send */
+        free(reqs);
+        free(slot);
+    }
     spmd_status st = x.stopped;
     if (st != SPMD_OK)
         return st;
