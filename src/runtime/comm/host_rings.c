@@ -3,16 +3,21 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#endif
 
 #include "runtime/base/check.h"
 #include "runtime/devices/event.h"
@@ -74,6 +79,11 @@ typedef struct segment_head {
     uint64_t job;      /* whose start-up: names alone could meet another job's */
     int32_t owner;     /* the process whose inbound rings these are */
     int32_t processes; /* on the machine: rings */
+    /* On a crowded machine, while `dozing` counts threads of its owner that sleep on it (a
+     * futex: spmd__ring_pause): bumped after every event they may wait for (a message into its
+     * rings, a slot of its freed, a reader listening to it, a peer giving up on it). */
+    _Alignas(64) _Atomic uint32_t bell;
+    _Atomic uint32_t dozing;
 } segment_head;
 
 static struct {
@@ -127,6 +137,68 @@ static char *slot_data(char *segment, int sender, int k, size_t *capacity)
     }
     *capacity = R.wide_bytes;
     return segment + R.wide_at + ((size_t)sender * WIDE_SLOTS + (size_t)(k - SLOTS)) * R.wide_bytes;
+}
+
+/* ---- the bell: waits that sleep until the event they wait for, on a crowded machine ---- */
+
+static segment_head *head_of(char *segment) { return (segment_head *)segment; }
+
+/* Tells the owner of `segment` that something it may wait for happened, where one of its threads
+ * dozes. Only on a crowded machine: elsewhere its waits poll. */
+static void ring_bell(char *segment)
+{
+#ifdef __linux__
+    if (!R.crowded || !segment)
+        return;
+    segment_head *h = head_of(segment);
+    /* the event before the look at `dozing`, against the dozer's count before its last look at
+     * the rings (both sequentially consistent): it sees this event, or this sees it dozing */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&h->dozing, memory_order_relaxed)) {
+        atomic_fetch_add(&h->bell, 1);
+        syscall(SYS_futex, (uint32_t *)&h->bell, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+#else
+    (void)segment;
+#endif
+}
+
+/* The bell of process j of this machine (this one's when j is R.here). */
+static char *segment_of(int j) { return j == R.here ? R.own : R.peers[j]; }
+
+/* A thread's doze in two steps: armed (counted in `dozing`, the bell read), then, after one
+ * more look at the rings, asleep until the bell moves. */
+static _Thread_local int doze_armed;
+static _Thread_local uint32_t doze_seen;
+
+void spmd__ring_pause(spmd__pause *p, int64_t now_ns, int64_t spin_ns)
+{
+#ifdef __linux__
+    /* a crowd measured (the pause would nap from now on): sleep until what it waits for rings */
+    if (!p->holds_core && p->crowded && R.crowded && R.own) {
+        segment_head *h = head_of(R.own);
+        if (!doze_armed) {
+            atomic_fetch_add(&h->dozing, 1);
+            doze_seen = atomic_load(&h->bell);
+            doze_armed = 1;
+            return; /* every event from now on rings: the caller looks once more */
+        }
+        struct timespec ts = {0, SPMD__RING_DOZE_NS};
+        syscall(SYS_futex, (uint32_t *)&h->bell, FUTEX_WAIT, doze_seen, &ts, NULL, 0);
+        doze_seen = atomic_load(&h->bell); /* still armed: the next pause sleeps at once */
+        return;
+    }
+#endif
+    spmd__ring_pause_end();
+    spmd__pause_step(p, now_ns, spin_ns);
+}
+
+void spmd__ring_pause_end(void)
+{
+    if (!doze_armed)
+        return;
+    doze_armed = 0;
+    atomic_fetch_sub(&head_of(R.own)->dozing, 1);
 }
 
 /* Slots a ring has: the wide ones only where the machine has room for them. */
@@ -223,7 +295,7 @@ static char *create_own(char *name, size_t bytes, uint64_t job, int me)
         shm_unlink(name);
         return NULL;
     }
-    segment_head head = {SEGMENT_MAGIC, job, me, R.n};
+    segment_head head = {SEGMENT_MAGIC, job, me, R.n, 0, 0};
     memcpy(p, &head, sizeof head); /* the rest is zero: every slot empty, nobody attached */
     return p;
 }
@@ -509,6 +581,7 @@ static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, u
         if (tail_bytes)
             memcpy(data + head_bytes, tail, tail_bytes);
         atomic_store_explicit(&s->state, SLOT_FULL, memory_order_release);
+        ring_bell(R.peers[j]);
         return 1;
     }
     return 0;
@@ -541,8 +614,10 @@ int spmd__ring_listen(int from, uint64_t key)
     for (int k = 0; k < LISTENERS; k++) {
         uint64_t none = 0;
         if (atomic_compare_exchange_strong_explicit(&r->listening[k], &none, key,
-                                                    memory_order_release, memory_order_relaxed))
+                                                    memory_order_release, memory_order_relaxed)) {
+            ring_bell(segment_of(R.local_of[from])); /* its chunks may go out now */
             return k;
+        }
     }
     return -1;
 }
@@ -680,6 +755,7 @@ static int claim(int from, uint64_t wire, int tag, uint64_t key, spmd__ring_mess
         out->data = slot_data(R.own, sender, best_k, &capacity);
         out->bytes = best->bytes < capacity ? best->bytes : capacity; /* never beyond the slot */
         out->slot = best;
+        out->sender = sender;
         return 1;
     }
 }
@@ -698,6 +774,7 @@ void spmd__ring_release(spmd__ring_message *m)
 {
     atomic_store_explicit(&((slot_head *)m->slot)->state, SLOT_EMPTY, memory_order_release);
     m->slot = NULL;
+    ring_bell(segment_of(m->sender)); /* its writer may wait for the slot */
 }
 
 long spmd__ring_take(int from, uint64_t wire, int tag, void *buf, size_t cap)
@@ -727,6 +804,7 @@ void spmd__ring_give_up(int to, uint64_t token)
     ring *r = ring_in(R.peers[j], R.here);
     uint32_t k = atomic_fetch_add_explicit(&r->gave_up_next, 1, memory_order_relaxed);
     atomic_store_explicit(&r->gave_up[k % GAVE_UP], token, memory_order_release);
+    ring_bell(R.peers[j]);
 }
 
 int spmd__ring_gave_up(int from, uint64_t token)

@@ -26,6 +26,8 @@
 
 #include <spmd/status.h>
 
+#include "runtime/devices/event.h"
+
 /** The largest message a slot holds (a shard_map outcome with its message, and a trailer). */
 #define SPMD__RING_BYTES 1344
 /** The largest message a wide slot holds: a combined collective's 64 KiB (comm.h) with its
@@ -106,6 +108,7 @@ typedef struct spmd__ring_message {
     const char *data;
     size_t bytes;
     void *slot;
+    int sender; /* on this machine */
 } spmd__ring_message;
 /** Claims the oldest message from process `from` with the envelope (wire, tag): 1 when one had
  * come (*out filled; release it soon: its slot is the sender's again only then), else 0. */
@@ -128,5 +131,24 @@ void spmd__ring_give_up(int to, uint64_t token);
 int spmd__ring_gave_up(int from, uint64_t token);
 /** Drops the messages for communicator `wire` left in this process's rings (it is gone). */
 void spmd__ring_forget(uint64_t wire);
+
+/** A doze's longest sleep: what comes another way than the rings (a message that found its ring
+ * full and went through MPI, a note) is looked for at least this often. */
+#define SPMD__RING_DOZE_NS 200000
+/**
+ * A polling wait's pause (spmd__pause_step) for what comes through the rings. Where the pause
+ * would nap (it measured that its thread shares its core), waits for the rings alone
+ * (!p->holds_core) and the machine is crowded (spmd__rings_crowded), it dozes instead: it asks
+ * every writer to ring this process's bell (a futex) after each event (a message into its rings,
+ * a slot of its freed, a reader listening to it, a peer giving up on it) and returns for one more
+ * look; the next pause sleeps until the bell rang since, or SPMD__RING_DOZE_NS. So it wakes when
+ * its writer rang, not a timer's slack later. Until a crowd is measured it yields as before: on a
+ * machine crowded by its own processes alone, their short waits are cheaper handed round by
+ * yields than by sleeps and wake-ups (a 4-byte psum at 4 x 1 on 2 cores: 6-8 against 70-140 us).
+ * A wait that paused this way calls spmd__ring_pause_end when it ends, so that writers stop
+ * ringing.
+ */
+void spmd__ring_pause(spmd__pause *p, int64_t now_ns, int64_t spin_ns);
+void spmd__ring_pause_end(void);
 
 #endif /* SPMD_RUNTIME_HOST_RINGS_H */
