@@ -12,11 +12,14 @@
  * between the same two processes at once (each must get its own group's data). Large
  * all_to_alls of 2-D blocks, split along their rows or their columns, send boxes that are not
  * contiguous (a streamed message gathers and scatters them chunk by chunk). An all_gather of
- * 32 MiB of output writes what the rings bring past the caches (non-temporal stores).
+ * 32 MiB of output writes what the rings bring past the caches (non-temporal stores). A process
+ * late by 20 ms at 48 and 64 KiB makes its partner wait for the halves.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "testutil.h"
 
@@ -33,6 +36,8 @@ typedef struct job {
     int64_t elems;     /* per device, a multiple of the device count */
     const char *axis;  /* the collectives' */
     const char *other; /* the mesh's other axis (NULL: none): which group the device is in */
+    int late_process;  /* whose devices come late to the collectives (-1: none) ... */
+    long late_ns;      /* ... by this long */
 } job;
 
 /* The device's index along the job's axis, the axis's size, and its group's first value
@@ -78,6 +83,10 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
     int pairs[2 * MAX_DEV];
     for (int k = 0; k < n; k++)
         pairs[2 * k] = k, pairs[2 * k + 1] = (k + 1) % n;
+    if (j->late_ns && spmd_process_index() == j->late_process) {
+        struct timespec late = {0, j->late_ns};
+        nanosleep(&late, NULL);
+    }
     st = spmd_psum(ctx, &x, &sum, j->axis);
     if (st == SPMD_OK)
         st = spmd_all_gather(ctx, &x, &gathered, j->axis, 0, 1);
@@ -169,16 +178,19 @@ static void check_counts(spmd_array *y, int n, const job *j, const char *where,
     spmd_array_destroy(y);
 }
 
-/* Every collective at `bytes` per device (rounded up to whole elements split n ways). */
-static void check_size(int n, int64_t bytes)
+/* Every collective at `bytes` per device (rounded up to whole elements split n ways), the
+ * devices of process `late_process` (-1: none) late by late_ns. */
+static void check_size_late(int n, int64_t bytes, int late_process, long late_ns)
 {
-    job j = {.axis = "i"};
+    job j = {.axis = "i", .late_process = late_process, .late_ns = late_ns};
     int64_t elems = bytes / 4;
     j.elems = (elems + n - 1) / n * n; /* psum_scatter and all_to_all split it n ways */
     spmd_array *y = spmd_test_each_device(body, &j, sizeof(int32_t) * OPS);
-    SPMD_TEST_CHECK(y != NULL, "%lld bytes: %s", (long long)(j.elems * 4), spmd_last_error());
+    SPMD_TEST_CHECK(y != NULL, "%lld bytes, process %d late: %s", (long long)(j.elems * 4),
+                    late_process, spmd_last_error());
     if (y)
-        check_counts(y, n, &j, "one group", op_names);
+        check_counts(y, n, &j, late_process >= 0 ? "one group, one process late" : "one group",
+                     op_names);
     if (bytes < 65536)
         return;
     j.elems = (elems + 2 * n * n - 1) / (2 * n * n) * (2 * n * n); /* 2n rows, n column parts */
@@ -187,6 +199,8 @@ static void check_size(int n, int64_t bytes)
     if (y)
         check_counts(y, n, &j, "2-D blocks", op_names_2d);
 }
+
+static void check_size(int n, int64_t bytes) { check_size_late(n, bytes, -1, 0); }
 
 /* Every collective over 'p' in a mesh of (processes x devices per process): each of a process's
  * devices in a group of its own, the groups' collectives at once. */
@@ -235,6 +249,12 @@ int main(void)
     for (size_t t = 0; t < nsizes; t++)
         for (int rep = 0; rep < (t + 1 == nsizes ? 16 : 1); rep++)
             check_size(n, sizes[t]);
+    /* a process 20 ms late, at sizes where two processes' reductions go in halves (32-64 KiB
+     * without the rings) or stream (with them): its partner waits, then gets its values */
+    for (int late = 0; late < spmd_process_count() && late < 2; late++) {
+        check_size_late(n, 49164, late, 20000000);
+        check_size_late(n, 65536, late, 20000000);
+    }
     /* an all_gather whose output (32 MiB) is written past the caches */
     check_size(n, ((int64_t)32 << 20) / n);
     if (spmd_process_count() > 1 && spmd_local_device_count() > 1)

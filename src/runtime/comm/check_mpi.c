@@ -1157,7 +1157,7 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
                                               void *combine_arg, spmd__wait *w)
 {
     size_t elem = spmd_dtype_size(dtype), bytes = count * elem;
-    /* two ranks within a machine whose processes map each other's rings, more cores than
+    /* two ranks within a machine whose processes all made their rings, more cores than
      * processes: past a page the rounds stream (the agreement first; the receiver adds straight
      * out of the sender's slot), where the combined exchange copies the vector four times
      * (medians at 2 x 1: psum 16 KiB 3.8 against 5.3 us, 64 KiB 15.2 against 18.9,

@@ -256,31 +256,44 @@ static const char *segment_fault(int fd, size_t bytes)
  * is someone else's: never opened, another token tried. */
 static char *create_own(char *name, size_t bytes, uint64_t job, int me)
 {
-    int fd = -1;
+    int fd = -1, err = 0;
     unsigned char token[TOKEN_BYTES];
     for (int tries = 0; fd < 0 && tries < 4 && random_token(token); tries++) {
         segment_name(name, token);
         fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        if (fd < 0 && errno != EEXIST)
+        err = fd < 0 ? errno : 0;
+        if (fd < 0 && err != EEXIST)
             break;
     }
-    if (fd < 0)
+    if (fd < 0) {
+        if (err && err != EEXIST) /* (a name taken four times over is someone else's doing) */
+            SPMD_WARN("process %d: could not create its shared-memory segment in /dev/shm (%s): "
+                      "its peers on this machine send it everything through MPI; check that "
+                      "/dev/shm is mounted and writable, or set SPMD_SHM=0 to go without it",
+                      me, strerror(err));
         return NULL;
+    }
     char *p = NULL;
     const char *fault = fchmod(fd, 0600) == 0 ? segment_fault(fd, 0) : "fchmod failed";
     /* the pages now: tmpfs would allocate them at the first write, and a full /dev/shm would
      * then kill the writer (SIGBUS) mid-collective */
-    int reserved = !fault && ftruncate(fd, (off_t)bytes) == 0;
-    if (reserved) {
-        int rc = posix_fallocate(fd, 0, (off_t)bytes);
-        reserved = rc == 0;
-        if (!reserved)
-            SPMD_WARN(
-                "process %d: no room in /dev/shm for its %zu-byte shared-memory segment (%s): "
-                "its peers on this machine send it everything through MPI; make room in "
-                "/dev/shm (df /dev/shm) or set SPMD_SHM=0 to go without it",
-                me, bytes, strerror(rc));
+    int reserved = 0, rc = 0;
+    if (!fault)
+        rc = ftruncate(fd, (off_t)bytes) == 0 ? 0 : errno;
+    if (!fault && rc == 0) {
+        do /* a signal may break it off: it starts over */
+            rc = posix_fallocate(fd, 0, (off_t)bytes);
+        while (rc == EINTR);
     }
+    reserved = !fault && rc == 0;
+    if (!fault && rc != 0)
+        SPMD_WARN("process %d: %s its %zu-byte shared-memory segment (%s): its peers on this "
+                  "machine send it everything through MPI; %s",
+                  me, rc == ENOSPC ? "no room in /dev/shm for" : "could not reserve in /dev/shm",
+                  bytes, strerror(rc),
+                  rc == ENOSPC ? "make room in /dev/shm (df /dev/shm) or set SPMD_SHM=0 to go "
+                                 "without it"
+                               : "set SPMD_SHM=0 to go without it");
     if (reserved && !(fault = segment_fault(fd, bytes))) {
         p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED)
