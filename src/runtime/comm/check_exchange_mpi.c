@@ -32,7 +32,8 @@ static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__w
 {
     spmd_status st = spmd__xchg_check_with_tag(c, a, w, tag);
     if (st == SPMD_OK && nstreams) /* after the agreement: only the same call's data streams */
-        st = spmd__comm_ring_streams(c, nstreams, streams, what, spmd__comm_data_deadline(c), w);
+        st = spmd__comm_ring_streams(c, nstreams, streams, what, spmd__comm_data_deadline(c), w,
+                                     n > 0);
     if (st == SPMD_OK)
         st = spmd__comm_wait_data(c, n, reqs, from, what);
     else {

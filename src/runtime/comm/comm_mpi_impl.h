@@ -157,9 +157,12 @@ typedef struct spmd__stream {
     void *fill_arg;
 } spmd__stream;
 /** The n streams at once, each with a rank of its own (as spmd__comm_ring_stream): none waits
- * for another, whatever order their peers run theirs in. */
+ * for another, whatever order their peers run theirs in. mpi_beside: MPI transfers posted
+ * beside them need this thread's polls for their progress, so its waits never sleep through
+ * them (spmd__ring_pause). */
 spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *streams,
-                                    const char *what, int64_t deadline, const spmd__wait *cancel);
+                                    const char *what, int64_t deadline, const spmd__wait *cancel,
+                                    int mpi_beside);
 /**
  * Swaps data with rank `peer` through the shared-memory rings (ring_stream_mpi.c), in chunks of
  * a wide slot at `tag`: sbytes of `send` go out while rbytes arrive, each chunk handed to

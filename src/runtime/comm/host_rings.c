@@ -179,6 +179,9 @@ void spmd__ring_pause(spmd__pause *p, int64_t now_ns, int64_t spin_ns)
         segment_head *h = head_of(R.own);
         if (!doze_armed) {
             atomic_fetch_add(&h->dozing, 1);
+            /* the count before the next look at the rings, against the writer's event before
+             * its look at the count (ring_bell) */
+            atomic_thread_fence(memory_order_seq_cst);
             doze_seen = atomic_load(&h->bell);
             doze_armed = 1;
             return; /* every event from now on rings: the caller looks once more */

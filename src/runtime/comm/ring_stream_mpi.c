@@ -120,7 +120,8 @@ static spmd_status stream_timeout(const char *what, int p, int receiving, int li
 }
 
 spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *streams,
-                                    const char *what, int64_t deadline, const spmd__wait *cancel)
+                                    const char *what, int64_t deadline, const spmd__wait *cancel,
+                                    int mpi_beside)
 {
     size_t chunk = chunk_bytes();
     SPMD_REQUIRE(chunk > 0, SPMD_ERR_INTERNAL, "%s: no wide ring slots to stream through", what);
@@ -197,10 +198,10 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
         }
         /* One peer's stream (a reduction's round) dozes: what rings is what it waits for. With
          * several, each peer's events would wake it for the others' sake (at 4 x 1 on 2 cores
-         * all_gather and all_to_all lost 10-15 % to those wake-ups). The other waits for rings
-         * (agreements, small exchanges) may have MPI's transfers beside them, whose progress a
-         * doze would hold up. */
-        if (n == 1)
+         * all_gather and all_to_all lost 10-15 % to those wake-ups); with MPI's transfers
+         * beside it (an exchange's other messages), a doze would hold up their progress. The
+         * other waits for rings (agreements, small exchanges) nap for the same reason. */
+        if (n == 1 && !mpi_beside)
             spmd__ring_pause(&pause, now, spmd__rings_crowded() ? 0 : STREAM_SPIN_NS);
         else
             spmd__pause_step(&pause, now, spmd__rings_crowded() ? 0 : STREAM_SPIN_NS);
@@ -221,5 +222,5 @@ spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, int round, 
                                    const char *what, int64_t deadline, const spmd__wait *cancel)
 {
     spmd__stream s = {peer, tag, round, send, sbytes, rbytes, take, arg, NULL, NULL};
-    return spmd__comm_ring_streams(c, 1, &s, what, deadline, cancel);
+    return spmd__comm_ring_streams(c, 1, &s, what, deadline, cancel, 0);
 }

@@ -524,7 +524,7 @@ static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int
                       .arg = &part,
                       .fill = r->in->nruns ? fill_chunk : NULL,
                       .fill_arg = &part};
-    return spmd__comm_ring_streams(r->c, 1, &s, "the reduction's data", r->deadline, r->wait);
+    return spmd__comm_ring_streams(r->c, 1, &s, "the reduction's data", r->deadline, r->wait, 0);
 }
 
 /* In p2 space (a non-extra rank's index), the index holding element x once the halving over
