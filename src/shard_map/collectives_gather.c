@@ -119,8 +119,9 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
      * go there from a few pages on (streamed through the rings past 64 KiB a message, through
      * MPI's shared memory below): two copies where the staged exchange makes four
      * (measured at 2 x 1, 32 KiB 4.0 against 5.3 us, 64 KiB 5.8 against 10.8; at 8-16 KiB
-     * the agreement's round trip costs more than the copies saved). */
-    size_t direct_above = layout.outer == 1 && g->comm && spmd__comm_on_linked_machine(g->comm)
+     * the agreement's round trip costs more than the copies saved). So do two processes'
+     * anywhere (spmd__comm_gathers_pairwise: the staging into and out of the scratch saved). */
+    size_t direct_above = layout.outer == 1 && g->comm && spmd__comm_gathers_pairwise(g->comm)
                               ? SPMD__COMM_LINKED_GATHER_BYTES
                               : SPMD__COMM_COMBINED_BYTES;
     int direct = g->comm && (size_t)c.n * bytes > direct_above &&

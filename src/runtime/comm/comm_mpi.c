@@ -429,6 +429,11 @@ int spmd__comm_on_linked_machine(const spmd__comm *c)
     return 1;
 }
 
+int spmd__comm_gathers_pairwise(const spmd__comm *c)
+{
+    return c->size == 2 || spmd__comm_on_linked_machine(c);
+}
+
 /* spmd__comm_keep_with, with kept_lock held. */
 static void keep_locked(spmd__comm *c, void *block)
 {

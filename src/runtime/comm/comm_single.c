@@ -183,6 +183,12 @@ int spmd__comm_on_linked_machine(const spmd__comm *c)
     return 0; /* no rings without MPI */
 }
 
+int spmd__comm_gathers_pairwise(const spmd__comm *c)
+{
+    (void)c;
+    return 0; /* one process: nothing to gather from others */
+}
+
 spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
                                                 const spmd__block_layout *layout,
                                                 const size_t *counts, const size_t *displs,
