@@ -116,7 +116,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
     layout.stride = layout.run * (size_t)c.n;
     /* (runs of a few elements, as a stack at a new last axis makes, MPI moves slower than the
      * staging copy). Within a machine whose processes all made their rings, whole blocks
-     * go there from a few pages on (streamed through the rings past 64 KiB a message, through
+     * go there from a few pages on (streamed through the rings past 8 KiB a message, through
      * MPI's shared memory below): two copies where the staged exchange makes four
      * (measured at 2 x 1, 32 KiB 4.0 against 5.3 us, 64 KiB 5.8 against 10.8; at 8-16 KiB
      * the agreement's round trip costs more than the copies saved). So do two processes'
