@@ -18,6 +18,21 @@
 
 /* ---- where the processes' blocks lie ---- */
 
+/* Tables of up to this many processes lie on the stack: a small gather allocates nothing. */
+#define STACK_RANKS 16
+
+/* A table of n entries: `stack` where it fits (n <= STACK_RANKS), else allocated (or NULL). */
+static size_t *rank_table(size_t *stack, int n)
+{
+    return n <= STACK_RANKS ? stack : malloc((size_t)n * sizeof(size_t));
+}
+
+static void free_rank_table(size_t *table, const size_t *stack)
+{
+    if (table != stack)
+        free(table);
+}
+
 /* Offsets (in blocks) of each rank's members in rank-ordered, per-member staging. */
 static void rank_offsets(const spmd__group *g, size_t *offset)
 {
@@ -57,8 +72,16 @@ static int ranks_contiguous(const coll *c, const members *m, size_t *first, int 
 static int place_gathered(copier *cp, const spmd_block *out, const void *block, const spmd_block *b,
                           int axis, int tiled, int p)
 {
+    size_t elem = spmd_dtype_size(b->dtype), outer = 1;
+    for (int j = 0; j < axis; j++)
+        outer *= (size_t)b->shape[j];
+    if (outer == 1) { /* the block is one run of the output (a gather along its first axis) */
+        size_t bytes = block_bytes(b);
+        return bytes ? spmd__coll_copy_rows(cp, (char *)out->data + (size_t)p * bytes, 0, block, 0,
+                                            bytes, 1)
+                     : 0;
+    }
     int64_t extent[SPMD_MAX_RANK + 1], start[SPMD_MAX_RANK + 1] = {0};
-    size_t elem = spmd_dtype_size(b->dtype);
     if (tiled) {
         memcpy(extent, b->shape, (size_t)b->ndim * sizeof(int64_t));
         start[axis] = p * b->shape[axis];
@@ -119,20 +142,20 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
      * go there from a few pages on (streamed through the rings past 8 KiB a message, through
      * MPI's shared memory below): two copies where the staged exchange makes four
      * (measured at 2 x 1, 32 KiB 4.0 against 5.3 us, 64 KiB 5.8 against 10.8; at 8-16 KiB
-     * the agreement's round trip costs more than the copies saved). So do two processes'
-     * anywhere (spmd__comm_gathers_pairwise: the staging into and out of the scratch saved). */
-    size_t direct_above = layout.outer == 1 && g->comm && spmd__comm_gathers_pairwise(g->comm)
-                              ? SPMD__COMM_LINKED_GATHER_BYTES
-                              : SPMD__COMM_COMBINED_BYTES;
+     * the agreement's round trip costs more than the copies saved). So do two processes' at
+     * any size, anywhere (spmd__comm_placed_gather_above: the scratch's copies saved). */
+    size_t direct_above = layout.outer == 1 && g->comm ? spmd__comm_placed_gather_above(g->comm)
+                                                       : SPMD__COMM_COMBINED_BYTES;
     int direct = g->comm && (size_t)c.n * bytes > direct_above &&
                  (layout.outer == 1 || layout.run >= 256) && blocks_on_host(ctx);
-    size_t *first = direct ? malloc((size_t)g->num_ranks * sizeof *first) : NULL;
+    size_t stack_first[STACK_RANKS], stack_table[STACK_RANKS];
+    size_t *first = direct ? rank_table(stack_first, g->num_ranks) : NULL;
     if (direct && !first) {
         spmd__coll_members_free(&m);
         return spmd__coll_fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
     }
     if (direct && !ranks_contiguous(&c, &m, first, 0)) {
-        free(first);
+        free_rank_table(first, stack_first);
         first = NULL;
         direct = 0;
     }
@@ -142,7 +165,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
     }
     st = spmd__coll_arrive(&c, in->data, out->data, NULL);
     if (st != SPMD_OK) {
-        free(first);
+        free_rank_table(first, stack_first);
         spmd__coll_members_free(&m);
         return st;
     }
@@ -157,7 +180,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
             spmd__copy_streaming_fence(); /* the first member reads it next */
         st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
-            size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);
+            size_t *counts = rank_table(stack_table, g->num_ranks);
             if (!counts)
                 st = spmd__coll_fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
             for (int r = 0; counts && r < g->num_ranks; r++)
@@ -170,7 +193,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
                                             g->comm, &ag, root.data, &layout, counts, first, &w),
                                         &w);
             }
-            free(counts);
+            free_rank_table(counts, stack_table);
         }
         if (st == SPMD_OK)
             st = spmd__coll_barrier(&c, 0);
@@ -194,7 +217,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
         memcpy((char *)g->scratch[0] + (size_t)c.li * bytes, in->data, bytes);
         st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
-            size_t *counts = malloc((size_t)g->num_ranks * sizeof *counts);
+            size_t *counts = rank_table(stack_table, g->num_ranks);
             st = counts ? SPMD_OK
                         : spmd__coll_fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
             for (int r = 0; st == SPMD_OK && r < g->num_ranks; r++)
@@ -207,12 +230,12 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
                                                                       g->scratch[1], counts, &w),
                                         &w);
             }
-            free(counts);
+            free_rank_table(counts, stack_table);
         }
         if (st == SPMD_OK)
             st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK) {
-            size_t *roff = malloc((size_t)g->num_ranks * sizeof *roff);
+            size_t *roff = rank_table(stack_table, g->num_ranks);
             if (!roff) {
                 st = spmd__coll_fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
             } else {
@@ -223,11 +246,11 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
                     (void)place_gathered(&host, out, (char *)g->scratch[1] + slot * bytes, in, a,
                                          tiled, m.pos[k]);
                 }
-                free(roff);
+                free_rank_table(roff, stack_table);
             }
         }
     }
-    free(first);
+    free_rank_table(first, stack_first);
     spmd__coll_members_free(&m);
     return st;
 }

@@ -661,20 +661,25 @@ spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agree
 {
     if (c->size == 1)
         return SPMD_OK;
-    if (layout->outer == 1 && spmd__comm_on_linked_machine(c))
-        return allgather_streamed(c, a, recv, layout->run, layout->streaming, counts, displs, w);
+    int linked = spmd__comm_on_linked_machine(c);
     if (layout->outer == 1 && c->size == 2) {
-        /* two ranks anywhere: one message each way. Up to a combined message's size it carries
-         * the agreement (one round trip, no staging on either side of the call); beyond, the
-         * agreement runs beside the data, where it was a round trip before MPI's (over TCP at
-         * 2 x 1, medians of 7 runs, of MPI_Allgather: 64 KiB of output 0.83 -> 0.91, 128 KiB
-         * 0.82 -> 0.91, 256 KiB 0.85 -> 0.93) */
+        /* Two ranks: one message each way. Up to a combined message (within a machine that
+         * made its rings, up to where the data streams) it carries the agreement, sent from and
+         * received into the output, the caller's staging saved (with its tables on the stack,
+         * medians of 4 runs at 2 x 1, of MPI_Allgather: 16-512 B of output 0.54-0.60 ->
+         * 0.70-0.74, 1-4 KiB 0.71-0.78 -> 0.89-0.95). Beyond, the agreement runs beside the
+         * data: between machines, where it was a round trip before MPI's (medians of 7 runs
+         * over TCP at 2 x 1: 64 KiB of output 0.83 -> 0.91, 128 KiB 0.82 -> 0.91, 256 KiB
+         * 0.85 -> 0.93). */
         size_t bytes[2] = {counts[0] * layout->run, counts[1] * layout->run};
         if (displs[0] == 0 && displs[1] == counts[0] &&
-            bytes[0] + bytes[1] <= SPMD__COMM_COMBINED_BYTES)
+            bytes[0] + bytes[1] <=
+                (linked ? SPMD__COMM_LINKED_GATHER_BYTES : SPMD__COMM_COMBINED_BYTES))
             return spmd__comm_checked_allgatherv(c, a, NULL, recv, bytes, w);
         return allgather_streamed(c, a, recv, layout->run, layout->streaming, counts, displs, w);
     }
+    if (layout->outer == 1 && linked)
+        return allgather_streamed(c, a, recv, layout->run, layout->streaming, counts, displs, w);
     SPMD_CHECK(spmd__xchg_check_then_whole(c, a, w));
     spmd_status st = spmd__comm_allgather_placed_agreed(c, recv, layout, counts, displs);
     w->data_pending = st != SPMD_OK;

@@ -1346,10 +1346,15 @@ spmd_status spmd__xchg_check_then_whole(spmd__comm *c, const spmd__agreement *a,
     return spmd__comm_make_whole(c);
 }
 
+/* A gather of up to this many ranks keeps its offsets on the stack. */
+#define GATHER_STACK_RANKS 16
+
 spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *a, const void *send,
                                           void *recv, const size_t *counts, spmd__wait *w)
 {
-    size_t *displ = malloc(((size_t)c->size + 1) * sizeof *displ);
+    size_t stack_displ[GATHER_STACK_RANKS + 1];
+    int small = c->size <= GATHER_STACK_RANKS;
+    size_t *displ = small ? stack_displ : malloc(((size_t)c->size + 1) * sizeof *displ);
     SPMD_REQUIRE(displ != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     displ[0] = 0;
     for (int r = 0; r < c->size; r++)
@@ -1369,6 +1374,7 @@ spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *
         gather_layout g = {counts, displ};
         st = gather_combined(c, a, recv, &g, w);
     }
-    free(displ);
+    if (!small)
+        free(displ);
     return st;
 }

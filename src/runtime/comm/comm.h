@@ -255,22 +255,24 @@ typedef struct spmd__block_layout {
  * data then streams between them): alike on every rank of c. */
 int spmd__comm_on_linked_machine(const spmd__comm *c);
 
-/** 1 when a whole-block all_gather over c goes straight into its output from
- * SPMD__COMM_LINKED_GATHER_BYTES on, one message from each rank to every other: a machine's
- * processes that made their rings (a few), or two ranks anywhere. Alike on every rank of c. */
-int spmd__comm_gathers_pairwise(const spmd__comm *c);
-
-/* The output from which such a whole-block all_gather goes straight into its output. */
+/* The output from which a whole-block all_gather within a machine whose processes made their
+ * rings goes straight into its output. */
 #define SPMD__COMM_LINKED_GATHER_BYTES (16 * 1024)
+
+/** The output (bytes) beyond which an all_gather of whole blocks over c goes straight into its
+ * output (spmd__comm_checked_allgather_placed): any for two ranks, one message each way;
+ * SPMD__COMM_LINKED_GATHER_BYTES within such a machine; else SPMD__COMM_COMBINED_BYTES. Alike
+ * on every rank of c. */
+size_t spmd__comm_placed_gather_above(const spmd__comm *c);
 
 /**
  * An all-gather straight into its destination (more than SPMD__COMM_COMBINED_BYTES in all, or
- * SPMD__COMM_LINKED_GATHER_BYTES where spmd__comm_gathers_pairwise and the runs are whole
- * blocks): checks `a`, then rank r's counts[r] blocks land at blocks displs[r] onwards of recv,
- * each rank's own blocks already being in place there. The rings (within a machine) or MPI (a
- * derived datatype where runs are strided) move the data between the blocks: no staging copy
- * (but two ranks' combined message, up to SPMD__COMM_COMBINED_BYTES, staged as
- * spmd__comm_checked_allgatherv's, whose copies into and out of the output it saves).
+ * spmd__comm_placed_gather_above(c) where the runs are whole blocks): checks `a`, then rank
+ * r's counts[r] blocks land at blocks displs[r] onwards of recv, each rank's own blocks already
+ * being in place there. The rings (within a machine) or MPI (a derived datatype where runs are
+ * strided) move the data between the blocks: no staging copy (but two ranks' message carrying
+ * the agreement, up to SPMD__COMM_COMBINED_BYTES, staged as spmd__comm_checked_allgatherv's,
+ * whose copies into and out of the output it saves).
  */
 spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
                                                 const spmd__block_layout *layout,

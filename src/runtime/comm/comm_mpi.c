@@ -429,9 +429,11 @@ int spmd__comm_on_linked_machine(const spmd__comm *c)
     return 1;
 }
 
-int spmd__comm_gathers_pairwise(const spmd__comm *c)
+size_t spmd__comm_placed_gather_above(const spmd__comm *c)
 {
-    return c->size == 2 || spmd__comm_on_linked_machine(c);
+    return c->size == 2                      ? 0
+           : spmd__comm_on_linked_machine(c) ? SPMD__COMM_LINKED_GATHER_BYTES
+                                             : SPMD__COMM_COMBINED_BYTES;
 }
 
 /* spmd__comm_keep_with, with kept_lock held. */

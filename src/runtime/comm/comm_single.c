@@ -183,10 +183,10 @@ int spmd__comm_on_linked_machine(const spmd__comm *c)
     return 0; /* no rings without MPI */
 }
 
-int spmd__comm_gathers_pairwise(const spmd__comm *c)
+size_t spmd__comm_placed_gather_above(const spmd__comm *c)
 {
     (void)c;
-    return 0; /* one process: nothing to gather from others */
+    return SPMD__COMM_COMBINED_BYTES; /* one process: nothing comes from others */
 }
 
 spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
