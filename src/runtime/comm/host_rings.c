@@ -280,7 +280,7 @@ static char *create_own(char *name, size_t bytes, uint64_t job, int me)
     const char *fault = fchmod(fd, 0600) == 0 ? segment_fault(fd, 0) : "fchmod failed";
     /* the pages now: tmpfs would allocate them at the first write, and a full /dev/shm would
      * then kill the writer (SIGBUS) mid-collective */
-    int reserved = 0, rc = 0;
+    int rc = 0;
     if (!fault)
         rc = ftruncate(fd, (off_t)bytes) == 0 ? 0 : errno;
     if (!fault && rc == 0) {
@@ -288,7 +288,7 @@ static char *create_own(char *name, size_t bytes, uint64_t job, int me)
             rc = posix_fallocate(fd, 0, (off_t)bytes);
         while (rc == EINTR);
     }
-    reserved = !fault && rc == 0;
+    int reserved = !fault && rc == 0;
     if (!fault && rc != 0)
         SPMD_WARN("process %d: %s its %zu-byte shared-memory segment (%s): its peers on this "
                   "machine send it everything through MPI; %s",
@@ -640,9 +640,11 @@ int spmd__ring_listen(int from, uint64_t key)
 
 void spmd__ring_unlisten(int from, int listener)
 {
-    if (listener >= 0)
-        atomic_store_explicit(&ring_in(R.own, R.local_of[from])->listening[listener], 0,
-                              memory_order_release);
+    if (listener < 0)
+        return;
+    atomic_store_explicit(&ring_in(R.own, R.local_of[from])->listening[listener], 0,
+                          memory_order_release);
+    ring_bell(R.own); /* another thread of this process may wait (dozing) for a free listener */
 }
 
 static int listens(ring *r, uint64_t key)
@@ -678,9 +680,11 @@ static int is_forgotten(uint64_t wire)
     return 0;
 }
 
-/* Empties the full slots of ring r whose messages are for a communicator gone. */
-static void empty_forgotten(ring *r)
+/* Empties the full slots of ring r (from the process `sender` of this machine) whose messages
+ * are for a communicator gone; its writer, which may wait for a slot, hears of it. */
+static void empty_forgotten(ring *r, int sender)
 {
+    int emptied = 0;
     for (int k = 0; k < slots_in_ring(); k++) {
         slot_head *s = slot_of(r, k);
         uint32_t full = SLOT_FULL;
@@ -689,9 +693,12 @@ static void empty_forgotten(ring *r)
             !atomic_compare_exchange_strong_explicit(&s->state, &full, SLOT_TAKING,
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
-        atomic_store_explicit(&s->state, is_forgotten(s->wire) ? SLOT_EMPTY : SLOT_FULL,
-                              memory_order_release);
+        int gone = is_forgotten(s->wire);
+        atomic_store_explicit(&s->state, gone ? SLOT_EMPTY : SLOT_FULL, memory_order_release);
+        emptied |= gone;
     }
+    if (emptied)
+        ring_bell(segment_of(sender));
 }
 
 /* 1 when a message with the envelope (wire, tag) older than `seq` is in ring r. A look at the
@@ -709,10 +716,12 @@ static int older_waits(ring *r, uint64_t wire, int tag, uint64_t key, uint64_t s
     return 0;
 }
 
-/* Empties the wide slots of ring r that hold a chunk of a stream this process no longer reads
- * (it gave up on it: a sender that looked just before may still have written one). */
-static void empty_leftovers(ring *r)
+/* Empties the wide slots of ring r (from the process `sender` of this machine) that hold a
+ * chunk of a stream this process no longer reads (it gave up on it: a sender that looked just
+ * before may still have written one); the writer hears of it. */
+static void empty_leftovers(ring *r, int sender)
 {
+    int emptied = 0;
     for (int k = SLOTS; k < slots_in_ring(); k++) {
         slot_head *s = slot_of(r, k);
         uint32_t full = SLOT_FULL;
@@ -724,7 +733,10 @@ static void empty_leftovers(ring *r)
         /* looked at again once claimed: the slot may have been taken and written since */
         int left = s->key && !listens(r, s->key);
         atomic_store_explicit(&s->state, left ? SLOT_EMPTY : SLOT_FULL, memory_order_release);
+        emptied |= left;
     }
+    if (emptied)
+        ring_bell(segment_of(sender));
 }
 
 /* Claims the oldest message (key 0) or chunk of stream `key` from `from` with (wire, tag). */
@@ -751,9 +763,9 @@ static int claim(int from, uint64_t wire, int tag, uint64_t key, spmd__ring_mess
         }
         if (!best) {
             if (stale) /* the slots a gone communicator's late messages hold */
-                empty_forgotten(r);
+                empty_forgotten(r, sender);
             if (stray)
-                empty_leftovers(r);
+                empty_leftovers(r, sender);
             return 0;
         }
         /* Claimed before it is read: another thread of this process may have taken what this
@@ -764,7 +776,9 @@ static int claim(int from, uint64_t wire, int tag, uint64_t key, spmd__ring_mess
             continue;
         if (best->wire != wire || best->tag != tag || best->key != key || best->seq != best_seq ||
             older_waits(r, wire, tag, key, best_seq)) {
-            atomic_store_explicit(&best->state, SLOT_FULL, memory_order_release); /* not ours */
+            /* not ours: full again, for this process's thread whose it is (it may doze) */
+            atomic_store_explicit(&best->state, SLOT_FULL, memory_order_release);
+            ring_bell(R.own);
             continue;
         }
         size_t capacity;
@@ -809,7 +823,7 @@ void spmd__ring_forget(uint64_t wire)
     uint32_t k = atomic_fetch_add_explicit(&forgotten_next, 1, memory_order_relaxed);
     atomic_store_explicit(&forgotten[k % FORGOTTEN], wire, memory_order_relaxed);
     for (int j = 0; R.own && j < R.n; j++)
-        empty_forgotten(ring_in(R.own, j));
+        empty_forgotten(ring_in(R.own, j), j);
 }
 
 void spmd__ring_give_up(int to, uint64_t token)
