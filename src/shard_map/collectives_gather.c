@@ -4,8 +4,8 @@
  *     (on the host, or on the device's stream for large CUDA blocks);
  *   between processes: the local blocks staged in scratch, one allgatherv by the first local
  *     member, then each member places every block; large host gathers in which each process
- *     holds consecutive positions go straight into the first member's output (one MPI gather
- *     in place), which the others copy whole;
+ *     holds consecutive positions (and two processes' of one device each at any size) go
+ *     straight into the first member's output, which the others copy whole;
  *   many blocks: each member's blocks packed in one segment, one allgatherv of the segments.
  */
 #include <stddef.h>
@@ -142,10 +142,16 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
      * go there from a few pages on (streamed through the rings past 8 KiB a message, through
      * MPI's shared memory below): two copies where the staged exchange makes four
      * (measured at 2 x 1, 32 KiB 4.0 against 5.3 us, 64 KiB 5.8 against 10.8; at 8-16 KiB
-     * the agreement's round trip costs more than the copies saved). So do two processes' at
-     * any size, anywhere (spmd__comm_placed_gather_above: the scratch's copies saved). */
-    size_t direct_above = layout.outer == 1 && g->comm ? spmd__comm_placed_gather_above(g->comm)
-                                                       : SPMD__COMM_COMBINED_BYTES;
+     * the agreement's round trip costs more than the copies saved). Two processes of one
+     * device each, in rank order, at any size, anywhere: their one message each way goes from
+     * and into the output, the scratch's copies saved (with more devices the extra barrier
+     * and copy cost more: 2 x 2, 64 B-4 KiB, 7.1-8.7 against 8.2-9.8 us). */
+    size_t direct_above = layout.outer == 1 && g->comm && spmd__comm_on_linked_machine(g->comm)
+                              ? SPMD__COMM_LINKED_GATHER_BYTES
+                              : SPMD__COMM_COMBINED_BYTES;
+    if (layout.outer == 1 && g->comm && g->num_ranks == 2 && g->rank_members[0] == 1 &&
+        g->rank_members[1] == 1 && m.pos[g->member_rank[0] == 0 ? 0 : 1] == 0)
+        direct_above = 0;
     int direct = g->comm && (size_t)c.n * bytes > direct_above &&
                  (layout.outer == 1 || layout.run >= 256) && blocks_on_host(ctx);
     size_t stack_first[STACK_RANKS], stack_table[STACK_RANKS];

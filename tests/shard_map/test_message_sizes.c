@@ -13,7 +13,8 @@
  * all_to_alls of 2-D blocks, split along their rows or their columns, send boxes that are not
  * contiguous (a streamed message gathers and scatters them chunk by chunk). An all_gather of
  * 32 MiB of output writes what the rings bring past the caches (non-temporal stores). A process
- * late by 20 ms at 48 and 64 KiB makes its partner wait for the halves.
+ * late by 20 ms at 48 and 64 KiB makes its partner wait for the halves. A mesh of the devices in
+ * reverse order puts each process's blocks out of process order.
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdio.h>
@@ -237,6 +238,34 @@ static void check_groups_at_once(int64_t bytes)
     spmd_mesh_destroy(mesh);
 }
 
+/* Every collective over a mesh of every device in reverse order: the last process's devices
+ * hold the first positions, so each process's blocks lie out of process order in the outputs
+ * (two processes of one device each gather through another path then). */
+static void check_reversed(int64_t bytes)
+{
+    int n = spmd_device_count(), order[MAX_DEV];
+    for (int d = 0; d < n; d++)
+        order[d] = n - 1 - d;
+    const char *names[1] = {"i"};
+    job j = {.elems = (bytes / 4 + n - 1) / n * n, .axis = "i", .late_process = -1};
+    spmd_mesh *mesh = NULL;
+    spmd_spec *split = NULL;
+    spmd_array *y = NULL;
+    spmd_status st = spmd_mesh_create(1, &n, names, order, n, &mesh);
+    if (st == SPMD_OK)
+        st = spmd_spec_parse("'i'", &split);
+    const spmd_out_desc desc = {1, {(int64_t)n * (int64_t)sizeof(int32_t) * OPS}, SPMD_DTYPE_U8};
+    if (st == SPMD_OK)
+        st = spmd_shard_map(mesh, body, &j, 0, NULL, NULL, 1, &desc, (const spmd_spec *[]){split},
+                            NULL, &y);
+    SPMD_TEST_CHECK(st == SPMD_OK, "devices in reverse order, %lld bytes: %s", (long long)bytes,
+                    spmd_last_error());
+    if (st == SPMD_OK)
+        check_counts(y, n, &j, "devices in reverse order", op_names);
+    spmd_spec_destroy(split);
+    spmd_mesh_destroy(mesh);
+}
+
 int main(void)
 {
     int n = spmd_test_init_devices(MAX_DEV);
@@ -255,6 +284,10 @@ int main(void)
         check_size_late(n, 49164, late, 20000000);
         check_size_late(n, 65536, late, 20000000);
     }
+    /* the processes' blocks out of process order, on each side of where the gathers change */
+    static const int64_t reversed_sizes[] = {8, 4096, 12288, 49164};
+    for (size_t t = 0; t < sizeof reversed_sizes / sizeof *reversed_sizes; t++)
+        check_reversed(reversed_sizes[t]);
     /* an all_gather whose output (32 MiB) is written past the caches */
     check_size(n, ((int64_t)32 << 20) / n);
     if (spmd_process_count() > 1 && spmd_local_device_count() > 1)

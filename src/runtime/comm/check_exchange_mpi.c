@@ -626,9 +626,10 @@ spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a,
     return exchange_streamed(c, a, nsend, sends, nrecv, recvs, 0, "the ppermute exchange", w);
 }
 
-/* A large all-gather of whole blocks within one machine: each rank's blocks straight to every
- * other rank, streamed through the rings (pairs that could not map each other's: MPI). The
- * ranks are a machine's processes, a few, so a message to each is no more than MPI's ring. */
+/* A large all-gather of whole blocks within one machine, or of two ranks anywhere: each rank's
+ * blocks straight to every other rank beside the agreement, streamed through the rings where a
+ * pair has them (else MPI). The ranks are a machine's processes (a few) or two, so a message to
+ * each is no more than MPI's ring. */
 static spmd_status allgather_streamed(spmd__comm *c, const spmd__agreement *a, char *recv,
                                       size_t unit, int streaming, const size_t *counts,
                                       const size_t *displs, spmd__wait *w)
@@ -652,7 +653,8 @@ static spmd_status allgather_streamed(spmd__comm *c, const spmd__agreement *a, c
     return st;
 }
 
-/* ---- large collectives straight between the blocks: the agreement first, then MPI ---- */
+/* ---- large collectives straight between the blocks: the agreement with the data (two ranks,
+ * a machine's processes), or first, then MPI ---- */
 
 spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
                                                 const spmd__block_layout *layout,
@@ -664,10 +666,10 @@ spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agree
     int linked = spmd__comm_on_linked_machine(c);
     if (layout->outer == 1 && c->size == 2) {
         /* Two ranks: one message each way. Up to a combined message (within a machine that
-         * made its rings, up to where the data streams) it carries the agreement, sent from and
-         * received into the output, the caller's staging saved (with its tables on the stack,
-         * medians of 4 runs at 2 x 1, of MPI_Allgather: 16-512 B of output 0.54-0.60 ->
-         * 0.70-0.74, 1-4 KiB 0.71-0.78 -> 0.89-0.95). Beyond, the agreement runs beside the
+         * made its rings, up to where the data streams) it carries the agreement, through the
+         * communicator's buffers but without the caller's scratch (medians of 4 runs at 2 x 1,
+         * with the caller's tables on the stack, of MPI_Allgather: 16-512 B of output 0.54-0.60
+         * -> 0.70-0.74, 1-4 KiB 0.71-0.78 -> 0.89-0.95). Beyond, the agreement runs beside the
          * data: between machines, where it was a round trip before MPI's (medians of 7 runs
          * over TCP at 2 x 1: 64 KiB of output 0.83 -> 0.91, 128 KiB 0.82 -> 0.91, 256 KiB
          * 0.85 -> 0.93). */

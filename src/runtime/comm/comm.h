@@ -259,20 +259,16 @@ int spmd__comm_on_linked_machine(const spmd__comm *c);
  * rings goes straight into its output. */
 #define SPMD__COMM_LINKED_GATHER_BYTES (16 * 1024)
 
-/** The output (bytes) beyond which an all_gather of whole blocks over c goes straight into its
- * output (spmd__comm_checked_allgather_placed): any for two ranks, one message each way;
- * SPMD__COMM_LINKED_GATHER_BYTES within such a machine; else SPMD__COMM_COMBINED_BYTES. Alike
- * on every rank of c. */
-size_t spmd__comm_placed_gather_above(const spmd__comm *c);
-
 /**
  * An all-gather straight into its destination (more than SPMD__COMM_COMBINED_BYTES in all, or
- * spmd__comm_placed_gather_above(c) where the runs are whole blocks): checks `a`, then rank
- * r's counts[r] blocks land at blocks displs[r] onwards of recv, each rank's own blocks already
- * being in place there. The rings (within a machine) or MPI (a derived datatype where runs are
- * strided) move the data between the blocks: no staging copy (but two ranks' message carrying
- * the agreement, up to SPMD__COMM_COMBINED_BYTES, staged as spmd__comm_checked_allgatherv's,
- * whose copies into and out of the output it saves).
+ * SPMD__COMM_LINKED_GATHER_BYTES where spmd__comm_on_linked_machine and the runs are whole
+ * blocks, or any size for two ranks of one block each): checks `a`, then rank r's counts[r]
+ * blocks land at blocks displs[r] onwards of recv, each rank's own blocks already being in place
+ * there. The rings (within a machine) or MPI (a derived datatype where runs are strided) move
+ * the data between the blocks, without the caller's staging. Two ranks whose blocks lie in rank
+ * order send one message each way with the agreement on it, up to SPMD__COMM_COMBINED_BYTES
+ * (SPMD__COMM_LINKED_GATHER_BYTES within such a machine), through the communicator's buffers
+ * (spmd__comm_checked_allgatherv's exchange); beyond, the agreement runs beside the data.
  */
 spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
                                                 const spmd__block_layout *layout,

@@ -429,13 +429,6 @@ int spmd__comm_on_linked_machine(const spmd__comm *c)
     return 1;
 }
 
-size_t spmd__comm_placed_gather_above(const spmd__comm *c)
-{
-    return c->size == 2                      ? 0
-           : spmd__comm_on_linked_machine(c) ? SPMD__COMM_LINKED_GATHER_BYTES
-                                             : SPMD__COMM_COMBINED_BYTES;
-}
-
 /* spmd__comm_keep_with, with kept_lock held. */
 static void keep_locked(spmd__comm *c, void *block)
 {
