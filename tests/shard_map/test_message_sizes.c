@@ -203,6 +203,22 @@ static void check_size_late(int n, int64_t bytes, int late_process, long late_ns
 
 static void check_size(int n, int64_t bytes) { check_size_late(n, bytes, -1, 0); }
 
+/* Runs fn over `mesh` (each device's counts of wrong elements split by `split`, n devices) and
+ * checks them; 1 when the call ran. */
+static int run_and_check(spmd_mesh *mesh, const spmd_spec *split, spmd_fn fn, const job *j, int n,
+                         const char *where, const char *const *names)
+{
+    const spmd_out_desc desc = {1, {(int64_t)n * (int64_t)sizeof(int32_t) * OPS}, SPMD_DTYPE_U8};
+    spmd_array *y = NULL;
+    spmd_status st = spmd_shard_map(mesh, fn, (void *)j, 0, NULL, NULL, 1, &desc,
+                                    (const spmd_spec *[]){split}, NULL, &y);
+    SPMD_TEST_CHECK(st == SPMD_OK, "%s, %lld bytes: %s", where, (long long)(j->elems * 4),
+                    spmd_last_error());
+    if (st == SPMD_OK)
+        check_counts(y, n, j, where, names);
+    return st == SPMD_OK;
+}
+
 /* Every collective over 'p' in a mesh of (processes x devices per process): each of a process's
  * devices in a group of its own, the groups' collectives at once. */
 static void check_groups_at_once(int64_t bytes)
@@ -213,27 +229,15 @@ static void check_groups_at_once(int64_t bytes)
     job j = {.elems = (bytes / 4 + shape[0] - 1) / shape[0] * shape[0], .axis = "p", .other = "d"};
     spmd_mesh *mesh = NULL;
     spmd_spec *split = NULL;
-    spmd_array *y = NULL;
     spmd_status st = spmd_mesh_create(2, shape, names, NULL, 0, &mesh);
     if (st == SPMD_OK)
         st = spmd_spec_parse("('p', 'd')", &split);
-    const spmd_out_desc desc = {1, {(int64_t)n * (int64_t)sizeof(int32_t) * OPS}, SPMD_DTYPE_U8};
-    if (st == SPMD_OK)
-        st = spmd_shard_map(mesh, body, &j, 0, NULL, NULL, 1, &desc, (const spmd_spec *[]){split},
-                            NULL, &y);
-    SPMD_TEST_CHECK(st == SPMD_OK, "groups at once, %lld bytes: %s", (long long)bytes,
-                    spmd_last_error());
-    if (st == SPMD_OK)
-        check_counts(y, n, &j, "groups at once", op_names);
-    j.elems = (bytes / 4 + 2 * shape[0] * shape[0] - 1) / (2 * shape[0] * shape[0]) *
-              (2 * shape[0] * shape[0]);
-    if (st == SPMD_OK)
-        st = spmd_shard_map(mesh, body_2d, &j, 0, NULL, NULL, 1, &desc,
-                            (const spmd_spec *[]){split}, NULL, &y);
-    SPMD_TEST_CHECK(st == SPMD_OK, "groups at once, 2-D, %lld bytes: %s", (long long)bytes,
-                    spmd_last_error());
-    if (st == SPMD_OK)
-        check_counts(y, n, &j, "groups at once, 2-D blocks", op_names_2d);
+    SPMD_TEST_CHECK(st == SPMD_OK, "groups at once: %s", spmd_last_error());
+    if (st == SPMD_OK && run_and_check(mesh, split, body, &j, n, "groups at once", op_names)) {
+        j.elems = (bytes / 4 + 2 * shape[0] * shape[0] - 1) / (2 * shape[0] * shape[0]) *
+                  (2 * shape[0] * shape[0]);
+        (void)run_and_check(mesh, split, body_2d, &j, n, "groups at once, 2-D blocks", op_names_2d);
+    }
     spmd_spec_destroy(split);
     spmd_mesh_destroy(mesh);
 }
@@ -250,18 +254,12 @@ static void check_reversed(int64_t bytes)
     job j = {.elems = (bytes / 4 + n - 1) / n * n, .axis = "i", .late_process = -1};
     spmd_mesh *mesh = NULL;
     spmd_spec *split = NULL;
-    spmd_array *y = NULL;
     spmd_status st = spmd_mesh_create(1, &n, names, order, n, &mesh);
     if (st == SPMD_OK)
         st = spmd_spec_parse("'i'", &split);
-    const spmd_out_desc desc = {1, {(int64_t)n * (int64_t)sizeof(int32_t) * OPS}, SPMD_DTYPE_U8};
+    SPMD_TEST_CHECK(st == SPMD_OK, "devices in reverse order: %s", spmd_last_error());
     if (st == SPMD_OK)
-        st = spmd_shard_map(mesh, body, &j, 0, NULL, NULL, 1, &desc, (const spmd_spec *[]){split},
-                            NULL, &y);
-    SPMD_TEST_CHECK(st == SPMD_OK, "devices in reverse order, %lld bytes: %s", (long long)bytes,
-                    spmd_last_error());
-    if (st == SPMD_OK)
-        check_counts(y, n, &j, "devices in reverse order", op_names);
+        (void)run_and_check(mesh, split, body, &j, n, "devices in reverse order", op_names);
     spmd_spec_destroy(split);
     spmd_mesh_destroy(mesh);
 }
