@@ -66,6 +66,18 @@ static void a2a_layout(const spmd_block *in, const spmd_block *out, int s, int c
     L->dst_step = os[c];
 }
 
+/* 1 when a chunk of `extent` with these strides is one run of consecutive elements. */
+static int chunk_is_run(int cdims, const int64_t *extent, const int64_t *strides)
+{
+    int64_t next = 1;
+    for (int j = cdims - 1; j >= 0; j--) {
+        if (extent[j] > 1 && strides[j] != next)
+            return 0;
+        next *= extent[j];
+    }
+    return 1;
+}
+
 /* One box of a block: everything along each dimension but `d`, where it is `chunk` wide at
  * position p. */
 static spmd__piece chunk_piece(const spmd_block *b, const void *data, int d, int64_t chunk, int p)
@@ -76,6 +88,39 @@ static spmd__piece chunk_piece(const spmd_block *b, const void *data, int d, int
     piece.start[d] = (int64_t)p * chunk;
     piece.extent[d] = chunk;
     return piece;
+}
+
+/* The exchange of `straight` chunks (one member per process, each chunk a run): to each other
+ * member, chunk pos[k] of this input; from it, slot pos[k] of this output. */
+static spmd_status a2a_exchange_straight(coll *c, const members *m, const spmd_block *in,
+                                         const spmd_block *out, const a2a *L)
+{
+    enum { STACK_MESSAGES = 16 };
+    const spmd__group *g = c->g;
+    size_t elem = spmd_dtype_size(in->dtype), cbytes = (size_t)L->chunk_elems * elem;
+    spmd__message stack[2 * STACK_MESSAGES];
+    spmd__message *msg =
+        c->n <= STACK_MESSAGES ? stack : malloc(2 * (size_t)c->n * sizeof(spmd__message));
+    if (!msg)
+        return spmd__coll_fail(c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
+    spmd__message *sends = msg, *recvs = msg + c->n;
+    int me = g->member_rank[m->member_at[c->pos]], nmsg = 0;
+    for (int k = 0; k < c->n; k++) {
+        int r = g->member_rank[k];
+        if (r == me)
+            continue;
+        sends[nmsg] =
+            (spmd__message){r, (char *)in->data + (size_t)(m->pos[k] * L->src_step) * elem, cbytes};
+        recvs[nmsg++] = (spmd__message){
+            r, (char *)out->data + (size_t)(m->pos[k] * L->dst_step) * elem, cbytes};
+    }
+    spmd__agreement a = spmd__coll_agreement(c);
+    spmd__wait w = spmd__coll_cross_wait(c);
+    spmd_status st = spmd__coll_crossed(
+        c, spmd__comm_paired_exchange(g->comm, &a, nmsg, sends, nmsg, recvs, &w), &w);
+    if (msg != stack)
+        free(msg);
+    return st;
 }
 
 /*
@@ -316,7 +361,16 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
         large |= (size_t)g->rank_members[r] * (size_t)(c.n - g->rank_members[r]) * cbytes >
                  SPMD__COMM_COMBINED_BYTES;
     int direct = large && blocks_on_host(ctx);
-    if (g->comm && !direct) {
+    /* Small exchanges between processes of one member each whose chunks are runs of the input
+     * and of the output: each message goes from the input, and lands in the output once its
+     * sender's check is read, without the scratch's two copies (the same messages as the
+     * scratch's: either way on either side). Medians of 4-5 runs at 2 x 1, ratio to
+     * MPI_Alltoall: 1-4 KiB 0.77-0.78 -> 0.88-0.89, 8-64 KiB 0.90-1.55 -> 1.08-1.77; over TCP,
+     * 32 KiB 0.84 -> 0.96, 64 KiB 0.84 -> 0.94. */
+    int straight = g->comm && !large && c.nl == 1 && c.n == g->num_ranks && in->data != out->data &&
+                   blocks_on_host(ctx) && chunk_is_run(L.cdims, L.extent, L.src_strides) &&
+                   chunk_is_run(L.cdims, L.extent, L.dst_strides);
+    if (g->comm && !direct && !straight) {
         c.scratch_need[0] = (size_t)c.nl * (size_t)c.n * cbytes; /* to other processes */
         c.scratch_need[1] = (size_t)c.nl * (size_t)c.n * cbytes; /* from them */
     }
@@ -354,6 +408,8 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
         if (c.li == 0)
             st = a2a_exchange_direct(&c, &m, in, out, s, cc, tiled, in_place ? g->scratch[2] : NULL,
                                      in_bytes);
+    } else if (straight) {
+        st = a2a_exchange_straight(&c, &m, in, out, &L);
     } else if (g->comm) {
         /* To rank r: for each of its members (index order), this process's chunks for it,
          * one per local member (local order). Each device packs its own input's chunks. */
@@ -407,7 +463,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
             const char *src = SOURCE(m.local_of[k]) + (size_t)(c.pos * L.src_step) * elem;
             rc = spmd__copy_strided_with(spmd__coll_copy_rows, &cp, elem, L.cdims, L.extent, dst,
                                          L.dst_strides, src, L.src_strides);
-        } else if (!direct) {
+        } else if (!direct && !straight) {
             size_t *rdisp = sc + 3 * (size_t)g->num_ranks;
             const char *src =
                 (const char *)g->scratch[1] + rdisp[r] * cbytes +
