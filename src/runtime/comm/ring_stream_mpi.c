@@ -214,11 +214,13 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
             sched_yield();
             continue;
         }
-        /* One peer's stream (a reduction's round) dozes: what rings is what it waits for. With
-         * several, each peer's events would wake it for the others' sake (at 4 x 1 on 2 cores
-         * all_gather and all_to_all lost 10-15 % to those wake-ups); with MPI's transfers
-         * beside it (an exchange's other messages), a doze would hold up their progress. The
-         * other waits for rings (agreements, small exchanges) nap for the same reason. */
+        /* Past that, one peer's stream (a reduction's round) dozes where the processes
+         * outnumber the cores (spmd__ring_pause; elsewhere it waits as spmd__pause_step does):
+         * what rings is what it waits for. With several, each peer's events would wake it for
+         * the others' sake (at 4 x 1 on 2 cores all_gather and all_to_all lost 10-15 % to those
+         * wake-ups); with MPI's transfers beside it (an exchange's other messages), a doze would
+         * hold up their progress. The other waits for rings (agreements, small exchanges) nap
+         * for the same reason. */
         if (n == 1 && !mpi_beside)
             spmd__ring_pause(&pause, now, spmd__rings_crowded() ? 0 : STREAM_SPIN_NS);
         else
