@@ -189,14 +189,16 @@ static inline long claim_piece(spmd__group *g, size_t pieces)
 #define SPMD__MEMBERS_INLINE 16
 
 typedef struct members {
-    int *pos;       /* [n] position of each member (group member order) */
-    int *member_at; /* [n] member at each position */
-    int *local_of;  /* [n] local index of the member, or -1 */
+    const int *pos;       /* [n] position of each member (group member order) */
+    const int *member_at; /* [n] member at each position */
+    const int *local_of;  /* [n] local index of the member, or -1 */
+    int *owned;           /* the lists when this frame allocated them */
     int inline_lists[3 * SPMD__MEMBERS_INLINE];
 } members;
 
-/** The group's members by position; spmd__coll_members_free releases them (also after a failed
- * init). `m` is not to be copied: its lists may lie inside it. */
+/** The group's members by position: the group's lists for this axis order where the last
+ * rendezvous made them, else listed here; spmd__coll_members_free releases them (also after a
+ * failed init). `m` is not to be copied: its lists may lie inside it. */
 spmd_status spmd__coll_members_init(const coll *c, members *m);
 void spmd__coll_members_free(members *m);
 

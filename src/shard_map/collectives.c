@@ -233,17 +233,56 @@ static spmd_status member_elsewhere(coll *c, unsigned gen)
     return SPMD_OK;
 }
 
+/* What a group's positions depend on: the collective's axis order, or its grouping. */
+static uint64_t position_key(const coll *c)
+{
+    if (c->grouping)
+        return c->grouping_hash | 1u;
+    uint64_t key = (uint64_t)c->naxes << 1;
+    for (int k = 0; k < c->naxes; k++)
+        key |= (uint64_t)c->axes[k] << (8 + 6 * k);
+    return key;
+}
+
+/* lists[3 * n]: each member's position, the member at each position, and each member's local
+ * index or -1 (member_flat and local_flat both ascend: one walk of the two). */
+static void list_members(const coll *c, int *lists)
+{
+    const spmd__group *g = c->g;
+    int *pos = lists, *member_at = lists + c->n, *local_of = lists + 2 * (size_t)c->n;
+    for (int k = 0, l = 0; k < c->n; k++) {
+        pos[k] = member_position(c, g->member_flat[k]);
+        member_at[pos[k]] = k;
+        while (l < g->num_local && g->local_flat[l] < g->member_flat[k])
+            l++;
+        local_of[k] = l < g->num_local && g->local_flat[l] == g->member_flat[k] ? l : -1;
+    }
+}
+
+/* g's member lists for this collective's axis order, when they are for another one (made by
+ * the last member to arrive, while the others wait: spmd__coll_members_init reads them). */
+static spmd_status map_members(const coll *c)
+{
+    spmd__group *g = c->g;
+    uint64_t key = position_key(c);
+    if (g->members_key == key)
+        return SPMD_OK;
+    g->members_key = 0;
+    int *lists = realloc(g->members_lists, 3 * (size_t)g->size * sizeof *lists);
+    SPMD_REQUIRE(lists != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    g->members_lists = lists;
+    list_members(c, lists);
+    g->members_key = key;
+    return SPMD_OK;
+}
+
 /* g->positions for this collective's axis order (or grouping), when it differs from the last
  * one's: which rank holds each position, and whether every rank holds an aligned block. */
 static spmd_status map_positions(const coll *c)
 {
     spmd__group *g = c->g;
     spmd__position_map *pm = &g->positions;
-    uint64_t key = (uint64_t)c->naxes << 1;
-    for (int k = 0; k < c->naxes; k++)
-        key |= (uint64_t)c->axes[k] << (8 + 6 * k);
-    if (c->grouping)
-        key = c->grouping_hash | 1u;
+    uint64_t key = position_key(c);
     if (pm->key == key)
         return SPMD_OK;
     pm->key = 0;
@@ -327,6 +366,7 @@ static spmd_status last_arrival(coll *c)
                               g->slots[0].device_id, a, g->slots[k].device_id, b);
         }
     order_locals(g);
+    SPMD_CHECK(map_members(c));
     if (g->comm)
         SPMD_CHECK(map_positions(c));
     int blocks = c->scratch_if_blocks && g->comm && g->positions.block > 0;
@@ -570,7 +610,25 @@ spmd_status spmd__coll_begin(spmd_ctx *ctx, const char *axes, op_kind op, const 
     spmd_status synced = spmd__ctx_sync(ctx);
     if (synced != SPMD_OK)
         return spmd__coll_fail_args(ctx, synced);
-    memset(c, 0, sizeof *c);
+    /* field by field: the axes and shape past naxes and ndim, and the description past its
+     * first byte ("" until a message needs it), are never read (a memset of the whole frame was
+     * a tenth of a small collective's own time) */
+    c->g = NULL;
+    c->n = c->li = c->nl = c->pos = c->naxes = c->ndim = 0;
+    c->fingerprint = 0;
+    c->op = op;
+    c->seq = 0;
+    c->where = (spmd__wait_where){0};
+    c->trace_in = NULL;
+    c->trace_n = 0;
+    c->rank_in_subgroup = NULL;
+    c->grouping_hash = 0;
+    c->grouping = NULL;
+    c->nblocks = 0;
+    c->description[0] = '\0';
+    memset(c->scratch_need, 0, sizeof c->scratch_need);
+    c->scratch_if_blocks = 0;
+    memset(c->scratch_blocks, 0, sizeof c->scratch_blocks);
     c->ctx = ctx;
     c->call = ctx->call;
     c->mesh = ctx->call->mesh;
@@ -767,23 +825,29 @@ spmd_status spmd__coll_check_out_shape(const spmd_block *out, spmd_dtype dtype, 
 
 spmd_status spmd__coll_members_init(const coll *c, members *m)
 {
-    m->pos =
-        c->n <= SPMD__MEMBERS_INLINE ? m->inline_lists : malloc(3 * (size_t)c->n * sizeof(int));
-    SPMD_REQUIRE(m->pos != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    m->member_at = m->pos + c->n;
-    m->local_of = m->member_at + c->n;
-    for (int k = 0; k < c->n; k++) {
-        m->pos[k] = member_position(c, c->g->member_flat[k]);
-        m->member_at[m->pos[k]] = k;
-        m->local_of[k] = spmd__group_local_index(c->g, c->g->member_flat[k]);
+    const spmd__group *g = c->g;
+    m->owned = NULL;
+    /* the rendezvous that made them is this collective's or an earlier one's: none of this
+     * group writes them again before this member arrives at its next collective */
+    const int *lists = g->members_key == position_key(c) ? g->members_lists : NULL;
+    if (!lists) {
+        int *made =
+            c->n <= SPMD__MEMBERS_INLINE ? m->inline_lists : malloc(3 * (size_t)c->n * sizeof(int));
+        SPMD_REQUIRE(made != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+        list_members(c, made);
+        m->owned = made != m->inline_lists ? made : NULL;
+        lists = made;
     }
+    m->pos = lists;
+    m->member_at = lists + c->n;
+    m->local_of = lists + 2 * (size_t)c->n;
     return SPMD_OK;
 }
 
 void spmd__coll_members_free(members *m)
 {
-    if (m->pos != m->inline_lists)
-        free(m->pos);
+    free(m->owned);
+    m->owned = NULL;
     m->pos = NULL;
 }
 

@@ -331,7 +331,7 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
         c.scratch_need[0] = (size_t)c.nl * seg;
         c.scratch_need[1] = (size_t)c.n * seg;
     }
-    members m = {NULL, NULL, NULL, {0}};
+    members m = {NULL, NULL, NULL, NULL, {0}};
     if (st == SPMD_OK)
         st = spmd__coll_members_init(&c, &m);
     if (st != SPMD_OK) {

@@ -20,6 +20,9 @@
  * frame allocates nothing. */
 #define STACK_POSITIONS 64
 
+/* A pair's index as JAX reads it (-1 is the last); in range already in the usual case. */
+static int wrap_position(int i, int n) { return i >= 0 && i < n ? i : ((i % n) + n) % n; }
+
 static spmd_status check_pairs(const int *pairs, int npairs, int n, int *src_of, uint64_t *hash)
 {
     SPMD_REQUIRE(npairs >= 0 && (npairs == 0 || pairs != NULL), SPMD_ERR_INVALID_ARGUMENT,
@@ -32,7 +35,7 @@ static spmd_status check_pairs(const int *pairs, int npairs, int n, int *src_of,
     uint64_t h = 0;
     spmd_status st = SPMD_OK;
     for (int i = 0; i < npairs && st == SPMD_OK; i++) {
-        int s = ((pairs[2 * i] % n) + n) % n, d = ((pairs[2 * i + 1] % n) + n) % n;
+        int s = wrap_position(pairs[2 * i], n), d = wrap_position(pairs[2 * i + 1], n);
         if (seen_src[s] || src_of[d] >= 0)
             st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
                             "ppermute sources and destinations must be unique, got pair %d "

@@ -192,11 +192,9 @@ int64_t spmd_block_size(const spmd_block *block)
     if (!block || block->ndim < 0 || block->ndim > SPMD_MAX_RANK)
         return 0;
     int64_t n = 1;
-    for (int j = 0; j < block->ndim; j++) {
-        if (block->shape[j] < 0 || (block->shape[j] > 0 && n > INT64_MAX / block->shape[j]))
+    for (int j = 0; j < block->ndim; j++)
+        if (block->shape[j] < 0 || __builtin_mul_overflow(n, block->shape[j], &n))
             return 0; /* not a valid block: negative, or more elements than int64 counts */
-        n *= block->shape[j];
-    }
     return n;
 }
 

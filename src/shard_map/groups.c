@@ -32,6 +32,7 @@ static void group_free(spmd__group *g, int abandon, int keep_scratch)
     free(g->slots);
     free(g->local_order);
     free(g->positions.rank_of);
+    free(g->members_lists);
     free(g->member_flat);
     free(g);
 }

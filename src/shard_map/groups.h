@@ -65,7 +65,11 @@ typedef struct spmd__group {
     int *local_order;  /* [num_local] local indices in position order (set at each rendezvous) */
     spmd__position_map positions; /* for the axis order last used (groups spanning processes);
                                      set by the last local member to arrive */
-    void *scratch[3];             /* staging buffers shared by the members, grown on demand */
+    /* The members by position for the axis order last used (collective_frame.h's `members`),
+     * set with `positions`: a collective reads them instead of listing its group each time. */
+    uint64_t members_key; /* as positions.key; 0: none yet */
+    int *members_lists;   /* [3 * size]: pos, member_at, local_of */
+    void *scratch[3];     /* staging buffers shared by the members, grown on demand */
     size_t scratch_bytes[3];
 } spmd__group;
 
