@@ -217,7 +217,9 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     rt.strict_replication = (int)strict;
     long rings = 1;
     SPMD_CHECK(spmd__env_int("SPMD_SHM", 0, 1, &rings, &from_env));
-    rt.host_rings = (int)rings;
+    long direct = 1;
+    SPMD_CHECK(spmd__env_int("SPMD_CMA", 0, 1, &direct, &from_env));
+    rt.host_rings = (int)rings | (rings && direct ? SPMD__RINGS_DIRECT : 0);
     long kernel_min = SPMD__CUDA_KERNEL_MIN_BYTES;
     SPMD_CHECK(spmd__env_int("SPMD_CUDA_KERNEL_MIN_BYTES", 0, 1L << 40, &kernel_min, &from_env));
     rt.cuda_kernel_min_bytes = (size_t)kernel_min;

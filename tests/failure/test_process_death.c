@@ -22,7 +22,10 @@
  * points are MPI calls. psum_stall: as psum_stream, but the victim stops (SIGSTOP) instead of
  * dying, for twice the timeout and a second (a child it forked continues it): the others fail
  * as with a death, naming it, and the victim, once continued, fails too instead of finishing
- * its psum with what the others left in its rings.
+ * its psum with what the others left in its rings. ppermute_stream and ppermute_stall: the same
+ * in a ppermute of 32 MiB per device, whose messages between processes of one machine are read
+ * straight from the sender's memory where the system allows it (host_rings.h), else stream
+ * through the rings: a reader whose sender died or gave up must not keep what it read.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -142,9 +145,15 @@ static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int no
     const char *c = user;
     if (spmd_ctx_device(ctx) == spmd_local_device_id(0) && strcmp(c, "shard_map") == 0)
         die_if_victim(); /* mid-call: the other devices of every process are already running */
-    int stall = strcmp(c, "psum_stall") == 0;
-    int warm_up = strcmp(c, "stream-warm-up") == 0,
-        stream = warm_up || stall || !strcmp(c, "psum_stream");
+    int stall = strcmp(c, "psum_stall") == 0 || strcmp(c, "ppermute_stall") == 0;
+    int warm_up = strcmp(c, "stream-warm-up") == 0 || strcmp(c, "ppermute-warm-up") == 0,
+        stream = warm_up || stall || !strcmp(c, "psum_stream") || !strcmp(c, "ppermute_stream");
+    int permute = strncmp(c, "ppermute", 8) == 0, n = spmd_device_count();
+    int pairs[2 * 64];
+    for (int k = 0; k < n && k < 64; k++) {
+        pairs[2 * k] = k;
+        pairs[2 * k + 1] = (k + 1) % n;
+    }
     if (strcmp(c, "psum_data") == 0 || stream) { /* beyond the size whose check travels with it */
         int64_t big[1] = {stream ? 8 << 20 : 32768};
         spmd_block a, b;
@@ -163,7 +172,7 @@ static spmd_status sum_body(spmd_ctx *ctx, int nin, const spmd_block *in, int no
         }
         double t0 = now_s();
         if (st == SPMD_OK)
-            st = spmd_psum(ctx, &a, &b, "i");
+            st = permute ? spmd_ppermute(ctx, &a, &b, "i", pairs, n) : spmd_psum(ctx, &a, &b, "i");
         if (st == SPMD_OK && warm_up && first) /* the second warm-up's: pages touched already */
             stream_seconds = now_s() - t0;
         if (stream && !warm_up && first && !stall)
@@ -198,7 +207,8 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
     die_in_data_phase = strstr(the_case, "_data") != NULL;
     if (strcmp(the_case, "shard_map") == 0 || strcmp(the_case, "psum_data") == 0 ||
         strcmp(the_case, "psum_exchange") == 0 || strcmp(the_case, "psum_stream") == 0 ||
-        strcmp(the_case, "psum_stall") == 0)
+        strcmp(the_case, "psum_stall") == 0 || strcmp(the_case, "ppermute_stream") == 0 ||
+        strcmp(the_case, "ppermute_stall") == 0)
         return sum(mesh, x, the_case);
     if (strcmp(the_case, "barrier") == 0) {
         die_if_victim();
@@ -219,7 +229,8 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
     }
     fprintf(stderr,
             "unknown case '%s': shard_map, barrier, allgather, reshard, psum_exchange, "
-            "psum_data, psum_stream, psum_stall or reshard_data\n",
+            "psum_data, psum_stream, psum_stall, ppermute_stream, ppermute_stall or "
+            "reshard_data\n",
             the_case);
     exit(2);
 }
@@ -257,11 +268,13 @@ int main(int argc, char **argv)
     }
     /* the cases in the middle of a psum's messages start from a mesh that made its
      * communicators in an earlier call */
+    int permute = strncmp(the_case, "ppermute_", 9) == 0;
     const char *warm_up =
-        strcmp(the_case, "psum_stream") == 0 || strcmp(the_case, "psum_stall") == 0
+        permute ? "ppermute-warm-up"
+        : strcmp(the_case, "psum_stream") == 0 || strcmp(the_case, "psum_stall") == 0
             ? "stream-warm-up"
             : "warm-up";
-    if (strncmp(the_case, "psum_", 5) == 0 &&
+    if ((strncmp(the_case, "psum_", 5) == 0 || permute) &&
         (sum(mesh, x, warm_up) != SPMD_OK || sum(mesh, x, warm_up) != SPMD_OK)) {
         fprintf(stderr, "warm-up: %s\n", spmd_last_error());
         return 1;
@@ -282,10 +295,12 @@ int main(int argc, char **argv)
      * the same status */
     double timeout = collective_timeout();
     double grace = timeout / 10 > 0.5 ? timeout / 10 : 0.5;
-    int in_shard_map = strcmp(the_case, "shard_map") == 0 || strncmp(the_case, "psum_", 5) == 0;
+    int in_shard_map =
+        strcmp(the_case, "shard_map") == 0 || strncmp(the_case, "psum_", 5) == 0 || permute;
     double bound = timeout + (in_shard_map ? grace : 0) + 1.5;
     int ok = (st == SPMD_ERR_TIMEOUT || st == SPMD_ERR_DISTRIBUTED) && named && waited <= bound;
-    if (strcmp(the_case, "psum_stall") == 0 && spmd_process_index() == VICTIM) {
+    if ((strcmp(the_case, "psum_stall") == 0 || strcmp(the_case, "ppermute_stall") == 0) &&
+        spmd_process_index() == VICTIM) {
         bound += stall_seconds(); /* the victim's own call fails too once it runs again */
         ok = (st == SPMD_ERR_TIMEOUT || st == SPMD_ERR_DISTRIBUTED) && waited <= bound;
     }

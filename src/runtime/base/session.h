@@ -30,8 +30,9 @@ typedef struct spmd__runtime {
     size_t buffer_pool_bytes;      /* $SPMD_BUFFER_POOL_MB: freed device memory kept for reuse */
     int blas_threads;              /* $SPMD_BLAS_THREADS: threads of each BLAS call */
     int strict_replication;        /* $SPMD_STRICT_REPLICATION: hash every replicated block */
-    int host_rings;                /* $SPMD_SHM: shared-memory rings on one machine */
-    size_t cuda_kernel_min_bytes;  /* $SPMD_CUDA_KERNEL_MIN_BYTES: smallest block op kernel */
+    int host_rings; /* $SPMD_SHM: shared-memory rings on one machine; | SPMD__RINGS_DIRECT:
+                       $SPMD_CMA, reads straight from a peer's memory (host_rings.h) */
+    size_t cuda_kernel_min_bytes; /* $SPMD_CUDA_KERNEL_MIN_BYTES: smallest block op kernel */
 } spmd__runtime;
 
 /** The runtime, or NULL (with an error naming `fn`) when libspmd is not initialized. */

@@ -566,12 +566,14 @@ static spmd_status split_streams(spmd__comm *c, int nsend, const spmd__message *
         int is_send = i >= nrecv;
         const spmd__message *m = is_send ? &sends[i - nrecv] : &recvs[i];
         spmd__stream *s = streamed[i] ? stream_with(streams, nstreams, m->peer) : NULL;
-        if (s && is_send) {
+        if (s && is_send) { /* the caller's block: untouched until the exchange ends */
             s->send = m->data;
             s->sbytes = m->bytes;
+            s->send_stays = 1;
         } else if (s) {
             s->take = streaming ? copy_chunk_streaming : copy_chunk;
             s->arg = m->data;
+            s->into = m->data;
             s->rbytes = m->bytes;
         } else if (is_send) {
             kept[nrecv + mpi->nsend++] = *m;
@@ -631,9 +633,10 @@ spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a,
  * pair has them (else MPI). The ranks are a machine's processes (a few) or two, so a message to
  * each is no more than MPI's ring. */
 static spmd_status allgather_streamed(spmd__comm *c, const spmd__agreement *a, char *recv,
-                                      size_t unit, int streaming, const size_t *counts,
+                                      const spmd__block_layout *layout, const size_t *counts,
                                       const size_t *displs, spmd__wait *w)
 {
+    size_t unit = layout->run;
     int n = c->size - 1;
     for (int r = 0; r < c->size; r++) /* MPI's limit, as where the processes span machines */
         SPMD_REQUIRE((counts[r] + displs[r]) * unit <= INT_MAX, SPMD_ERR_UNSUPPORTED,
@@ -641,14 +644,16 @@ static spmd_status allgather_streamed(spmd__comm *c, const spmd__agreement *a, c
                      "int counts; split the array into smaller pieces");
     spmd__message *m = malloc(2 * (size_t)(n ? n : 1) * sizeof *m);
     SPMD_REQUIRE(m != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-    char *mine = recv + displs[c->rank] * unit;
+    /* the input's clean lines rather than the copy just written (the reader's copy then
+     * needs nothing from this process's caches) */
+    char *mine = layout->own ? (char *)(uintptr_t)layout->own : recv + displs[c->rank] * unit;
     for (int r = 0, k = 0; r < c->size; r++) {
         if (r == c->rank)
             continue;
         m[k] = (spmd__message){r, recv + displs[r] * unit, counts[r] * unit};
         m[n + k++] = (spmd__message){r, mine, counts[c->rank] * unit};
     }
-    spmd_status st = exchange_streamed(c, a, n, m + n, n, m, streaming, "all_gather", w);
+    spmd_status st = exchange_streamed(c, a, n, m + n, n, m, layout->streaming, "all_gather", w);
     free(m);
     return st;
 }
@@ -678,10 +683,10 @@ spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agree
             bytes[0] + bytes[1] <=
                 (linked ? SPMD__COMM_LINKED_GATHER_BYTES : SPMD__COMM_COMBINED_BYTES))
             return spmd__comm_checked_allgatherv(c, a, NULL, recv, bytes, w);
-        return allgather_streamed(c, a, recv, layout->run, layout->streaming, counts, displs, w);
+        return allgather_streamed(c, a, recv, layout, counts, displs, w);
     }
     if (layout->outer == 1 && linked)
-        return allgather_streamed(c, a, recv, layout->run, layout->streaming, counts, displs, w);
+        return allgather_streamed(c, a, recv, layout, counts, displs, w);
     SPMD_CHECK(spmd__xchg_check_then_whole(c, a, w));
     spmd_status st = spmd__comm_allgather_placed_agreed(c, recv, layout, counts, displs);
     w->data_pending = st != SPMD_OK;
@@ -760,13 +765,19 @@ spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreem
         }
         spmd__stream *s = stream_with(streams, &nstreams, m->peer);
         spmd__piece_cursor_init(&cursors[i], m->pieces, m->npieces);
+        /* one run (a block's whole rows): sent from where it lies, which may be read
+         * straight there; the caller's blocks stay untouched until the exchange ends */
+        void *run = spmd__pieces_one_run(m->pieces, m->npieces);
         if (is_send) {
-            s->fill = fill_from_pieces;
+            s->send = run;
+            s->send_stays = run != NULL;
+            s->fill = run ? NULL : fill_from_pieces;
             s->fill_arg = &cursors[i];
             s->sbytes = sized[i].bytes;
         } else {
             s->take = take_into_pieces;
             s->arg = &cursors[i];
+            s->into = run;
             s->rbytes = sized[i].bytes;
         }
     }

@@ -249,6 +249,10 @@ spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a
 typedef struct spmd__block_layout {
     size_t outer, run, stride;
     int streaming;
+    /* whole blocks (outer 1): this rank's, as they lie in the caller's input too, unchanged
+     * until the all-gather returns; sent from there (their copy in recv may still be the
+     * caller's fresh writes), or NULL */
+    const void *own;
 } spmd__block_layout;
 
 /** 1 when every rank of c is on this machine, each of whose processes made its rings (the

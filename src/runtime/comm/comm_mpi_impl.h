@@ -155,6 +155,11 @@ typedef struct spmd__stream {
     void *arg;
     void (*fill)(void *fill_arg, char *dst, size_t bytes);
     void *fill_arg;
+    /* send stays as it is until the stream ends (nothing of this process writes it): where the
+     * peer reads this process's memory straight (spmd__ring_direct_to), it reads it there */
+    int send_stays;
+    /* not NULL: take copies each chunk to into + offset, so a straight read may land there */
+    void *into;
 } spmd__stream;
 /** The n streams at once, each with a rank of its own (as spmd__comm_ring_stream): none waits
  * for another, whatever order their peers run theirs in. mpi_beside: MPI transfers posted

@@ -92,6 +92,10 @@ typedef void (*spmd__ring_fill_fn)(void *arg, char *dst, size_t bytes);
  */
 int spmd__ring_send_chunk(int to, uint64_t wire, int tag, uint64_t key, const void *data,
                           size_t bytes, spmd__ring_fill_fn fill, void *fill_arg);
+/** As spmd__ring_send_chunk, a chunk that its reader tells apart by a nonzero `mark` (a plain
+ * chunk's is 0): a note about the stream rather than its data. */
+int spmd__ring_send_marked(int to, uint64_t wire, int tag, uint64_t key, uint32_t mark,
+                           const void *data, size_t bytes);
 /** Says that this process reads the stream `key` (nonzero, alike on both sides) from process
  * `from` now: the listener to pass to spmd__ring_unlisten once it has all of it, or -1 when it
  * reads too many streams from `from` already (try again). */
@@ -108,7 +112,8 @@ typedef struct spmd__ring_message {
     const char *data;
     size_t bytes;
     void *slot;
-    int sender; /* on this machine */
+    int sender;    /* on this machine */
+    uint32_t mark; /* a chunk's (spmd__ring_send_marked; 0: data), a message's exchange stamp */
 } spmd__ring_message;
 /** Claims the oldest message from process `from` with the envelope (wire, tag): 1 when one had
  * come (*out filled; release it soon: its slot is the sender's again only then), else 0. */
@@ -131,6 +136,23 @@ void spmd__ring_give_up(int to, uint64_t token);
 int spmd__ring_gave_up(int from, uint64_t token);
 /** Drops the messages for communicator `wire` left in this process's rings (it is gone). */
 void spmd__ring_forget(uint64_t wire);
+
+/**
+ * Straight reads of a peer's memory (Linux's cross-memory attach, process_vm_readv): one copy,
+ * by the reader, from the sender's own buffer, where the rings copy twice (into a slot, out of
+ * it). At start-up each process tries a read of each peer's segment head in that peer's memory
+ * (spmd__rings_link, unless SPMD_CMA=0); the kernel allows it only to the same user (the
+ * ptrace rules: never another user's processes, and nobody's where Yama or a container forbids
+ * it). Each reader then tells its peer in the peer's attached flags, so both sides of a pair
+ * know alike whether the pair reads straight.
+ */
+/** 1 when process `to` reads this process's memory straight. */
+int spmd__ring_direct_to(int to);
+/** 1 when this process reads process `from`'s memory straight. */
+int spmd__ring_direct_from(int from);
+/** Reads `bytes` at address `src` in process `from`'s memory into dst: 0, else the errno
+ * (ESRCH: the process is gone; EFAULT: nothing is mapped there any more). */
+int spmd__ring_read_direct(int from, void *dst, uint64_t src, size_t bytes);
 
 /** A doze's longest sleep: what comes another way than the rings (a message that found its ring
  * full and went through MPI, a note) is looked for at least this often. */

@@ -37,6 +37,17 @@ size_t spmd__pieces_bytes(const spmd__piece *pieces, int n)
     return bytes;
 }
 
+void *spmd__pieces_one_run(const spmd__piece *pieces, int n)
+{
+    if (n != 1 || runs_of(&pieces[0]).count != 1)
+        return NULL;
+    const spmd__piece *p = &pieces[0];
+    int64_t offset = 0;
+    for (int j = 0; j < p->ndim; j++)
+        offset = offset * p->shape[j] + p->start[j];
+    return (char *)p->base + (size_t)offset * p->elem;
+}
+
 /* Where the run at c->index of box p begins. */
 static char *run_start(const spmd__piece *p, const spmd__piece_cursor *c)
 {

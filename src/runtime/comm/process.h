@@ -19,9 +19,12 @@ spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int 
  * 1 when it made a new communicator (the communicators over it are counted afresh:
  * spmd__comm_restart_wires). */
 spmd_status spmd__proc_go_private(int64_t timeout_ns, int *fresh);
+/** In spmd__proc_link_hosts' `want`, beside 1 (rings): a process may read a peer's memory
+ * straight (host_rings.h, spmd__ring_read_direct) where the system lets it. */
+#define SPMD__RINGS_DIRECT 2
 /**
  * Links the processes that share a machine (hosts[p] alike), once every process went private:
- * the control plane's shared-memory rings (host_rings.h) when `want`, named after `job` (the
+ * the control plane's shared-memory rings (host_rings.h) when `want` & 1, named after `job` (the
  * same on every process, new at each start-up). Collective, bounded by timeout_ns.
  */
 spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want,
