@@ -65,9 +65,8 @@ static uint64_t stream_key(uint64_t wire, uint32_t stamp, int tag, int round)
  * every chunk (2 x 1, medians of 3 runs alternating with the slots alone, ratio to MPI with its
  * own straight reads, CMA: ppermute 128 KiB-4 MiB 0.54-0.68 -> 0.93-1.09, all_to_all
  * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33; at 64 KiB alike).
- * A reduction's rounds keep to the slots: what they send was just written, and read straight
- * it went slower (psum 128-512 KiB 1.26-1.42 -> 0.88-0.99). The note's reader says when it has
- * read it: the buffer is the caller's again only then. */
+ * A reduction's rounds choose for themselves (tree_mpi.c: what they send was just written).
+ * The note's reader says when it has read it: the buffer is the caller's again only then. */
 #define DIRECT_ABOVE_BYTES (64 * 1024)
 /* The marks of a stream's notes (spmd__ring_send_marked): where its data lies; read. */
 enum { MARK_NOTE = 1, MARK_READ = 2 };
