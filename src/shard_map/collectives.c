@@ -238,7 +238,7 @@ static uint64_t position_key(const coll *c)
 {
     if (c->grouping)
         return c->grouping_hash | 1u;
-    uint64_t key = (uint64_t)c->naxes << 1;
+    uint64_t key = (uint64_t)c->naxes << 1 | 1ull << 62; /* even and never 0 ("none yet") */
     for (int k = 0; k < c->naxes; k++)
         key |= (uint64_t)c->axes[k] << (8 + 6 * k);
     return key;

@@ -400,7 +400,8 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
                                     spmd__wait *) =
                 bytes <= SPMD__COMM_COMBINED_BYTES && pairs_connect_processes(&c, &m, src_of)
                     ? spmd__comm_paired_exchange
-                    : spmd__comm_checked_exchange;
+                : blocks_on_host(ctx) ? spmd__comm_checked_exchange_host /* read straight */
+                                      : spmd__comm_checked_exchange;
             st = spmd__coll_crossed(&c, exchange(g->comm, &a, nsend, sends, nrecv, recvs, &w), &w);
         }
         if (msgs != stack_msgs)

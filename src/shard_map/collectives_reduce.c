@@ -155,7 +155,8 @@ static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype s
                             .nruns = nruns,
                             .runs = runs,
                             .sources = sources,
-                            .scatter = scatter};
+                            .scatter = scatter,
+                            .host = blocks_on_host(c->ctx)};
     int *positions = NULL;
     void **converted = NULL;
     spmd_status st = SPMD_OK;

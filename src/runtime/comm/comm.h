@@ -219,6 +219,9 @@ typedef struct spmd__tree_inputs {
     int count;
     const int *positions;
     const void *const *inputs;
+    /* acc lies in host memory (not a device's): a peer on this machine may read its parts
+       straight (tree_mpi.c) */
+    int host;
 } spmd__tree_inputs;
 
 /**
@@ -300,6 +303,11 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
 spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
                                         const spmd__message *sends, int nrecv,
                                         const spmd__message *recvs, spmd__wait *w);
+/** As spmd__comm_checked_exchange, for messages in host memory, which the sends' buffers hold
+ * unchanged until it returns: a peer of this machine may read them straight there. */
+spmd_status spmd__comm_checked_exchange_host(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                             const spmd__message *sends, int nrecv,
+                                             const spmd__message *recvs, spmd__wait *w);
 
 /* Data movement once every rank agreed to it (the multihost collectives, resharding). Each
  * waits at most the collective timeout (spmd__comm_set_timeout): a rank that stops in the

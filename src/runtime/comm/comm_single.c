@@ -119,6 +119,13 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
     return spmd__comm_checked_exchange(c, a, nsend, sends, nrecv, recvs, w);
 }
 
+spmd_status spmd__comm_checked_exchange_host(spmd__comm *c, const spmd__agreement *a, int nsend,
+                                             const spmd__message *sends, int nrecv,
+                                             const spmd__message *recvs, spmd__wait *w)
+{
+    return spmd__comm_checked_exchange(c, a, nsend, sends, nrecv, recvs, w);
+}
+
 spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a, int nsend,
                                         const spmd__message *sends, int nrecv,
                                         const spmd__message *recvs, spmd__wait *w)

@@ -69,6 +69,9 @@ typedef struct ring {
     _Alignas(64) _Atomic uint64_t gave_up[GAVE_UP];
     _Atomic uint32_t gave_up_next;
     _Alignas(64) _Atomic uint64_t listening[LISTENERS]; /* the receiver's streams (their keys) */
+    /* the answers of the sender (this ring's) to the notes this segment's owner sent it: a
+     * word claimed by the owner, answered by the sender (spmd__ring_word_claim) */
+    _Alignas(64) _Atomic uint64_t words[SPMD__RING_WORDS];
     slot slots[SLOTS];
     slot_head wide[WIDE_SLOTS]; /* their data lies in the segment's wide area */
 } ring;
@@ -498,6 +501,57 @@ int spmd__ring_direct_from(int from)
 {
     int j = R.n ? R.local_of[from] : -1;
     return j >= 0 && R.reads_from[j];
+}
+
+/* A word's values for the note with `key`: waiting for its reader, read, or failed. */
+static uint64_t word_value(uint64_t key, int state)
+{
+    uint64_t tag = key << 2 ? key << 2 : 4;
+    return tag | (uint64_t)state;
+}
+
+int spmd__ring_word_claim(int reader, uint64_t key)
+{
+    _Atomic uint64_t *words = ring_in(R.own, R.local_of[reader])->words;
+    for (int k = 0; k < SPMD__RING_WORDS; k++) {
+        uint64_t free_word = 0;
+        if (atomic_compare_exchange_strong(&words[k], &free_word,
+                                           word_value(key, SPMD__WORD_WAITING)))
+            return k;
+    }
+    return -1;
+}
+
+int spmd__ring_word_look(int reader, int word, uint64_t key)
+{
+    uint64_t v = atomic_load(&ring_in(R.own, R.local_of[reader])->words[word]);
+    return v == word_value(key, SPMD__WORD_READ)     ? SPMD__WORD_READ
+           : v == word_value(key, SPMD__WORD_FAILED) ? SPMD__WORD_FAILED
+                                                     : SPMD__WORD_WAITING;
+}
+
+int spmd__ring_word_release(int reader, int word, uint64_t key)
+{
+    _Atomic uint64_t *w = &ring_in(R.own, R.local_of[reader])->words[word];
+    uint64_t waiting = word_value(key, SPMD__WORD_WAITING);
+    if (atomic_compare_exchange_strong(w, &waiting, 0))
+        return SPMD__WORD_WAITING; /* its reader, still to answer, finds it gone */
+    int state = spmd__ring_word_look(reader, word, key);
+    atomic_store(w, 0);
+    return state;
+}
+
+int spmd__ring_word_answer(int sender, int word, uint64_t key, int read)
+{
+    int j = R.local_of[sender];
+    if (word < 0 || word >= SPMD__RING_WORDS || !R.peers[j])
+        return 0;
+    uint64_t waiting = word_value(key, SPMD__WORD_WAITING);
+    int answered =
+        atomic_compare_exchange_strong(&ring_in(R.peers[j], R.here)->words[word], &waiting,
+                                       word_value(key, read ? SPMD__WORD_READ : SPMD__WORD_FAILED));
+    ring_bell(R.peers[j]);
+    return answered;
 }
 
 int spmd__ring_read_direct(int from, void *dst, uint64_t src, size_t bytes)

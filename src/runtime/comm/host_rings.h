@@ -153,6 +153,26 @@ int spmd__ring_direct_from(int from);
 /** Reads `bytes` at address `src` in process `from`'s memory into dst: 0, else the errno
  * (ESRCH: the process is gone; EFAULT: nothing is mapped there any more). */
 int spmd__ring_read_direct(int from, void *dst, uint64_t src, size_t bytes);
+/**
+ * The words through which a reader answers a note (its data read straight, or not): a few per
+ * pair and direction, in the note's sender's segment. The sender claims one for its note's
+ * `key` (-1: none free; send the data through the slots instead), looks at it until it is
+ * answered, and releases it before its buffer is its own again, also when it gives up: a reader
+ * answers only a word that still waits for that key, so a read whose answer finds it released
+ * is one the sender gave up on (the reader must fail). Each change is one atomic exchange, in
+ * that order against the buffer's reuse on any processor.
+ */
+#define SPMD__RING_WORDS 16
+enum { SPMD__WORD_WAITING = 1, SPMD__WORD_READ = 2, SPMD__WORD_FAILED = 3 };
+int spmd__ring_word_claim(int reader, uint64_t key);
+/** SPMD__WORD_WAITING, _READ or _FAILED. */
+int spmd__ring_word_look(int reader, int word, uint64_t key);
+/** Frees the word: what it said at that moment (_WAITING: no answer came, and none will). */
+int spmd__ring_word_release(int reader, int word, uint64_t key);
+/** The reader's answer to `sender`'s note with `key` in its word `word` (read: the data was read
+ * whole): 1 when the sender still waited for it, 0 when it had given up (or the word is not
+ * one). */
+int spmd__ring_word_answer(int sender, int word, uint64_t key, int read);
 
 /** A doze's longest sleep: what comes another way than the rings (a message that found its ring
  * full and went through MPI, a note) is looked for at least this often. */

@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <mpi.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,34 +65,29 @@ static uint64_t stream_key(uint64_t wire, uint32_t stamp, int tag, int round)
  * own straight reads, CMA: ppermute 128 KiB-4 MiB 0.54-0.68 -> 0.93-1.09, all_to_all
  * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33; at 64 KiB alike).
  * A reduction's rounds choose for themselves (tree_mpi.c: what they send was just written).
- * The note's reader says when it has read it: the buffer is the caller's again only then. */
+ * The note's reader answers in a word of the sender's (host_rings.h): the buffer is the
+ * caller's again only once it did, or once the sender released the word unanswered. */
 #define DIRECT_ABOVE_BYTES (64 * 1024)
-/* The marks of a stream's notes (spmd__ring_send_marked): where its data lies; read. */
-enum { MARK_NOTE = 1, MARK_READ = 2 };
+/* A stream's note (spmd__ring_send_marked), told from its data by its mark. */
+enum { MARK_NOTE = 1 };
 
 typedef struct direct_note {
     uint64_t at, bytes; /* in the sender's memory */
+    int64_t word;       /* the sender's word for the answer */
 } direct_note;
 
-/* The stream on which a note's reader says that it read it (the sender listens to it). */
-static uint64_t read_key(uint64_t key)
-{
-    uint64_t z = mix(key ^ 0x72656164ull); /* "read" */
-    return z ? z : 1;
-}
-
-/* One stream's progress: what went out and came in, its listeners. */
+/* One stream's progress: what went out and came in, its listener, its note's word. */
 typedef struct stream_state {
     size_t sent, got;
     int listener;
-    int noted;         /* its note went out: sent once the peer says it read the data */
-    int read_listener; /* for that word */
-    int read_due;      /* this process read the peer's data straight: its word is still to go */
+    int word;    /* claimed for its note (-1: none) */
+    int noted;   /* the note went out: sent once the peer answered in the word */
+    int chunked; /* no word was free: the data goes through the slots */
 } stream_state;
 
 static int stream_open(const spmd__stream *s, const stream_state *t)
 {
-    return t->sent < s->sbytes || t->got < s->rbytes || t->read_due;
+    return t->sent < s->sbytes || t->got < s->rbytes;
 }
 
 /* The sender's choice, which its reader needs not know beforehand: a note comes marked. Not
@@ -101,40 +95,41 @@ static int stream_open(const spmd__stream *s, const stream_state *t)
  * sender waits for its word, where through the slots both copy in turn (4 x 1 on 2 cores,
  * medians of 3 runs, ratio to MPI: all_gather 128 KiB-4 MiB 0.94-1.91 through the slots
  * against 0.74-1.65 read straight, all_to_all 0.67-1.17 against 0.60-1.26). */
-static int sends_direct(const spmd__stream *s, int p)
+static int sends_direct(const spmd__stream *s, const stream_state *t, int p)
 {
-    return s->send_stays && !s->fill && s->sbytes >= DIRECT_ABOVE_BYTES &&
-           !spmd__rings_crowded() && spmd__ring_direct_to(p);
+    return s->send_stays && !s->fill && !t->chunked && t->sent == 0 &&
+           s->sbytes >= DIRECT_ABOVE_BYTES && !spmd__rings_crowded() && spmd__ring_direct_to(p);
 }
 
 /* Reads the data a note from process p points at into its place (s->into, else chunk by chunk
- * through a buffer to take()). The sender keeps its buffer until this process says it read it,
- * or until it gives up, which it says first: a read that ends before that word is looked at
- * read the sender's data. */
+ * through a buffer to take()), then answers in the sender's word: a word released meanwhile
+ * means the sender gave up, and what was read may not be its data. */
 static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
                                  const direct_note *note, size_t chunk, const char *what)
 {
     int err = 0;
-    if (s->into) {
+    char *bounce = s->into ? NULL : malloc(chunk);
+    if (s->into)
         err = spmd__ring_read_direct(p, s->into, note->at, (size_t)note->bytes);
-    } else {
-        char *bounce = malloc(chunk);
-        SPMD_REQUIRE(bounce != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-        for (size_t at = 0; !err && at < note->bytes; at += chunk) {
-            size_t len = note->bytes - at < chunk ? (size_t)note->bytes - at : chunk;
-            err = spmd__ring_read_direct(p, bounce, note->at + at, len);
-            if (!err)
-                s->take(s->arg, at, bounce, len);
-        }
-        free(bounce);
+    else if (!bounce)
+        err = ENOMEM;
+    for (size_t at = 0; bounce && !err && at < note->bytes; at += chunk) {
+        size_t len = note->bytes - at < chunk ? (size_t)note->bytes - at : chunk;
+        err = spmd__ring_read_direct(p, bounce, note->at + at, len);
+        if (!err)
+            s->take(s->arg, at, bounce, len);
     }
-    atomic_thread_fence(memory_order_seq_cst); /* the reads before the look at the word */
-    SPMD_REQUIRE(!spmd__ring_gave_up(p, key), SPMD_ERR_TIMEOUT,
-                 "%s: process %d gave up on it (its timeout) while this process read its data; "
-                 "what was read is not kept",
+    free(bounce);
+    int waited = spmd__ring_word_answer(p, (int)note->word, key, !err);
+    SPMD_REQUIRE(waited || err, SPMD_ERR_TIMEOUT,
+                 "%s: process %d gave up on it (its timeout) while this process read its data "
+                 "from that process's memory; the output is not valid",
                  what, p);
     SPMD_REQUIRE(err != ESRCH, SPMD_ERR_DISTRIBUTED,
                  "%s: process %d ended while this process read its data (killed?)", what, p);
+    SPMD_REQUIRE(err != ENOMEM, SPMD_ERR_OUT_OF_MEMORY,
+                 "%s: out of memory for a %zu-byte buffer to read the data of process %d", what,
+                 chunk, p);
     SPMD_REQUIRE(err == 0, SPMD_ERR_DISTRIBUTED,
                  "%s: reading the data of process %d straight from its memory failed (%s); "
                  "set SPMD_CMA=0 to send it through shared memory instead",
@@ -142,41 +137,67 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
     return SPMD_OK;
 }
 
-/* The sender's side of a stream it sends as a note: the note once the peer listens (after this
- * one listens for the word that it read it), then that word. 1 when something moved; -1 when
- * the word is not the one expected. */
+/* A note that came from process p for stream s: its data read into place. SPMD_OK, or why
+ * not (the sender hears of it in its word). */
+static spmd_status take_note(const spmd__stream *s, const stream_state *t, int p, uint64_t key,
+                             const spmd__ring_message *m, size_t chunk, const char *what)
+{
+    direct_note note = {0, 0, -1};
+    if (m->bytes == sizeof note)
+        memcpy(&note, m->data, sizeof note);
+    if (m->bytes != sizeof note || t->got != 0 || note.bytes != s->rbytes) {
+        spmd__ring_word_answer(p, (int)note.word, key, 0);
+        return SPMD_ERROR(SPMD_ERR_INTERNAL,
+                          "%s: process %d sent a note of %llu bytes of data where this process "
+                          "expected %zu; the processes disagree on the data",
+                          what, p, (unsigned long long)note.bytes, s->rbytes - t->got);
+    }
+    if (!spmd__ring_direct_from(p)) {
+        spmd__ring_word_answer(p, (int)note.word, key, 0);
+        return SPMD_ERROR(SPMD_ERR_INTERNAL,
+                          "%s: process %d sent a note of where its data lies, but this process "
+                          "cannot read its memory (they disagree on what start-up found)",
+                          what, p);
+    }
+    return read_straight(s, p, key, &note, chunk, what);
+}
+
+/* The sender's side of a stream it sends as a note: a word for the answer (none free: through
+ * the slots), the note once the peer listens, then the answer. 1 when something moved; -2 when
+ * the peer could not read the data (*failed says so). */
 static int send_note(const spmd__comm *c, const spmd__stream *s, stream_state *t, int p,
-                     uint64_t key)
+                     uint64_t key, spmd_status *failed, const char *what)
 {
     if (!t->noted) {
-        if (t->read_listener < 0)
-            t->read_listener = spmd__ring_listen(p, read_key(key));
-        direct_note note = {(uint64_t)(uintptr_t)s->send, s->sbytes};
-        if (t->read_listener < 0 ||
-            !spmd__ring_send_marked(p, c->wire, s->tag, key, MARK_NOTE, &note, sizeof note))
+        if (t->word < 0 && (t->word = spmd__ring_word_claim(p, key)) < 0) {
+            t->chunked = 1; /* never a wait for a word: its holders may wait for this one */
+            return 0;
+        }
+        direct_note note = {(uint64_t)(uintptr_t)s->send, s->sbytes, t->word};
+        if (!spmd__ring_send_marked(p, c->wire, s->tag, key, MARK_NOTE, &note, sizeof note))
             return 0;
         t->noted = 1;
         return 1;
     }
-    spmd__ring_message m;
-    if (!spmd__ring_claim_chunk(p, c->wire, s->tag, read_key(key), &m))
+    int answer = spmd__ring_word_look(p, t->word, key);
+    if (answer == SPMD__WORD_WAITING)
         return 0;
-    uint64_t read = 0;
-    int ok = m.mark == MARK_READ && m.bytes == sizeof read;
-    if (ok)
-        memcpy(&read, m.data, sizeof read);
-    spmd__ring_release(&m);
-    if (!ok || read != s->sbytes)
-        return -1;
-    spmd__ring_unlisten(p, t->read_listener);
-    t->read_listener = -1;
+    spmd__ring_word_release(p, t->word, key);
+    t->word = -1;
+    if (answer == SPMD__WORD_FAILED) {
+        *failed = SPMD_ERROR(SPMD_ERR_DISTRIBUTED,
+                             "%s: process %d could not read this process's data straight from "
+                             "its memory (its own error says why)",
+                             what, p);
+        return -2;
+    }
     t->sent = s->sbytes;
     return 1;
 }
 
 /* Moves what it can of stream s (with process p): 1 when something moved, -1 when a chunk of
- * another size came (the processes disagree: *came says its size), -2 when a straight read
- * failed (*failed says why). */
+ * another size came (the processes disagree: *came says its size), -2 when a note failed
+ * (*failed says why). */
 static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state *t, int p,
                        uint64_t key, size_t chunk, size_t *came, spmd_status *failed,
                        const char *what)
@@ -184,14 +205,14 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     int moved = 0;
     if (t->got < s->rbytes && t->listener < 0 && (t->listener = spmd__ring_listen(p, key)) >= 0)
         moved = 1;
-    if (t->sent < s->sbytes && sends_direct(s, p)) {
-        int step = send_note(c, s, t, p, key);
-        if (step < 0) {
-            *came = 0;
-            return -1;
-        }
+    if (t->noted || (t->sent < s->sbytes && sends_direct(s, t, p))) {
+        int step = t->sent < s->sbytes ? send_note(c, s, t, p, key, failed, what) : 0;
+        if (step < 0)
+            return step;
         moved |= step;
-    } else if (t->sent < s->sbytes) { /* a chunk only while the peer listens (send_chunk looks) */
+    }
+    if (t->sent < s->sbytes && !t->noted && (t->chunked || !sends_direct(s, t, p))) {
+        /* a chunk only while the peer listens (send_chunk looks) */
         size_t len = s->sbytes - t->sent < chunk ? s->sbytes - t->sent : chunk;
         const char *from = s->fill ? NULL : (const char *)s->send + t->sent;
         if (spmd__ring_send_chunk(p, c->wire, s->tag, key, from, len, s->fill, s->fill_arg)) {
@@ -203,25 +224,18 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     int claimed = t->listener >= 0 && t->got < s->rbytes &&
                   spmd__ring_claim_chunk(p, c->wire, s->tag, key, &m);
     if (claimed && m.mark == MARK_NOTE) {
-        direct_note note = {0, 0};
-        int whole = m.bytes == sizeof note;
-        if (whole)
-            memcpy(&note, m.data, sizeof note);
+        *failed = take_note(s, t, p, key, &m, chunk, what);
         spmd__ring_release(&m);
-        *came = (size_t)note.bytes;
-        if (!whole || t->got != 0 || note.bytes != s->rbytes || !spmd__ring_direct_from(p))
-            return -1; /* the two sides disagree on the message */
-        if ((*failed = read_straight(s, p, key, &note, chunk, what)) != SPMD_OK)
+        if (*failed != SPMD_OK)
             return -2;
         t->got = s->rbytes;
         spmd__ring_unlisten(p, t->listener);
         t->listener = -1;
-        t->read_due = 1;
         moved = 1;
     } else if (claimed) {
         size_t want = s->rbytes - t->got < chunk ? s->rbytes - t->got : chunk;
-        *came = m.mark ? 0 : m.bytes;
-        if (m.bytes == want && !m.mark)
+        *came = m.bytes;
+        if (m.bytes == want)
             s->take(s->arg, t->got, m.data, want);
         spmd__ring_release(&m);
         if (*came != want) /* the two sides disagree on the message: never guessed at */
@@ -231,21 +245,6 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
         if (t->got == s->rbytes) { /* all of it: no more chunks may take this one's slots */
             spmd__ring_unlisten(p, t->listener);
             t->listener = -1;
-        }
-    }
-    if (t->read_due) { /* the sender's buffer is its own again */
-        if (spmd__ring_gave_up(p, key)) {
-            *failed = SPMD_ERROR(SPMD_ERR_TIMEOUT,
-                                 "%s: process %d gave up on it (its timeout) before this process "
-                                 "could say that it read its data",
-                                 what, p);
-            return -2;
-        }
-        uint64_t read = s->rbytes;
-        if (spmd__ring_send_marked(p, c->wire, s->tag, read_key(key), MARK_READ, &read,
-                                   sizeof read)) {
-            t->read_due = 0;
-            moved = 1;
         }
     }
     return moved;
@@ -291,7 +290,7 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
     if (n == 1)
         keys = &key_one;
     for (int i = 0; i < n; i++) {
-        state[i] = (stream_state){0, 0, -1, 0, -1, 0};
+        state[i] = (stream_state){0, 0, -1, -1, 0, 0};
         keys[i] = stream_key(c->wire, stamp, streams[i].tag, streams[i].round);
     }
     int64_t start = 0, now = 0, next_cancel_check = 0, probe_after = 0, idle_since = 0;
@@ -392,11 +391,10 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
     spmd__ring_pause_end();
     for (int i = 0; i < n; i++) {
         int p = c->processes[streams[i].peer];
-        /* a note not yet read: its reader must not trust what it reads from now on */
-        if (state[i].noted && state[i].sent < streams[i].sbytes)
-            spmd__ring_give_up(p, keys[i]);
+        /* a note not yet answered: its reader, finding the word released, fails */
+        if (state[i].word >= 0)
+            spmd__ring_word_release(p, state[i].word, keys[i]);
         spmd__ring_unlisten(p, state[i].listener);
-        spmd__ring_unlisten(p, state[i].read_listener);
     }
     spmd__calls_wait_end(tracked);
     if (n > 1) {

@@ -522,6 +522,7 @@ static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int
                                 size_t sb, size_t ra, size_t rb, int add)
 {
     stream_part part = {r, acc, sa, ra, fresh, add};
+    int straight = r->in->host && !r->in->nruns && !add; /* a copy of host memory */
     spmd__stream s = {.peer = peer,
                       .tag = r->tag,
                       .round = r->bucket * ROUNDS + round,
@@ -532,9 +533,8 @@ static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int
                       .arg = &part,
                       .fill = r->in->nruns ? fill_chunk : NULL,
                       .fill_arg = &part,
-                      .send_stays =
-                          !r->in->nruns && !add && (sb - sa) * r->elem >= STRAIGHT_ROUND_BYTES,
-                      .into = !r->in->nruns && !add ? acc + ra * r->elem : NULL};
+                      .send_stays = straight && (sb - sa) * r->elem >= STRAIGHT_ROUND_BYTES,
+                      .into = straight ? acc + ra * r->elem : NULL};
     return spmd__comm_ring_streams(r->c, 1, &s, "the reduction's data", r->deadline, r->wait, 0);
 }
 
