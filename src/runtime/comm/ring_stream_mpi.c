@@ -120,10 +120,10 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
             s->take(s->arg, at, bounce, len);
     }
     free(bounce);
-    int waited = spmd__ring_word_answer(p, (int)note->word, key, !err);
-    SPMD_REQUIRE(waited || err, SPMD_ERR_TIMEOUT,
-                 "%s: process %d gave up on it (its timeout) while this process read its data "
-                 "from that process's memory; the output is not valid",
+    /* a word released meanwhile: its sender gave up, whatever this read found */
+    SPMD_REQUIRE(spmd__ring_word_answer(p, (int)note->word, key, !err), SPMD_ERR_TIMEOUT,
+                 "%s: process %d gave up on it (it timed out, or its call failed) while this "
+                 "process read its data from that process's memory; the output is not valid",
                  what, p);
     SPMD_REQUIRE(err != ESRCH, SPMD_ERR_DISTRIBUTED,
                  "%s: process %d ended while this process read its data (killed?)", what, p);
@@ -137,15 +137,17 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
     return SPMD_OK;
 }
 
-/* A note that came from process p for stream s: its data read into place. SPMD_OK, or why
- * not (the sender hears of it in its word). */
+/* A note of `bytes` (its copy at `data`) that came from process p for stream s: its data read
+ * into place. SPMD_OK, or why not (the sender hears of it in its word). */
 static spmd_status take_note(const spmd__stream *s, const stream_state *t, int p, uint64_t key,
-                             const spmd__ring_message *m, size_t chunk, const char *what)
+                             const void *data, size_t bytes, size_t chunk, const char *what)
 {
     direct_note note = {0, 0, -1};
-    if (m->bytes == sizeof note)
-        memcpy(&note, m->data, sizeof note);
-    if (m->bytes != sizeof note || t->got != 0 || note.bytes != s->rbytes) {
+    if (bytes == sizeof note)
+        memcpy(&note, data, sizeof note);
+    if (note.word < 0 || note.word >= SPMD__RING_WORDS)
+        note.word = -1; /* no word of the sender's: answered nowhere */
+    if (bytes != sizeof note || t->got != 0 || note.bytes != s->rbytes) {
         spmd__ring_word_answer(p, (int)note.word, key, 0);
         return SPMD_ERROR(SPMD_ERR_INTERNAL,
                           "%s: process %d sent a note of %llu bytes of data where this process "
@@ -224,8 +226,12 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     int claimed = t->listener >= 0 && t->got < s->rbytes &&
                   spmd__ring_claim_chunk(p, c->wire, s->tag, key, &m);
     if (claimed && m.mark == MARK_NOTE) {
-        *failed = take_note(s, t, p, key, &m, chunk, what);
+        /* the note out of its slot first: the slot is the sender's again during the read */
+        char note[sizeof(direct_note)];
+        size_t bytes = m.bytes;
+        memcpy(note, m.data, bytes < sizeof note ? bytes : sizeof note);
         spmd__ring_release(&m);
+        *failed = take_note(s, t, p, key, note, bytes, chunk, what);
         if (*failed != SPMD_OK)
             return -2;
         t->got = s->rbytes;
