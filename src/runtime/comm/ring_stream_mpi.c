@@ -36,6 +36,18 @@
  * dtype); 0 where the wide slots are narrower (more than 64 processes on the machine). */
 static size_t chunk_bytes(void) { return spmd__ring_wide_bytes() / 4096 * 4096; }
 
+/* The chunks of a message of `bytes`: a quarter of it (whole 4 KiB, at least 16 KiB) up to a
+ * wide slot's, so that a message of a few slots' worth still pipelines, the reader copying one
+ * chunk out while the sender writes the next (a 64 KiB message went in one chunk: its two
+ * copies one after the other). Both sides find the same from the same length. */
+#define CHUNK_LEAST_BYTES (16 * 1024)
+static size_t chunk_for(size_t bytes, size_t wide)
+{
+    size_t quarter = (bytes / 4 + 4095) / 4096 * 4096;
+    quarter = quarter > CHUNK_LEAST_BYTES ? quarter : CHUNK_LEAST_BYTES;
+    return quarter < wide ? quarter : wide;
+}
+
 int spmd__comm_ring_stream_usable(const spmd__comm *c, int peer)
 {
     int p = c->processes[peer];
@@ -215,7 +227,8 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     }
     if (t->sent < s->sbytes && !t->noted && (t->chunked || !sends_direct(s, t, p))) {
         /* a chunk only while the peer listens (send_chunk looks) */
-        size_t len = s->sbytes - t->sent < chunk ? s->sbytes - t->sent : chunk;
+        size_t each = chunk_for(s->sbytes, chunk);
+        size_t len = s->sbytes - t->sent < each ? s->sbytes - t->sent : each;
         const char *from = s->fill ? NULL : (const char *)s->send + t->sent;
         if (spmd__ring_send_chunk(p, c->wire, s->tag, key, from, len, s->fill, s->fill_arg)) {
             t->sent += len;
@@ -239,7 +252,8 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
         t->listener = -1;
         moved = 1;
     } else if (claimed) {
-        size_t want = s->rbytes - t->got < chunk ? s->rbytes - t->got : chunk;
+        size_t each = chunk_for(s->rbytes, chunk);
+        size_t want = s->rbytes - t->got < each ? s->rbytes - t->got : each;
         *came = m.bytes;
         if (m.bytes == want)
             s->take(s->arg, t->got, m.data, want);
@@ -322,7 +336,9 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
                                 "%s: a chunk of %zu bytes came from process %d where %zu were "
                                 "expected; the processes disagree on the data",
                                 what, came, c->processes[s->peer],
-                                s->rbytes - t->got < chunk ? s->rbytes - t->got : chunk);
+                                s->rbytes - t->got < chunk_for(s->rbytes, chunk)
+                                    ? s->rbytes - t->got
+                                    : chunk_for(s->rbytes, chunk));
             moved |= step > 0;
             open += stream_open(s, t);
         }
