@@ -277,7 +277,8 @@ static spmd_status map_members(const coll *c)
 }
 
 /* g->positions for this collective's axis order (or grouping), when it differs from the last
- * one's: which rank holds each position, and whether every rank holds an aligned block. */
+ * one's: which rank holds each position, and whether every rank holds an aligned block. From
+ * the member lists of that order (map_members first). */
 static spmd_status map_positions(const coll *c)
 {
     spmd__group *g = c->g;
@@ -292,7 +293,7 @@ static spmd_status map_positions(const coll *c)
     pm->rank_of = store;
     pm->rank_of_vrank = store + n;
     for (int i = 0; i < n; i++)
-        pm->rank_of[member_position(c, g->member_flat[i])] = g->member_rank[i];
+        pm->rank_of[g->members_lists[i]] = g->member_rank[i];
     int block = g->rank_members[0];
     for (int r = 1; r < nr; r++)
         if (g->rank_members[r] != block)

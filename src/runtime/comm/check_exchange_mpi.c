@@ -776,7 +776,7 @@ spmd_status spmd__comm_checked_exchange_pieces(spmd__comm *c, const spmd__agreem
         spmd__piece_cursor_init(&cursors[i], m->pieces, m->npieces);
         /* one run (a block's whole rows): sent from where it lies, which may be read
          * straight there; the caller's blocks stay untouched until the exchange ends */
-        void *run = spmd__pieces_one_run(m->pieces, m->npieces);
+        void *run = spmd__piece_cursor_one_run(&cursors[i]);
         if (is_send) {
             s->send = run;
             s->send_stays = run != NULL;

@@ -468,27 +468,43 @@ static spmd_status allocate_tables(int count)
     return SPMD_OK;
 }
 
+/* Reads `bytes` at `src` in process `pid`'s memory into dst: 0, else the errno. */
+static int read_from(int64_t pid, void *dst, uint64_t src, size_t bytes)
+{
+#ifdef __linux__
+    for (size_t done = 0; done < bytes;) {
+        struct iovec local = {(char *)dst + done, bytes - done},
+                     remote = {(void *)(uintptr_t)(src + done), bytes - done};
+        ssize_t got = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return got < 0 ? errno : EFAULT;
+        done += (size_t)got;
+    }
+    return 0;
+#else
+    (void)pid;
+    (void)dst;
+    (void)src;
+    (void)bytes;
+    return ENOSYS;
+#endif
+}
+
 /* 1 when this process may read the memory of the owner of `segment` (process j of the
  * machine) straight (Linux's cross-memory attach): a read of its segment's head in the owner's
  * memory gives back what this mapping holds. The kernel allows it only to the same user (ptrace
  * rules: not another user's processes, and where Yama forbids it, not at all). */
 static int can_read_direct(char *segment, int j)
 {
-#ifdef __linux__
     enum { NAMED = offsetof(segment_head, bell) }; /* what never changes: its name and owner */
     char head[NAMED], there[NAMED];
     memcpy(head, segment, NAMED);
     const segment_head *h = (const segment_head *)segment;
     R.pid_of[j] = h->pid;
-    struct iovec local = {there, NAMED}, remote = {(void *)(uintptr_t)h->at, NAMED};
-    return h->pid > 0 &&
-           process_vm_readv((pid_t)h->pid, &local, 1, &remote, 1, 0) == (ssize_t)NAMED &&
+    return h->pid > 0 && read_from(h->pid, there, h->at, NAMED) == 0 &&
            memcmp(there, head, NAMED) == 0;
-#else
-    (void)segment;
-    (void)j;
-    return 0;
-#endif
 }
 
 int spmd__ring_direct_to(int to)
@@ -530,15 +546,11 @@ int spmd__ring_word_look(int reader, int word, uint64_t key)
                                                      : SPMD__WORD_WAITING;
 }
 
-int spmd__ring_word_release(int reader, int word, uint64_t key)
+void spmd__ring_word_release(int reader, int word)
 {
-    _Atomic uint64_t *w = &ring_in(R.own, R.local_of[reader])->words[word];
-    uint64_t waiting = word_value(key, SPMD__WORD_WAITING);
-    if (atomic_compare_exchange_strong(w, &waiting, 0))
-        return SPMD__WORD_WAITING; /* its reader, still to answer, finds it gone */
-    int state = spmd__ring_word_look(reader, word, key);
-    atomic_store(w, 0);
-    return state;
+    /* one atomic exchange: a reader still to answer finds the word gone, and the buffer's
+     * reuse comes after it on any processor */
+    atomic_exchange(&ring_in(R.own, R.local_of[reader])->words[word], 0);
 }
 
 int spmd__ring_word_answer(int sender, int word, uint64_t key, int read)
@@ -556,26 +568,7 @@ int spmd__ring_word_answer(int sender, int word, uint64_t key, int read)
 
 int spmd__ring_read_direct(int from, void *dst, uint64_t src, size_t bytes)
 {
-#ifdef __linux__
-    pid_t pid = (pid_t)R.pid_of[R.local_of[from]];
-    for (size_t done = 0; done < bytes;) {
-        struct iovec local = {(char *)dst + done, bytes - done},
-                     remote = {(void *)(uintptr_t)(src + done), bytes - done};
-        ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return got < 0 ? errno : EFAULT;
-        done += (size_t)got;
-    }
-    return 0;
-#else
-    (void)from;
-    (void)dst;
-    (void)src;
-    (void)bytes;
-    return ENOSYS;
-#endif
+    return read_from(R.pid_of[R.local_of[from]], dst, src, bytes);
 }
 
 spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *hosts, uint64_t job,

@@ -167,8 +167,8 @@ enum { SPMD__WORD_WAITING = 1, SPMD__WORD_READ = 2, SPMD__WORD_FAILED = 3 };
 int spmd__ring_word_claim(int reader, uint64_t key);
 /** SPMD__WORD_WAITING, _READ or _FAILED. */
 int spmd__ring_word_look(int reader, int word, uint64_t key);
-/** Frees the word: what it said at that moment (_WAITING: no answer came, and none will). */
-int spmd__ring_word_release(int reader, int word, uint64_t key);
+/** Frees the word: an answer not yet given will find it gone. */
+void spmd__ring_word_release(int reader, int word);
 /** The reader's answer to `sender`'s note with `key` in its word `word` (read: the data was read
  * whole): 1 when the sender still waited for it, 0 when it had given up (or the word is not
  * one). */

@@ -37,17 +37,6 @@ size_t spmd__pieces_bytes(const spmd__piece *pieces, int n)
     return bytes;
 }
 
-void *spmd__pieces_one_run(const spmd__piece *pieces, int n)
-{
-    if (n != 1 || runs_of(&pieces[0]).count != 1)
-        return NULL;
-    const spmd__piece *p = &pieces[0];
-    int64_t offset = 0;
-    for (int j = 0; j < p->ndim; j++)
-        offset = offset * p->shape[j] + p->start[j];
-    return (char *)p->base + (size_t)offset * p->elem;
-}
-
 /* Where the run at c->index of box p begins. */
 static char *run_start(const spmd__piece *p, const spmd__piece_cursor *c)
 {
@@ -95,6 +84,11 @@ void spmd__piece_cursor_init(spmd__piece_cursor *c, const spmd__piece *pieces, i
     c->npieces = n;
     c->at = 0;
     enter_box(c);
+}
+
+void *spmd__piece_cursor_one_run(const spmd__piece_cursor *c)
+{
+    return c->npieces == 1 && c->runs == 1 ? c->row_at : NULL;
 }
 
 /* Copies up to `bytes` between the boxes (from them when `out`, into them otherwise) and buf. */

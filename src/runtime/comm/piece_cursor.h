@@ -24,11 +24,11 @@ typedef struct spmd__piece_cursor {
 
 /** The bytes of n boxes. */
 size_t spmd__pieces_bytes(const spmd__piece *pieces, int n);
-/** Where the n boxes' bytes begin when they are one contiguous run in message order (one box
- * whose rows are whole, or one row long), else NULL. */
-void *spmd__pieces_one_run(const spmd__piece *pieces, int n);
 /** A cursor at the first byte of n boxes. */
 void spmd__piece_cursor_init(spmd__piece_cursor *c, const spmd__piece *pieces, int n);
+/** For a cursor just made: where the boxes' bytes begin when they are one contiguous run in
+ * message order (one box whose rows are whole, or one row long), else NULL. */
+void *spmd__piece_cursor_one_run(const spmd__piece_cursor *c);
 /** Copies the next `bytes` of the boxes to dst (at most what is left). */
 void spmd__piece_cursor_read(spmd__piece_cursor *c, void *dst, size_t bytes);
 /** Copies `bytes` from src into the next bytes of the boxes (at most what is left). */

@@ -48,6 +48,13 @@ static size_t chunk_for(size_t bytes, size_t wide)
     return quarter < wide ? quarter : wide;
 }
 
+/* The length of the chunk after `done` of a message of `bytes`. */
+static size_t next_chunk(size_t bytes, size_t done, size_t wide)
+{
+    size_t each = chunk_for(bytes, wide);
+    return bytes - done < each ? bytes - done : each;
+}
+
 int spmd__comm_ring_stream_usable(const spmd__comm *c, int peer)
 {
     int p = c->processes[peer];
@@ -196,7 +203,7 @@ static int send_note(const spmd__comm *c, const spmd__stream *s, stream_state *t
     int answer = spmd__ring_word_look(p, t->word, key);
     if (answer == SPMD__WORD_WAITING)
         return 0;
-    spmd__ring_word_release(p, t->word, key);
+    spmd__ring_word_release(p, t->word);
     t->word = -1;
     if (answer == SPMD__WORD_FAILED) {
         *failed = SPMD_ERROR(SPMD_ERR_DISTRIBUTED,
@@ -219,16 +226,15 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     int moved = 0;
     if (t->got < s->rbytes && t->listener < 0 && (t->listener = spmd__ring_listen(p, key)) >= 0)
         moved = 1;
-    if (t->noted || (t->sent < s->sbytes && sends_direct(s, t, p))) {
-        int step = t->sent < s->sbytes ? send_note(c, s, t, p, key, failed, what) : 0;
+    if (t->sent < s->sbytes && (t->noted || sends_direct(s, t, p))) {
+        int step = send_note(c, s, t, p, key, failed, what); /* may turn to chunks instead */
         if (step < 0)
             return step;
         moved |= step;
     }
-    if (t->sent < s->sbytes && !t->noted && (t->chunked || !sends_direct(s, t, p))) {
+    if (t->sent < s->sbytes && !t->noted && !sends_direct(s, t, p)) {
         /* a chunk only while the peer listens (send_chunk looks) */
-        size_t each = chunk_for(s->sbytes, chunk);
-        size_t len = s->sbytes - t->sent < each ? s->sbytes - t->sent : each;
+        size_t len = next_chunk(s->sbytes, t->sent, chunk);
         const char *from = s->fill ? NULL : (const char *)s->send + t->sent;
         if (spmd__ring_send_chunk(p, c->wire, s->tag, key, from, len, s->fill, s->fill_arg)) {
             t->sent += len;
@@ -252,8 +258,7 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
         t->listener = -1;
         moved = 1;
     } else if (claimed) {
-        size_t each = chunk_for(s->rbytes, chunk);
-        size_t want = s->rbytes - t->got < each ? s->rbytes - t->got : each;
+        size_t want = next_chunk(s->rbytes, t->got, chunk);
         *came = m.bytes;
         if (m.bytes == want)
             s->take(s->arg, t->got, m.data, want);
@@ -336,9 +341,7 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
                                 "%s: a chunk of %zu bytes came from process %d where %zu were "
                                 "expected; the processes disagree on the data",
                                 what, came, c->processes[s->peer],
-                                s->rbytes - t->got < chunk_for(s->rbytes, chunk)
-                                    ? s->rbytes - t->got
-                                    : chunk_for(s->rbytes, chunk));
+                                next_chunk(s->rbytes, t->got, chunk));
             moved |= step > 0;
             open += stream_open(s, t);
         }
@@ -415,7 +418,7 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
         int p = c->processes[streams[i].peer];
         /* a note not yet answered: its reader, finding the word released, fails */
         if (state[i].word >= 0)
-            spmd__ring_word_release(p, state[i].word, keys[i]);
+            spmd__ring_word_release(p, state[i].word);
         spmd__ring_unlisten(p, state[i].listener);
     }
     spmd__calls_wait_end(tracked);
