@@ -841,19 +841,24 @@ static void empty_forgotten(ring *r, int sender)
         ring_bell(segment_of(sender));
 }
 
+static inline int is_older(slot_head *s, uint64_t wire, int tag, uint64_t key, uint64_t seq)
+{
+    return atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL && s->wire == wire &&
+           s->tag == tag && s->key == key && s->seq < seq;
+}
+
 /* 1 when a message with the envelope (wire, tag) older than `seq` is in ring r. A look at the
  * slots one after another is no snapshot: a sender that fills a slot already looked at, then
  * another one further on, would have its second message taken first. The first is full once the
  * second is, so this second look, after the claim, finds it. */
 static int older_waits(ring *r, uint64_t wire, int tag, uint64_t key, uint64_t seq)
 {
-    for (int k = 0; k < slots_in_ring(); k++) {
-        slot_head *s = slot_of(r, k);
-        if (atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL && s->wire == wire &&
-            s->tag == tag && s->key == key && s->seq < seq)
-            return 1;
-    }
-    return 0;
+    int older = 0, wides = R.wide_bytes ? WIDE_SLOTS : 0;
+    for (int k = 0; k < SLOTS; k++)
+        older |= is_older(&r->slots[k].h, wire, tag, key, seq);
+    for (int k = 0; k < wides; k++)
+        older |= is_older(&r->wide[k], wire, tag, key, seq);
+    return older;
 }
 
 /* Empties the wide slots of ring r (from the process `sender` of this machine) that hold a
@@ -879,32 +884,48 @@ static void empty_leftovers(ring *r, int sender)
         ring_bell(segment_of(sender));
 }
 
+/* What a look at a ring found: its oldest message with the envelope sought, and whether others
+ * lie there that may be left over (a gone communicator's, a stream's given up). */
+typedef struct found {
+    slot_head *best;
+    int best_k;
+    uint64_t best_seq;
+    int stale, stray;
+} found;
+
+static inline void look_at(found *f, slot_head *s, int k, uint64_t wire, int tag, uint64_t key)
+{
+    if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FULL)
+        return;
+    if (s->wire == wire && s->tag == tag && s->key == key && (!f->best || s->seq < f->best_seq)) {
+        f->best = s;
+        f->best_k = k;
+        f->best_seq = s->seq;
+    } else if (s->wire != wire) {
+        f->stale = 1; /* another communicator's: maybe one gone */
+    }
+    f->stray |= s->key && s->key != key; /* maybe a stream's given up */
+}
+
 /* Claims the oldest message (key 0) or chunk of stream `key` from `from` with (wire, tag). */
 static int claim(int from, uint64_t wire, int tag, uint64_t key, spmd__ring_message *out)
 {
     int sender = R.local_of[from];
     ring *r = ring_in(R.own, sender);
+    int wides = R.wide_bytes ? WIDE_SLOTS : 0;
     for (;;) {
-        slot_head *best = NULL;
-        int best_k = -1, stale = 0, stray = 0;
-        uint64_t best_seq = 0;
-        for (int k = 0; k < slots_in_ring(); k++) {
-            slot_head *s = slot_of(r, k);
-            if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FULL)
-                continue;
-            if (s->wire == wire && s->tag == tag && s->key == key && (!best || s->seq < best_seq)) {
-                best = s;
-                best_k = k;
-                best_seq = s->seq;
-            } else if (s->wire != wire) {
-                stale = 1; /* another communicator's: maybe one gone */
-            }
-            stray |= s->key && s->key != key; /* maybe a stream's given up */
-        }
+        found f = {NULL, -1, 0, 0, 0};
+        for (int k = 0; k < SLOTS; k++) /* every poll: two plain walks */
+            look_at(&f, &r->slots[k].h, k, wire, tag, key);
+        for (int k = 0; k < wides; k++)
+            look_at(&f, &r->wide[k], SLOTS + k, wire, tag, key);
+        slot_head *best = f.best;
+        int best_k = f.best_k;
+        uint64_t best_seq = f.best_seq;
         if (!best) {
-            if (stale) /* the slots a gone communicator's late messages hold */
+            if (f.stale) /* the slots a gone communicator's late messages hold */
                 empty_forgotten(r, sender);
-            if (stray)
+            if (f.stray)
                 empty_leftovers(r, sender);
             return 0;
         }
