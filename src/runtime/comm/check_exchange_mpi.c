@@ -151,7 +151,7 @@ static int take_paired(xchg *x, const spmd__agreement *a, const spmd__message *r
 
 /* A receive that waits on a ring looks at MPI this often (spins): for a message its sender
  * could not put in the ring (full), or one of a call that differs. */
-#define PAIRED_MPI_EVERY 16
+#define PAIRED_MPI_EVERY 16 /* a power of two: a look tests a mask, not a division */
 /* ... and yields the core between looks after this long. */
 #define PAIRED_SPIN_NS 1000000
 
@@ -260,7 +260,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
     while (left > 0 && x.stopped == SPMD_OK) {
         uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
         /* a suspicion makes every test a full look: the message may be in MPI, unseen */
-        int look = suspicion || spins % (unsigned)every == (unsigned)every - 1;
+        int look = suspicion || (spins & (unsigned)(every - 1)) == (unsigned)every - 1;
         for (int i = 0; rings_open && i < nrecv; i++) {
             if (ring[i] != 1 || done[i])
                 continue;

@@ -329,7 +329,7 @@ void spmd__xchg_weigh_doubt(doubt *d, int tracked, uint64_t suspicion, int missi
  * look at a ring): for a message that came through it, the note receive and a send; every
  * RING_MPI_RARELY tests when this rank's message went into a ring (the partner's, as long,
  * comes through MPI then only when its ring was full, or when the exchanges differ). */
-#define RING_MPI_EVERY 16
+#define RING_MPI_EVERY 16 /* powers of two: a look tests a mask, not a division */
 #define RING_MPI_RARELY 256
 /* ... and waits for a ring longer than this yield the core between looks. */
 #define RING_SPIN_NS 1000000
@@ -380,7 +380,7 @@ int spmd__xchg_step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, 
     for (;;) {
         uint64_t suspicion = spmd__calls_wait_suspicion(tracked);
         /* a suspicion makes every test a full look: the message may be in MPI, unseen */
-        int look = suspicion || tests % every == every - 1;
+        int look = suspicion || (tests & (every - 1)) == every - 1; /* every: a power of two */
         int poll_mpi = !ring_in || look || done[0] || reqs[0] != MPI_REQUEST_NULL;
         if (hybrid && look && !done[0] && reqs[0] != MPI_REQUEST_NULL &&
             spmd__ring_ready(c->processes[from], c->wire, x->tag, x->stamp) &&
@@ -1016,8 +1016,10 @@ void spmd__xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wai
     x->stamp = c->stamp; /* of the exchange whose tag the caller just took */
     /* at most half of a short window (a grace period) shared out over the steps */
     int64_t s = w->spread_arrivals ? 250000000 : spmd__comm_stagger_ns();
-    int64_t share = (deadline - spmd__coarse_now_ns()) / (2 * (int64_t)(x->t.levels + 2));
-    x->stagger = share < s ? (share > 1000000 ? share : 1000000) : s;
+    int64_t shares = 2 * (int64_t)(x->t.levels + 2), left = deadline - spmd__coarse_now_ns();
+    if (left < s * shares) /* near the deadline only: a division on every exchange showed */
+        s = left / shares > 1000000 ? left / shares : 1000000;
+    x->stagger = s;
     /* counted back from the deadline, so that the last step ends a stagger before it: what
      * follows a failed exchange (messages, the outcome) fits in before the deadline too */
     x->deadline = deadline - (int64_t)(x->t.levels + 2) * x->stagger;
