@@ -115,19 +115,19 @@ spmd_status spmd__coll_group_of(const spmd_ctx *ctx, const char *text, int *axes
     return SPMD_OK;
 }
 
-static int position_of(const spmd_mesh *m, const int *axes, int naxes, int flat)
+/* The position along `axes` (in their order) of the device at mesh coordinates `coords`. */
+static int position_at(const spmd_mesh *m, const int *axes, int naxes, const int *coords)
 {
-    int c[SPMD_MAX_MESH_AXES], pos = 0;
-    spmd__mesh_coords(m, flat, c);
+    int pos = 0;
     for (int k = 0; k < naxes; k++)
-        pos = pos * m->shape[axes[k]] + c[axes[k]];
+        pos = pos * m->shape[axes[k]] + coords[axes[k]];
     return pos;
 }
 
-/* The member index in the (sub)group of the device at `flat`. */
-static int member_position(const coll *c, int flat)
+/* The member index in the (sub)group of the device at mesh coordinates `coords`. */
+static int member_position(const coll *c, const int *coords)
 {
-    int pos = position_of(c->mesh, c->axes, c->naxes, flat);
+    int pos = position_at(c->mesh, c->axes, c->naxes, coords);
     return c->rank_in_subgroup ? c->rank_in_subgroup[pos] : pos;
 }
 
@@ -251,7 +251,9 @@ static void list_members(const coll *c, int *lists)
     const spmd__group *g = c->g;
     int *pos = lists, *member_at = lists + c->n, *local_of = lists + 2 * (size_t)c->n;
     for (int k = 0, l = 0; k < c->n; k++) {
-        pos[k] = member_position(c, g->member_flat[k]);
+        int coords[SPMD_MAX_MESH_AXES];
+        spmd__mesh_coords(c->mesh, g->member_flat[k], coords);
+        pos[k] = member_position(c, coords);
         member_at[pos[k]] = k;
         while (l < g->num_local && g->local_flat[l] < g->member_flat[k])
             l++;
@@ -667,7 +669,7 @@ spmd_status spmd__coll_begin(spmd_ctx *ctx, const char *axes, op_kind op, const 
     c->li = spmd__group_local_index(c->g, ctx->flat);
     c->rank_in_subgroup = t->rank_in_subgroup;
     c->grouping = groups ? &t->grouping : NULL;
-    c->pos = member_position(c, ctx->flat);
+    c->pos = member_position(c, ctx->coords); /* the device's own: no division per axis */
     /* the call's number and what it runs too: collectives of different calls never look
      * alike */
     uint64_t h = mix(mix(mix(ctx->call->signature, ctx->call->seq), ctx->seq), (uint64_t)op);
@@ -893,7 +895,7 @@ spmd_status spmd__axis_index_checked(const spmd_ctx *ctx, const char *axes, int 
     SPMD_REQUIRE_NOT_NULL(index, "spmd_axis_index");
     int a[SPMD_MAX_MESH_AXES], n = 0;
     SPMD_CHECK(parse_axes(ctx->call->mesh, axes, a, &n));
-    *index = position_of(ctx->call->mesh, a, n, ctx->flat);
+    *index = position_at(ctx->call->mesh, a, n, ctx->coords);
     return SPMD_OK;
 }
 

@@ -137,12 +137,13 @@ struct spmd_ctx {
     int flat;        /* mesh position */
     int ordinal;     /* the device's local ordinal */
     uint64_t digest; /* of the fingerprints of the collectives issued so far (local ones too) */
-    uint64_t last_what[2]; /* the last one, as spmd__collective_format reads it */
-    int coords[SPMD_MAX_MESH_AXES];
-    unsigned seq;                  /* collectives issued so far in this call */
-    spmd__allocation *allocations; /* spmd_ctx_alloc, freed at the end of the call */
-    spmd__proof *proofs;           /* per output of fn (NULL: no replication to check) */
-    const spmd_block *outs;        /* fn's outputs */
+    uint64_t last_what[2];          /* the last one, as spmd__collective_format reads it */
+    int coords[SPMD_MAX_MESH_AXES]; /* the device's, once: its positions along axes need no
+                                       division (spmd__mesh_coords divides per axis) */
+    unsigned seq;                   /* collectives issued so far in this call */
+    spmd__allocation *allocations;  /* spmd_ctx_alloc, freed at the end of the call */
+    spmd__proof *proofs;            /* per output of fn (NULL: no replication to check) */
+    const spmd_block *outs;         /* fn's outputs */
     int nout;
     const spmd_block *ins; /* fn's inputs, and the axes each is replicated along */
     int nin;

@@ -62,7 +62,7 @@ int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
     } else if (c->is_view) { /* nothing else uses the private communicator's blocks */
         block = n % blocks;
     } else {
-        block = n % (blocks < KEYED_BLOCKS ? blocks : KEYED_BLOCKS);
+        block = blocks < KEYED_BLOCKS ? n % blocks : n & (KEYED_BLOCKS - 1); /* no division */
     }
     return (int)block * SPMD__TAGS_PER_EXCHANGE;
 }
