@@ -141,10 +141,7 @@ spmd_status spmd__coll_check_out_shape(const spmd_block *out, spmd_dtype dtype, 
 
 static inline int normalize_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
-static inline size_t block_bytes(const spmd_block *b)
-{
-    return (size_t)spmd_block_size(b) * spmd_dtype_size(b->dtype);
-}
+static inline size_t block_bytes(const spmd_block *b) { return spmd__block_bytes(b); }
 
 /* ---- the work of the local members ---- */
 

@@ -222,10 +222,10 @@ void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof)
         return;
     proof.digest = 0;
     const char *d = dst->data;
-    size_t bytes = (size_t)spmd_block_size(dst) * spmd_dtype_size(dst->dtype);
+    size_t bytes = spmd__block_bytes(dst);
     for (int j = 0; j < ctx->nout; j++) {
         const char *o = ctx->outs[j].data;
-        size_t ob = (size_t)spmd_block_size(&ctx->outs[j]) * spmd_dtype_size(ctx->outs[j].dtype);
+        size_t ob = j < SPMD__CTX_OUT_BYTES ? ctx->out_bytes[j] : spmd__block_bytes(&ctx->outs[j]);
         if (!o || d >= o + ob || o >= d + (bytes ? bytes : 1))
             continue;
         int whole = d == o && bytes == ob;

@@ -125,6 +125,15 @@ void spmd__plan_check_by_value(spmd_plan *p);
 /** How many spmd_psend a device may have waiting for their spmd_precv. */
 #define SPMD__PENDING_SENDS 8
 
+/** A block's bytes (of a block checked already: no overflow test). */
+static inline size_t spmd__block_bytes(const spmd_block *b)
+{
+    return (size_t)spmd_block_size(b) * spmd_dtype_size(b->dtype);
+}
+
+/** How many of fn's outputs a ctx keeps the sizes of (the others' are computed at each note). */
+#define SPMD__CTX_OUT_BYTES 8
+
 /** A psend's copy of its block, and the key (axes and permutation) its precv must match. */
 typedef struct spmd__pending_send {
     spmd_block block;
@@ -157,6 +166,9 @@ struct spmd_ctx {
     int axes[SPMD_MAX_MESH_AXES];
     spmd__pending_send sends[SPMD__PENDING_SENDS];
     spmd_block spares[SPMD__PENDING_SENDS]; /* a pipeline's loop allocates once */
+    /* the bytes of fn's first nout outputs, set as they are made: every collective's note
+     * compares its out with them */
+    size_t out_bytes[SPMD__CTX_OUT_BYTES];
 };
 
 /**

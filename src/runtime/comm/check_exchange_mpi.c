@@ -98,6 +98,10 @@ static int by_peer_order(const void *a, const void *b)
 /* Marks in single[i] the messages whose peer no other message of the list has. */
 static int mark_single_peers(int n, const spmd__message *m, int *single)
 {
+    if (n == 1) { /* a permutation's one message each way */
+        single[0] = 1;
+        return 1;
+    }
     if (n <= 8) { /* the usual lists: a permutation's one or two peers */
         for (int i = 0; i < n; i++) {
             single[i] = 1;
@@ -209,9 +213,10 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     }
     int rings_open = 0;
+    size_t ring_capacity = spmd__ring_capacity();
     for (int i = 0; i < n; i++) {
         const spmd__message *m = i < nrecv ? &recvs[i] : &sends[i - nrecv];
-        ring[i] = ring[i] && m->bytes + SEAL_MAX <= spmd__ring_capacity() &&
+        ring[i] = ring[i] && m->bytes + SEAL_MAX <= ring_capacity &&
                   (i >= nrecv || spmd__ring_from(c->processes[m->peer]));
         reqs[i] = MPI_REQUEST_NULL;
         done[i] = 0;
