@@ -156,6 +156,8 @@ static int take_paired(xchg *x, const spmd__agreement *a, const spmd__message *r
 /* A receive that waits on a ring looks at MPI this often (spins): for a message its sender
  * could not put in the ring (full), or one of a call that differs. */
 #define PAIRED_MPI_EVERY 16 /* a power of two: a look tests a mask, not a division */
+_Static_assert((PAIRED_MPI_EVERY & (PAIRED_MPI_EVERY - 1)) == 0,
+               "a look at MPI tests a mask: a power of two");
 /* ... and yields the core between looks after this long. */
 #define PAIRED_SPIN_NS 1000000
 

@@ -331,6 +331,9 @@ void spmd__xchg_weigh_doubt(doubt *d, int tracked, uint64_t suspicion, int missi
  * comes through MPI then only when its ring was full, or when the exchanges differ). */
 #define RING_MPI_EVERY 16 /* powers of two: a look tests a mask, not a division */
 #define RING_MPI_RARELY 256
+_Static_assert((RING_MPI_EVERY & (RING_MPI_EVERY - 1)) == 0 &&
+                   (RING_MPI_RARELY & (RING_MPI_RARELY - 1)) == 0,
+               "a look at MPI tests a mask: powers of two");
 /* ... and waits for a ring longer than this yield the core between looks. */
 #define RING_SPIN_NS 1000000
 
