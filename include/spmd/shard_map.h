@@ -31,8 +31,9 @@ typedef struct spmd_ctx spmd_ctx;
 
 /**
  * The per-device body. `in` are the input blocks (read-only unless donated), `out` the output
- * blocks to fill (uninitialized memory). Return SPMD_OK, or an error that becomes the status of
- * the whole call (the other devices' pending collectives are released with an error too).
+ * blocks to fill (uninitialized memory): fill their data, and leave the descriptors themselves
+ * (data pointer, dtype, shape) as the call made them. Return SPMD_OK, or an error that becomes the
+ * status of the whole call (the other devices' pending collectives are released with an error too).
  * Inside fn use the collectives and block ops below. What runs on the devices or between
  * processes cannot be nested in fn, the devices being busy with the enclosing call: spmd_shard_map,
  * spmd_plan_execute, spmd_pmap, spmd_reshard(_batch), the multihost functions, array transfers

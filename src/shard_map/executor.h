@@ -166,8 +166,8 @@ struct spmd_ctx {
     int axes[SPMD_MAX_MESH_AXES];
     spmd__pending_send sends[SPMD__PENDING_SENDS];
     spmd_block spares[SPMD__PENDING_SENDS]; /* a pipeline's loop allocates once */
-    /* the bytes of fn's first nout outputs, set as they are made: every collective's note
-     * compares its out with them */
+    /* the bytes of fn's first outputs (up to SPMD__CTX_OUT_BYTES of them), set as they are
+     * made: every collective's note compares its out with them */
     size_t out_bytes[SPMD__CTX_OUT_BYTES];
 };
 
