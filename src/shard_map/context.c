@@ -62,10 +62,8 @@ uint64_t spmd__ctx_trace_digest(const spmd_ctx *ctx, int n, const spmd_block *bl
         return 0;
     uint64_t h = SPMD__FNV1A_SEED;
     for (int i = 0; i < n; i++) {
-        uint64_t d = blocks[i].data
-                         ? spmd__digest(blocks[i].data, spmd_block_size(&blocks[i]) *
-                                                            spmd_dtype_size(blocks[i].dtype))
-                         : 0;
+        uint64_t d =
+            blocks[i].data ? spmd__digest(blocks[i].data, spmd__block_bytes(&blocks[i])) : 0;
         h = spmd__fnv1a(h, &d, sizeof d);
     }
     return h | 1; /* 0 means "none taken" */

@@ -27,7 +27,7 @@ static void *op_queue(spmd_ctx *ctx, int n, const spmd_block *const *blocks)
     const void *ptrs[4];
     size_t largest = 0;
     for (int i = 0; i < n; i++) {
-        size_t bytes = (size_t)spmd_block_size(blocks[i]) * spmd_dtype_size(blocks[i]->dtype);
+        size_t bytes = spmd__block_bytes(blocks[i]);
         largest = bytes > largest ? bytes : largest;
         ptrs[i] = blocks[i]->data;
     }
@@ -58,8 +58,7 @@ static int same_shape(const spmd_block *a, const spmd_block *b)
 
 static int blocks_overlap(const spmd_block *a, const spmd_block *b)
 {
-    size_t na = (size_t)spmd_block_size(a) * spmd_dtype_size(a->dtype);
-    size_t nb = (size_t)spmd_block_size(b) * spmd_dtype_size(b->dtype);
+    size_t na = spmd__block_bytes(a), nb = spmd__block_bytes(b);
     const char *x = a->data, *y = b->data;
     return x < y + nb && y < x + na;
 }

@@ -89,7 +89,7 @@ spmd_status spmd_op_random(spmd_ctx *ctx, uint64_t seed, spmd_random_distributio
     SPMD_CHECK(check_random(fn, out->dtype, (int)dist, out->ndim, global_shape, start, out->shape));
     int code = dtype_code(out->dtype), normal = dist == SPMD_RANDOM_NORMAL;
 #ifdef SPMD_HAVE_CUDA
-    size_t bytes = (size_t)spmd_block_size(out) * spmd_dtype_size(out->dtype);
+    size_t bytes = spmd__block_bytes(out);
     const void *ptrs[1] = {out->data};
     void *queue = spmd__ctx_kernel_queue(ctx, bytes, 1, ptrs);
     if (queue) {

@@ -72,8 +72,7 @@ void spmd__replication_take_digests(const spmd_plan *p, const spmd_ctx *ctx, con
 {
     for (int j = 0; j < p->nout; j++)
         if (p->check_output[j] && !proven(p, &ctx->proofs[j], j))
-            ctx->proofs[j].digest = digest(out[j].data, (size_t)spmd_block_size(&out[j]) *
-                                                            spmd_dtype_size(out[j].dtype));
+            ctx->proofs[j].digest = digest(out[j].data, spmd__block_bytes(&out[j]));
 }
 
 /* The digest of local slot k's block of output j: the token of the collective that made it
