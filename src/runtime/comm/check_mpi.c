@@ -1020,8 +1020,10 @@ void spmd__xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wai
     /* at most half of a short window (a grace period) shared out over the steps */
     int64_t s = w->spread_arrivals ? 250000000 : spmd__comm_stagger_ns();
     int64_t shares = 2 * (int64_t)(x->t.levels + 2), left = deadline - spmd__coarse_now_ns();
-    if (left < s * shares) /* near the deadline only: a division on every exchange showed */
-        s = left / shares > 1000000 ? left / shares : 1000000;
+    if (left < s * shares) { /* near the deadline only: a division on every exchange showed */
+        int64_t share = left / shares;
+        s = share > 1000000 ? share : 1000000;
+    }
     x->stagger = s;
     /* counted back from the deadline, so that the last step ends a stagger before it: what
      * follows a failed exchange (messages, the outcome) fits in before the deadline too */

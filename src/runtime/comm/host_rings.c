@@ -218,8 +218,11 @@ void spmd__ring_pause_end(void)
     atomic_fetch_sub(&head_of(R.own)->dozing, 1);
 }
 
-/* Slots a ring has: the wide ones only where the machine has room for them. */
-static int slots_in_ring(void) { return R.wide_bytes ? SLOTS + WIDE_SLOTS : SLOTS; }
+/* Wide slots a ring has: only where the machine has room for them. */
+static int wide_in_ring(void) { return R.wide_bytes ? WIDE_SLOTS : 0; }
+
+/* Slots a ring has, the wide ones after the others (slot_of). */
+static int slots_in_ring(void) { return SLOTS + wide_in_ring(); }
 
 /* Each wide slot's size for n processes on a machine: 0 when that is no more than a slot. */
 static size_t wide_bytes_for(int n)
@@ -841,10 +844,17 @@ static void empty_forgotten(ring *r, int sender)
         ring_bell(segment_of(sender));
 }
 
+/* 1 when the message in slot s (read once it is full) has the envelope (wire, tag) and is of
+ * stream `key` (0: a message). */
+static inline int envelope_is(const slot_head *s, uint64_t wire, int tag, uint64_t key)
+{
+    return s->wire == wire && s->tag == tag && s->key == key;
+}
+
 static inline int is_older(slot_head *s, uint64_t wire, int tag, uint64_t key, uint64_t seq)
 {
-    return atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL && s->wire == wire &&
-           s->tag == tag && s->key == key && s->seq < seq;
+    return atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_FULL &&
+           envelope_is(s, wire, tag, key) && s->seq < seq;
 }
 
 /* 1 when a message with the envelope (wire, tag) older than `seq` is in ring r. A look at the
@@ -853,7 +863,7 @@ static inline int is_older(slot_head *s, uint64_t wire, int tag, uint64_t key, u
  * second is, so this second look, after the claim, finds it. */
 static int older_waits(ring *r, uint64_t wire, int tag, uint64_t key, uint64_t seq)
 {
-    int older = 0, wides = R.wide_bytes ? WIDE_SLOTS : 0;
+    int older = 0, wides = wide_in_ring();
     for (int k = 0; k < SLOTS; k++)
         older |= is_older(&r->slots[k].h, wire, tag, key, seq);
     for (int k = 0; k < wides; k++)
@@ -897,7 +907,7 @@ static inline void look_at(found *f, slot_head *s, int k, uint64_t wire, int tag
 {
     if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FULL)
         return;
-    if (s->wire == wire && s->tag == tag && s->key == key && (!f->best || s->seq < f->best_seq)) {
+    if (envelope_is(s, wire, tag, key) && (!f->best || s->seq < f->best_seq)) {
         f->best = s;
         f->best_k = k;
         f->best_seq = s->seq;
@@ -912,7 +922,7 @@ static int claim(int from, uint64_t wire, int tag, uint64_t key, spmd__ring_mess
 {
     int sender = R.local_of[from];
     ring *r = ring_in(R.own, sender);
-    int wides = R.wide_bytes ? WIDE_SLOTS : 0;
+    int wides = wide_in_ring();
     for (;;) {
         found f = {NULL, -1, 0, 0, 0};
         for (int k = 0; k < SLOTS; k++) /* every poll: two plain walks */
@@ -935,7 +945,7 @@ static int claim(int from, uint64_t wire, int tag, uint64_t key, spmd__ring_mess
         if (!atomic_compare_exchange_strong_explicit(&best->state, &full, SLOT_TAKING,
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
-        if (best->wire != wire || best->tag != tag || best->key != key || best->seq != best_seq ||
+        if (!envelope_is(best, wire, tag, key) || best->seq != best_seq ||
             older_waits(r, wire, tag, key, best_seq)) {
             /* not ours: full again, for this process's thread whose it is (it may doze) */
             atomic_store_explicit(&best->state, SLOT_FULL, memory_order_release);
