@@ -139,8 +139,10 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
             s->take(s->arg, at, bounce, len);
     }
     free(bounce);
-    /* a word released meanwhile: its sender gave up, whatever this read found */
-    SPMD_REQUIRE(spmd__ring_word_answer(p, (int)note->word, key, !err), SPMD_ERR_TIMEOUT,
+    /* a word released meanwhile: its sender gave up, whatever this read found. Not a timeout
+     * here: the sender's own status says whether it timed out, and a call that failed on
+     * purpose must not read as one */
+    SPMD_REQUIRE(spmd__ring_word_answer(p, (int)note->word, key, !err), SPMD_ERR_DISTRIBUTED,
                  "%s: process %d gave up on it (it timed out, or its call failed) while this "
                  "process read its data from that process's memory; the output is not valid",
                  what, p);
