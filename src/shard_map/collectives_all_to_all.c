@@ -353,13 +353,18 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     size_t elem = spmd_dtype_size(in->dtype), cbytes = (size_t)L.chunk_elems * elem;
     size_t in_bytes = block_bytes(in);
     spmd__group *g = c.g;
-    /* Large: some process sends more than SPMD__COMM_COMBINED_BYTES (every process finds the
-     * same from the group's tables, and so picks the same protocol). Large exchanges of host
-     * blocks go straight from the inputs into the outputs. */
-    int large = 0;
-    for (int r = 0; g->comm && r < g->num_ranks; r++)
-        large |= (size_t)g->rank_members[r] * (size_t)(c.n - g->rank_members[r]) * cbytes >
-                 SPMD__COMM_COMBINED_BYTES;
+    /* Large: some process sends more than SPMD__COMM_COMBINED_BYTES, or a message between two
+     * processes (their members' chunks for each other) outgrows a paired exchange's (every
+     * process finds the same from the group's tables and the comm, and so picks the same
+     * protocol). Large exchanges of host blocks go straight from the inputs into the outputs. */
+    int large = 0, most = 0, next = 0; /* the two most members a process holds */
+    for (int r = 0; g->comm && r < g->num_ranks; r++) {
+        int k = g->rank_members[r];
+        large |= (size_t)k * (size_t)(c.n - k) * cbytes > SPMD__COMM_COMBINED_BYTES;
+        next = k > most ? most : k > next ? k : next;
+        most = k > most ? k : most;
+    }
+    large |= g->comm && (size_t)most * (size_t)next * cbytes > spmd__comm_paired_max_bytes(g->comm);
     int direct = large && blocks_on_host(ctx);
     /* Small exchanges between processes of one member each whose chunks are runs of the input
      * and of the output: each message goes from the input, and lands in the output once its

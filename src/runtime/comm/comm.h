@@ -187,6 +187,18 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
  * movement beyond. They wait at most the collective timeout in all. */
 #define SPMD__COMM_COMBINED_BYTES (64 * 1024)
 
+/* From this size on, a message within a machine whose peer reads this process's memory
+ * straight (host_rings.h) goes as a note of where it lies: one copy, by the reader, where the
+ * rings' slots copy it twice. */
+#define SPMD__COMM_STRAIGHT_BYTES (32 * 1024)
+
+/** The largest message a collective sends through spmd__comm_paired_exchange on c; larger ones
+ * go through the checked exchanges, read straight where they can be. SPMD__COMM_COMBINED_BYTES,
+ * or SPMD__COMM_STRAIGHT_BYTES within one machine whose processes made their rings and
+ * outnumber none of its cores (a crowded machine reads nothing straight). Alike on every rank
+ * of c. */
+size_t spmd__comm_paired_max_bytes(const spmd__comm *c);
+
 /** A run of `count` elements at `data`: part of a reduction's vector (spmd__tree_inputs). */
 typedef struct spmd__piece_run {
     void *data;

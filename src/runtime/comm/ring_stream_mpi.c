@@ -77,16 +77,16 @@ static uint64_t stream_key(uint64_t wire, uint32_t stamp, int tag, int round)
     return z ? z : 1;
 }
 
-/* From this size on, a message whose buffer stays put goes to a peer that reads this
- * process's memory straight (spmd__ring_direct_to) as a note of where it lies: the peer copies
- * it once into its place, where through the slots it is copied twice, the sender busy with
- * every chunk (2 x 1, medians of 3 runs alternating with the slots alone, ratio to MPI with its
- * own straight reads, CMA: ppermute 128 KiB-4 MiB 0.54-0.68 -> 0.93-1.09, all_to_all
- * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33; at 64 KiB alike).
+/* From SPMD__COMM_STRAIGHT_BYTES on, a message whose buffer stays put goes to a peer that reads
+ * this process's memory straight (spmd__ring_direct_to) as a note of where it lies: the peer
+ * copies it once into its place, where through the slots it is copied twice, the sender busy
+ * with every chunk (2 x 1, medians of 3 runs alternating with the slots alone, ratio to MPI with
+ * its own straight reads, CMA: ppermute 128 KiB-4 MiB 0.54-0.68 -> 0.93-1.09, all_to_all
+ * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33; from 64 KiB down to
+ * 32 KiB, 10 runs: all_gather of 64 KiB 0.88 -> 0.96).
  * A reduction's rounds choose for themselves (tree_mpi.c: what they send was just written).
  * The note's reader answers in a word of the sender's (host_rings.h): the buffer is the
  * caller's again only once it did, or once the sender released the word unanswered. */
-#define DIRECT_ABOVE_BYTES (64 * 1024)
 /* A stream's note (spmd__ring_send_marked), told from its data by its mark. */
 enum { MARK_NOTE = 1 };
 
@@ -117,7 +117,8 @@ static int stream_open(const spmd__stream *s, const stream_state *t)
 static int sends_direct(const spmd__stream *s, const stream_state *t, int p)
 {
     return s->send_stays && !s->fill && !t->chunked && t->sent == 0 &&
-           s->sbytes >= DIRECT_ABOVE_BYTES && !spmd__rings_crowded() && spmd__ring_direct_to(p);
+           s->sbytes >= SPMD__COMM_STRAIGHT_BYTES && !spmd__rings_crowded() &&
+           spmd__ring_direct_to(p);
 }
 
 /* Reads the data a note from process p points at into its place (s->into, else chunk by chunk
