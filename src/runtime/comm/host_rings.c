@@ -94,12 +94,12 @@ typedef struct segment_head {
 } segment_head;
 
 static struct {
-    int n;                      /* processes on this machine; 0: no rings at all */
-    int crowded;                /* more of them than cores: a poll that finds nothing yields */
-    int here;                   /* this process's index among them */
-    int *local_of;              /* [process count]: index on this machine, -1 for other machines */
-    char *own;                  /* this process's segment (its inbound rings), or NULL */
-    char **peers;               /* [n]: the others' segments, mapped (NULL: none) */
+    int n;         /* processes on this machine; 0: no rings at all */
+    int crowded;   /* more of them than cores (alike on all): a poll that finds nothing yields */
+    int here;      /* this process's index among them */
+    int *local_of; /* [process count]: index on this machine, -1 for other machines */
+    char *own;     /* this process's segment (its inbound rings), or NULL */
+    char **peers;  /* [n]: the others' segments, mapped (NULL: none) */
     size_t segment_bytes;       /* every segment's (they hold n rings each) */
     size_t rings_at;            /* ... and where its rings begin */
     size_t wide_at, wide_bytes; /* ... where the wide slots' data begins, and each one's size */
@@ -236,6 +236,9 @@ static size_t wide_bytes_for(int n)
  * reaches the job's other processes through MPI alone, so no one else can create it before its
  * owner does; the pid tells a later start-up whether the owner is gone (remove_leftovers). */
 enum { TOKEN_BYTES = 16, NAME_BYTES = 64 };
+/* What each process of a machine tells the others at start-up: its segment's name, then the
+ * cores it counts (int32_t), so that all of them judge the machine crowded alike. */
+enum { RECORD_BYTES = NAME_BYTES + (int)sizeof(int32_t) };
 
 static void segment_name(char *name, const unsigned char *token)
 {
@@ -438,12 +441,12 @@ static spmd_status exchange_names(MPI_Comm comm, int me, int count, const uint64
     for (int p = 0; p < count && rc == MPI_SUCCESS; p++) {
         if (p == me || hosts[p] != hosts[me])
             continue;
-        rc = MPI_Irecv(theirs + (size_t)p * NAME_BYTES, NAME_BYTES, MPI_CHAR, p, tag, comm,
+        rc = MPI_Irecv(theirs + (size_t)p * RECORD_BYTES, RECORD_BYTES, MPI_CHAR, p, tag, comm,
                        &requests[posted]);
         if (rc == MPI_SUCCESS)
             posted++;
         if (rc == MPI_SUCCESS)
-            rc = MPI_Isend(mine, NAME_BYTES, MPI_CHAR, p, tag, comm, &requests[posted]);
+            rc = MPI_Isend(mine, RECORD_BYTES, MPI_CHAR, p, tag, comm, &requests[posted]);
         if (rc == MPI_SUCCESS)
             posted++;
     }
@@ -587,8 +590,12 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
         }
     /* Whether rings are wanted may differ between processes: the exchanges are everyone's. */
     int rings = (want & 1) && n > 1;
-    char name[NAME_BYTES] = "";
-    char *theirs = n > 1 ? calloc((size_t)count, NAME_BYTES) : NULL;
+    char name[NAME_BYTES] = "", record[RECORD_BYTES] = "";
+    char *theirs = n > 1 ? calloc((size_t)count, RECORD_BYTES) : NULL;
+    /* the machine's cores, not this process's affinity (a launcher binds each process to a core
+     * of its own); the fewest any process of the machine counts, so that every one of them
+     * judges alike (collectives choose their protocol by it: comm.h) */
+    int32_t cores = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
     if (rings && theirs) {
         R.n = n;
         R.here = here;
@@ -606,28 +613,33 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
         R.wide_at = R.rings_at + (size_t)n * sizeof(ring);
         R.wide_bytes = wide_bytes_for(n);
         R.segment_bytes = R.wide_at + (size_t)n * WIDE_SLOTS * R.wide_bytes;
-        /* the machine's cores, not this process's affinity: a launcher binds each process
-         * to a core of its own */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        R.crowded = cores > 0 && n > cores;
         remove_leftovers();
         R.own = create_own(name, R.segment_bytes, job, me);
         if (!R.own)
             name[0] = 0;
     }
+    memcpy(record, name, NAME_BYTES);
+    memcpy(record + NAME_BYTES, &cores, sizeof cores);
     spmd_status met = SPMD_OK;
     if (n > 1) /* every segment of the machine exists now, its name here */
         met = theirs
-                  ? exchange_names(comm, me, count, hosts, tag, name, theirs, timeout_ns)
+                  ? exchange_names(comm, me, count, hosts, tag, record, theirs, timeout_ns)
                   : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
                                "out of memory for the names of %d processes' shared memory", count);
+    for (int p = 0; met == SPMD_OK && p < count; p++) {
+        int32_t theirs_cores = 0;
+        if (p != me && hosts[p] == hosts[me])
+            memcpy(&theirs_cores, theirs + (size_t)p * RECORD_BYTES + NAME_BYTES, sizeof cores);
+        cores = theirs_cores > 0 && theirs_cores < cores ? theirs_cores : cores;
+    }
+    R.crowded = rings && cores > 0 && n > cores;
     R.all_linked = met == SPMD_OK && rings && R.own;
     for (int p = 0; R.all_linked && p < count; p++)
         R.all_linked = R.local_of[p] < 0 || p == me ||
-                       strncmp(theirs + (size_t)p * NAME_BYTES, "/spmd-rings-", 12) == 0;
+                       strncmp(theirs + (size_t)p * RECORD_BYTES, "/spmd-rings-", 12) == 0;
     for (int p = 0; met == SPMD_OK && rings && p < count; p++) {
         int j = R.local_of[p];
-        char *peer_name = theirs + (size_t)p * NAME_BYTES;
+        char *peer_name = theirs + (size_t)p * RECORD_BYTES;
         peer_name[NAME_BYTES - 1] = 0;
         if (j < 0 || p == me || strncmp(peer_name, "/spmd-rings-", 12) != 0)
             continue;
