@@ -364,14 +364,15 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
         next = k > most ? most : k > next ? k : next;
         most = k > most ? k : most;
     }
-    large |= g->comm && (size_t)most * (size_t)next * cbytes > spmd__comm_paired_max_bytes(g->comm);
+    large |= g->comm && (size_t)most * (size_t)next * cbytes > paired_max_bytes(ctx, g->comm);
     int direct = large && blocks_on_host(ctx);
     /* Small exchanges between processes of one member each whose chunks are runs of the input
      * and of the output: each message goes from the input, and lands in the output once its
      * sender's check is read, without the scratch's two copies (the same messages as the
      * scratch's: either way on either side). Medians of 4-5 runs at 2 x 1, ratio to
      * MPI_Alltoall: 1-4 KiB 0.77-0.78 -> 0.88-0.89, 8-64 KiB 0.90-1.55 -> 1.08-1.77; over TCP,
-     * 32 KiB 0.84 -> 0.96, 64 KiB 0.84 -> 0.94. */
+     * 32 KiB 0.84 -> 0.96, 64 KiB 0.84 -> 0.94 (messages beyond 32 KiB within an uncrowded
+     * machine are large now: read straight, one copy). */
     int straight = g->comm && !large && c.nl == 1 && c.n == g->num_ranks && in->data != out->data &&
                    blocks_on_host(ctx) && chunk_is_run(L.cdims, L.extent, L.src_strides) &&
                    chunk_is_run(L.cdims, L.extent, L.dst_strides);

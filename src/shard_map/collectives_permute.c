@@ -398,8 +398,7 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
             spmd_status (*exchange)(spmd__comm *, const spmd__agreement *, int,
                                     const spmd__message *, int, const spmd__message *,
                                     spmd__wait *) =
-                bytes <= spmd__comm_paired_max_bytes(g->comm) &&
-                        pairs_connect_processes(&c, &m, src_of)
+                bytes <= paired_max_bytes(ctx, g->comm) && pairs_connect_processes(&c, &m, src_of)
                     ? spmd__comm_paired_exchange
                 : blocks_on_host(ctx) ? spmd__comm_checked_exchange_host /* read straight */
                                       : spmd__comm_checked_exchange;
