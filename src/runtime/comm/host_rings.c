@@ -94,12 +94,12 @@ typedef struct segment_head {
 } segment_head;
 
 static struct {
-    int n;         /* processes on this machine; 0: no rings at all */
-    int crowded;   /* more of them than cores (alike on all): a poll that finds nothing yields */
-    int here;      /* this process's index among them */
-    int *local_of; /* [process count]: index on this machine, -1 for other machines */
-    char *own;     /* this process's segment (its inbound rings), or NULL */
-    char **peers;  /* [n]: the others' segments, mapped (NULL: none) */
+    int n;                      /* processes on this machine; 0: no rings at all */
+    int crowded;                /* more of them than cores: a poll that finds nothing yields */
+    int here;                   /* this process's index among them */
+    int *local_of;              /* [process count]: index on this machine, -1 for other machines */
+    char *own;                  /* this process's segment (its inbound rings), or NULL */
+    char **peers;               /* [n]: the others' segments, mapped (NULL: none) */
     size_t segment_bytes;       /* every segment's (they hold n rings each) */
     size_t rings_at;            /* ... and where its rings begin */
     size_t wide_at, wide_bytes; /* ... where the wide slots' data begins, and each one's size */
