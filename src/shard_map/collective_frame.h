@@ -141,8 +141,6 @@ spmd_status spmd__coll_check_out_shape(const spmd_block *out, spmd_dtype dtype, 
 
 static inline int normalize_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
-static inline size_t block_bytes(const spmd_block *b) { return spmd__block_bytes(b); }
-
 /* ---- the work of the local members ---- */
 
 /* Host memory: MPI may move a collective's data straight between the blocks (CUDA blocks go

@@ -351,7 +351,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     a2a L;
     a2a_layout(in, out, s, cc, c.n, tiled, &L);
     size_t elem = spmd_dtype_size(in->dtype), cbytes = (size_t)L.chunk_elems * elem;
-    size_t in_bytes = block_bytes(in);
+    size_t in_bytes = spmd__block_bytes(in);
     spmd__group *g = c.g;
     /* Large: some process sends more than SPMD__COMM_COMBINED_BYTES, or a message between two
      * processes (their members' chunks for each other) outgrows a paired exchange's (every
@@ -459,8 +459,8 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     /* Assemble: slot h of this device's output is chunk `pos` of member h's input (the
      * direct exchange wrote the other processes' slots already). */
     const void *ptrs[2] = {out->data, SOURCE(c.li)};
-    copier cp = spmd__coll_copier_for(ctx, block_bytes(out), 2, ptrs);
-    cp.streaming = spmd__should_stream(block_bytes(out) * (size_t)c.nl);
+    copier cp = spmd__coll_copier_for(ctx, spmd__block_bytes(out), 2, ptrs);
+    cp.streaming = spmd__should_stream(spmd__block_bytes(out) * (size_t)c.nl);
     int rc = 0;
     for (int k = 0; st == SPMD_OK && !rc && k < c.n; k++) {
         char *dst = (char *)out->data + (size_t)(m.pos[k] * L.dst_step) * elem;
@@ -657,7 +657,7 @@ spmd_ragged_all_to_all_checked(spmd_ctx *ctx, const spmd_block *operand, const s
     st = spmd_all_to_all_checked(ctx, &send, &recv, axes, 0, 0, 0, NULL);
     spmd__packed_layout = 0;
     if (st == SPMD_OK && out->data != output->data)
-        memmove(out->data, output->data, block_bytes(output));
+        memmove(out->data, output->data, spmd__block_bytes(output));
     for (int h = 0; st == SPMD_OK && h < n; h++) {
         const char *r = (const char *)recv.data + (size_t)h * row;
         ragged_header head;

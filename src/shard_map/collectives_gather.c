@@ -76,7 +76,7 @@ static int place_gathered(copier *cp, const spmd_block *out, const void *block, 
     for (int j = 0; j < axis; j++)
         outer *= (size_t)b->shape[j];
     if (outer == 1) { /* the block is one run of the output (a gather along its first axis) */
-        size_t bytes = block_bytes(b);
+        size_t bytes = spmd__block_bytes(b);
         return bytes ? spmd__coll_copy_rows(cp, (char *)out->data + (size_t)p * bytes, 0, block, 0,
                                             bytes, 1)
                      : 0;
@@ -122,7 +122,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
     st = spmd__coll_check_out_shape(out, in->dtype, rank_out, want, "all_gather");
     if (st != SPMD_OK)
         return spmd__coll_fail(&c, st);
-    size_t bytes = block_bytes(in);
+    size_t bytes = spmd__block_bytes(in);
     spmd__group *g = c.g;
     members m;
     st = spmd__coll_members_init(&c, &m);
@@ -132,7 +132,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
      * process's blocks are consecutive there (every member finds the same from the same tables) */
     /* an output past the caches is written past them (measured at 2 x 1: 32 MiB 5.0-5.4 against
      * 6.2 ms, 64 MiB 8.8-10.3 against 13.0-14.5 ms) */
-    spmd__block_layout layout = {1, bytes, 0, spmd__should_stream(block_bytes(out)), NULL};
+    spmd__block_layout layout = {1, bytes, 0, spmd__should_stream(spmd__block_bytes(out)), NULL};
     for (int j = 0; j < a; j++)
         layout.outer *= (size_t)in->shape[j];
     if (layout.outer == 1 && c.nl == 1) /* the process's one block, as fn left it */
@@ -206,13 +206,13 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
         if (st == SPMD_OK)
             st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && c.li != 0)
-            memcpy(out->data, root.data, block_bytes(out));
+            memcpy(out->data, root.data, spmd__block_bytes(out));
         if (st == SPMD_OK && c.nl > 1) /* the first member's output is read until here */
             st = spmd__coll_barrier(&c, 0);
     } else if (!g->comm) {
         const void *ptrs[2] = {out->data, in->data}; /* peers check their own */
-        copier cp = spmd__coll_copier_for(ctx, block_bytes(out), 2, ptrs);
-        cp.streaming = spmd__should_stream(block_bytes(out) * (size_t)c.nl);
+        copier cp = spmd__coll_copier_for(ctx, spmd__block_bytes(out), 2, ptrs);
+        cp.streaming = spmd__should_stream(spmd__block_bytes(out) * (size_t)c.nl);
         int rc = 0;
         for (int k = 0; k < c.n && !rc; k++)
             rc = place_gathered(&cp, out, g->slots[m.local_of[k]].in, in, a, tiled, m.pos[k]);
@@ -312,7 +312,7 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
     size_t seg = 0; /* one member's blocks, packed */
     for (int i = 0; i < n; i++) {
         h = mix_block(h, &in[i]);
-        seg += block_bytes(&in[i]);
+        seg += spmd__block_bytes(&in[i]);
     }
     c.fingerprint = h;
     for (int i = 0; i < n && st == SPMD_OK; i++) {
@@ -346,7 +346,7 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
         int rc = 0;
         for (int i = 0; i < n && !rc; i++) {
             const void *ptrs[2] = {out[i].data, in[i].data};
-            copier cp = spmd__coll_copier_for(ctx, block_bytes(&out[i]), 2, ptrs);
+            copier cp = spmd__coll_copier_for(ctx, spmd__block_bytes(&out[i]), 2, ptrs);
             for (int k = 0; k < c.n && !rc; k++) {
                 const spmd_block *theirs = g->slots[m.local_of[k]].in;
                 rc = place_gathered(&cp, &out[i], theirs[i].data, &in[i], axis_of[i], tiled,
@@ -359,8 +359,8 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
         /* this member's blocks packed in its segment; one all-gather of the segments */
         char *mine = (char *)g->scratch[0] + (size_t)c.li * seg;
         for (int i = 0; i < n; i++) {
-            memcpy(mine, in[i].data, block_bytes(&in[i]));
-            mine += block_bytes(&in[i]);
+            memcpy(mine, in[i].data, spmd__block_bytes(&in[i]));
+            mine += spmd__block_bytes(&in[i]);
         }
         st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
@@ -392,7 +392,7 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
                 for (int i = 0; i < n; i++) {
                     (void)place_gathered(&host, &out[i], theirs, &in[i], axis_of[i], tiled,
                                          m.pos[k]);
-                    theirs += block_bytes(&in[i]);
+                    theirs += spmd__block_bytes(&in[i]);
                 }
             }
         }

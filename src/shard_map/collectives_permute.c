@@ -134,7 +134,7 @@ static spmd_status spmd_pbroadcast_checked(spmd_ctx *ctx, const spmd_block *in, 
         return spmd__coll_fail(&c, st);
     /* members that name another source never pair with this one */
     c.fingerprint = mix(c.fingerprint, (uint64_t)source);
-    size_t bytes = block_bytes(in);
+    size_t bytes = spmd__block_bytes(in);
     spmd__group *g = c.g;
     members m;
     st = spmd__coll_members_init(&c, &m);
@@ -210,7 +210,7 @@ static spmd_status spmd_ppermute_many_checked(spmd_ctx *ctx, int n, const spmd_b
             spmd__copy_text(detail, sizeof detail, spmd_last_error());
             st = SPMD_ERROR(st, "block %d of %d: %s", i, n, detail);
         }
-        total += st == SPMD_OK ? block_bytes(&in[i]) : 0;
+        total += st == SPMD_OK ? spmd__block_bytes(&in[i]) : 0;
         layout = mix_block(layout, &in[i]);
     }
     if (st != SPMD_OK)
@@ -227,15 +227,15 @@ static spmd_status spmd_ppermute_many_checked(spmd_ctx *ctx, int n, const spmd_b
     if (st != SPMD_OK)
         return spmd__coll_fail_args(ctx, st);
     for (size_t i = 0, at = 0; i < (size_t)n; i++) {
-        memcpy((char *)send.data + at, in[i].data, block_bytes(&in[i]));
-        at += block_bytes(&in[i]);
+        memcpy((char *)send.data + at, in[i].data, spmd__block_bytes(&in[i]));
+        at += spmd__block_bytes(&in[i]);
     }
     spmd__packed_layout = layout | 1;
     st = spmd_ppermute_checked(ctx, &send, &recv, axes, pairs, npairs);
     spmd__packed_layout = 0;
     for (size_t i = 0, at = 0; st == SPMD_OK && i < (size_t)n; i++) {
-        memcpy(out[i].data, (const char *)recv.data + at, block_bytes(&out[i]));
-        at += block_bytes(&out[i]);
+        memcpy(out[i].data, (const char *)recv.data + at, spmd__block_bytes(&out[i]));
+        at += spmd__block_bytes(&out[i]);
     }
     return st;
 }
@@ -277,8 +277,9 @@ static spmd_status spmd_psend_checked(spmd_ctx *ctx, const spmd_block *in, const
     spmd_block copy;
     int spare = -1; /* the smallest spare copy that holds it */
     for (int i = 0; i < ctx->spare_sends; i++)
-        if (block_bytes(&ctx->spares[i]) >= block_bytes(in) &&
-            (spare < 0 || block_bytes(&ctx->spares[i]) < block_bytes(&ctx->spares[spare])))
+        if (spmd__block_bytes(&ctx->spares[i]) >= spmd__block_bytes(in) &&
+            (spare < 0 ||
+             spmd__block_bytes(&ctx->spares[i]) < spmd__block_bytes(&ctx->spares[spare])))
             spare = i;
     if (spare >= 0) { /* reshaped over the spare's bytes: they are fn's until the call ends */
         copy = *in;
@@ -287,7 +288,7 @@ static spmd_status spmd_psend_checked(spmd_ctx *ctx, const spmd_block *in, const
     } else {
         SPMD_CHECK(spmd_ctx_alloc(ctx, in->ndim, in->shape, in->dtype, &copy));
     }
-    memcpy(copy.data, in->data, block_bytes(in));
+    memcpy(copy.data, in->data, spmd__block_bytes(in));
     ctx->sends[ctx->pending_sends++] = (spmd__pending_send){copy, key};
     return SPMD_OK;
 }
@@ -347,7 +348,7 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
         return spmd__coll_fail(&c, st);
     }
     c.fingerprint = mix(c.fingerprint, pairs_hash);
-    size_t bytes = block_bytes(in);
+    size_t bytes = spmd__block_bytes(in);
     spmd__group *g = c.g;
     c.scratch_need[0] = (size_t)c.nl * bytes; /* inputs, when some device permutes in place */
     st = spmd__coll_arrive(&c, in->data, out->data, NULL);
