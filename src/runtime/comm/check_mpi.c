@@ -1153,8 +1153,6 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
                         capacity, 0, combine, combine_arg, NULL, &h);
 }
 
-/* The largest reduce-scatter whose agreement travels with its data (the whole vector). */
-#define SCATTER_COMBINED_BYTES 8192
 /* The largest two-rank reduction within a machine whose agreement travels with its data. */
 #define LINKED_STREAM_BYTES 4096
 
@@ -1172,11 +1170,13 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
      * round trip costs more than it saves: 8 KiB 28-41 against 15-19 us) */
     int streamed = c->size == 2 && bytes > LINKED_STREAM_BYTES && !spmd__rings_crowded() &&
                    spmd__comm_on_linked_machine(c); /* alike on both */
-    /* a reduce-scatter of two ranks past a few pages: the halving sends each half its vector,
-     * the combined exchange all of it (measured: 2x at 16-64 KiB; at 4 ranks on 2 cores the
-     * halving's extra steps cost more than the bytes it saves, so more ranks keep the exchange) */
-    int halves =
-        !streamed && in->scatter && in->split && c->size == 2 && bytes > SCATTER_COMBINED_BYTES;
+    /* a reduce-scatter of two ranks: the halving sends each half its vector in one round trip,
+     * the combined exchange all of it (measured: 2x at 16-64 KiB; medians of 8 runs at 2 x 1,
+     * ratio to MPI_Reduce_scatter_block: 1-4 KiB 0.73-0.93 -> 1.12-1.21, 8-512 B 0.81-0.89 ->
+     * 0.85-0.99; over TCP without the rings, 8 B-64 KiB 0.85-0.96 -> 0.92-1.00; at 4 ranks on
+     * 2 cores the halving's extra steps cost more than the bytes it saves, so more ranks keep
+     * the exchange) */
+    int halves = !streamed && in->scatter && in->split && c->size == 2;
     /* two ranks, each message at most a combined one: the agreement rides on the halves */
     int by_halves = !streamed && c->size == 2 && in->block > 0 && in->split && !in->nruns &&
                     (!in->scatter || count == 2 * in->scatter);
