@@ -13,7 +13,9 @@
  * sent (what arrives is what the others sent).
  *
  * With 8 devices per process it also counts the communicators the first call on a 4-axis mesh
- * creates: only those of the axes its collectives use.
+ * creates: only those of the axes its collectives use. With SPMD_COUNT_RINGS=1 it keeps the
+ * shared-memory rings and checks instead that a small collective of every kind adds no MPI
+ * message or collective call to a call (skipped where psum's do: no rings there).
  *
  *   mpirun -np 8 -x SPMD_NUM_CPU_DEVICES=1 test_message_counts
  */
@@ -684,11 +686,157 @@ static void count_mesh_comms(void)
     spmd_mesh_destroy(mesh);
 }
 
+/* ---- small collectives within a machine: through the rings, no MPI message ---- */
+
+/* Every kind of collective, REPEATS times in one fn or once: where the processes share a
+ * machine and made their rings, the extra calls add no MPI message (psum, the first kind to
+ * use the rings, tells whether this machine has them: the test is skipped where it does not). */
+enum { REPEATS = 9, RING_CALLS = 8 };
+static const char *const ring_kinds[] = {"psum",          "pmax",          "psum_many",
+                                         "all_gather",    "psum_scatter",  "ppermute",
+                                         "ppermute_many", "all_to_all",    "all_to_all_many",
+                                         "pbroadcast",    "psend + precv", "ragged_all_to_all"};
+enum { RING_KINDS = (int)(sizeof ring_kinds / sizeof ring_kinds[0]) };
+static int ring_kind, ring_repeats;
+
+/* x, y, y2: n floats; wide, wide2: n * n; one: 1; tables: ragged_all_to_all's counts */
+static spmd_status one_small(spmd_ctx *ctx, int kind, spmd_block *b, spmd_block *tables,
+                             const int *pairs, int n)
+{
+    spmd_block *x = &b[0], *y = &b[1], *y2 = &b[2], *wide = &b[3], *wide2 = &b[4], *one = &b[5];
+    spmd_block xs[2] = {*x, *x}, ys[2] = {*y, *y2}, mixed[2] = {*x, *wide},
+               mixed_out[2] = {*y, *wide2};
+    int axes[2] = {0, 0};
+    switch (kind) {
+    case 0:
+        return spmd_psum(ctx, x, y, "x");
+    case 1:
+        return spmd_pmax(ctx, x, y, "x");
+    case 2:
+        return spmd_psum_many(ctx, 2, xs, ys, "x");
+    case 3:
+        return spmd_all_gather(ctx, x, wide, "x", 0, 1);
+    case 4:
+        return spmd_psum_scatter(ctx, x, one, "x", 0, 1);
+    case 5:
+        return spmd_ppermute(ctx, x, y, "x", pairs, n);
+    case 6:
+        return spmd_ppermute_many(ctx, 2, mixed, mixed_out, "x", pairs, n);
+    case 7:
+        return spmd_all_to_all(ctx, x, y, "x", 0, 0, 1);
+    case 8:
+        return spmd_all_to_all_many(ctx, 2, xs, ys, "x", axes, axes, 1);
+    case 9:
+        return spmd_pbroadcast(ctx, x, y, "x", n - 1);
+    case 10: {
+        spmd_status st = spmd_psend(ctx, x, "x", pairs, n);
+        return st == SPMD_OK ? spmd_precv(ctx, y, "x", pairs, n) : st;
+    }
+    default: /* one row from each member, at the row of the sender's position */
+        return spmd_ragged_all_to_all(ctx, x, y, &tables[0], &tables[1], &tables[2], &tables[3], y,
+                                      "x");
+    }
+}
+
+static spmd_status small_kinds_body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                    spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)out, (void)user;
+    int n = spmd_device_count(), position = 0;
+    int64_t rows[1] = {n}, wide_rows[1] = {(int64_t)n * n}, single[1] = {1};
+    const int64_t *shapes[6] = {rows, rows, rows, wide_rows, wide_rows, single};
+    spmd_block b[6], tables[4];
+    spmd_status st = SPMD_OK;
+    for (int k = 0; k < 6 && st == SPMD_OK; k++)
+        st = spmd_ctx_alloc(ctx, 1, shapes[k], SPMD_DTYPE_F32, &b[k]);
+    for (int k = 0; k < 4 && st == SPMD_OK; k++)
+        st = spmd_ctx_alloc(ctx, 1, rows, SPMD_DTYPE_I32, &tables[k]);
+    if (st == SPMD_OK)
+        st = spmd_axis_index(ctx, "x", &position);
+    if (st != SPMD_OK)
+        return st;
+    int pairs[2 * 64];
+    for (int i = 0; i < n; i++) {
+        ((float *)b[0].data)[i] = (float)i;
+        ((int32_t *)tables[0].data)[i] = i;        /* input offsets */
+        ((int32_t *)tables[1].data)[i] = 1;        /* send sizes */
+        ((int32_t *)tables[2].data)[i] = position; /* output offsets, at the receiver */
+        ((int32_t *)tables[3].data)[i] = 1;        /* receive sizes */
+        pairs[2 * i] = i;
+        pairs[2 * i + 1] = (i + 1) % n;
+    }
+    for (int i = 0; i < n * n; i++)
+        ((float *)b[3].data)[i] = (float)i;
+    for (int r = 0; r < ring_repeats && st == SPMD_OK; r++)
+        st = one_small(ctx, ring_kind, b, tables, pairs, n);
+    return st;
+}
+
+static double messages_per_call(spmd_plan *plan, int repeats)
+{
+    ring_repeats = repeats;
+    spmd_array *out = NULL;
+    CHECK(spmd_plan_execute(plan, NULL, &out)); /* warm-up */
+    spmd_array_destroy(out);
+    PMPI_Barrier(spmd_mpi_comm());
+    counts before = snapshot();
+    for (int k = 0; k < RING_CALLS; k++) {
+        CHECK(spmd_plan_execute(plan, NULL, &out));
+        spmd_array_destroy(out);
+    }
+    counts after = snapshot();
+    return (after.messages - before.messages + after.collectives - before.collectives) / RING_CALLS;
+}
+
+/* 77 where psum's repeats cost MPI messages: no rings here. */
+static int count_small_through_rings(void)
+{
+    int n = spmd_device_count();
+    const char *name = "x";
+    spmd_mesh *mesh = NULL;
+    CHECK(spmd_mesh_create(1, &n, &name, NULL, 0, &mesh));
+    spmd_plan *plan = NULL;
+    CHECK(
+        spmd_plan_create(mesh, small_kinds_body, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, &plan));
+    if (me == 0)
+        printf("| %-18s | %5s | %27s |\n", "4 B per device", "P x L",
+               "MPI messages per extra call");
+    int skipped = 0;
+    for (ring_kind = 0; ring_kind < RING_KINDS && !skipped; ring_kind++) {
+        double extra =
+            (messages_per_call(plan, REPEATS) - messages_per_call(plan, 1)) / (REPEATS - 1);
+        double most = 0;
+        PMPI_Allreduce(&extra, &most, 1, MPI_DOUBLE, MPI_MAX, spmd_mpi_comm());
+        if (me == 0)
+            printf("| %-18s | %2d x %d | %27.2f |\n", ring_kinds[ring_kind], P,
+                   spmd_local_device_count(), most);
+        if (ring_kind == 0 && most > 0) {
+            if (me == 0)
+                printf("psum's messages go through MPI: no rings between these processes; "
+                       "skipped\n");
+            skipped = 1;
+        } else if (extra > 0) {
+            fprintf(stderr,
+                    "process %d: a small %s made %.2f MPI messages or collective calls, where "
+                    "psum makes none: it does not go through the rings\n",
+                    me, ring_kinds[ring_kind], extra);
+            failures++;
+        }
+    }
+    spmd_plan_destroy(plan);
+    spmd_mesh_destroy(mesh);
+    return skipped ? 77 : 0;
+}
+
 int main(void)
 {
     /* Processes on one machine send their small messages through shared memory (SPMD_SHM):
-     * the same messages, which only MPI's profiling interface can count. */
-    setenv("SPMD_SHM", "0", 1);
+     * the same messages, which only MPI's profiling interface can count. With
+     * SPMD_COUNT_RINGS=1 the rings stay, and small collectives must send nothing through MPI. */
+    const char *rings_mode = getenv("SPMD_COUNT_RINGS");
+    int rings = rings_mode && strcmp(rings_mode, "1") == 0;
+    if (!rings)
+        setenv("SPMD_SHM", "0", 1);
     if (spmd_init(NULL) != SPMD_OK) {
         fprintf(stderr, "spmd_init: %s\n", spmd_last_error());
         return 1;
@@ -700,7 +848,10 @@ int main(void)
         spmd_finalize();
         return 77;
     }
-    if (spmd_local_device_count() == 8 && P == 2) {
+    int skipped = 0;
+    if (rings) {
+        skipped = count_small_through_rings() == 77;
+    } else if (spmd_local_device_count() == 8 && P == 2) {
         count_mesh_comms();
     } else {
         if (me == 0)
@@ -713,5 +864,5 @@ int main(void)
     PMPI_Allreduce(&any, &all, 1, MPI_INT, MPI_MAX, spmd_mpi_comm());
     fflush(stdout);
     spmd_finalize();
-    return all ? 1 : 0;
+    return all ? 1 : skipped ? 77 : 0;
 }
