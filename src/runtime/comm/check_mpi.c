@@ -1170,17 +1170,16 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
      * round trip costs more than it saves: 8 KiB 28-41 against 15-19 us) */
     int streamed = c->size == 2 && bytes > LINKED_STREAM_BYTES && !spmd__rings_crowded() &&
                    spmd__comm_on_linked_machine(c); /* alike on both */
+    /* two ranks, each message at most a combined one: the agreement rides on the halves */
+    int by_halves = !streamed && c->size == 2 && in->block > 0 && in->split && !in->nruns &&
+                    (!in->scatter || count == 2 * in->scatter);
     /* a reduce-scatter of two ranks: the halving sends each half its vector in one round trip,
      * the combined exchange all of it (measured: 2x at 16-64 KiB; medians of 8 runs at 2 x 1,
      * ratio to MPI_Reduce_scatter_block: 1-4 KiB 0.73-0.93 -> 1.12-1.21, 8-512 B 0.81-0.89 ->
      * 0.85-0.99; over TCP without the rings, 8 B-64 KiB 0.85-0.96 -> 0.92-1.00; at 4 ranks on
      * 2 cores the halving's extra steps cost more than the bytes it saves, so more ranks keep
-     * the exchange) */
-    int halves = !streamed && in->scatter && in->split && c->size == 2;
-    /* two ranks, each message at most a combined one: the agreement rides on the halves */
-    int by_halves = !streamed && c->size == 2 && in->block > 0 && in->split && !in->nruns &&
-                    (!in->scatter || count == 2 * in->scatter);
-    if (by_halves && halves && bytes / 2 <= SPMD__COMM_COMBINED_BYTES)
+     * the exchange). Past two combined messages, the tree halves after the agreement. */
+    if (by_halves && in->scatter && bytes / 2 <= SPMD__COMM_COMBINED_BYTES)
         return run_halves(c, a, w, spmd__comm_exchange_tag(c, w->key), in, acc, count, elem,
                           combine, combine_arg, 1);
     if (by_halves && !in->scatter && bytes <= SPMD__COMM_COMBINED_BYTES &&
@@ -1188,7 +1187,7 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
         !spmd__ring_on_linked_machine(c->processes[1 - c->rank])) /* alike on both */
         return run_halves(c, a, w, spmd__comm_exchange_tag(c, w->key), in, acc, count, elem,
                           combine, combine_arg, 2);
-    if (bytes <= SPMD__COMM_COMBINED_BYTES && !halves && !streamed && in->block > 0 && !in->nruns &&
+    if (bytes <= SPMD__COMM_COMBINED_BYTES && !streamed && in->block > 0 && !in->nruns &&
         c->size > 1) {
         header h; /* the agreement travels with the data, blocks meeting in the tree's order */
         return run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, acc,
