@@ -626,13 +626,17 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
                   ? exchange_names(comm, me, count, hosts, tag, record, theirs, timeout_ns)
                   : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,
                                "out of memory for the names of %d processes' shared memory", count);
+    /* the fewest cores any process counts, a count that failed (sysconf's -1) left out by all
+     * alike: each computes the same minimum over the same records */
+    int32_t fewest = cores > 0 ? cores : 0;
     for (int p = 0; met == SPMD_OK && p < count; p++) {
         int32_t theirs_cores = 0;
         if (p != me && hosts[p] == hosts[me])
             memcpy(&theirs_cores, theirs + (size_t)p * RECORD_BYTES + NAME_BYTES, sizeof cores);
-        cores = theirs_cores > 0 && theirs_cores < cores ? theirs_cores : cores;
+        if (theirs_cores > 0 && (fewest == 0 || theirs_cores < fewest))
+            fewest = theirs_cores;
     }
-    R.crowded = rings && cores > 0 && n > cores;
+    R.crowded = rings && fewest > 0 && n > fewest;
     R.all_linked = met == SPMD_OK && rings && R.own;
     for (int p = 0; R.all_linked && p < count; p++)
         R.all_linked = R.local_of[p] < 0 || p == me ||
