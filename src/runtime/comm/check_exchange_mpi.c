@@ -718,9 +718,9 @@ static spmd_status post_piece_lists(spmd__comm *c, int tag, const void *arg, MPI
 }
 
 /* A stream's side made of boxes: the next bytes read from them or written into them. */
-static void fill_from_pieces(void *arg, char *dst, size_t bytes)
+static void fill_from_pieces(void *arg, char *dst, size_t bytes, int streaming)
 {
-    spmd__piece_cursor_read(arg, dst, bytes);
+    spmd__piece_cursor_read(arg, dst, bytes, streaming);
 }
 
 static void take_into_pieces(void *arg, size_t offset, const void *data, size_t bytes)

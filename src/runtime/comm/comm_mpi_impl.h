@@ -153,7 +153,7 @@ typedef struct spmd__stream {
     size_t sbytes, rbytes;
     spmd__chunk_fn take;
     void *arg;
-    void (*fill)(void *fill_arg, char *dst, size_t bytes);
+    void (*fill)(void *fill_arg, char *dst, size_t bytes, int streaming);
     void *fill_arg;
     /* send stays as it is until the stream ends (nothing of this process writes it): where the
      * peer reads this process's memory straight (spmd__ring_direct_to), it reads it there */

@@ -23,6 +23,7 @@
 #include "runtime/base/check.h"
 #include "runtime/devices/event.h"
 #include "runtime/base/log.h"
+#include "runtime/base/stream_copy.h"
 #include "runtime/comm/mpi_failure.h"
 #include "runtime/comm/process.h"
 
@@ -53,7 +54,20 @@ typedef struct slot_head {
     uint64_t wire;
     uint64_t seq; /* per sender and receiver: the oldest of several matching messages first */
     uint64_t key; /* a stream's chunk: its stream (spmd__ring_listen); 0: a message */
+    uint32_t way; /* a timed message (choose_way): WAY_CACHED or WAY_AROUND; else 0 */
 } slot_head;
+
+/* How a message went into a wide slot, for what its write and its read cost (choose_way). */
+enum { WAY_CACHED = 1, WAY_AROUND = 2 };
+
+/* What the messages of a ring's sender cost lately, by the way they went (ns per KiB, a moving
+ * average, 0 until measured): to write, measured by the sender, and to read (from claim to
+ * release), by the receiver. Races between threads only blur a choice, never a message. */
+typedef struct way_costs {
+    _Alignas(64) _Atomic uint32_t write_ns[2]; /* the sender's line ... */
+    _Atomic uint32_t messages;
+    _Alignas(64) _Atomic uint32_t read_ns[2]; /* ... and the receiver's */
+} way_costs;
 
 typedef struct slot {
     slot_head h;
@@ -74,6 +88,7 @@ typedef struct ring {
     _Alignas(64) _Atomic uint64_t words[SPMD__RING_WORDS];
     slot slots[SLOTS];
     slot_head wide[WIDE_SLOTS]; /* their data lies in the segment's wide area */
+    way_costs costs;
 } ring;
 
 /* A segment: this head, an attached flag per process of the machine (set by that process once it
@@ -713,11 +728,76 @@ int spmd__ring_from(int from)
 
 size_t spmd__ring_capacity(void) { return R.wide_bytes ? R.wide_bytes : SPMD__RING_BYTES; }
 
+/*
+ * Whether a message into a wide slot goes around the caches (non-temporal stores). Where the
+ * two processes share a cache, its lines pass through that cache; where they do not (cores of
+ * other complexes or sockets; a virtual machine whose cores the host moved apart), each line
+ * crosses between their caches twice (taken back from the reader's at each write, fetched from
+ * the writer's at each read), and a message written around the caches and read from memory
+ * costs a fraction of that (on the 2-core VM a cache line's round trip is 55 ns near and
+ * 320-360 ns far; far, a ppermute of 64 KiB-1 MiB through the slots runs 2.5-5 times as fast
+ * around the caches). Nothing in /sys tells the two apart (the VM says its cores share the
+ * cache), so the writer times its writes and the reader its reads, both ways, and the writer
+ * chooses the way whose sum is less, going the other way for one turn of BURST messages in
+ * EXPLORE_EVERY (the writer's time alone favours going around, whose cost falls on the
+ * reader). Long streams always go around (ring_stream_mpi.c). From TIMED_BYTES on: shorter
+ * messages are latency, which the clock would only blur. The ways move the same bytes: only
+ * the time differs.
+ */
+#define TIMED_BYTES 4096
+#define EXPLORE_EVERY 16
+#define BURST 8
+
+static int way_known(const way_costs *w, int way)
+{
+    return atomic_load_explicit(&w->write_ns[way - 1], memory_order_relaxed) &&
+           atomic_load_explicit(&w->read_ns[way - 1], memory_order_relaxed);
+}
+
+static uint64_t way_cost(const way_costs *w, int way)
+{
+    return (uint64_t)atomic_load_explicit(&w->write_ns[way - 1], memory_order_relaxed) +
+           atomic_load_explicit(&w->read_ns[way - 1], memory_order_relaxed);
+}
+
+/* The way of a message of `bytes` into a wide slot of ring r (*timed: its cost is measured),
+ * 0 for through the caches untimed (short), or around them for a long stream's chunk. */
+static int choose_way(ring *r, size_t bytes, int long_stream, int *timed)
+{
+    *timed = 0;
+    if (long_stream || bytes < TIMED_BYTES)
+        return 0;
+    way_costs *w = &r->costs;
+    uint32_t k = atomic_fetch_add_explicit(&w->messages, 1, memory_order_relaxed);
+    /* a turn of BURST messages one way: its first ones find the slots as the other way left
+     * them (in no cache, or in the reader's), so only the last ones are timed */
+    *timed = k % BURST >= BURST / 2;
+    int turn = (int)(k / BURST);
+    if (!way_known(w, WAY_CACHED) || !way_known(w, WAY_AROUND)) /* each way measured first */
+        return turn % 2 ? WAY_AROUND : WAY_CACHED;
+    int best = way_cost(w, WAY_AROUND) < way_cost(w, WAY_CACHED) ? WAY_AROUND : WAY_CACHED;
+    return turn % EXPLORE_EVERY ? best : WAY_CACHED + WAY_AROUND - best;
+}
+
+/* A cost into its moving average (a quarter of the sample; a sample at most four times the
+ * average, so that one preempted midway moves it little). */
+static void note_cost(_Atomic uint32_t *avg, int64_t ns, size_t bytes)
+{
+    int64_t sample = ns > 0 ? ns * 1024 / (int64_t)bytes : 1;
+    int64_t old = atomic_load_explicit(avg, memory_order_relaxed);
+    if (old && sample > 4 * old)
+        sample = 4 * old;
+    int64_t now = old ? old + (sample - old) / 4 : sample;
+    now = now < 1 ? 1 : now > UINT32_MAX ? UINT32_MAX : now;
+    atomic_store_explicit(avg, (uint32_t)now, memory_order_relaxed);
+}
+
 /* Writes a message into the ring to process `to`: into a slot where it fits, else into one of
- * the first `wide` wide slots; its bytes are head's and tail's, or what fill writes. */
+ * the first `wide` wide slots; its bytes are head's and tail's, or what fill writes. A long
+ * stream's chunk (long_stream) goes around the caches; others as choose_way finds. */
 static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, uint64_t key,
                      const void *head, size_t head_bytes, const void *tail, size_t tail_bytes,
-                     spmd__ring_fill_fn fill, void *fill_arg)
+                     spmd__ring_fill_fn fill, void *fill_arg, int long_stream)
 {
     size_t bytes = head_bytes + tail_bytes;
     if (!R.n || bytes > spmd__ring_capacity())
@@ -742,12 +822,23 @@ static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, u
         s->seq = atomic_fetch_add_explicit(&R.next_seq[j], 1, memory_order_relaxed);
         size_t capacity;
         char *data = slot_data(R.peers[j], R.here, k, &capacity);
+        int timed = 0;
+        int way = k >= SLOTS ? choose_way(r, head_bytes, long_stream, &timed) : 0;
+        int around = way ? way == WAY_AROUND : k >= SLOTS && long_stream;
+        int64_t start = timed ? spmd__now_ns() : 0;
         if (fill)
-            fill(fill_arg, data, head_bytes);
+            fill(fill_arg, data, head_bytes, around);
+        else if (around)
+            spmd__copy_streaming(data, head, head_bytes);
         else
             memcpy(data, head, head_bytes);
         if (tail_bytes)
             memcpy(data + head_bytes, tail, tail_bytes);
+        if (around) /* the release below does not order non-temporal stores */
+            spmd__copy_streaming_fence();
+        if (timed)
+            note_cost(&r->costs.write_ns[way - 1], spmd__now_ns() - start, head_bytes);
+        s->way = timed ? (uint32_t)way : 0;
         atomic_store_explicit(&s->state, SLOT_FULL, memory_order_release);
         ring_bell(R.peers[j]);
         return 1;
@@ -759,7 +850,7 @@ int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const 
                           size_t head_bytes, const void *tail, size_t tail_bytes)
 {
     return send_into(to, WIDE_FOR_MESSAGES, wire, tag, stamp, 0, head, head_bytes, tail, tail_bytes,
-                     NULL, NULL);
+                     NULL, NULL, 0);
 }
 
 int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *data, size_t bytes)
@@ -768,19 +859,19 @@ int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *
 }
 
 int spmd__ring_send_chunk(int to, uint64_t wire, int tag, uint64_t key, const void *data,
-                          size_t bytes, spmd__ring_fill_fn fill, void *fill_arg)
+                          size_t bytes, spmd__ring_fill_fn fill, void *fill_arg, int long_stream)
 {
     /* looked at before each chunk: a reader that gave up takes no more (one chunk may still
      * slip in between: its reader's next look empties it, see empty_leftovers) */
-    return spmd__ring_listened(to, key) &&
-           send_into(to, WIDE_SLOTS, wire, tag, 0, key, data, bytes, NULL, 0, fill, fill_arg);
+    return spmd__ring_listened(to, key) && send_into(to, WIDE_SLOTS, wire, tag, 0, key, data, bytes,
+                                                     NULL, 0, fill, fill_arg, long_stream);
 }
 
 int spmd__ring_send_marked(int to, uint64_t wire, int tag, uint64_t key, uint32_t mark,
                            const void *data, size_t bytes)
 {
     return spmd__ring_listened(to, key) &&
-           send_into(to, WIDE_SLOTS, wire, tag, mark, key, data, bytes, NULL, 0, NULL, NULL);
+           send_into(to, WIDE_SLOTS, wire, tag, mark, key, data, bytes, NULL, 0, NULL, NULL, 0);
 }
 
 int spmd__ring_listen(int from, uint64_t key)
@@ -974,6 +1065,8 @@ static int claim(int from, uint64_t wire, int tag, uint64_t key, spmd__ring_mess
         out->slot = best;
         out->sender = sender;
         out->mark = best->stamp;
+        out->way = best->way == WAY_CACHED || best->way == WAY_AROUND ? (int)best->way : 0;
+        out->claimed_ns = out->way ? spmd__now_ns() : 0;
         return 1;
     }
 }
@@ -990,6 +1083,9 @@ int spmd__ring_claim_chunk(int from, uint64_t wire, int tag, uint64_t key, spmd_
 
 void spmd__ring_release(spmd__ring_message *m)
 {
+    if (m->way && m->bytes) /* what reading it cost, for its writer's next choice */
+        note_cost(&ring_in(R.own, m->sender)->costs.read_ns[m->way - 1],
+                  spmd__now_ns() - m->claimed_ns, m->bytes);
     atomic_store_explicit(&((slot_head *)m->slot)->state, SLOT_EMPTY, memory_order_release);
     m->slot = NULL;
     ring_bell(segment_of(m->sender)); /* its writer may wait for the slot */

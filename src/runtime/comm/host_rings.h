@@ -81,17 +81,21 @@ int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *
  * trailer): no copy joins them first. */
 int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const void *head,
                           size_t head_bytes, const void *tail, size_t tail_bytes);
-/** Writes a chunk's `bytes` at dst (into the slot: gathered there without a copy first). */
-typedef void (*spmd__ring_fill_fn)(void *arg, char *dst, size_t bytes);
+/** Writes a chunk's `bytes` at dst (into the slot: gathered there without a copy first), with
+ * non-temporal stores (spmd__copy_streaming) where `streaming`. */
+typedef void (*spmd__ring_fill_fn)(void *arg, char *dst, size_t bytes, int streaming);
 /**
  * A chunk of stream `key` (ring_stream_mpi.c) to process `to`: as spmd__ring_send, into either
  * wide slot (a message takes only the first); its bytes from data, or written by fill (not
  * NULL). Only while `to` listens for the stream (spmd__ring_listened, looked at first: 0 when
  * it does not): a chunk in a wide slot has a reader that takes it soon, and one that its reader
- * gave up on is emptied by that reader's next look.
+ * gave up on is emptied by that reader's next look. A chunk of a long stream (long_stream) is
+ * written around the caches (non-temporal stores, fenced before the reader may see it); any
+ * other message into a wide slot goes through the caches or around them, whichever this
+ * process measured cheaper for writes into `to`'s slots (host_rings.c says why).
  */
 int spmd__ring_send_chunk(int to, uint64_t wire, int tag, uint64_t key, const void *data,
-                          size_t bytes, spmd__ring_fill_fn fill, void *fill_arg);
+                          size_t bytes, spmd__ring_fill_fn fill, void *fill_arg, int long_stream);
 /** As spmd__ring_send_chunk, a chunk that its reader tells apart by a nonzero `mark` (a plain
  * chunk's is 0): a note about the stream rather than its data. */
 int spmd__ring_send_marked(int to, uint64_t wire, int tag, uint64_t key, uint32_t mark,
@@ -114,6 +118,8 @@ typedef struct spmd__ring_message {
     void *slot;
     int sender;    /* on this machine */
     uint32_t mark; /* a chunk's (spmd__ring_send_marked; 0: data), a message's exchange stamp */
+    int way;       /* how it was written, when timed (host_rings.c), and when it was claimed */
+    int64_t claimed_ns;
 } spmd__ring_message;
 /** Claims the oldest message from process `from` with the envelope (wire, tag): 1 when one had
  * come (*out filled; release it soon: its slot is the sender's again only then), else 0. */

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "runtime/base/stream_copy.h"
+
 /* A box as runs of contiguous bytes: the dimensions from `inner` on are whole (or the last), so
  * a run spans them; the dimensions before it count the runs. */
 typedef struct runs {
@@ -91,8 +93,9 @@ void *spmd__piece_cursor_one_run(const spmd__piece_cursor *c)
     return c->npieces == 1 && c->runs == 1 ? c->row_at : NULL;
 }
 
-/* Copies up to `bytes` between the boxes (from them when `out`, into them otherwise) and buf. */
-static void walk(spmd__piece_cursor *c, char *buf, size_t bytes, int out)
+/* Copies up to `bytes` between the boxes (from them when `out`, into them otherwise) and buf,
+ * with non-temporal stores where `streaming`. */
+static void walk(spmd__piece_cursor *c, char *buf, size_t bytes, int out, int streaming)
 {
     while (bytes > 0 && c->at < c->npieces) {
         if (c->row >= c->runs) { /* this box is done: the next */
@@ -102,7 +105,9 @@ static void walk(spmd__piece_cursor *c, char *buf, size_t bytes, int out)
         }
         char *at = c->row_at + c->in_row;
         size_t len = c->run - c->in_row < bytes ? c->run - c->in_row : bytes;
-        if (out)
+        if (out && streaming)
+            spmd__copy_streaming(buf, at, len);
+        else if (out)
             memcpy(buf, at, len);
         else
             memcpy(at, buf, len);
@@ -114,12 +119,12 @@ static void walk(spmd__piece_cursor *c, char *buf, size_t bytes, int out)
     }
 }
 
-void spmd__piece_cursor_read(spmd__piece_cursor *c, void *dst, size_t bytes)
+void spmd__piece_cursor_read(spmd__piece_cursor *c, void *dst, size_t bytes, int streaming)
 {
-    walk(c, dst, bytes, 1);
+    walk(c, dst, bytes, 1, streaming);
 }
 
 void spmd__piece_cursor_write(spmd__piece_cursor *c, const void *src, size_t bytes)
 {
-    walk(c, (char *)src, bytes, 0);
+    walk(c, (char *)src, bytes, 0, 0);
 }

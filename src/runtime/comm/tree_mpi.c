@@ -14,6 +14,7 @@
 
 #include "runtime/base/check.h"
 #include "runtime/comm/comm_mpi_impl.h"
+#include "runtime/base/stream_copy.h"
 #include "runtime/base/tree.h"
 
 #define lock spmd__mpi_lock
@@ -435,9 +436,10 @@ static int run_of(const tree_run *r, size_t x)
     return lo;
 }
 
-/* Elements [a, b) of the runs (of their sources: from_sources) to flat, or flat into the runs
- * (to_runs). */
-static void move_runs(tree_run *r, size_t a, size_t b, char *flat, int from_sources, int to_runs)
+/* Elements [a, b) of the runs (of their sources: from_sources) to flat (with non-temporal
+ * stores where streaming), or flat into the runs (to_runs). */
+static void move_runs(tree_run *r, size_t a, size_t b, char *flat, int from_sources, int to_runs,
+                      int streaming)
 {
     const spmd__piece_run *runs = from_sources ? r->in->sources : r->in->runs;
     for (int k = a < b ? run_of(r, a) : r->in->nruns; k < r->in->nruns && r->run_at[k] < b; k++) {
@@ -447,6 +449,8 @@ static void move_runs(tree_run *r, size_t a, size_t b, char *flat, int from_sour
         size_t bytes = (hi - lo) * r->elem;
         if (to_runs)
             memcpy(in_run, flat, bytes);
+        else if (streaming)
+            spmd__copy_streaming(flat, in_run, bytes);
         else
             memcpy(flat, in_run, bytes);
         flat += bytes;
@@ -463,11 +467,11 @@ typedef struct stream_part {
     int fresh, add;
 } stream_part;
 
-static void fill_chunk(void *arg, char *dst, size_t bytes)
+static void fill_chunk(void *arg, char *dst, size_t bytes, int streaming)
 {
     stream_part *s = arg;
     size_t n = bytes / s->r->elem;
-    move_runs(s->r, s->send_at, s->send_at + n, dst, s->fresh, 0);
+    move_runs(s->r, s->send_at, s->send_at + n, dst, s->fresh, 0, streaming);
     s->send_at += n;
 }
 
@@ -485,7 +489,7 @@ static void take_chunk(void *arg, size_t offset, const void *data, size_t bytes)
             load_sources(r, a, b);
         combine_into(r, s->acc, a, b, data);
     } else {
-        move_runs(r, a, b, (char *)data, 0, 1);
+        move_runs(r, a, b, (char *)data, 0, 1, 0);
     }
 }
 

@@ -55,8 +55,8 @@ static void random_box(spmd__piece *p, int ndim, const int64_t *shape, void *bas
     }
 }
 
-/* The message's bytes read out of the boxes (read) or written into them, in chunks of 1 to
- * `most` bytes. */
+/* The message's bytes read out of the boxes (read: with non-temporal stores into the message
+ * at random, as a chunk of a long stream) or written into them, in chunks of 1 to `most` bytes. */
 static void walk_in_chunks(const spmd__piece *boxes, int n, unsigned char *message, size_t bytes,
                            unsigned most, int read)
 {
@@ -66,7 +66,7 @@ static void walk_in_chunks(const spmd__piece *boxes, int n, unsigned char *messa
         size_t len = 1 + next_random() % most;
         len = len < bytes - at ? len : bytes - at;
         if (read)
-            spmd__piece_cursor_read(&c, message + at, len);
+            spmd__piece_cursor_read(&c, message + at, len, (int)(next_random() & 1));
         else
             spmd__piece_cursor_write(&c, message + at, len);
         at += len;
