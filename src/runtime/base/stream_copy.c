@@ -26,6 +26,14 @@ void spmd__copy_streaming(void *dst, const void *src, size_t bytes)
 #endif
 }
 
+void spmd__copy_either(void *dst, const void *src, size_t bytes, int streaming)
+{
+    if (streaming && bytes >= SPMD__STREAMING_LEAST_BYTES)
+        spmd__copy_streaming(dst, src, bytes);
+    else
+        memcpy(dst, src, bytes);
+}
+
 void spmd__copy_streaming_fence(void)
 {
 #if defined(__SSE2__)

@@ -737,53 +737,52 @@ size_t spmd__ring_capacity(void) { return R.wide_bytes ? R.wide_bytes : SPMD__RI
  * costs a fraction of that (on the 2-core VM a cache line's round trip is 55 ns near and
  * 320-360 ns far; far, a ppermute of 64 KiB-1 MiB through the slots runs 2.5-5 times as fast
  * around the caches). Nothing in /sys tells the two apart (the VM says its cores share the
- * cache), so the writer times its writes and the reader its reads, both ways, and the writer
- * chooses the way whose sum is less, going the other way for one turn of BURST messages in
- * EXPLORE_EVERY (the writer's time alone favours going around, whose cost falls on the
- * reader). Long streams always go around (ring_stream_mpi.c). From TIMED_BYTES on: shorter
- * messages are latency, which the clock would only blur. The ways move the same bytes: only
- * the time differs.
+ * cache), so the writer times its writes and the reader its reads (claim to release), both
+ * ways, and the writer chooses the way whose sum is less, going the other way for one turn (of
+ * BURST messages) in every EXPLORE_EVERY turns (the writer's time alone favours going around,
+ * whose cost falls on the reader). Long streams always go around (ring_stream_mpi.c). From
+ * TIMED_BYTES on: shorter messages are latency, which the clock would only blur. The ways move the
+ * same bytes: only the time differs.
  */
 #define TIMED_BYTES 4096
 #define EXPLORE_EVERY 16
 #define BURST 8
 
-static int way_known(const way_costs *w, int way)
-{
-    return atomic_load_explicit(&w->write_ns[way - 1], memory_order_relaxed) &&
-           atomic_load_explicit(&w->read_ns[way - 1], memory_order_relaxed);
-}
-
+/* The sum of a way's costs to write and to read; 0 until both were measured. */
 static uint64_t way_cost(const way_costs *w, int way)
 {
-    return (uint64_t)atomic_load_explicit(&w->write_ns[way - 1], memory_order_relaxed) +
-           atomic_load_explicit(&w->read_ns[way - 1], memory_order_relaxed);
+    uint64_t write = atomic_load_explicit(&w->write_ns[way - 1], memory_order_relaxed);
+    uint64_t read = atomic_load_explicit(&w->read_ns[way - 1], memory_order_relaxed);
+    return write && read ? write + read : 0;
 }
 
-/* The way of a message of `bytes` into a wide slot of ring r (*timed: its cost is measured),
- * 0 for through the caches untimed (short), or around them for a long stream's chunk. */
+/* The way of a message of `bytes` into a wide slot of ring r, and whether its cost is
+ * measured (*timed): a long stream's chunk around the caches, a short message through them. */
 static int choose_way(ring *r, size_t bytes, int long_stream, int *timed)
 {
     *timed = 0;
     if (long_stream || bytes < TIMED_BYTES)
-        return 0;
+        return long_stream ? WAY_AROUND : WAY_CACHED;
     way_costs *w = &r->costs;
     uint32_t k = atomic_fetch_add_explicit(&w->messages, 1, memory_order_relaxed);
     /* a turn of BURST messages one way: its first ones find the slots as the other way left
      * them (in no cache, or in the reader's), so only the last ones are timed */
     *timed = k % BURST >= BURST / 2;
-    int turn = (int)(k / BURST);
-    if (!way_known(w, WAY_CACHED) || !way_known(w, WAY_AROUND)) /* each way measured first */
+    uint32_t turn = k / BURST;
+    uint64_t cached = way_cost(w, WAY_CACHED), around = way_cost(w, WAY_AROUND);
+    if (!cached || !around) /* each way measured first, a turn each in turn */
         return turn % 2 ? WAY_AROUND : WAY_CACHED;
-    int best = way_cost(w, WAY_AROUND) < way_cost(w, WAY_CACHED) ? WAY_AROUND : WAY_CACHED;
+    int best = around < cached ? WAY_AROUND : WAY_CACHED;
     return turn % EXPLORE_EVERY ? best : WAY_CACHED + WAY_AROUND - best;
 }
 
 /* A cost into its moving average (a quarter of the sample; a sample at most four times the
- * average, so that one preempted midway moves it little). */
+ * average, so that one preempted midway moves it little). None where the clock did not move. */
 static void note_cost(_Atomic uint32_t *avg, int64_t ns, size_t bytes)
 {
-    int64_t sample = ns > 0 ? ns * 1024 / (int64_t)bytes : 1;
+    if (ns <= 0 || bytes == 0)
+        return;
+    int64_t sample = ns * 1024 / (int64_t)bytes;
     int64_t old = atomic_load_explicit(avg, memory_order_relaxed);
     if (old && sample > 4 * old)
         sample = 4 * old;
@@ -822,22 +821,20 @@ static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, u
         s->seq = atomic_fetch_add_explicit(&R.next_seq[j], 1, memory_order_relaxed);
         size_t capacity;
         char *data = slot_data(R.peers[j], R.here, k, &capacity);
-        int timed = 0;
-        int way = k >= SLOTS ? choose_way(r, head_bytes, long_stream, &timed) : 0;
-        int around = way ? way == WAY_AROUND : k >= SLOTS && long_stream;
+        int timed = 0; /* a narrow slot's message is short: through the caches */
+        int way = k >= SLOTS ? choose_way(r, bytes, long_stream, &timed) : WAY_CACHED;
+        int around = way == WAY_AROUND;
         int64_t start = timed ? spmd__now_ns() : 0;
         if (fill)
             fill(fill_arg, data, head_bytes, around);
-        else if (around)
-            spmd__copy_streaming(data, head, head_bytes);
         else
-            memcpy(data, head, head_bytes);
+            spmd__copy_either(data, head, head_bytes, around);
         if (tail_bytes)
             memcpy(data + head_bytes, tail, tail_bytes);
         if (around) /* the release below does not order non-temporal stores */
             spmd__copy_streaming_fence();
         if (timed)
-            note_cost(&r->costs.write_ns[way - 1], spmd__now_ns() - start, head_bytes);
+            note_cost(&r->costs.write_ns[way - 1], spmd__now_ns() - start, bytes);
         s->way = timed ? (uint32_t)way : 0;
         atomic_store_explicit(&s->state, SLOT_FULL, memory_order_release);
         ring_bell(R.peers[j]);
@@ -1083,7 +1080,7 @@ int spmd__ring_claim_chunk(int from, uint64_t wire, int tag, uint64_t key, spmd_
 
 void spmd__ring_release(spmd__ring_message *m)
 {
-    if (m->way && m->bytes) /* what reading it cost, for its writer's next choice */
+    if (m->way) /* what reading it cost, for its writer's next choice */
         note_cost(&ring_in(R.own, m->sender)->costs.read_ns[m->way - 1],
                   spmd__now_ns() - m->claimed_ns, m->bytes);
     atomic_store_explicit(&((slot_head *)m->slot)->state, SLOT_EMPTY, memory_order_release);

@@ -91,8 +91,9 @@ typedef void (*spmd__ring_fill_fn)(void *arg, char *dst, size_t bytes, int strea
  * it does not): a chunk in a wide slot has a reader that takes it soon, and one that its reader
  * gave up on is emptied by that reader's next look. A chunk of a long stream (long_stream) is
  * written around the caches (non-temporal stores, fenced before the reader may see it); any
- * other message into a wide slot goes through the caches or around them, whichever this
- * process measured cheaper for writes into `to`'s slots (host_rings.c says why).
+ * other message of 4 KiB or more into a wide slot (spmd__ring_send's too) goes through the
+ * caches or around them, whichever cost the pair less to write and read lately (host_rings.c
+ * says why).
  */
 int spmd__ring_send_chunk(int to, uint64_t wire, int tag, uint64_t key, const void *data,
                           size_t bytes, spmd__ring_fill_fn fill, void *fill_arg, int long_stream);

@@ -105,10 +105,8 @@ static void walk(spmd__piece_cursor *c, char *buf, size_t bytes, int out, int st
         }
         char *at = c->row_at + c->in_row;
         size_t len = c->run - c->in_row < bytes ? c->run - c->in_row : bytes;
-        if (out && streaming)
-            spmd__copy_streaming(buf, at, len);
-        else if (out)
-            memcpy(buf, at, len);
+        if (out)
+            spmd__copy_either(buf, at, len, streaming);
         else
             memcpy(at, buf, len);
         buf += len;

@@ -449,10 +449,8 @@ static void move_runs(tree_run *r, size_t a, size_t b, char *flat, int from_sour
         size_t bytes = (hi - lo) * r->elem;
         if (to_runs)
             memcpy(in_run, flat, bytes);
-        else if (streaming)
-            spmd__copy_streaming(flat, in_run, bytes);
         else
-            memcpy(flat, in_run, bytes);
+            spmd__copy_either(flat, in_run, bytes, streaming);
         flat += bytes;
     }
 }
