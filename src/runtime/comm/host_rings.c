@@ -65,7 +65,7 @@ enum { WAY_CACHED = 1, WAY_AROUND = 2 };
  * release), by the receiver. Races between threads only blur a choice, never a message. */
 typedef struct way_costs {
     _Alignas(64) _Atomic uint32_t write_ns[2]; /* the sender's line ... */
-    _Atomic uint32_t messages;
+    _Atomic uint32_t messages, turn_way;
     _Alignas(64) _Atomic uint32_t read_ns[2]; /* ... and the receiver's */
 } way_costs;
 
@@ -738,14 +738,14 @@ size_t spmd__ring_capacity(void) { return R.wide_bytes ? R.wide_bytes : SPMD__RI
  * 320-360 ns far; far, a ppermute of 64 KiB-1 MiB through the slots runs 2.5-5 times as fast
  * around the caches). Nothing in /sys tells the two apart (the VM says its cores share the
  * cache), so the writer times its writes and the reader its reads (claim to release), both
- * ways, and the writer chooses the way whose sum is less, going the other way for one turn (of
- * BURST messages) in every EXPLORE_EVERY turns (the writer's time alone favours going around,
- * whose cost falls on the reader). Long streams always go around (ring_stream_mpi.c). From
- * TIMED_BYTES on: shorter messages are latency, which the clock would only blur. The ways move the
- * same bytes: only the time differs.
+ * ways, and the writer chooses the way whose sum is less, a turn of BURST messages at a time,
+ * going the other way for one turn in every EXPLORE_EVERY (the writer's time alone favours
+ * going around, whose cost falls on the reader). Long streams always go around
+ * (ring_stream_mpi.c). From TIMED_BYTES on: shorter messages are latency, which the clock would
+ * only blur. The ways move the same bytes: only the time differs.
  */
 #define TIMED_BYTES 4096
-#define EXPLORE_EVERY 16
+#define EXPLORE_EVERY 64
 #define BURST 8
 
 /* The sum of a way's costs to write and to read; 0 until both were measured. */
@@ -765,15 +765,21 @@ static int choose_way(ring *r, size_t bytes, int long_stream, int *timed)
         return long_stream ? WAY_AROUND : WAY_CACHED;
     way_costs *w = &r->costs;
     uint32_t k = atomic_fetch_add_explicit(&w->messages, 1, memory_order_relaxed);
-    /* a turn of BURST messages one way: its first ones find the slots as the other way left
-     * them (in no cache, or in the reader's), so only the last ones are timed */
-    *timed = k % BURST >= BURST / 2;
-    uint32_t turn = k / BURST;
-    uint64_t cached = way_cost(w, WAY_CACHED), around = way_cost(w, WAY_AROUND);
-    if (!cached || !around) /* each way measured first, a turn each in turn */
-        return turn % 2 ? WAY_AROUND : WAY_CACHED;
-    int best = around < cached ? WAY_AROUND : WAY_CACHED;
-    return turn % EXPLORE_EVERY ? best : WAY_CACHED + WAY_AROUND - best;
+    /* a turn of BURST messages one way, chosen as it begins: its first ones find the slots as
+     * the other way left them (in no cache, or in the reader's), so only its last is timed (the
+     * clocks cost too) */
+    *timed = k % BURST == BURST - 1;
+    if (k % BURST == 0) {
+        uint32_t turn = k / BURST;
+        uint64_t cached = way_cost(w, WAY_CACHED), around = way_cost(w, WAY_AROUND);
+        int best = around < cached ? WAY_AROUND : WAY_CACHED;
+        int way = !cached || !around     ? (turn % 2 ? WAY_AROUND : WAY_CACHED) /* each measured */
+                  : turn % EXPLORE_EVERY ? best
+                                         : WAY_CACHED + WAY_AROUND - best;
+        atomic_store_explicit(&w->turn_way, (uint32_t)way, memory_order_relaxed);
+    }
+    return atomic_load_explicit(&w->turn_way, memory_order_relaxed) == WAY_AROUND ? WAY_AROUND
+                                                                                  : WAY_CACHED;
 }
 
 /* A cost into its moving average (a quarter of the sample; a sample at most four times the
