@@ -82,7 +82,7 @@ int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *
 int spmd__ring_send_parts(int to, uint64_t wire, int tag, uint32_t stamp, const void *head,
                           size_t head_bytes, const void *tail, size_t tail_bytes);
 /** Writes a chunk's `bytes` at dst (into the slot: gathered there without a copy first), with
- * non-temporal stores (spmd__copy_streaming) where `streaming`. */
+ * non-temporal stores where `streaming` (spmd__copy_either). */
 typedef void (*spmd__ring_fill_fn)(void *arg, char *dst, size_t bytes, int streaming);
 /**
  * A chunk of stream `key` (ring_stream_mpi.c) to process `to`: as spmd__ring_send, into either

@@ -30,7 +30,7 @@ void spmd__piece_cursor_init(spmd__piece_cursor *c, const spmd__piece *pieces, i
  * message order (one box whose rows are whole, or one row long), else NULL. */
 void *spmd__piece_cursor_one_run(const spmd__piece_cursor *c);
 /** Copies the next `bytes` of the boxes to dst (at most what is left), with non-temporal stores
- * (spmd__copy_streaming) where `streaming`. */
+ * where `streaming` (spmd__copy_either). */
 void spmd__piece_cursor_read(spmd__piece_cursor *c, void *dst, size_t bytes, int streaming);
 /** Copies `bytes` from src into the next bytes of the boxes (at most what is left). */
 void spmd__piece_cursor_write(spmd__piece_cursor *c, const void *src, size_t bytes);

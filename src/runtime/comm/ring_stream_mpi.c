@@ -42,7 +42,7 @@ static size_t chunk_bytes(void) { return spmd__ring_wide_bytes() / 4096 * 4096; 
  * the large reductions gain too, the gradients' buckets lose a little: 2 x 1, ratio to MPI with
  * CMA, medians of 19-20 runs alternating with every chunk through the caches, each run told
  * near or far by a cache line's round trip (55 against 320-360 ns): psum 1-16 MiB near
- * 0.93-1.56 -> 0.97-1.69, far 0.77-0.94 -> 1.33-1.46; psum_scatter 1-16 MiB near 3.82-5.42 ->
+ * 0.92-1.56 -> 0.97-1.69, far 0.77-0.94 -> 1.33-1.46; psum_scatter 1-16 MiB near 3.82-5.42 ->
  * 4.11-6.56, far 2.42-2.90 -> 5.39-9.41; psum_many of 200 gradients near 1.16 -> 1.07, far
  * 0.50 -> 1.34. */
 #define LONG_STREAM_BYTES (512 * 1024)
