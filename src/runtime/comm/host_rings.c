@@ -65,8 +65,8 @@ enum { WAY_CACHED = 1, WAY_AROUND = 2 };
  * release), by the receiver. Races between threads only blur a choice, never a message. */
 typedef struct way_costs {
     _Alignas(64) _Atomic uint32_t write_ns[2]; /* the sender's line ... */
-    _Atomic uint32_t messages, turn_way;
-    _Alignas(64) _Atomic uint32_t read_ns[2]; /* ... and the receiver's */
+    _Atomic uint32_t messages, turn_way;       /* counted into turns; the way of the current one */
+    _Alignas(64) _Atomic uint32_t read_ns[2];  /* ... and the receiver's */
 } way_costs;
 
 typedef struct slot {
