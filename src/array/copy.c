@@ -34,13 +34,8 @@ int spmd__copy_rows_streaming(void *arg, void *dst, size_t dpitch, const void *s
                               size_t width, size_t height)
 {
     (void)arg;
-    for (size_t r = 0; r < height; r++) {
-        /* rows of a few cache lines gain nothing from bypassing the cache */
-        if (width >= 256)
-            spmd__copy_streaming((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
-        else
-            memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
-    }
+    for (size_t r = 0; r < height; r++) /* rows of a few cache lines: memcpy (copy_either) */
+        spmd__copy_either((char *)dst + r * dpitch, (const char *)src + r * spitch, width, 1);
     return 0;
 }
 
