@@ -247,7 +247,7 @@ typedef struct coll_case {
     const ref_mesh *m;
     int nops;
     op ops[MAX_OPS];
-    int one_buffer; /* fn passes every op's axes in the same reused char buffer */
+    int one_buffer; /* fn passes every op's axes (and pairs) in the same reused buffer */
     spmd_status expect;
     const char *expect_msg;
 } coll_case;
@@ -595,6 +595,7 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
         return SPMD_ERR_INTERNAL;
     int flat = spmd_mesh_device_position(spmd_ctx_mesh(ctx), spmd_ctx_device(ctx));
     char buf[32]; /* one_buffer: every op's axes, one after the other, in the same buffer */
+    int pairs_buf[2 * MAX_PAIRS]; /* ... and every ppermute's pairs */
     for (int j = 0; j < c->nops; j++) {
         const op *o = &c->ops[j];
         const char *axes = o->axes;
@@ -654,7 +655,9 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
             st = spmd_psum_scatter(ctx, xin, &y, axes, o->axis, o->tiled);
             break;
         case K_PERMUTE:
-            st = spmd_ppermute(ctx, xin, &y, axes, o->pairs, o->npairs);
+            if (c->one_buffer)
+                memcpy(pairs_buf, o->pairs, sizeof pairs_buf);
+            st = spmd_ppermute(ctx, xin, &y, axes, c->one_buffer ? pairs_buf : o->pairs, o->npairs);
             break;
         case K_A2A:
             st = spmd_all_to_all(ctx, xin, &y, axes, o->axis, o->axis2, o->tiled);
@@ -1246,6 +1249,45 @@ static void test_axes_in_reused_buffer(void **state)
     finish_test();
 }
 
+/* ppermutes in one fn whose pairs come from the same int buffer, rewritten between calls, over
+ * groups of different sizes and over two groups of one size with the same pairs: the library
+ * must read the pairs each time and check them for the group at hand, not remember them by
+ * address or by their positions alone. */
+static void test_pairs_in_reused_buffer(void **state)
+{
+    (void)state;
+    static coll_case c;
+    case_init(&c, &ms.grid);
+    c.one_buffer = 1;
+    const char *axes_sets[] = {"p", "p", "l", "p,l", "l", "p"};
+    for (int a = 0; a < 6; a++) {
+        int n = group_size(&ms.grid, axes_sets[a]), pairs[2 * MAX_PAIRS], np = 0;
+        for (int i = 0; i < n; i++) { /* a shift by a + 1, then a reversal */
+            pairs[2 * np] = i;
+            pairs[2 * np++ + 1] = (i + a + 1) % n;
+        }
+        add_permute(&c, axes_sets[a], SPMD_DTYPE_F32, np, pairs, 2, 2, 3);
+        add_permute(&c, axes_sets[a], SPMD_DTYPE_F32, np, pairs, 2, 2, 3); /* the same again */
+        np = 0;
+        for (int i = 0; i < n; i++) {
+            pairs[2 * np] = i;
+            pairs[2 * np++ + 1] = n - 1 - i;
+        }
+        add_permute(&c, axes_sets[a], SPMD_DTYPE_I32, np, pairs, 1, 5);
+    }
+    /* one shift over 'l', then the same pairs over 'p' (alike where both have as many devices) */
+    int n = group_size(&ms.grid, "l"), pairs[2 * MAX_PAIRS];
+    for (int i = 0; i < n; i++) {
+        pairs[2 * i] = i;
+        pairs[2 * i + 1] = i + 1; /* n wraps to 0 */
+    }
+    add_permute(&c, "l", SPMD_DTYPE_F64, n, pairs, 1, 4);
+    if (group_size(&ms.grid, "p") == n)
+        add_permute(&c, "p", SPMD_DTYPE_F64, n, pairs, 1, 4);
+    run_case(&c);
+    finish_test();
+}
+
 /* Each error case fails identically on every device, so the call returns that error; a normal
  * call on the same mesh right after must work (nothing left half-done, nothing hangs). */
 static void error_case(const ref_mesh *m, spmd_status expect, const char *msg, op proto)
@@ -1391,6 +1433,7 @@ int main(void)
         cmocka_unit_test(test_half_precision),
         cmocka_unit_test(test_large_blocks),
         cmocka_unit_test(test_axes_in_reused_buffer),
+        cmocka_unit_test(test_pairs_in_reused_buffer),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_error_after_cross_process_collectives),
     };
