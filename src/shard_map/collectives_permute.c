@@ -146,12 +146,9 @@ static spmd_status check_out_like_in(spmd_ctx *ctx, const spmd_block *in, const 
                                      const char *name)
 {
     spmd_status st = spmd__check_block(in, "in", name);
-    int like =
-        st == SPMD_OK && out && out->data && out->dtype == in->dtype && out->ndim == in->ndim;
-    for (int j = 0; like && j < in->ndim; j++)
-        like = out->shape[j] == in->shape[j];
-    if (like) /* the usual case: what in passed, out passes */
-        return SPMD_OK;
+    if (st == SPMD_OK && out && out->data &&
+        spmd__coll_same_layout(out, in->dtype, in->ndim, in->shape))
+        return SPMD_OK; /* the usual case: what in passed, out passes */
     if (st == SPMD_OK)
         st = spmd__check_block(out, "out", name);
     if (st == SPMD_OK)
