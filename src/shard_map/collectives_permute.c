@@ -57,17 +57,17 @@ static spmd_status check_pairs_once(spmd_ctx *ctx, const int *pairs, int npairs,
                                     uint64_t *hash)
 {
     spmd__checked_pairs *last = &ctx->checked_pairs;
-    int kept = n <= SPMD__CTX_PAIRS && npairs > 0 && npairs <= SPMD__CTX_PAIRS && pairs;
-    size_t pair_bytes = kept ? 2 * (size_t)npairs * sizeof *pairs : 0;
-    if (kept && ctx->pairs_checked && last->n == n && last->npairs == npairs &&
+    int cacheable = n <= SPMD__CTX_PAIRS && npairs > 0 && npairs <= SPMD__CTX_PAIRS && pairs;
+    size_t pair_bytes = cacheable ? 2 * (size_t)npairs * sizeof *pairs : 0;
+    if (cacheable && ctx->checked_pairs_valid && last->n == n && last->npairs == npairs &&
         memcmp(last->pairs, pairs, pair_bytes) == 0) {
         memcpy(src_of, last->src_of, (size_t)n * sizeof *src_of);
         *hash = last->hash;
         return SPMD_OK;
     }
     spmd_status st = check_pairs(pairs, npairs, n, src_of, hash);
-    ctx->pairs_checked = kept && st == SPMD_OK;
-    if (ctx->pairs_checked) {
+    ctx->checked_pairs_valid = cacheable && st == SPMD_OK;
+    if (ctx->checked_pairs_valid) {
         last->n = n;
         last->npairs = npairs;
         memcpy(last->pairs, pairs, pair_bytes);
@@ -130,10 +130,10 @@ static int pairs_connect_processes(const coll *c, const members *m, const int *s
 static int connects_once(spmd_ctx *ctx, const coll *c, const members *m, const int *src_of)
 {
     spmd__checked_pairs *last = &ctx->checked_pairs;
-    if (ctx->pairs_checked && last->group == c->g)
+    if (ctx->checked_pairs_valid && last->group == c->g)
         return last->connects;
     int connects = pairs_connect_processes(c, m, src_of);
-    if (ctx->pairs_checked) {
+    if (ctx->checked_pairs_valid) {
         last->group = c->g;
         last->connects = connects;
     }

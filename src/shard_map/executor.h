@@ -175,7 +175,7 @@ struct spmd_ctx {
     int naxes;         /* of axes_text's parse */
     int pending_sends; /* spmd_psend's blocks that no spmd_precv has taken yet, oldest first */
     int spare_sends;   /* the copies precv is done with, for the next psends */
-    int pairs_checked; /* checked_pairs holds the last pairs this call checked */
+    int checked_pairs_valid; /* checked_pairs holds the last pairs this call checked */
     /* From here on only what the counts above say is read: a call zeroes the fields above and
      * the first byte of axes_text (the rest is kilobytes). */
     char axes_text[128]; /* the last axes string parsed, and its parse */
