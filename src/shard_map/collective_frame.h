@@ -135,15 +135,6 @@ spmd_status spmd__coll_crossed(coll *c, spmd_status st, const spmd__wait *w);
 
 /** "float32[4,3]" */
 void spmd__coll_shape_text(const spmd_block *b, char *buf, size_t size);
-/** 1 when b has exactly `dtype`, `ndim` and `shape`. */
-static inline int spmd__coll_same_layout(const spmd_block *b, spmd_dtype dtype, int ndim,
-                                         const int64_t *shape)
-{
-    int same = b->dtype == dtype && b->ndim == ndim;
-    for (int j = 0; same && j < ndim; j++)
-        same = b->shape[j] == shape[j];
-    return same;
-}
 /** out must have exactly `ndim`/`shape` and `dtype`; `op` names the collective. */
 spmd_status spmd__coll_check_out_shape(const spmd_block *out, spmd_dtype dtype, int ndim,
                                        const int64_t *shape, const char *op);

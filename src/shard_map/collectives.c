@@ -810,7 +810,7 @@ void spmd__coll_shape_text(const spmd_block *b, char *buf, size_t size)
 spmd_status spmd__coll_check_out_shape(const spmd_block *out, spmd_dtype dtype, int ndim,
                                        const int64_t *shape, const char *op)
 {
-    if (!spmd__coll_same_layout(out, dtype, ndim, shape)) {
+    if (!spmd__block_has_layout(out, dtype, ndim, shape)) {
         spmd_block want = {NULL, dtype, ndim, {0}};
         memcpy(want.shape, shape, (size_t)ndim * sizeof(int64_t));
         char w[128], g[128];

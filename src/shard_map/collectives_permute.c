@@ -147,7 +147,7 @@ static spmd_status check_out_like_in(spmd_ctx *ctx, const spmd_block *in, const 
 {
     spmd_status st = spmd__check_block(in, "in", name);
     if (st == SPMD_OK && out && out->data &&
-        spmd__coll_same_layout(out, in->dtype, in->ndim, in->shape))
+        spmd__block_has_layout(out, in->dtype, in->ndim, in->shape))
         return SPMD_OK; /* the usual case: what in passed, out passes */
     if (st == SPMD_OK)
         st = spmd__check_block(out, "out", name);
@@ -290,15 +290,17 @@ static spmd_status send_key(spmd_ctx *ctx, const char *axes, const int *pairs, i
 {
     int ids[SPMD_MAX_MESH_AXES], naxes = 0, n = 0;
     SPMD_CHECK(spmd__coll_group_of(ctx, axes, ids, &naxes, &n));
-    int *src_of = malloc((size_t)n * sizeof *src_of);
+    int stack_src_of[STACK_POSITIONS];
+    int *src_of = n <= STACK_POSITIONS ? stack_src_of : malloc((size_t)n * sizeof *src_of);
     SPMD_REQUIRE(src_of != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     uint64_t pairs_hash = 0, h = mix(0x7073656e64ull, (uint64_t)naxes); /* "psend" */
-    spmd_status st = check_pairs(pairs, npairs, n, src_of, &pairs_hash);
+    spmd_status st = check_pairs_once(ctx, pairs, npairs, n, src_of, &pairs_hash);
     for (int k = 0; k < naxes; k++)
         h = mix(h, (uint64_t)ids[k]);
     for (int p = 0; st == SPMD_OK && p < n; p++)
         h = mix(h, (uint64_t)(int64_t)src_of[p]);
-    free(src_of);
+    if (src_of != stack_src_of)
+        free(src_of);
     *key = h;
     return st;
 }

@@ -125,6 +125,16 @@ void spmd__plan_check_by_value(spmd_plan *p);
 /** How many spmd_psend a device may have waiting for their spmd_precv. */
 #define SPMD__PENDING_SENDS 8
 
+/** 1 when b has exactly `dtype`, `ndim` and `shape`. */
+static inline int spmd__block_has_layout(const spmd_block *b, spmd_dtype dtype, int ndim,
+                                         const int64_t *shape)
+{
+    int same = b->dtype == dtype && b->ndim == ndim;
+    for (int j = 0; same && j < ndim; j++)
+        same = b->shape[j] == shape[j];
+    return same;
+}
+
 /** A block's bytes (of a block checked already: no overflow test). */
 static inline size_t spmd__block_bytes(const spmd_block *b)
 {

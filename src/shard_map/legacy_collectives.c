@@ -123,16 +123,11 @@ static spmd_status parg(spmd_ctx *ctx, const spmd_block *in, spmd_block *out, co
     if (st == SPMD_OK && axis && count_names(axis) > 1)
         st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT, "%s only accepts a single axis, got \"%s\"",
                         name, axis);
-    if (st == SPMD_OK) {
-        int same = out->dtype == SPMD_DTYPE_I32 && out->ndim == in->ndim;
-        for (int j = 0; same && j < in->ndim; j++)
-            same = out->shape[j] == in->shape[j];
-        if (!same)
-            st = SPMD_ERROR(SPMD_ERR_SHAPE,
-                            "%s: out must be int32 with in's shape (the positions of the extreme "
-                            "values)",
-                            name);
-    }
+    if (st == SPMD_OK && !spmd__block_has_layout(out, SPMD_DTYPE_I32, in->ndim, in->shape))
+        st = SPMD_ERROR(SPMD_ERR_SHAPE,
+                        "%s: out must be int32 with in's shape (the positions of the extreme "
+                        "values)",
+                        name);
     if (st == SPMD_OK && out->data == in->data && in->dtype != SPMD_DTYPE_I32)
         st = SPMD_ERROR(SPMD_ERR_INVALID_ARGUMENT,
                         "%s: in (%s) and out (int32) share memory; pass a separate out", name,

@@ -1289,14 +1289,22 @@ static void test_pairs_in_reused_buffer(void **state)
 }
 
 /* Each error case fails identically on every device, so the call returns that error; a normal
- * call on the same mesh right after must work (nothing left half-done, nothing hangs). */
-static void error_case(const ref_mesh *m, spmd_status expect, const char *msg, op proto)
+ * call on the same mesh right after must work (nothing left half-done, nothing hangs). A good
+ * collective comes first: `first`, its axes and pairs in the buffer the failing op's overwrite,
+ * else a psum. */
+static void error_case_after(const ref_mesh *m, spmd_status expect, const char *msg,
+                             const op *first, op proto)
 {
     static coll_case c;
     case_init(&c, m);
     c.expect = expect;
     c.expect_msg = msg;
-    add(&c, K_PSUM, m->names[0], SPMD_DTYPE_F32, 1, 3); /* a good collective first */
+    if (first) {
+        c.one_buffer = 1;
+        c.ops[c.nops++] = *first;
+    } else {
+        add(&c, K_PSUM, m->names[0], SPMD_DTYPE_F32, 1, 3);
+    }
     c.ops[c.nops++] = proto;
     run_case(&c);
 
@@ -1304,6 +1312,11 @@ static void error_case(const ref_mesh *m, spmd_status expect, const char *msg, o
     add(&c, K_PSUM, m->names[m->ndim - 1], SPMD_DTYPE_F32, 2, 2, 3)->from_input = 1;
     add_gather(&c, m->names[0], SPMD_DTYPE_I32, 0, 1, 1, 2);
     run_case(&c);
+}
+
+static void error_case(const ref_mesh *m, spmd_status expect, const char *msg, op proto)
+{
+    error_case_after(m, expect, msg, NULL, proto);
 }
 
 static op proto_op(kind k, const char *axes, spmd_dtype t, int ndim, const int64_t *shape)
@@ -1344,6 +1357,14 @@ static void test_errors(void **state)
     o.pairs[2] = 1;
     o.pairs[3] = nall;
     error_case(g, SPMD_ERR_INVALID_ARGUMENT, "unique", o);
+    /* ... right after a good ppermute of as many pairs from the same buffer, over the same
+     * group: what a device checked last must not vouch for the pairs now there */
+    if (nall >= 2) {
+        op good = o;
+        good.pairs[1] = 1;
+        good.pairs[3] = 0;
+        error_case_after(g, SPMD_ERR_INVALID_ARGUMENT, "unique", &good, o);
+    }
 
     /* untiled psum_scatter whose dimension is not the group size */
     o = proto_op(K_SCATTER, "l", SPMD_DTYPE_F32, 2, (int64_t[]){nl + 1, 2});
