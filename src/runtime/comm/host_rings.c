@@ -66,7 +66,10 @@ enum { WAY_CACHED = 1, WAY_AROUND = 2 };
 typedef struct way_costs {
     _Alignas(64) _Atomic uint32_t write_ns[2]; /* the sender's line ... */
     _Atomic uint32_t messages, turn_way;       /* counted into turns; the way of the current one */
+    _Atomic uint32_t long_copies;              /* counted (spmd__ring_note_pays) */
     _Alignas(64) _Atomic uint32_t read_ns[2];  /* ... and the receiver's */
+    /* a long copy's time on its reader, start to end, as a note or through the slots */
+    _Atomic uint32_t copy_ns[2], copies_seen[2];
 } way_costs;
 
 typedef struct slot {
@@ -782,9 +785,31 @@ static int choose_way(ring *r, size_t bytes, int long_stream, int *timed)
                                                                                   : WAY_CACHED;
 }
 
-/* A cost into its moving average (a quarter of the sample; a sample at most four times the
- * average, so that one preempted midway moves it little). None where the clock did not move. */
-static void note_cost(_Atomic uint32_t *avg, int64_t ns, size_t bytes)
+/* A long copy's way: each way first for FIRST_COPIES copies in turn until both are measured;
+ * then the one that took its reader less time lately, save one copy in every EXPLORE_COPY,
+ * which goes the other way (a way's cost rises when its copies meet fresh buffers, and only a
+ * copy that goes the other way tells whether that one still costs more). Short turns: a copy
+ * is long, and a way tried in vain costs every copy of its turn. */
+#define FIRST_COPIES 3
+#define EXPLORE_COPY 32
+
+int spmd__ring_note_pays(int to)
+{
+    int j = R.local_of[to];
+    way_costs *w = &ring_in(R.peers[j], R.here)->costs;
+    uint32_t k = atomic_fetch_add_explicit(&w->long_copies, 1, memory_order_relaxed);
+    uint64_t note = atomic_load_explicit(&w->copy_ns[1], memory_order_relaxed);
+    uint64_t slots = atomic_load_explicit(&w->copy_ns[0], memory_order_relaxed);
+    if (!note || !slots)
+        return k / FIRST_COPIES % 2 == 0;
+    int best = note <= slots;
+    return k % EXPLORE_COPY == EXPLORE_COPY - 1 ? !best : best;
+}
+
+/* A cost into its moving average: 1 / 2^up of the sample where it is more, 1 / 2^down where it
+ * is less; a sample at most four times the average, so that one preempted midway moves it
+ * little. None where the clock did not move. */
+static void note_cost_by(_Atomic uint32_t *avg, int64_t ns, size_t bytes, int up, int down)
 {
     if (ns <= 0 || bytes == 0)
         return;
@@ -792,9 +817,14 @@ static void note_cost(_Atomic uint32_t *avg, int64_t ns, size_t bytes)
     int64_t old = atomic_load_explicit(avg, memory_order_relaxed);
     if (old && sample > 4 * old)
         sample = 4 * old;
-    int64_t now = old ? old + (sample - old) / 4 : sample;
+    int64_t now = !old ? sample : old + (sample - old) / (1 << (sample > old ? up : down));
     now = now < 1 ? 1 : now > UINT32_MAX ? UINT32_MAX : now;
     atomic_store_explicit(avg, (uint32_t)now, memory_order_relaxed);
+}
+
+static void note_cost(_Atomic uint32_t *avg, int64_t ns, size_t bytes)
+{
+    note_cost_by(avg, ns, bytes, 2, 2);
 }
 
 /* Writes a message into the ring to process `to`: into a slot where it fits, else into one of
@@ -1092,6 +1122,21 @@ void spmd__ring_release(spmd__ring_message *m)
     atomic_store_explicit(&((slot_head *)m->slot)->state, SLOT_EMPTY, memory_order_release);
     m->slot = NULL;
     ring_bell(segment_of(m->sender)); /* its writer may wait for the slot */
+}
+
+/* A way's first copies are left out: they find their buffers' pages not yet mapped (faults)
+ * or out of the caches, which the copies after them do not. Later such copies (a new buffer)
+ * raise a way's cost by an eighth of theirs, where a cheaper copy halves the difference: the
+ * way not taken is measured only now and then, and a cost left high by one such copy would
+ * keep it untaken. */
+#define COPIES_LEFT_OUT 2
+
+void spmd__ring_note_long_copy(int from, int as_note, int64_t ns, size_t bytes)
+{
+    way_costs *w = &ring_in(R.own, R.local_of[from])->costs;
+    if (atomic_fetch_add_explicit(&w->copies_seen[as_note != 0], 1, memory_order_relaxed) >=
+        COPIES_LEFT_OUT)
+        note_cost_by(&w->copy_ns[as_note != 0], ns, bytes, 3, 1);
 }
 
 long spmd__ring_take(int from, uint64_t wire, int tag, void *buf, size_t cap)

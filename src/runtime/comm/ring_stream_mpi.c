@@ -95,7 +95,10 @@ static uint64_t stream_key(uint64_t wire, uint32_t stamp, int tag, int round)
  * its own straight reads, CMA: ppermute 128 KiB-4 MiB 0.54-0.68 -> 0.93-1.09, all_to_all
  * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33; from 64 KiB down to
  * 32 KiB, 10 runs: all_gather of 64 KiB 0.88 -> 0.96).
- * A reduction's rounds choose for themselves (tree_mpi.c: what they send was just written).
+ * A reduction's rounds choose for themselves (tree_mpi.c); what its all-gather rounds send was
+ * just written (fresh), and from LONG_STREAM_BYTES on goes as a note only where that took the
+ * peer less time lately than the slots (spmd__ring_note_pays): the reader times both ways, from
+ * the note or the first chunk to the end of the copy.
  * The note's reader answers in a word of the sender's (host_rings.h): the buffer is the
  * caller's again only once it did, or once the sender released the word unanswered. */
 /* A stream's note (spmd__ring_send_marked), told from its data by its mark. */
@@ -110,9 +113,11 @@ typedef struct direct_note {
 typedef struct stream_state {
     size_t sent, got;
     int listener;
-    int word;    /* claimed for its note (-1: none) */
-    int noted;   /* the note went out: sent once the peer answered in the word */
-    int chunked; /* no word was free: the data goes through the slots */
+    int word;               /* claimed for its note (-1: none) */
+    int noted;              /* the note went out: sent once the peer answered in the word */
+    int chunked;            /* no word was free: the data goes through the slots */
+    int as_note;            /* chosen as it began (sends_direct): the data goes as a note */
+    int64_t first_chunk_ns; /* a long copy's first chunk came then (0: not timed) */
 } stream_state;
 
 static int stream_open(const spmd__stream *s, const stream_state *t)
@@ -120,17 +125,20 @@ static int stream_open(const spmd__stream *s, const stream_state *t)
     return t->sent < s->sbytes || t->got < s->rbytes;
 }
 
-/* The sender's choice, which its reader needs not know beforehand: a note comes marked. Not
- * where the machine's processes outnumber its cores: the reader alone then copies while the
- * sender waits for its word, where through the slots both copy in turn (4 x 1 on 2 cores,
- * medians of 3 runs, ratio to MPI: all_gather 128 KiB-4 MiB 0.94-1.91 through the slots
- * against 0.74-1.65 read straight, all_to_all 0.67-1.17 against 0.60-1.26). */
-static int sends_direct(const spmd__stream *s, const stream_state *t, int p)
+/* The sender's choice as the stream begins, which its reader needs not know beforehand: a
+ * note comes marked. Not where the machine's processes outnumber its cores: the reader alone
+ * then copies while the sender waits for its word, where through the slots both copy in turn
+ * (4 x 1 on 2 cores, medians of 3 runs, ratio to MPI: all_gather 128 KiB-4 MiB 0.94-1.91
+ * through the slots against 0.74-1.65 read straight, all_to_all 0.67-1.17 against 0.60-1.26).
+ * A long fresh one goes the way that took the peer less time lately (spmd__ring_note_pays). */
+static int as_note(const spmd__stream *s, int p)
 {
-    return s->send_stays && !s->fill && !t->chunked && t->sent == 0 &&
-           s->sbytes >= SPMD__COMM_STRAIGHT_BYTES && !spmd__rings_crowded() &&
-           spmd__ring_direct_to(p);
+    return s->send_stays && !s->fill && s->sbytes >= SPMD__COMM_STRAIGHT_BYTES &&
+           !spmd__rings_crowded() && spmd__ring_direct_to(p) &&
+           (s->sbytes < LONG_STREAM_BYTES || !s->fresh || spmd__ring_note_pays(p));
 }
+
+static int sends_direct(const stream_state *t) { return t->as_note && !t->chunked && t->sent == 0; }
 
 /* Reads the data a note from process p points at into its place (s->into, else chunk by chunk
  * through a buffer to take()), then answers in the sender's word: a word released meanwhile
@@ -140,9 +148,12 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
 {
     int err = 0;
     char *bounce = s->into ? NULL : malloc(chunk);
-    if (s->into)
+    if (s->into) {
+        int64_t began = spmd__now_ns();
         err = spmd__ring_read_direct(p, s->into, note->at, (size_t)note->bytes);
-    else if (!bounce)
+        if (!err && s->fresh && note->bytes >= LONG_STREAM_BYTES) /* the sender's next choice */
+            spmd__ring_note_long_copy(p, 1, spmd__now_ns() - began, (size_t)note->bytes);
+    } else if (!bounce)
         err = ENOMEM;
     for (size_t at = 0; bounce && !err && at < note->bytes; at += chunk) {
         size_t len = note->bytes - at < chunk ? (size_t)note->bytes - at : chunk;
@@ -240,13 +251,13 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     int moved = 0;
     if (t->got < s->rbytes && t->listener < 0 && (t->listener = spmd__ring_listen(p, key)) >= 0)
         moved = 1;
-    if (t->sent < s->sbytes && (t->noted || sends_direct(s, t, p))) {
+    if (t->sent < s->sbytes && (t->noted || sends_direct(t))) {
         int step = send_note(c, s, t, p, key, failed, what); /* may turn to chunks instead */
         if (step < 0)
             return step;
         moved |= step;
     }
-    if (t->sent < s->sbytes && !t->noted && !sends_direct(s, t, p)) {
+    if (t->sent < s->sbytes && !t->noted && !sends_direct(t)) {
         /* a chunk only while the peer listens (send_chunk looks) */
         size_t len = next_chunk(s->sbytes, t->sent, chunk);
         const char *from = s->fill ? NULL : (const char *)s->send + t->sent;
@@ -275,6 +286,8 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     } else if (claimed) {
         size_t want = next_chunk(s->rbytes, t->got, chunk);
         *came = m.bytes;
+        if (t->got == 0 && s->fresh && s->rbytes >= LONG_STREAM_BYTES) /* or a note */
+            t->first_chunk_ns = spmd__now_ns();
         if (m.bytes == want)
             s->take(s->arg, t->got, m.data, want);
         spmd__ring_release(&m);
@@ -285,6 +298,8 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
         if (t->got == s->rbytes) { /* all of it: no more chunks may take this one's slots */
             spmd__ring_unlisten(p, t->listener);
             t->listener = -1;
+            if (t->first_chunk_ns) /* for the sender's next choice */
+                spmd__ring_note_long_copy(p, 0, spmd__now_ns() - t->first_chunk_ns, s->rbytes);
         }
     }
     return moved;
@@ -330,7 +345,8 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
     if (n == 1)
         keys = &key_one;
     for (int i = 0; i < n; i++) {
-        state[i] = (stream_state){0, 0, -1, -1, 0, 0};
+        state[i] = (stream_state){0, 0, -1, -1, 0, 0, 0, 0};
+        state[i].as_note = as_note(&streams[i], c->processes[streams[i].peer]);
         keys[i] = stream_key(c->wire, stamp, streams[i].tag, streams[i].round);
     }
     int64_t start = 0, now = 0, next_cancel_check = 0, probe_after = 0, idle_since = 0;
@@ -448,6 +464,6 @@ spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, int round, 
                                    size_t sbytes, size_t rbytes, spmd__chunk_fn take, void *arg,
                                    const char *what, int64_t deadline, const spmd__wait *cancel)
 {
-    spmd__stream s = {peer, tag, round, send, sbytes, rbytes, take, arg, NULL, NULL, 0, NULL};
+    spmd__stream s = {peer, tag, round, send, sbytes, rbytes, take, arg, NULL, NULL, 0, NULL, 0};
     return spmd__comm_ring_streams(c, 1, &s, what, deadline, cancel, 0);
 }

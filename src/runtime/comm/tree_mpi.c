@@ -508,12 +508,13 @@ enum {
     ROUNDS = 66
 };
 
-/* A round that copies (the all-gather's) sends from this size on what it has, unchanged until
- * the round ends, as a note of where it lies to a peer that reads this process's memory
- * straight (ring_stream_mpi.c); the additions' rounds always go through the slots, as smaller
- * copies do (2 x 1, medians of 4 runs alternating with the slots alone, ratio to MPI with
- * CMA: psum 1-16 MiB 0.75-1.38 -> 0.92-1.51 read straight; psum 128-512 KiB 1.20-1.57 ->
- * 1.09-1.30, and the additions' rounds read straight lost too). */
+/* A round that copies (the all-gather's) may send from this size on what it has, unchanged
+ * until the round ends, as a note of where it lies to a peer that reads this process's memory
+ * straight, where that took the peer less time lately than the slots (ring_stream_mpi.c); the
+ * additions' rounds always go through the slots, as smaller copies do (2 x 1, medians of 4 runs
+ * alternating with the slots alone, ratio to MPI with CMA: psum 1-16 MiB 0.75-1.38 -> 0.92-1.51
+ * read straight; psum 128-512 KiB 1.20-1.57 -> 1.09-1.30, and the additions' rounds read
+ * straight lost too). */
 #define STRAIGHT_ROUND_BYTES (512 * 1024)
 
 /* A round with rank `peer` through the rings: [sa, sb) of the vector goes out while the peer's
@@ -536,7 +537,8 @@ static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int
                       .fill = r->in->nruns ? fill_chunk : NULL,
                       .fill_arg = &part,
                       .send_stays = straight && (sb - sa) * r->elem >= STRAIGHT_ROUND_BYTES,
-                      .into = straight ? acc + ra * r->elem : NULL};
+                      .into = straight ? acc + ra * r->elem : NULL,
+                      .fresh = straight};
     return spmd__comm_ring_streams(r->c, 1, &s, "the reduction's data", r->deadline, r->wait, 0);
 }
 
