@@ -161,7 +161,7 @@ typedef struct spmd__stream {
     /* not NULL: take copies each chunk to into + offset, so a straight read may land there */
     void *into;
     /* what goes out was just written, on both sides alike (a reduction's all-gather round): from
-     * LONG_STREAM_BYTES, whether it goes as a note is measured (ring_stream_mpi.c) */
+     * 512 KiB, whether it goes as a note is measured (ring_stream_mpi.c) */
     int fresh;
 } spmd__stream;
 /** The n streams at once, each with a rank of its own (as spmd__comm_ring_stream): none waits

@@ -68,7 +68,8 @@ typedef struct way_costs {
     _Atomic uint32_t messages, turn_way;       /* counted into turns; the way of the current one */
     _Atomic uint32_t long_copies;              /* counted (spmd__ring_note_pays) */
     _Alignas(64) _Atomic uint32_t read_ns[2];  /* ... and the receiver's */
-    /* a long copy's time on its reader, start to end, as a note or through the slots */
+    /* a long copy's time on its reader, start to end, by way: [0] through the slots, [1] as a
+     * note read straight (spmd__ring_note_long_copy) */
     _Atomic uint32_t copy_ns[2], copies_seen[2];
 } way_costs;
 
