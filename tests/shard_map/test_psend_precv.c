@@ -3,8 +3,9 @@
  * (each sends its activations to the next stage, overwrites them, then receives the previous
  * stage's, its precv listing the pairs in another order), a partial permutation whose other
  * positions receive zeros, two sends waiting at once received oldest first, and the refusals: a
- * precv with no psend, a precv whose pairs differ from its psend's, and a psend that no precv takes
- * (the call fails, naming the device). Values checked against a host reference.
+ * precv with no psend, a precv whose pairs differ from its psend's, a psend that no precv takes
+ * (the call fails, naming the device), and a psend whose pairs repeat a source after a good
+ * psend and precv in the same call. Values checked against a host reference.
  */
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +14,16 @@
 
 enum { MAX_DEV = 64, PER = 6 };
 
-typedef enum { PIPELINE, PARTIAL, TWO_WAITING, LOOP, NO_SEND, OTHER_PAIRS, NO_RECV } mode;
+typedef enum {
+    PIPELINE,
+    PARTIAL,
+    TWO_WAITING,
+    LOOP,
+    NO_SEND,
+    OTHER_PAIRS,
+    NO_RECV,
+    BAD_PAIRS
+} mode;
 
 enum { STEPS = 40 };
 
@@ -100,6 +110,13 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
         return st == SPMD_OK ? spmd_precv(ctx, &ra, "i", NULL, 0) : st; /* no pairs */
     case NO_RECV:
         return spmd_psend(ctx, &a, "i", forward, nf);
+    case BAD_PAIRS: { /* a good psend and precv first: its pairs' check is kept for the call */
+        st = spmd_psend(ctx, &a, "i", forward, nf);
+        if (st == SPMD_OK)
+            st = spmd_precv(ctx, &ra, "i", forward, nf);
+        const int repeated[] = {0, 0, 0, 1}; /* source 0 twice */
+        return st == SPMD_OK ? spmd_psend(ctx, &a, "i", repeated, 2) : st;
+    }
     }
     if (st != SPMD_OK)
         return st;
@@ -161,6 +178,11 @@ int main(void)
     SPMD_TEST_CHECK(st == SPMD_ERR_INVALID_ARGUMENT && strstr(spmd_last_error(), "no spmd_precv") &&
                         strstr(spmd_last_error(), "device"),
                     "psend without precv: %s (%s)", spmd_status_name(st), spmd_last_error());
+    st = run(&line, BAD_PAIRS, n, got);
+    SPMD_TEST_CHECK(st == SPMD_ERR_INVALID_ARGUMENT && strstr(spmd_last_error(), "spmd_psend") &&
+                        strstr(spmd_last_error(), "unique"),
+                    "psend with a repeated source: %s (%s)", spmd_status_name(st),
+                    spmd_last_error());
     /* the runtime is still usable */
     st = run(&line, PIPELINE, n, got);
     SPMD_TEST_CHECK(st == SPMD_OK, "after the refusals: %s", spmd_last_error());

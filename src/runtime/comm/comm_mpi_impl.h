@@ -160,9 +160,10 @@ typedef struct spmd__stream {
     int send_stays;
     /* not NULL: take copies each chunk to into + offset, so a straight read may land there */
     void *into;
-    /* what goes out was just written, on both sides alike (a reduction's all-gather round): from
-     * 512 KiB, whether it goes as a note is measured (ring_stream_mpi.c) */
-    int fresh;
+    /* what goes out was just written, on both sides alike (a reduction's all-gather and
+     * hand-back rounds): from 512 KiB, whether it goes as a note is measured
+     * (ring_stream_mpi.c) */
+    int just_written;
 } spmd__stream;
 /** The n streams at once, each with a rank of its own (as spmd__comm_ring_stream): none waits
  * for another, whatever order their peers run theirs in. mpi_beside: MPI transfers posted

@@ -160,9 +160,12 @@ int spmd__ring_direct_from(int from);
 /** Reads `bytes` at address `src` in process `from`'s memory into dst: 0, else the errno
  * (ESRCH: the process is gone; EFAULT: nothing is mapped there any more). */
 int spmd__ring_read_direct(int from, void *dst, uint64_t src, size_t bytes);
-/** What a long copy of fresh data from process `from` (one that could have gone either way)
- * took its reader, `ns` for `bytes` from its start to its end, as a note read straight
- * (as_note) or through the slots: for that process's next spmd__ring_note_pays. */
+/** What a long copy of just-written data from process `from` (one that could have gone either
+ * way) took its reader, `ns` for `bytes`, as a note read straight (as_note: the read alone) or
+ * through the slots (from its first chunk to its last, the reader's own chunks out to that
+ * peer written in between; not the first chunk's write): for that process's next
+ * spmd__ring_note_pays. The spans differ a little; the ways they choose between differ by
+ * twice or more where the choice matters (stop 63 in README.md). */
 void spmd__ring_note_long_copy(int from, int as_note, int64_t ns, size_t bytes);
 /**
  * Whether this process's next long copy of what it just wrote to process `to` (one its reader

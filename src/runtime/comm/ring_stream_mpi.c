@@ -96,8 +96,8 @@ static uint64_t stream_key(uint64_t wire, uint32_t stamp, int tag, int round)
  * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33; from 64 KiB down to
  * 32 KiB, 10 runs: all_gather of 64 KiB 0.88 -> 0.96).
  * A reduction's rounds choose for themselves (tree_mpi.c); what its all-gather rounds send was
- * just written (fresh), and from LONG_STREAM_BYTES on goes as a note only where that took the
- * peer less time lately than the slots (spmd__ring_note_pays): the reader times both ways, from
+ * just written (just_written), and from LONG_STREAM_BYTES on goes as a note only where that took
+ * the peer less time lately than the slots (spmd__ring_note_pays): the reader times both ways, from
  * the note or the first chunk to the end of the copy.
  * The note's reader answers in a word of the sender's (host_rings.h): the buffer is the
  * caller's again only once it did, or once the sender released the word unanswered. */
@@ -120,6 +120,12 @@ typedef struct stream_state {
     int64_t first_chunk_ns; /* a long copy's first chunk came then (0: not timed) */
 } stream_state;
 
+/* A long copy of what its sender just wrote: its way is measured (spmd__ring_note_pays). */
+static int way_measured(const spmd__stream *s, size_t bytes)
+{
+    return s->just_written && bytes >= LONG_STREAM_BYTES;
+}
+
 static int stream_open(const spmd__stream *s, const stream_state *t)
 {
     return t->sent < s->sbytes || t->got < s->rbytes;
@@ -130,12 +136,13 @@ static int stream_open(const spmd__stream *s, const stream_state *t)
  * then copies while the sender waits for its word, where through the slots both copy in turn
  * (4 x 1 on 2 cores, medians of 3 runs, ratio to MPI: all_gather 128 KiB-4 MiB 0.94-1.91
  * through the slots against 0.74-1.65 read straight, all_to_all 0.67-1.17 against 0.60-1.26).
- * A long fresh one goes the way that took the peer less time lately (spmd__ring_note_pays). */
+ * A long copy of just-written data goes the way that took the peer less time lately
+ * (way_measured). */
 static int as_note(const spmd__stream *s, int p)
 {
     return s->send_stays && !s->fill && s->sbytes >= SPMD__COMM_STRAIGHT_BYTES &&
            !spmd__rings_crowded() && spmd__ring_direct_to(p) &&
-           (s->sbytes < LONG_STREAM_BYTES || !s->fresh || spmd__ring_note_pays(p));
+           (!way_measured(s, s->sbytes) || spmd__ring_note_pays(p));
 }
 
 static int sends_direct(const stream_state *t) { return t->as_note && !t->chunked && t->sent == 0; }
@@ -151,7 +158,7 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
     if (s->into) {
         int64_t began = spmd__now_ns();
         err = spmd__ring_read_direct(p, s->into, note->at, (size_t)note->bytes);
-        if (!err && s->fresh && note->bytes >= LONG_STREAM_BYTES) /* the sender's next choice */
+        if (!err && way_measured(s, (size_t)note->bytes)) /* the sender's next choice */
             spmd__ring_note_long_copy(p, 1, spmd__now_ns() - began, (size_t)note->bytes);
     } else if (!bounce)
         err = ENOMEM;
@@ -286,7 +293,7 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     } else if (claimed) {
         size_t want = next_chunk(s->rbytes, t->got, chunk);
         *came = m.bytes;
-        if (t->got == 0 && s->fresh && s->rbytes >= LONG_STREAM_BYTES) /* or a note */
+        if (t->got == 0 && way_measured(s, s->rbytes)) /* or a note */
             t->first_chunk_ns = spmd__now_ns();
         if (m.bytes == want)
             s->take(s->arg, t->got, m.data, want);

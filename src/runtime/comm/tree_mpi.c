@@ -538,7 +538,8 @@ static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int
                       .fill_arg = &part,
                       .send_stays = straight && (sb - sa) * r->elem >= STRAIGHT_ROUND_BYTES,
                       .into = straight ? acc + ra * r->elem : NULL,
-                      .fresh = straight};
+                      /* the hand-off sends inputs to a peer that adds them */
+                      .just_written = straight && round != ROUND_HAND_OFF};
     return spmd__comm_ring_streams(r->c, 1, &s, "the reduction's data", r->deadline, r->wait, 0);
 }
 
