@@ -116,7 +116,7 @@ typedef struct stream_state {
     int word;               /* claimed for its note (-1: none) */
     int noted;              /* the note went out: sent once the peer answered in the word */
     int chunked;            /* no word was free: the data goes through the slots */
-    int as_note;            /* chosen as it began (sends_direct): the data goes as a note */
+    int as_note;            /* chosen as it began (as_note()): the data goes as a note */
     int64_t first_chunk_ns; /* a long copy's first chunk came then (0: not timed) */
 } stream_state;
 
@@ -156,9 +156,10 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
     int err = 0;
     char *bounce = s->into ? NULL : malloc(chunk);
     if (s->into) {
-        int64_t began = spmd__now_ns();
+        int timed = way_measured(s, (size_t)note->bytes); /* for the sender's next choice */
+        int64_t began = timed ? spmd__now_ns() : 0;
         err = spmd__ring_read_direct(p, s->into, note->at, (size_t)note->bytes);
-        if (!err && way_measured(s, (size_t)note->bytes)) /* the sender's next choice */
+        if (!err && timed)
             spmd__ring_note_long_copy(p, 1, spmd__now_ns() - began, (size_t)note->bytes);
     } else if (!bounce)
         err = ENOMEM;
