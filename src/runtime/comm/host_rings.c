@@ -26,6 +26,7 @@
 #include "runtime/base/stream_copy.h"
 #include "runtime/comm/mpi_failure.h"
 #include "runtime/comm/process.h"
+#include "runtime/comm/way_choice.h"
 
 /* Slots per ring: an exchange has one message in flight per pair and direction, and each of a
  * process's devices may be in one (up to 8 devices per process without falling back to MPI);
@@ -774,23 +775,19 @@ static int choose_way(ring *r, size_t bytes, int long_stream, int *timed)
      * clocks cost too) */
     *timed = k % BURST == BURST - 1;
     if (k % BURST == 0) {
-        uint32_t turn = k / BURST;
-        uint64_t cached = way_cost(w, WAY_CACHED), around = way_cost(w, WAY_AROUND);
-        int best = around < cached ? WAY_AROUND : WAY_CACHED;
-        int way = !cached || !around     ? (turn % 2 ? WAY_AROUND : WAY_CACHED) /* each measured */
-                  : turn % EXPLORE_EVERY ? best
-                                         : WAY_CACHED + WAY_AROUND - best;
+        int way = spmd__pick_way(k / BURST, way_cost(w, WAY_CACHED), way_cost(w, WAY_AROUND), 1,
+                                 EXPLORE_EVERY)
+                      ? WAY_AROUND
+                      : WAY_CACHED;
         atomic_store_explicit(&w->turn_way, (uint32_t)way, memory_order_relaxed);
     }
     return atomic_load_explicit(&w->turn_way, memory_order_relaxed) == WAY_AROUND ? WAY_AROUND
                                                                                   : WAY_CACHED;
 }
 
-/* A long copy's way: each way first for FIRST_COPIES copies in turn until both are measured;
- * then the one that took its reader less time lately, save one copy in every EXPLORE_COPY,
- * which goes the other way (a way's cost rises when its copies meet fresh buffers, and only a
- * copy that goes the other way tells whether that one still costs more). Short turns: a copy
- * is long, and a way tried in vain costs every copy of its turn. */
+/* A long copy's way (spmd__pick_way, a note first): runs of FIRST_COPIES until both ways are
+ * measured, then the other way once in EXPLORE_COPY. Short runs and frequent tries: a copy is
+ * long, and a way tried in vain costs every copy of its run. */
 #define FIRST_COPIES 3
 #define EXPLORE_COPY 32
 
@@ -801,26 +798,14 @@ int spmd__ring_note_pays(int to)
     uint32_t k = atomic_fetch_add_explicit(&w->long_copies, 1, memory_order_relaxed);
     uint64_t note = atomic_load_explicit(&w->copy_ns[1], memory_order_relaxed);
     uint64_t slots = atomic_load_explicit(&w->copy_ns[0], memory_order_relaxed);
-    if (!note || !slots)
-        return k / FIRST_COPIES % 2 == 0;
-    int best = note <= slots;
-    return k % EXPLORE_COPY == EXPLORE_COPY - 1 ? !best : best;
+    return spmd__pick_way(k, note, slots, FIRST_COPIES, EXPLORE_COPY) == 0;
 }
 
-/* A cost into its moving average: 1 / 2^up of the sample where it is more, 1 / 2^down where it
- * is less; a sample at most four times the average, so that one preempted midway moves it
- * little. None where the clock did not move. */
+/* A cost into its moving average (spmd__cost_average). */
 static void note_cost_by(_Atomic uint32_t *avg, int64_t ns, size_t bytes, int up, int down)
 {
-    if (ns <= 0 || bytes == 0)
-        return;
-    int64_t sample = ns * 1024 / (int64_t)bytes;
-    int64_t old = atomic_load_explicit(avg, memory_order_relaxed);
-    if (old && sample > 4 * old)
-        sample = 4 * old;
-    int64_t now = !old ? sample : old + (sample - old) / (1 << (sample > old ? up : down));
-    now = now < 1 ? 1 : now > UINT32_MAX ? UINT32_MAX : now;
-    atomic_store_explicit(avg, (uint32_t)now, memory_order_relaxed);
+    uint32_t old = atomic_load_explicit(avg, memory_order_relaxed);
+    atomic_store_explicit(avg, spmd__cost_average(old, ns, bytes, up, down), memory_order_relaxed);
 }
 
 static void note_cost(_Atomic uint32_t *avg, int64_t ns, size_t bytes)
