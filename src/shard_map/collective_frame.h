@@ -47,6 +47,7 @@ typedef struct coll {
     const int *rank_in_subgroup; /* axis_index_groups: a position's member index; else NULL */
     uint64_t grouping_hash;      /* tells groupings apart in messages */
     const spmd__grouping *grouping; /* the table's copy of the call's groups; else NULL */
+    uint64_t order_key; /* the axis order (or grouping) that positions follow: never 0 */
     int naxes;
     int axes[SPMD_MAX_MESH_AXES];
     uint64_t fingerprint;
@@ -159,6 +160,11 @@ static inline size_t paired_max_bytes(const spmd_ctx *ctx, const spmd__comm *com
 /* Slice `index` of `parts` of `count` elements. */
 static inline void slice_of(size_t count, int parts, int index, size_t *begin, size_t *end)
 {
+    if (parts == 1) { /* one local member: no division on a small collective's path */
+        *begin = 0;
+        *end = count;
+        return;
+    }
     /* multiples of 16 elements keep different threads off each other's cache lines */
     size_t per = (count / (size_t)parts + 15) / 16 * 16;
     *begin = per * (size_t)index < count ? per * (size_t)index : count;

@@ -266,7 +266,7 @@ static void list_members(const coll *c, int *lists)
 static spmd_status map_members(const coll *c)
 {
     spmd__group *g = c->g;
-    uint64_t key = position_key(c);
+    uint64_t key = c->order_key;
     if (g->members_key == key)
         return SPMD_OK;
     g->members_key = 0;
@@ -285,7 +285,7 @@ static spmd_status map_positions(const coll *c)
 {
     spmd__group *g = c->g;
     spmd__position_map *pm = &g->positions;
-    uint64_t key = position_key(c);
+    uint64_t key = c->order_key;
     if (pm->key == key)
         return SPMD_OK;
     pm->key = 0;
@@ -373,8 +373,11 @@ static spmd_status last_arrival(coll *c)
     if (g->comm)
         SPMD_CHECK(map_positions(c));
     int blocks = c->scratch_if_blocks && g->comm && g->positions.block > 0;
-    for (int i = 0; i < 3; i++)
-        SPMD_CHECK(spmd__group_scratch(g, i, blocks ? c->scratch_blocks[i] : c->scratch_need[i]));
+    for (int i = 0; i < 3; i++) {
+        size_t need = blocks ? c->scratch_blocks[i] : c->scratch_need[i];
+        if (g->scratch_bytes[i] < need) /* it only grows: most collectives find it large enough */
+            SPMD_CHECK(spmd__group_scratch(g, i, need));
+    }
     return SPMD_OK;
 }
 
@@ -627,6 +630,7 @@ spmd_status spmd__coll_begin(spmd_ctx *ctx, const char *axes, op_kind op, const 
     c->rank_in_subgroup = NULL;
     c->grouping_hash = 0;
     c->grouping = NULL;
+    c->order_key = 0;
     c->nblocks = 0;
     c->description[0] = '\0';
     memset(c->scratch_need, 0, sizeof c->scratch_need);
@@ -679,6 +683,7 @@ spmd_status spmd__coll_begin(spmd_ctx *ctx, const char *axes, op_kind op, const 
         h = mix(h, grouping.hash);
         c->grouping_hash = grouping.hash;
     }
+    c->order_key = position_key(c);
     c->fingerprint = mix_block(h, in);
     if (spmd__packed_layout) { /* the blocks a packed collective carries must match too */
         c->fingerprint = mix(c->fingerprint, spmd__packed_layout);
@@ -829,7 +834,7 @@ spmd_status spmd__coll_members_init(const coll *c, members *m)
     m->owned = NULL;
     /* the rendezvous that made them is this collective's or an earlier one's: none of this
      * group writes them again before this member arrives at its next collective */
-    const int *lists = g->members_key == position_key(c) ? g->members_lists : NULL;
+    const int *lists = g->members_key == c->order_key ? g->members_lists : NULL;
     if (!lists) {
         int *made =
             c->n <= SPMD__MEMBERS_INLINE ? m->inline_lists : malloc(3 * (size_t)c->n * sizeof(int));

@@ -43,21 +43,35 @@ static unsigned long mix_key(unsigned long k)
     return (unsigned long)(h ^ (h >> 33));
 }
 
+/* The blocks of tags exchanges may own, below the fixed tags. */
+static unsigned long exchange_blocks(void)
+{
+    return (unsigned long)((tag_top() - 4 * SPMD__TAGS_PER_EXCHANGE) / SPMD__TAGS_PER_EXCHANGE);
+}
+
+/* A subset's share of the blocks past the keyed ones, rounded down to a power of two. */
+static unsigned long lane_blocks(int lanes)
+{
+    unsigned long blocks = exchange_blocks(), share = 1;
+    unsigned long fair = blocks > KEYED_BLOCKS ? (blocks - KEYED_BLOCKS) / (unsigned long)lanes : 1;
+    while (share * 2 <= fair)
+        share *= 2;
+    return share;
+}
+
 int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
 {
     if (c->is_view && !key) { /* an agreement that makes a communicator keys its tags */
         c->stamp = 0x76696577u;
         return view_tag();
     }
-    unsigned long blocks =
-        (unsigned long)((tag_top() - 4 * SPMD__TAGS_PER_EXCHANGE) / SPMD__TAGS_PER_EXCHANGE);
+    unsigned long blocks = exchange_blocks();
     /* a key's bits all count: keys of calls a few apart must not share a block */
     unsigned long n = key ? mix_key(key) : c->exchanges++, block;
     c->stamp =
         (uint32_t)(mix_key(n ^ ((unsigned long)c->lane << 40) ^ (key ? 1ul << 63 : 0)) >> 32) | 1u;
     if (c->lanes) {
-        unsigned long per_lane = (blocks - KEYED_BLOCKS) / (unsigned long)c->lanes;
-        block = KEYED_BLOCKS + (n % (per_lane ? per_lane : 1)) * (unsigned long)c->lanes +
+        block = KEYED_BLOCKS + (n & (c->lane_blocks - 1)) * (unsigned long)c->lanes +
                 (unsigned long)c->lane;
     } else if (c->is_view) { /* nothing else uses the private communicator's blocks */
         block = n % blocks;
@@ -253,6 +267,7 @@ spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int l
      * whatever order each process started them. Each makes its own (spmd__comm_whole). */
     c->lane = lane;
     c->lanes = lanes;
+    c->lane_blocks = lanes ? lane_blocks(lanes) : 0;
     c->exchanges = first_exchange;
     *out = c;
     return SPMD_OK;

@@ -21,9 +21,10 @@ struct spmd__comm {
     int *processes; /* runtime process index of each rank */
     int *peer;      /* rank in `comm` of each rank: itself, or its rank in the parent */
     int is_view;
-    int lane, lanes;         /* a subset: its share of the parent's tags (lanes 0: not a subset) */
-    unsigned long exchanges; /* exchanges begun, counted alike on every rank */
-    uint32_t stamp;          /* the last exchange's stamp (spmd__comm_exchange_tag) */
+    int lane, lanes; /* a subset: its share of the parent's tags (lanes 0: not a subset) */
+    unsigned long lane_blocks; /* a subset: its tag blocks, a power of two (a mask, no division) */
+    unsigned long exchanges;   /* exchanges begun, counted alike on every rank */
+    uint32_t stamp;            /* the last exchange's stamp (spmd__comm_exchange_tag) */
     /* buffers of sends never waited for: they live as long as the communicator */
     void **kept;
     int num_kept;
