@@ -65,7 +65,6 @@ int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
         c->stamp = 0x76696577u;
         return view_tag();
     }
-    unsigned long blocks = exchange_blocks();
     /* a key's bits all count: keys of calls a few apart must not share a block */
     unsigned long n = key ? mix_key(key) : c->exchanges++, block;
     c->stamp =
@@ -74,8 +73,9 @@ int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
         block = KEYED_BLOCKS + (n & (c->lane_blocks - 1)) * (unsigned long)c->lanes +
                 (unsigned long)c->lane;
     } else if (c->is_view) { /* nothing else uses the private communicator's blocks */
-        block = n % blocks;
+        block = n % exchange_blocks();
     } else {
+        unsigned long blocks = exchange_blocks();
         block = blocks < KEYED_BLOCKS ? n % blocks : n & (KEYED_BLOCKS - 1); /* no division */
     }
     return (int)block * SPMD__TAGS_PER_EXCHANGE;

@@ -805,7 +805,9 @@ int spmd__ring_note_pays(int to)
 static void note_cost_by(_Atomic uint32_t *avg, int64_t ns, size_t bytes, int up, int down)
 {
     uint32_t old = atomic_load_explicit(avg, memory_order_relaxed);
-    atomic_store_explicit(avg, spmd__cost_average(old, ns, bytes, up, down), memory_order_relaxed);
+    uint32_t now = spmd__cost_average(old, ns, bytes, up, down);
+    if (now != old) /* a sample left out writes nothing over another thread's */
+        atomic_store_explicit(avg, now, memory_order_relaxed);
 }
 
 static void note_cost(_Atomic uint32_t *avg, int64_t ns, size_t bytes)
