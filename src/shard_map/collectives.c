@@ -373,11 +373,8 @@ static spmd_status last_arrival(coll *c)
     if (g->comm)
         SPMD_CHECK(map_positions(c));
     int blocks = c->scratch_if_blocks && g->comm && g->positions.block > 0;
-    for (int i = 0; i < 3; i++) {
-        size_t need = blocks ? c->scratch_blocks[i] : c->scratch_need[i];
-        if (g->scratch_bytes[i] < need) /* it only grows: most collectives find it large enough */
-            SPMD_CHECK(spmd__group_scratch(g, i, need));
-    }
+    for (int i = 0; i < 3; i++)
+        SPMD_CHECK(spmd__group_scratch(g, i, blocks ? c->scratch_blocks[i] : c->scratch_need[i]));
     return SPMD_OK;
 }
 

@@ -641,10 +641,8 @@ int spmd__group_local_index(const spmd__group *g, int flat)
     return -1;
 }
 
-spmd_status spmd__group_scratch(spmd__group *g, int which, size_t bytes)
+spmd_status spmd__group_scratch_grow(spmd__group *g, int which, size_t bytes)
 {
-    if (g->scratch_bytes[which] >= bytes)
-        return SPMD_OK;
     void *p = NULL;
     if (posix_memalign(&p, 64, bytes ? bytes : 64))
         return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY,

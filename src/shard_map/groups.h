@@ -221,7 +221,14 @@ void spmd__mesh_state_reset_rendezvous(spmd__mesh_state *state);
 /** Index of a local member (flat position) within its group's local members. */
 int spmd__group_local_index(const spmd__group *g, int flat);
 
-/** Makes scratch buffer `which` of the group at least `bytes` long (called by one member). */
-spmd_status spmd__group_scratch(spmd__group *g, int which, size_t bytes);
+/** Replaces scratch buffer `which` of the group with one of `bytes` (spmd__group_scratch). */
+spmd_status spmd__group_scratch_grow(spmd__group *g, int which, size_t bytes);
+
+/** Makes scratch buffer `which` of the group at least `bytes` long (called by one member). It
+ * only grows: most collectives find it large enough, here, without a call. */
+static inline spmd_status spmd__group_scratch(spmd__group *g, int which, size_t bytes)
+{
+    return g->scratch_bytes[which] >= bytes ? SPMD_OK : spmd__group_scratch_grow(g, which, bytes);
+}
 
 #endif /* SPMD_GROUPS_H */
