@@ -146,9 +146,8 @@ static spmd_status check_out_like_in(spmd_ctx *ctx, const spmd_block *in, const 
                                      const char *name)
 {
     spmd_status st = spmd__check_block(in, "in", name);
-    if (st == SPMD_OK && out && out->data &&
-        spmd__block_has_layout(out, in->dtype, in->ndim, in->shape))
-        return SPMD_OK; /* the usual case: what in passed, out passes */
+    if (st == SPMD_OK && spmd__block_like_checked(out, in))
+        return SPMD_OK; /* the usual case */
     if (st == SPMD_OK)
         st = spmd__check_block(out, "out", name);
     if (st == SPMD_OK)

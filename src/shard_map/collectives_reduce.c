@@ -105,8 +105,7 @@ static spmd_status prepare_reduction(op_kind op, const spmd_block *in, spmd_bloc
 {
     const char *name = spmd__coll_op_names[op];
     SPMD_CHECK(spmd__check_block(in, "in", name));
-    /* an out with in's layout passes what in passed: only its data is its own */
-    int like_in = out && out->data && spmd__block_has_layout(out, in->dtype, in->ndim, in->shape);
+    int like_in = spmd__block_like_checked(out, in);
     if (!like_in)
         SPMD_CHECK(spmd__check_block(out, "out", name));
     *reduced = *in;
@@ -134,7 +133,7 @@ static spmd_status prepare_reduction(op_kind op, const spmd_block *in, spmd_bloc
                  "%s of %s is not supported; convert to int32 or float32 first (spmd_op_copy into "
                  "a block of that dtype)",
                  name, spmd_dtype_name(reduced->dtype));
-    if (like_in && !convert) /* reduced is in */
+    if (like_in) /* reduced is in: a conversion's out never has in's dtype (refused above) */
         return SPMD_OK;
     return spmd__coll_check_out_shape(out, reduced->dtype, reduced->ndim, reduced->shape, name);
 }

@@ -135,6 +135,13 @@ static inline int spmd__block_has_layout(const spmd_block *b, spmd_dtype dtype, 
     return same;
 }
 
+/** 1 when out has in's dtype, rank and shape and data of its own: in, checked, vouches for it
+ * (an out's full check is skipped on a small collective's path). */
+static inline int spmd__block_like_checked(const spmd_block *out, const spmd_block *in)
+{
+    return out && out->data && spmd__block_has_layout(out, in->dtype, in->ndim, in->shape);
+}
+
 /** A block's bytes (of a block checked already: no overflow test). */
 static inline size_t spmd__block_bytes(const spmd_block *b)
 {
