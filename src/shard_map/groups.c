@@ -13,6 +13,7 @@
 #include "runtime/comm/process_sets.h"
 #include "runtime/runtime_impl.h"
 #include "sharding/mesh_impl.h"
+#include "shard_map/tag_lanes.h"
 
 static void group_free(spmd__group *g, int abandon, int keep_scratch)
 {
@@ -121,8 +122,8 @@ static uint64_t mesh_fingerprint(const spmd_mesh *m)
 }
 
 /* Fills member lists, ranks and local members of group `id` of table t. */
-static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, int id, int me,
-                               spmd__group **out)
+static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, int id, int lane,
+                               int me, spmd__group **out)
 {
     spmd__group *g = calloc(1, sizeof *g);
     SPMD_REQUIRE(g != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
@@ -143,6 +144,7 @@ static spmd_status build_group(const spmd_mesh *m, const spmd__group_table *t, i
     g->local_flat = g->rank_members + n;
     g->rank_device = g->local_flat + n;
     g->id = id;
+    g->lane = lane;
     g->size = n;
     int k = 0;
     for (int f = 0; f < m->size; f++)
@@ -213,6 +215,9 @@ static spmd_status keep_grouping(spmd__group_table *t, const spmd__grouping *gr,
     return SPMD_OK;
 }
 
+/* In build_table: a group with members in several processes. */
+#define SPANS (-2)
+
 /* Builds the groups of `mask`, or of `grouping` (its subgroups), that have local members;
  * *spans: some group of the mesh (this process's or not) has members in several processes. */
 static spmd_status build_table(const spmd_mesh *m, unsigned mask, const spmd__grouping *grouping,
@@ -253,7 +258,6 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, const spmd__gr
     }
     for (int i = 0; i < t->num_groups; i++)
         first_process[i] = -1;
-    *spans = 0;
     for (int f = 0; f < m->size; f++) {
         spmd__mesh_coords(m, f, c);
         int id = 0;
@@ -267,21 +271,26 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, const spmd__gr
             id = id * grouping->num_groups + sub_of[pos];
         }
         t->group_of_flat[f] = id;
-        if (first_process[id] < 0)
+        if (first_process[id] == -1)
             first_process[id] = m->process_of[f];
         else if (first_process[id] != m->process_of[f])
-            *spans = 1;
+            first_process[id] = SPANS;
+    }
+    /* each group's lane (tag_lanes.h), in its place: every process numbers them alike */
+    int *lane_of = first_process, lanes = 0;
+    for (int id = 0; id < t->num_groups; id++)
+        lane_of[id] = first_process[id] == SPANS ? lanes++ : -1;
+    *spans = lanes > 0;
+    spmd_status st = SPMD_OK;
+    for (int i = 0; i < m->num_local && st == SPMD_OK; i++) {
+        int id = t->group_of_flat[m->position_of[m->local_ids[i]]];
+        if (!t->groups[id])
+            st = build_group(m, t, id, lane_of[id], me, &t->groups[id]);
     }
     free(first_process);
-    for (int i = 0; i < m->num_local; i++) {
-        int id = t->group_of_flat[m->position_of[m->local_ids[i]]];
-        if (t->groups[id])
-            continue;
-        spmd_status st = build_group(m, t, id, me, &t->groups[id]);
-        if (st != SPMD_OK) {
-            table_free(t, 0, 0);
-            return st;
-        }
+    if (st != SPMD_OK) {
+        table_free(t, 0, 0);
+        return st;
     }
     *out = t;
     return SPMD_OK;
@@ -296,6 +305,19 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, const spmd__gr
 static spmd_status create_group_comms(spmd__mesh_state *s, const spmd_mesh *m, spmd__group_table *t,
                                       unsigned long call)
 {
+    long lanes = spmd__lanes_total(m->ndim, m->shape, SPMD__MAX_GROUPINGS);
+    long room = spmd__comm_subset_lanes();
+    if (lanes > room) {
+        char text[SPMD__MESH_TEXT];
+        spmd__ignore(spmd_mesh_format(m, text, sizeof text));
+        return SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
+                          "a collective over processes on %s (%d devices in %d processes) needs "
+                          "%ld lanes of MPI tags, but this MPI's tag space (MPI_TAG_UB %d) has "
+                          "room for %ld: use an MPI with a larger MPI_TAG_UB (Open MPI's is "
+                          "2^31-1; Intel MPI's grows with MPIR_CVAR_CH4_OFI_TAG_BITS), or a mesh "
+                          "of fewer devices",
+                          text, m->size, m->num_processes, lanes, spmd__comm_tag_ub(), room);
+    }
     int *ranks = malloc((size_t)m->num_processes * sizeof *ranks);
     SPMD_REQUIRE(ranks != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     spmd_status st = SPMD_OK;
@@ -312,9 +334,8 @@ static spmd_status create_group_comms(spmd__mesh_state *s, const spmd_mesh *m, s
         /* Counted from the call that builds the table: tables built anew after a failed call
          * (the same call on every process) start elsewhere in their lane than the messages an
          * abandoned exchange left behind (which the fingerprints would also tell apart). */
-        int lane = t->lane_base + id, lanes = ((1 << m->ndim) + SPMD__MAX_GROUPINGS) * m->size;
-        st = spmd__comm_subset(s->control, ranks, g->num_ranks, lane, lanes, call * 4099ul,
-                               &g->comm);
+        st = spmd__comm_subset(s->control, ranks, g->num_ranks, (int)(t->lane_base + g->lane),
+                               (int)lanes, call * 4099ul, &g->comm);
         if (st == SPMD_OK && !spmd__mpi_thread_multiple())
             st = spmd__comm_make_whole(g->comm);
     }
@@ -394,7 +415,7 @@ spmd_status spmd__mesh_state_setup(spmd_mesh *mesh, spmd__mesh_state *s, int64_t
 /* Builds the table of `mask` or of `grouping`, with the communicators of its groups (their tags
  * from lane_base on), and publishes it in slot `slot`. The caller holds tables_lock. */
 static spmd_status build_and_publish(spmd_mesh *mesh, spmd__mesh_state *s, unsigned mask,
-                                     const spmd__grouping *grouping, int lane_base, unsigned slot,
+                                     const spmd__grouping *grouping, long lane_base, unsigned slot,
                                      unsigned long call, int me, spmd__group_table **out)
 {
     int spans = 0;
@@ -427,7 +448,8 @@ spmd_status spmd__mesh_state_table(spmd_mesh *mesh, spmd__mesh_state *s, unsigne
     spmd_status st = SPMD_OK;
     spmd__group_table *t = table_at(s, mask);
     if (!t)
-        st = build_and_publish(mesh, s, mask, NULL, (int)mask * mesh->size, mask, call,
+        st = build_and_publish(mesh, s, mask, NULL,
+                               spmd__lanes_axes_base(mesh->ndim, mesh->shape, mask), mask, call,
                                rt->process_index, &t);
     pthread_mutex_unlock(&s->tables_lock);
     *out = st == SPMD_OK ? t : NULL;
@@ -533,9 +555,9 @@ spmd_status spmd__mesh_state_grouped_table(spmd_mesh *mesh, spmd__mesh_state *s,
                 mask |= 1u << gr->axes[a];
             retire(s, k);
             /* a fresh table: its exchanges are counted from this call on (build_and_publish) */
-            st = build_and_publish(mesh, s, mask, gr, ((1 << mesh->ndim) + k) * mesh->size,
-                                   (1u << SPMD_MAX_MESH_AXES) + (unsigned)k, call,
-                                   rt->process_index, &t);
+            st = build_and_publish(
+                mesh, s, mask, gr, spmd__lanes_grouping_base(mesh->ndim, mesh->shape, k),
+                (1u << SPMD_MAX_MESH_AXES) + (unsigned)k, call, rt->process_index, &t);
             if (st == SPMD_OK && k == count)
                 atomic_store(&s->num_groupings, count + 1);
         }

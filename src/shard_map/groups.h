@@ -41,6 +41,7 @@ typedef struct spmd__position_map {
 /* One group (devices that share every coordinate off the table's axes) with local members. */
 typedef struct spmd__group {
     int id;
+    int lane;          /* among its table's groups spanning processes, in group order; -1: none */
     int size;          /* members */
     int *member_flat;  /* [size] mesh positions, ascending */
     int *member_rank;  /* [size] rank of the member's process in `comm` */
@@ -104,7 +105,7 @@ typedef struct spmd__group_table {
     spmd__grouping grouping;
     int *grouping_store;   /* sizes and positions of the key, and rank_in_subgroup */
     int *rank_in_subgroup; /* [grouping.total]; NULL for the table of an axis set */
-    int lane_base;         /* its groups' lanes of tags on the mesh's communicator */
+    long lane_base;        /* its groups' first lane of tags on the mesh's communicator */
     /* a grouping's table: the number of the last shard_map call that used it (written under
      * tables_lock; a table used by the current call is never evicted) */
     atomic_ulong last_call;

@@ -129,6 +129,10 @@ spmd_status spmd__comm_view(const int *processes, int n, spmd__comm **out);
  */
 spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int lane, int lanes,
                               unsigned long first_exchange, spmd__comm **out);
+/** How many lanes spmd__comm_subset can give subsets of one communicator (the tag space). */
+long spmd__comm_subset_lanes(void);
+/** The largest MPI tag that libspmd uses (MPI_TAG_UB, at most 2^30); 0 without MPI. */
+int spmd__comm_tag_ub(void);
 /** Makes a subset's MPI communicator now (see spmd__comm_subset): collective over its ranks. */
 spmd_status spmd__comm_make_whole(spmd__comm *c);
 /** Frees a communicator with no operation pending. NULL-safe. */

@@ -53,11 +53,19 @@ static unsigned long exchange_blocks(void)
 static unsigned long lane_blocks(int lanes)
 {
     unsigned long blocks = exchange_blocks(), share = 1;
-    unsigned long fair = blocks > KEYED_BLOCKS ? (blocks - KEYED_BLOCKS) / (unsigned long)lanes : 1;
+    unsigned long fair = (blocks - KEYED_BLOCKS) / (unsigned long)lanes; /* >= 1: checked */
     while (share * 2 <= fair)
         share *= 2;
     return share;
 }
+
+long spmd__comm_subset_lanes(void)
+{
+    unsigned long blocks = exchange_blocks();
+    return blocks > KEYED_BLOCKS ? (long)(blocks - KEYED_BLOCKS) : 0;
+}
+
+int spmd__comm_tag_ub(void) { return tag_top(); }
 
 int spmd__comm_exchange_tag(spmd__comm *c, unsigned long key)
 {
@@ -247,6 +255,12 @@ spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int l
                               unsigned long first_exchange, spmd__comm **out)
 {
     *out = NULL;
+    /* lanes past the tag space would run into the fixed tags (the caller refuses such a mesh) */
+    SPMD_REQUIRE(lanes == 0 || (lane >= 0 && lane < lanes && lanes <= spmd__comm_subset_lanes()),
+                 SPMD_ERR_INTERNAL,
+                 "a communicator subset in lane %d of %d, past the %ld lanes of "
+                 "the tag space",
+                 lane, lanes, spmd__comm_subset_lanes());
     spmd__comm *c = new_wrapper(ranks, n);
     SPMD_REQUIRE(c != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator");
     c->comm = parent->comm;
