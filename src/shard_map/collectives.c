@@ -507,7 +507,9 @@ spmd__agreement spmd__coll_agreement(const coll *c)
  * aborted (here or in another process). Messages describe the collective (spmd__coll_agreement). */
 spmd__wait spmd__coll_cross_wait(coll *c)
 {
-    spmd__wait w = {.deadline_ns = spmd__coarse_now_ns() + c->call->timeout_ns,
+    int64_t now = spmd__coarse_now_ns();
+    spmd__wait w = {.deadline_ns = now + c->call->timeout_ns,
+                    .begun_ns = now,
                     .cancelled = spmd__call_check_cancel,
                     .arg = c->call,
                     .late_told_later = 1,

@@ -253,7 +253,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
     unlock();
     int timed_out = 0, culprit = -1, tracked = -1, tracked_request = -1;
     /* the coarse clock: deadlines are seconds away, probes milliseconds */
-    int64_t started = spmd__coarse_now_ns(), probe_after = spmd__calls_probe_after_ns();
+    int64_t started = x.begun, probe_after = spmd__calls_probe_after_ns();
     int64_t now = started;
     unsigned spins = 0;
     int every = spmd__rings_crowded() ? 1 : PAIRED_MPI_EVERY;

@@ -1019,7 +1019,10 @@ void spmd__xchg_init(xchg *x, spmd__comm *c, const spmd__agreement *a, spmd__wai
     x->stamp = c->stamp; /* of the exchange whose tag the caller just took */
     /* at most half of a short window (a grace period) shared out over the steps */
     int64_t s = w->spread_arrivals ? 250000000 : spmd__comm_stagger_ns();
-    int64_t shares = 2 * (int64_t)(x->t.levels + 2), left = deadline - spmd__coarse_now_ns();
+    /* the wait's clock serves its first exchange only: a later one may start long after */
+    x->begun = w->begun_ns ? w->begun_ns : spmd__coarse_now_ns();
+    w->begun_ns = 0;
+    int64_t shares = 2 * (int64_t)(x->t.levels + 2), left = deadline - x->begun;
     if (left < s * shares) { /* near the deadline only: a division on every exchange showed */
         int64_t share = left / shares;
         s = share > 1000000 ? share : 1000000;
