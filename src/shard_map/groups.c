@@ -280,6 +280,7 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, const spmd__gr
     int *lane_of = first_process, lanes = 0;
     for (int id = 0; id < t->num_groups; id++)
         lane_of[id] = first_process[id] == SPANS ? lanes++ : -1;
+    t->span_lanes = lanes;
     *spans = lanes > 0;
     spmd_status st = SPMD_OK;
     for (int i = 0; i < m->num_local && st == SPMD_OK; i++) {
@@ -305,18 +306,25 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, const spmd__gr
 static spmd_status create_group_comms(spmd__mesh_state *s, const spmd_mesh *m, spmd__group_table *t,
                                       unsigned long call)
 {
-    long lanes = spmd__lanes_total(m->ndim, m->shape, SPMD__MAX_GROUPINGS);
-    long room = spmd__comm_subset_lanes();
-    if (lanes > room) {
+    /* A tag space too small for the whole layout serves the tables whose lanes fit (the axis
+     * sets first, then the grouping slots in order); a table past it is refused, alike on
+     * every process. */
+    long total = spmd__lanes_total(m->ndim, m->shape, SPMD__MAX_GROUPINGS);
+    long room = spmd__comm_subset_lanes(), lanes = total < room ? total : room;
+    if (t->lane_base + t->span_lanes > lanes) {
         char text[SPMD__MESH_TEXT];
         spmd__ignore(spmd_mesh_format(m, text, sizeof text));
-        return SPMD_ERROR(SPMD_ERR_UNSUPPORTED,
-                          "a collective over processes on %s (%d devices in %d processes) needs "
-                          "%ld lanes of MPI tags, but this MPI's tag space (MPI_TAG_UB %d) has "
-                          "room for %ld: use an MPI with a larger MPI_TAG_UB (Open MPI's is "
-                          "2^31-1; Intel MPI's grows with MPIR_CVAR_CH4_OFI_TAG_BITS), or a mesh "
-                          "of fewer devices",
-                          text, m->size, m->num_processes, lanes, spmd__comm_tag_ub(), room);
+        return SPMD_ERROR(
+            SPMD_ERR_UNSUPPORTED,
+            "a collective over processes on %s (%d devices in %d processes) needs lanes of MPI "
+            "tags up to %ld, but this MPI's tag space (MPI_TAG_UB %d) has room for %ld: use an "
+            "MPI with a larger MPI_TAG_UB (Intel MPI's grows with MPIR_CVAR_CH4_OFI_TAG_BITS)%s, "
+            "or a mesh of fewer devices",
+            text, m->size, m->num_processes, t->lane_base + t->span_lanes, spmd__comm_tag_ub(),
+            room,
+            t->rank_in_subgroup ? ", fewer distinct axis_index_groups on this mesh (each takes "
+                                  "the lanes of its slot, in the order first used)"
+                                : "");
     }
     int *ranks = malloc((size_t)m->num_processes * sizeof *ranks);
     SPMD_REQUIRE(ranks != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");

@@ -106,6 +106,7 @@ typedef struct spmd__group_table {
     int *grouping_store;   /* sizes and positions of the key, and rank_in_subgroup */
     int *rank_in_subgroup; /* [grouping.total]; NULL for the table of an axis set */
     long lane_base;        /* its groups' first lane of tags on the mesh's communicator */
+    int span_lanes;        /* its groups spanning processes: their lanes follow lane_base */
     /* a grouping's table: the number of the last shard_map call that used it (written under
      * tables_lock; a table used by the current call is never evicted) */
     atomic_ulong last_call;

@@ -2,7 +2,7 @@
  * meshes of many shapes, over processes laid out in blocks and in strides, every group spanning
  * processes, of every set of axes and of groupings in every slot, numbered in its table in group
  * order as groups.c numbers it, gets a lane inside its table's range that no other group has;
- * and the layout of 1024 processes x 8 devices fits the tag space of an MPI with 20-bit tags. */
+ * and the layout of 1024 processes x 8 devices fits the tag spaces of Intel MPI. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -86,7 +86,43 @@ static void take_lanes(const int *group, int size, int groups, const int *proces
     free(spans);
 }
 
-/* Groups of pairs over all axes, pairing position i with position pair_of[i]. */
+/* Subgroups over the axes of `mask` (positions along them in axis order), of sizes 1, 2, 3, ...
+ * in turn over a shuffled order, each repeated at every coordinate off the mask: the table's
+ * group of each position, as groups.c numbers them; returns their count. */
+static int uneven_groups(const mesh_case *c, unsigned mask, unsigned seed, int *group)
+{
+    int size = mesh_size(c), total = 1;
+    for (int a = 0; a < c->ndim; a++)
+        if (mask & (1u << a))
+            total *= c->shape[a];
+    int *sub_of = malloc((size_t)total * sizeof *sub_of);
+    assert_non_null(sub_of);
+    int subs = 0;
+    for (int at = 0, len = 1; at < total; at += len, len++, subs++)
+        for (int i = at; i < at + len && i < total; i++)
+            sub_of[i] = subs;
+    for (int i = total - 1; i > 0; i--) { /* which positions: shuffled */
+        seed = seed * 1103515245u + 12345u;
+        int j = (int)((seed >> 8) % (unsigned)(i + 1)), t = sub_of[i];
+        sub_of[i] = sub_of[j];
+        sub_of[j] = t;
+    }
+    for (int f = 0; f < size; f++) {
+        int coord[8], g = f, pos = 0;
+        for (int a = c->ndim - 1; a >= 0; a--) {
+            coord[a] = g % c->shape[a];
+            g /= c->shape[a];
+        }
+        for (int a = 0; a < c->ndim; a++)
+            if (mask & (1u << a))
+                pos = pos * c->shape[a] + coord[a];
+        group[f] = group_of(c, mask, f) * subs + sub_of[pos];
+    }
+    free(sub_of);
+    return (size / total) * subs;
+}
+
+/* Groups of pairs over all axes (the most groups spanning processes a grouping can have). */
 static void pair_groups(int size, unsigned seed, int *group)
 {
     int *order = malloc((size_t)size * sizeof *order);
@@ -126,14 +162,19 @@ static void check_layout(const mesh_case *c, const int *process)
         snprintf(what, sizeof what, "%d axes, %d devices, axes mask %#x", c->ndim, size, mask);
         take_lanes(group, size, size / members, process, base, end, taken, what);
     }
+    /* even slots: pairs over all axes; odd ones: uneven subgroups over some of them */
     for (int k = 0; k < SLOTS; k++) {
-        pair_groups(size, 17u * (unsigned)k + 1u, group);
+        unsigned mask = 1u + (unsigned)k % ((1u << c->ndim) - 1u), seed = 17u * (unsigned)k + 1u;
+        int groups = (size + 1) / 2;
+        if (k % 2)
+            groups = uneven_groups(c, mask, seed, group);
+        else
+            pair_groups(size, seed, group);
         long base = spmd__lanes_grouping_base(c->ndim, c->shape, k);
-        long end = spmd__lanes_grouping_base(c->ndim, c->shape, k + 1);
+        long end = k + 1 < SLOTS ? spmd__lanes_grouping_base(c->ndim, c->shape, k + 1) : total;
         snprintf(what, sizeof what, "%d axes, %d devices, grouping slot %d", c->ndim, size, k);
-        take_lanes(group, size, (size + 1) / 2, process, base, end, taken, what);
+        take_lanes(group, size, groups, process, base, end, taken, what);
     }
-    assert_int_equal(spmd__lanes_grouping_base(c->ndim, c->shape, SLOTS), total);
     free(taken);
     free(group);
 }
@@ -161,21 +202,39 @@ static void test_spanning_groups_get_lanes_of_their_own(void **state)
     }
 }
 
-/* 1024 processes x 8 devices: the lanes fit what Intel MPI's 20-bit tags leave (MPI_TAG_UB
- * 1048575: (1048575 - 16) / 4 blocks of 4 tags, less 4096 keyed ones). One lane per device and
- * table, as before, needed 36 x 8192 = 294912. */
+/* The lanes an MPI_TAG_UB leaves: blocks of 4 tags below 4 fixed blocks, less 4096 keyed ones. */
+static long room_of(long tag_ub) { return (tag_ub - 16) / 4 - 4096; }
+
+/* 1024 processes x 8 devices. Intel MPI's tags stop at 1048575 with its mlx provider: the whole
+ * layout fits (one lane per device and table, as before, needed 36 x 8192 = 294912). At 524287
+ * (its 20 tag bits by default) the axis sets and 28 of the 32 grouping slots fit (30 on 2 axes);
+ * a table past the room is refused when first used (groups.c). */
 static void test_target_scale_fits_twenty_bit_tags(void **state)
 {
     (void)state;
-    const long room = (1048575 - 16) / 4 - 4096;
     static const mesh_case big[] = {
         {2, {1024, 8}}, {2, {8, 1024}}, {3, {128, 8, 8}}, {4, {32, 32, 4, 2}}, {1, {8192}}};
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
         long total = spmd__lanes_total(big[i].ndim, big[i].shape, SLOTS);
-        if (total > room)
-            fail_msg("a mesh of %d axes over 8192 devices needs %ld lanes, more than %ld",
-                     big[i].ndim, total, room);
-        assert_true(total >= SLOTS * 8192L / 2);
+        long most = spmd__lanes_grouping_base(big[i].ndim, big[i].shape, 28);
+        if (total > room_of(1048575) || most > room_of(524287))
+            fail_msg("a mesh of %d axes over 8192 devices needs %ld lanes (%ld for its axis sets "
+                     "and 28 groupings), more than %ld (%ld)",
+                     big[i].ndim, total, most, room_of(1048575), room_of(524287));
+    }
+}
+
+/* The standard's minimum tag space (32767) serves the axis sets of meshes of 512 devices. */
+static void test_minimum_tag_space_serves_axis_sets(void **state)
+{
+    (void)state;
+    static const mesh_case meshes[] = {{2, {64, 8}}, {2, {8, 64}}, {3, {8, 8, 8}}, {1, {512}}};
+    for (size_t i = 0; i < sizeof meshes / sizeof meshes[0]; i++) {
+        const mesh_case *c = &meshes[i];
+        long axes = spmd__lanes_axes_base(c->ndim, c->shape, 1u << c->ndim);
+        if (axes > room_of(32767))
+            fail_msg("the axis sets of a %d-axis mesh of 512 devices need %ld lanes, more than %ld",
+                     c->ndim, axes, room_of(32767));
     }
 }
 
@@ -184,6 +243,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spanning_groups_get_lanes_of_their_own),
         cmocka_unit_test(test_target_scale_fits_twenty_bit_tags),
+        cmocka_unit_test(test_minimum_tag_space_serves_axis_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

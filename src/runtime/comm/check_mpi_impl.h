@@ -38,7 +38,7 @@ typedef struct xchg {
     header h;
     int64_t deadline; /* of step 0; step s ends s * stagger later, the last before the caller's */
     int64_t stagger;
-    int64_t begun; /* the coarse clock at set-up */
+    int64_t begun; /* the coarse clock at set-up, or as the wait was made (spmd__wait.begun_ns) */
     int64_t next_cancel_check;
     spmd_status stopped; /* the cancellation status, once cancelled */
     int broken;          /* an MPI call failed: its message is recorded */

@@ -29,8 +29,9 @@ typedef struct spmd__wait_where {
  * verdict of the notes between processes (calls.h) ends it too. */
 typedef struct spmd__wait {
     int64_t deadline_ns;
-    /** the coarse clock (spmd__coarse_now_ns) as the wait was made, for its first exchange to
-     * start from instead of reading it again; 0: unknown */
+    /** in/out: the coarse clock (spmd__coarse_now_ns) as the wait was made, for its first
+     * exchange to start from instead of reading it again, which sets it to 0 (later exchanges
+     * read the clock); 0: unknown */
     int64_t begun_ns;
     /** Returns an error status to stop waiting (its message already recorded), else SPMD_OK. */
     spmd_status (*cancelled)(void *arg);

@@ -258,8 +258,8 @@ spmd_status spmd__comm_subset(spmd__comm *parent, const int *ranks, int n, int l
     /* lanes past the tag space would run into the fixed tags (the caller refuses such a mesh) */
     SPMD_REQUIRE(lanes == 0 || (lane >= 0 && lane < lanes && lanes <= spmd__comm_subset_lanes()),
                  SPMD_ERR_INTERNAL,
-                 "a communicator subset in lane %d of %d, past the %ld lanes of "
-                 "the tag space",
+                 "a communicator subset in lane %d of %d (the tag space has room for %ld "
+                 "lanes)",
                  lane, lanes, spmd__comm_subset_lanes());
     spmd__comm *c = new_wrapper(ranks, n);
     SPMD_REQUIRE(c != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory for a communicator");
