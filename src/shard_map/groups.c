@@ -218,10 +218,10 @@ static spmd_status keep_grouping(spmd__group_table *t, const spmd__grouping *gr,
 /* In build_table: a group with members in several processes. */
 #define SPANS (-2)
 
-/* Builds the groups of `mask`, or of `grouping` (its subgroups), that have local members;
- * *spans: some group of the mesh (this process's or not) has members in several processes. */
+/* Builds the groups of `mask`, or of `grouping` (its subgroups), that have local members, and
+ * counts the groups of the mesh (this process's or not) with members in several processes. */
 static spmd_status build_table(const spmd_mesh *m, unsigned mask, const spmd__grouping *grouping,
-                               int me, spmd__group_table **out, int *spans)
+                               int me, spmd__group_table **out)
 {
     spmd__group_table *t = calloc(1, sizeof *t);
     SPMD_REQUIRE(t != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory building collective groups");
@@ -281,7 +281,6 @@ static spmd_status build_table(const spmd_mesh *m, unsigned mask, const spmd__gr
     for (int id = 0; id < t->num_groups; id++)
         lane_of[id] = first_process[id] == SPANS ? lanes++ : -1;
     t->span_lanes = lanes;
-    *spans = lanes > 0;
     spmd_status st = SPMD_OK;
     for (int i = 0; i < m->num_local && st == SPMD_OK; i++) {
         int id = t->group_of_flat[m->position_of[m->local_ids[i]]];
@@ -426,14 +425,13 @@ static spmd_status build_and_publish(spmd_mesh *mesh, spmd__mesh_state *s, unsig
                                      const spmd__grouping *grouping, long lane_base, unsigned slot,
                                      unsigned long call, int me, spmd__group_table **out)
 {
-    int spans = 0;
     spmd__group_table *t = NULL;
-    spmd_status st = build_table(mesh, mask, grouping, me, &t, &spans);
+    spmd_status st = build_table(mesh, mask, grouping, me, &t);
     if (st == SPMD_OK) {
         t->lane_base = lane_base;
         atomic_init(&t->last_call, call); /* before anyone can see it: not evictable now */
     }
-    if (st == SPMD_OK && spans && s->control)
+    if (st == SPMD_OK && t->span_lanes && s->control)
         st = create_group_comms(s, mesh, t, call);
     if (st == SPMD_OK)
         atomic_store_explicit(&s->tables[slot], t, memory_order_release);
