@@ -86,6 +86,17 @@ static void take_lanes(const int *group, int size, int groups, const int *proces
     free(spans);
 }
 
+/* The n values of a in an order drawn from seed. */
+static void shuffle(int *a, int n, unsigned seed)
+{
+    for (int i = n - 1; i > 0; i--) {
+        seed = seed * 1103515245u + 12345u;
+        int j = (int)((seed >> 8) % (unsigned)(i + 1)), t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
 /* Subgroups over the axes of `mask` (positions along them in axis order), of sizes 1, 2, 3, ...
  * in turn over a shuffled order, each repeated at every coordinate off the mask: the table's
  * group of each position, as groups.c numbers them; returns their count. */
@@ -101,23 +112,10 @@ static int uneven_groups(const mesh_case *c, unsigned mask, unsigned seed, int *
     for (int at = 0, len = 1; at < total; at += len, len++, subs++)
         for (int i = at; i < at + len && i < total; i++)
             sub_of[i] = subs;
-    for (int i = total - 1; i > 0; i--) { /* which positions: shuffled */
-        seed = seed * 1103515245u + 12345u;
-        int j = (int)((seed >> 8) % (unsigned)(i + 1)), t = sub_of[i];
-        sub_of[i] = sub_of[j];
-        sub_of[j] = t;
-    }
-    for (int f = 0; f < size; f++) {
-        int coord[8], g = f, pos = 0;
-        for (int a = c->ndim - 1; a >= 0; a--) {
-            coord[a] = g % c->shape[a];
-            g /= c->shape[a];
-        }
-        for (int a = 0; a < c->ndim; a++)
-            if (mask & (1u << a))
-                pos = pos * c->shape[a] + coord[a];
-        group[f] = group_of(c, mask, f) * subs + sub_of[pos];
-    }
+    shuffle(sub_of, total, seed); /* which positions */
+    unsigned off_mask = ((1u << c->ndim) - 1u) & ~mask;
+    for (int f = 0; f < size; f++) /* a position along the mask's axes: off the others' */
+        group[f] = group_of(c, mask, f) * subs + sub_of[group_of(c, off_mask, f)];
     free(sub_of);
     return (size / total) * subs;
 }
@@ -129,12 +127,7 @@ static void pair_groups(int size, unsigned seed, int *group)
     assert_non_null(order);
     for (int i = 0; i < size; i++)
         order[i] = i;
-    for (int i = size - 1; i > 0; i--) {
-        seed = seed * 1103515245u + 12345u;
-        int j = (int)((seed >> 8) % (unsigned)(i + 1)), t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
+    shuffle(order, size, seed);
     for (int i = 0; i < size; i++)
         group[order[i]] = i / 2; /* an odd size leaves a group of one */
     free(order);
