@@ -1,16 +1,18 @@
 /*
  * A tag space too small for a mesh's lanes (src/shard_map/tag_lanes.c), end to end: this program
  * reports a small MPI_TAG_UB to libspmd through MPI's profiling interface (its own
- * MPI_Comm_get_attr), so the library has no test hook. Within that room the tables whose lanes
- * fit give the sums a host loop gives; a table whose lanes end past it is refused on every
- * process with the numbers (its lanes, MPI_TAG_UB, the room) and, for a grouping, the
- * axis_index_groups advice; the refusal leaves the mesh working.
+ * MPI_Comm_get_attr), so the library has no test hook. Within that room a table whose lanes fit
+ * (or whose groups all stay within processes: they need none) gives the sums a host loop gives;
+ * one whose lanes end past it is refused on every process with the numbers (its lanes,
+ * MPI_TAG_UB, the room) and, for a grouping, the axis_index_groups advice; the refusal leaves
+ * the mesh working. Every layout meets both refusals (each test counts them).
  *
  * Expected outcomes are found here from the layout's rule: a set of axes with n >= 2 positions
  * per group owns size / n lanes, a grouping slot size / 2, in the order (axis sets by mask, then
  * the slots in the order first used); a table is refused when its first lane plus its groups
  * that span processes exceed the room (N / 2 + 1 lanes here, N devices: the first grouping's
- * lanes end there). Run with 4 to 16 devices in 2 or more processes.
+ * lanes end there). Run with 4 to 16 devices, an even number in each of 2 or more processes (the
+ * pairs of neighbours then stay within processes).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +25,8 @@
 #define ELEMS 3
 #define MAX_DEVICES 16
 
-/* The devices of the run, as the launcher set them: the room is read before spmd_init ends. */
+/* The devices of the run, as the launcher set them: the room is read before spmd_init ends
+ * (main checks that libspmd counts as many). */
 static int devices(void)
 {
     int processes = 1;
@@ -42,14 +45,14 @@ int MPI_Comm_get_attr(MPI_Comm comm, int keyval, void *value, int *flag)
     static int ub;
     int rc = PMPI_Comm_get_attr(comm, keyval, value, flag);
     if (rc == MPI_SUCCESS && keyval == MPI_TAG_UB && *flag) {
-        int real = **(int **)value;
-        ub = fake_tag_ub() < real ? fake_tag_ub() : real;
+        ub = fake_tag_ub(); /* below the standard's least MPI_TAG_UB (32767): always smaller */
         *(int **)value = &ub;
     }
     return rc;
 }
 
-static int N; /* devices */
+static int N;        /* devices */
+static int refusals; /* seen by the current test */
 static int process_of[MAX_DEVICES];
 
 static float value(int d, int k) { return (float)(d * 16 + k * 3 - 5); }
@@ -118,6 +121,7 @@ static void run_table(spmd_mesh *mesh, const spmd_spec *spec, const table *t)
             fail_msg("psum over %s%s (lanes from %ld, room %d): got %s (%s), want the refusal",
                      t->axes, t->grouping ? " in groups" : "", t->base, room(),
                      spmd_status_name(st), e);
+        refusals++;
         return;
     }
     if (st != SPMD_OK)
@@ -157,6 +161,7 @@ static void test_axis_sets(void **state)
     spmd_mesh *mesh = NULL;
     assert_ok(spmd_mesh_create(2, shape, names, NULL, 0, &mesh));
     spmd_spec *spec = flat_spec(2, names);
+    refusals = 0;
     table tx = {"x", NULL, {0}, 0}, ty = {"y", NULL, {0}, N / 2},
           txy = {"x,y", NULL, {0}, N / 2 + 2};
     for (int d = 0; d < N; d++) {
@@ -165,10 +170,12 @@ static void test_axis_sets(void **state)
         txy.group_of[d] = 0;
     }
     run_table(mesh, spec, &tx);
-    run_table(mesh, spec, &ty);
-    run_table(mesh, spec, &txy); /* refused: it needs lane N/2 + 2 */
+    run_table(mesh, spec, &ty);  /* 2 processes: within them; more: its 2 groups span, refused */
+    run_table(mesh, spec, &txy); /* its one group takes lane N/2 + 2, past the room: refused */
     run_table(mesh, spec, &txy); /* again, alike */
     run_table(mesh, spec, &tx);  /* the mesh still works */
+    if (refusals < 2)
+        fail_msg("only %d of the psums were refused: the room tests nothing", refusals);
     spmd_spec_destroy(spec);
     spmd_mesh_destroy(mesh);
 }
@@ -182,10 +189,11 @@ static void test_grouping_slots(void **state)
     spmd_mesh *mesh = NULL;
     assert_ok(spmd_mesh_create(1, &N, names, NULL, 0, &mesh));
     spmd_spec *spec = flat_spec(1, names);
+    refusals = 0;
     int far_pairs[MAX_DEVICES], near_pairs[MAX_DEVICES], mirrored[MAX_DEVICES];
     for (int k = 0; k < N / 2; k++) {
         far_pairs[2 * k] = k, far_pairs[2 * k + 1] = k + N / 2;       /* across the processes */
-        near_pairs[2 * k] = 2 * k, near_pairs[2 * k + 1] = 2 * k + 1; /* within one, mostly */
+        near_pairs[2 * k] = 2 * k, near_pairs[2 * k + 1] = 2 * k + 1; /* within one */
         mirrored[2 * k] = k, mirrored[2 * k + 1] = N - 1 - k;
     }
     const spmd_axis_groups g_far = {N / 2, NULL, far_pairs}, g_near = {N / 2, NULL, near_pairs},
@@ -200,8 +208,10 @@ static void test_grouping_slots(void **state)
     run_table(mesh, spec, &far);  /* slot 0: its N/2 lanes end at the room */
     run_table(mesh, spec, &near); /* slot 1, past the room: runs where no pair spans processes */
     run_table(mesh, spec, &mir);  /* slot 2: refused, with the axis_index_groups advice */
-    run_table(mesh, spec, &far);
+    run_table(mesh, spec, &far);  /* slot 0 again: a failed call drops the mesh's tables */
     run_table(mesh, spec, &whole);
+    if (refusals != 1)
+        fail_msg("%d of the grouped psums were refused, want the mirrored pairs' alone", refusals);
     spmd_spec_destroy(spec);
     spmd_mesh_destroy(mesh);
 }
@@ -210,11 +220,18 @@ int main(void)
 {
     spmd_test_init();
     N = spmd_device_count();
-    if (N < 4 || N > MAX_DEVICES || N % 2 || spmd_process_count() < 2) {
+    if (N < 4 || N > MAX_DEVICES || spmd_local_device_count() % 2 || spmd_process_count() < 2) {
         if (spmd_process_index() == 0)
-            printf("test_tag_space: needs 4 to 16 devices (even) in 2 or more processes; "
-                   "skipped\n");
+            printf("test_tag_space: needs 4 to 16 devices, an even number in each of 2 or more "
+                   "processes; skipped\n");
         return spmd_test_finish(0) ? 1 : SPMD_TEST_SKIP;
+    }
+    if (N != devices()) {
+        fprintf(stderr,
+                "test_tag_space: libspmd counts %d devices, the room was sized for %d "
+                "(SPMD_NUM_CPU_DEVICES per process)\n",
+                N, devices());
+        return spmd_test_finish(1);
     }
     for (int d = 0; d < N; d++) {
         spmd_device_info info;
