@@ -57,7 +57,7 @@ static int process_of[MAX_DEVICES];
 
 static float value(int d, int k) { return (float)(d * 16 + k * 3 - 5); }
 
-/* One table's groups: each flat position's group number (group_of), `groups` of them. */
+/* One table: its collective, each flat position's group number, and its first lane. */
 typedef struct table {
     const char *axes;
     const spmd_axis_groups *grouping; /* NULL: the whole group over axes */
