@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -571,11 +572,26 @@ static size_t size_of(const job *j)
     return (j->op == B_ALL_GATHER ? j->count * (size_t)j->n : j->count) * elem;
 }
 
+/* The timed iterations of a row of `bytes`: `iters` from 256 KiB up to 16 MiB; a quarter from
+ * there, which keeps a run short; up to 64 times as many below, where a row of a few
+ * iterations lasts microseconds and measures the timer and one-off delays (the extra ones cost
+ * a run milliseconds where its big rows take seconds). */
+static int iterations_for(int iters, size_t bytes)
+{
+    if (bytes >= ((size_t)1 << 24))
+        return iters / 4 > 2 ? iters / 4 : 2;
+    size_t more = ((size_t)256 << 10) / bytes;
+    more = more < 1 ? 1 : more > 64 ? 64 : more;
+    return iters > INT_MAX / (int)more ? INT_MAX : iters * (int)more;
+}
+
 static void usage(void)
 {
     printf("usage: bench_collectives [--op NAME|all] [--min-bytes N] [--max-bytes N] [--iters N]\n"
            "                         [--warmup N] [--rounds N] [--dtype float32|float64|int32]\n"
            "                         [--dispatch] [--dispatch-calls N] [--calls N] [--json FILE]\n"
+           "  --iters N: timed iterations of a row from 256 KiB up to 16 MiB (default 20); a\n"
+           "             quarter (at least 2) from 16 MiB, up to 64 times as many below 256 KiB\n"
            "  --calls N: between processes (one device each), whole shard_map calls (empty, one\n"
            "             4-byte psum) against MPI_Barrier and MPI_Allreduce, N calls a round\n");
 }
@@ -705,9 +721,7 @@ int main(int argc, char **argv)
                 j.count = j.count / (size_t)n * (size_t)n;
             if (j.count == 0 || (op != B_PSUM && op != B_PPERMUTE && j.count < (size_t)n))
                 continue;
-            /* fewer repetitions for big messages keep the run short */
-            if (bytes >= (1u << 24))
-                j.iters = cfg.iters / 4 > 2 ? cfg.iters / 4 : 2;
+            j.iters = iterations_for(cfg.iters, bytes);
             double times[100], baseline[100], copy_bw[100], wrong = 0;
             for (int r = 0; r < cfg.rounds; r++) {
                 /* the bound is measured beside each round: a VM's memory bandwidth drifts */
@@ -726,6 +740,7 @@ int main(int argc, char **argv)
             cJSON_AddStringToObject(row, "op", op_names[op]);
             cJSON_AddNumberToObject(row, "size", size);
             cJSON_AddNumberToObject(row, "count", (double)j.count);
+            cJSON_AddNumberToObject(row, "iters", j.iters);
             cJSON_AddStringToObject(row, "dtype", spmd_dtype_name(cfg.dtype));
             cJSON_AddNumberToObject(row, "time_us", t * 1e6);
             cJSON_AddNumberToObject(row, "algbw", algbw);
