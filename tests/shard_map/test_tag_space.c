@@ -103,8 +103,8 @@ static spmd_status body(spmd_ctx *ctx, int nin, const spmd_block *in, int nout, 
  * and checks the sums, or the refusal where its lanes end past the room. */
 static void run_table(spmd_mesh *mesh, const spmd_spec *spec, const table *t)
 {
-    long needs = t->base + spanning_groups(t);
-    int refused = spanning_groups(t) > 0 && needs > room();
+    long spanning = spanning_groups(t), needs = t->base + spanning;
+    int refused = spanning > 0 && needs > room();
     const spmd_spec *specs[1] = {spec};
     spmd_out_desc desc = {1, {(int64_t)N * ELEMS}, SPMD_DTYPE_F32};
     spmd_array *o = NULL;
