@@ -56,6 +56,7 @@ typedef struct config {
     int dispatch;
     int dispatch_calls;
     int whole_calls; /* 0: no whole-call rows */
+    int steps;       /* times every iteration: each row's slowest and its count over 100 us */
     const char *json_path;
 } config;
 
@@ -69,7 +70,12 @@ typedef struct job {
     int n;        /* devices */
     int iters, warmup;
     spmd_dtype dtype;
+    int steps; /* config.steps */
 } job;
+
+/* An iteration longer than this is a stall, which --steps counts (a wake-up the scheduler
+ * delayed, a core another thread held). */
+#define STALL_S 100e-6
 
 static size_t out_count(const job *j)
 {
@@ -167,7 +173,9 @@ static spmd_status run_op(spmd_ctx *ctx, const job *j, spmd_block *in, spmd_bloc
     }
 }
 
-/* Outputs: [0] the slowest device's seconds per iteration, [1] the number of wrong elements. */
+/* Outputs: [0] the slowest device's seconds per iteration, [1] the number of wrong elements;
+ * with --steps, [2] the slowest iteration on any device (seconds), [3] the most iterations
+ * over STALL_S on one device. */
 static spmd_status bench_body(spmd_ctx *ctx, int nin, const spmd_block *inb, int nout,
                               spmd_block *outb, void *user)
 {
@@ -213,9 +221,20 @@ static spmd_status bench_body(spmd_ctx *ctx, int nin, const spmd_block *inb, int
     ((double *)t.data)[0] = 0;
     if (st == SPMD_OK)
         st = spmd_psum(ctx, &t, &w, "x");
-    double start = bench_now_s();
-    for (int k = 0; k < j->iters && st == SPMD_OK; k++)
-        st = run_op(ctx, j, &in, &out, pairs);
+    double start = bench_now_s(), slowest = 0, stalls = 0;
+    if (j->steps) { /* a clock read per iteration: tens of nanoseconds more on each */
+        double last = start;
+        for (int k = 0; k < j->iters && st == SPMD_OK; k++) {
+            st = run_op(ctx, j, &in, &out, pairs);
+            double now = bench_now_s();
+            slowest = now - last > slowest ? now - last : slowest;
+            stalls += now - last > STALL_S;
+            last = now;
+        }
+    } else {
+        for (int k = 0; k < j->iters && st == SPMD_OK; k++)
+            st = run_op(ctx, j, &in, &out, pairs);
+    }
     ((double *)t.data)[0] = (bench_now_s() - start) / j->iters;
     free(pairs);
     if (st != SPMD_OK)
@@ -234,6 +253,13 @@ static spmd_status bench_body(spmd_ctx *ctx, int nin, const spmd_block *inb, int
     if (st == SPMD_OK) {
         spmd_block wsum = outb[1];
         st = spmd_psum(ctx, &w, &wsum, "x");
+    }
+    if (st == SPMD_OK && j->steps) {
+        ((double *)t.data)[0] = slowest;
+        ((double *)w.data)[0] = stalls;
+        st = spmd_pmax(ctx, &t, &outb[2], "x");
+        if (st == SPMD_OK)
+            st = spmd_pmax(ctx, &w, &outb[3], "x");
     }
     return st;
 }
@@ -531,20 +557,26 @@ static void whole_calls(spmd_mesh *mesh, int calls, int rounds, cJSON *root, int
 /* ---- driver ---- */
 
 /* One shard_map running the timed loop: seconds per collective (slowest device); adds the
- * number of wrong elements to *wrong. */
-static double measure(spmd_mesh *mesh, spmd_spec *replicated, job *j, double *wrong)
+ * number of wrong elements to *wrong; with --steps, steps[0] and steps[1] receive the slowest
+ * iteration and the count of stalls (bench_body's outputs 2 and 3). */
+static double measure(spmd_mesh *mesh, spmd_spec *replicated, job *j, double *wrong,
+                      double steps[2])
 {
-    const spmd_out_desc descs[2] = {{1, {1}, SPMD_DTYPE_F64}, {1, {1}, SPMD_DTYPE_F64}};
-    const spmd_spec *specs[2] = {replicated, replicated};
-    spmd_array *outs[2] = {NULL, NULL};
-    CHECK(spmd_shard_map(mesh, bench_body, j, 0, NULL, NULL, 2, descs, specs, NULL, outs));
-    double t = 0, w = 0;
-    CHECK(spmd_array_to_host(outs[0], &t, sizeof t));
-    CHECK(spmd_array_to_host(outs[1], &w, sizeof w));
-    spmd_array_destroy(outs[0]);
-    spmd_array_destroy(outs[1]);
-    *wrong += w;
-    return t;
+    const spmd_out_desc d = {1, {1}, SPMD_DTYPE_F64};
+    const spmd_out_desc descs[4] = {d, d, d, d};
+    const spmd_spec *specs[4] = {replicated, replicated, replicated, replicated};
+    spmd_array *outs[4] = {NULL, NULL, NULL, NULL};
+    int nout = j->steps ? 4 : 2;
+    CHECK(spmd_shard_map(mesh, bench_body, j, 0, NULL, NULL, nout, descs, specs, NULL, outs));
+    double got[4] = {0, 0, 0, 0};
+    for (int k = 0; k < nout; k++) {
+        CHECK(spmd_array_to_host(outs[k], &got[k], sizeof got[k]));
+        spmd_array_destroy(outs[k]);
+    }
+    *wrong += got[1];
+    steps[0] = got[2];
+    steps[1] = got[3];
+    return got[0];
 }
 
 static int busbw_factor_num(bench_op op, int n, double *factor)
@@ -589,11 +621,15 @@ static void usage(void)
 {
     printf("usage: bench_collectives [--op NAME|all] [--min-bytes N] [--max-bytes N] [--iters N]\n"
            "                         [--warmup N] [--rounds N] [--dtype float32|float64|int32]\n"
-           "                         [--dispatch] [--dispatch-calls N] [--calls N] [--json FILE]\n"
+           "                         [--dispatch] [--dispatch-calls N] [--calls N] [--steps]\n"
+           "                         [--json FILE]\n"
            "  --iters N: timed iterations of a row from 256 KiB up to 16 MiB (default 20); a\n"
            "             quarter (at least 2) from 16 MiB, up to 64 times as many below 256 KiB\n"
            "  --calls N: between processes (one device each), whole shard_map calls (empty, one\n"
-           "             4-byte psum) against MPI_Barrier and MPI_Allreduce, N calls a round\n");
+           "             4-byte psum) against MPI_Barrier and MPI_Allreduce, N calls a round\n"
+           "  --steps:   times each iteration too: a row's slowest (worst_us) and how many took\n"
+           "             over 100 us (stalls), on the device with the most; each costs a clock\n"
+           "             read more\n");
 }
 
 static void parse(int argc, char **argv, config *c)
@@ -610,8 +646,9 @@ static void parse(int argc, char **argv, config *c)
                                             {"help", no_argument, NULL, 'h'},
                                             {"rounds", required_argument, NULL, 'r'},
                                             {"calls", required_argument, NULL, 'C'},
+                                            {"steps", no_argument, NULL, 'S'},
                                             {NULL, 0, NULL, 0}};
-    *c = (config){{1, 1, 1, 1, 1, 1}, 8, 64u << 20, 20, 5, 3, SPMD_DTYPE_F32, 0, 2000, 0, NULL};
+    *c = (config){{1, 1, 1, 1, 1, 1}, 8, 64u << 20, 20, 5, 3, SPMD_DTYPE_F32, 0, 2000, 0, 0, NULL};
     int opt;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         switch (opt) {
@@ -652,6 +689,9 @@ static void parse(int argc, char **argv, config *c)
             break;
         case 'C':
             c->whole_calls = atoi(optarg);
+            break;
+        case 'S':
+            c->steps = 1;
             break;
         default:
             usage();
@@ -708,13 +748,14 @@ int main(int argc, char **argv)
                one_device_each ? "MPI: time_us busbw ratio" : (procs == 1 ? "bound: ratio" : ""));
     }
     size_t elem = spmd_dtype_size(cfg.dtype);
+    double all_wrong = 0;
     for (int op = 0; op < B_OPS; op++) {
         if (!cfg.ops[op])
             continue;
         if (op == B_COPY && (procs > 1 || one_device_each))
             continue; /* a copy has no MPI baseline: it shows what the machine does in process */
         for (size_t bytes = cfg.min_bytes; bytes <= cfg.max_bytes; bytes *= 2) {
-            job j = {(bench_op)op, bytes / elem, n, cfg.iters, cfg.warmup, cfg.dtype};
+            job j = {(bench_op)op, bytes / elem, n, cfg.iters, cfg.warmup, cfg.dtype, cfg.steps};
             if (op == B_ALL_GATHER)
                 j.count = bytes / elem / (size_t)n;
             if (op == B_PSUM_SCATTER || op == B_ALL_TO_ALL)
@@ -722,11 +763,14 @@ int main(int argc, char **argv)
             if (j.count == 0 || (op != B_PSUM && op != B_PPERMUTE && j.count < (size_t)n))
                 continue;
             j.iters = iterations_for(cfg.iters, bytes);
-            double times[100], baseline[100], copy_bw[100], wrong = 0;
+            double times[100], baseline[100], copy_bw[100], wrong = 0, worst = 0, stalls = 0;
             for (int r = 0; r < cfg.rounds; r++) {
                 /* the bound is measured beside each round: a VM's memory bandwidth drifts */
                 copy_bw[r] = procs == 1 && !cuda ? stream_copy_bandwidth() : b_copy;
-                times[r] = measure(mesh, replicated, &j, &wrong);
+                double steps[2];
+                times[r] = measure(mesh, replicated, &j, &wrong, steps);
+                worst = steps[0] > worst ? steps[0] : worst;
+                stalls += steps[1];
 #ifdef SPMD_HAVE_MPI
                 if (one_device_each)
                     baseline[r] = mpi_baseline(&j);
@@ -746,6 +790,11 @@ int main(int argc, char **argv)
             cJSON_AddNumberToObject(row, "algbw", algbw);
             cJSON_AddNumberToObject(row, "busbw", busbw);
             cJSON_AddNumberToObject(row, "wrong", wrong);
+            all_wrong += wrong;
+            if (cfg.steps) {
+                cJSON_AddNumberToObject(row, "worst_us", worst * 1e6);
+                cJSON_AddNumberToObject(row, "stalls", stalls);
+            }
             char extra[128] = "";
 #ifdef SPMD_HAVE_MPI
             if (one_device_each) {
@@ -765,7 +814,12 @@ int main(int argc, char **argv)
                 snprintf(extra, sizeof extra, "%9.1f %5.2f", bound * 1e6, bound / t);
             }
             cJSON_AddItemToArray(rows, row);
-            if (me == 0)
+            if (me == 0 && cfg.steps)
+                printf("  %-12s %12.0f %12zu %10.2f %9.3f %9.3f %6.0f   %s   worst %.0f us, %.0f "
+                       "stalls\n",
+                       op_names[op], size, j.count, t * 1e6, algbw, busbw, wrong, extra,
+                       worst * 1e6, stalls);
+            else if (me == 0)
                 printf("  %-12s %12.0f %12zu %10.2f %9.3f %9.3f %6.0f   %s\n", op_names[op], size,
                        j.count, t * 1e6, algbw, busbw, wrong, extra);
             fflush(stdout);
@@ -793,5 +847,7 @@ int main(int argc, char **argv)
     spmd_spec_destroy(replicated);
     spmd_mesh_destroy(mesh);
     CHECK(spmd_finalize());
-    return 0;
+    if (all_wrong > 0 && me == 0)
+        fprintf(stderr, "bench_collectives: %.0f wrong elements (the #wrong column)\n", all_wrong);
+    return all_wrong > 0; /* the smoke tests check the values too */
 }

@@ -64,8 +64,42 @@ static void test_bad_device_counts(void **state)
 }
 
 /* SPMD_BLAS_THREADS: every BLAS call runs with that many threads (1 unless set), whatever the
- * machine's cores; a bad value is refused by name. */
+ * machine's cores; a bad value is refused by name. With 1, OpenBLAS's idle pool is stopped (its
+ * threads spin 0.1 s after they start or work); with more, it comes back and computes alike. */
 extern int openblas_get_num_threads(void) __attribute__((weak));
+extern int blas_server_avail __attribute__((weak)); /* OpenBLAS: its pool is up */
+extern int blas_num_threads
+    __attribute__((weak)); /* ... with this many threads, the caller's included */
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111 };
+extern void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                        int ldc) __attribute__((weak));
+
+/* A product large enough for OpenBLAS to share out among its threads, of small integers (every
+ * sum exact in float), against a loop on the host. */
+static void check_sgemm(void)
+{
+    enum { N = 256 };
+    float *a = malloc(N * N * sizeof *a), *b = malloc(N * N * sizeof *b);
+    float *c = malloc(N * N * sizeof *c);
+    assert_true(a && b && c);
+    for (int i = 0; i < N * N; i++) {
+        a[i] = (float)(i % 5 - 2);
+        b[i] = (float)((i * 7) % 3 - 1);
+    }
+    cblas_sgemm(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_NO_TRANS, N, N, N, 1.0f, a, N, b, N, 0.0f, c,
+                N);
+    for (int i = 0; i < N; i += 17)
+        for (int j = 0; j < N; j += 13) {
+            float want = 0;
+            for (int k = 0; k < N; k++)
+                want += a[i * N + k] * b[k * N + j];
+            assert_true(c[i * N + j] == want);
+        }
+    free(a);
+    free(b);
+    free(c);
+}
 
 static void test_blas_threads(void **state)
 {
@@ -80,14 +114,30 @@ static void test_blas_threads(void **state)
         print_message("the BLAS is not OpenBLAS: its thread count is not read back here\n");
         return;
     }
+    /* the pthread build has a pool where the machine has 2 cores or more */
+    int pool = &blas_server_avail && &blas_num_threads && blas_num_threads > 1;
     assert_ok(spmd_init(NULL));
     assert_int_equal(openblas_get_num_threads(), 1);
+    if (pool)
+        assert_int_equal(blas_server_avail, 0);
+    if (cblas_sgemm)
+        check_sgemm();
     finalize_ok();
     setenv("SPMD_BLAS_THREADS", "3", 1);
     assert_ok(spmd_init(NULL));
     assert_int_equal(openblas_get_num_threads(), 3);
+    if (pool)
+        assert_int_equal(blas_server_avail, 1);
+    if (cblas_sgemm)
+        check_sgemm(); /* 3 threads: the pool stopped at the last start-up, back and grown */
     finalize_ok();
     unsetenv("SPMD_BLAS_THREADS");
+    assert_ok(spmd_init(NULL)); /* and stopped again */
+    if (pool)
+        assert_int_equal(blas_server_avail, 0);
+    if (cblas_sgemm)
+        check_sgemm();
+    finalize_ok();
 }
 
 /* An option set in code wins over the environment. */
