@@ -73,8 +73,8 @@ typedef struct job {
     int steps; /* config.steps */
 } job;
 
-/* An iteration longer than this is a stall, which --steps counts (a wake-up the scheduler
- * delayed, a core another thread held). */
+/* An iteration this much longer than its row's mean is a stall, which --steps counts (a
+ * wake-up the scheduler delayed, a core another thread held). */
 #define STALL_S 100e-6
 
 static size_t out_count(const job *j)
@@ -174,8 +174,8 @@ static spmd_status run_op(spmd_ctx *ctx, const job *j, spmd_block *in, spmd_bloc
 }
 
 /* Outputs: [0] the slowest device's seconds per iteration, [1] the number of wrong elements;
- * with --steps, [2] the slowest iteration on any device (seconds), [3] the most iterations
- * over STALL_S on one device. */
+ * with --steps, [2] the slowest iteration on any device (seconds), [3] the most stalls on one
+ * device. */
 static spmd_status bench_body(spmd_ctx *ctx, int nin, const spmd_block *inb, int nout,
                               spmd_block *outb, void *user)
 {
@@ -221,21 +221,31 @@ static spmd_status bench_body(spmd_ctx *ctx, int nin, const spmd_block *inb, int
     ((double *)t.data)[0] = 0;
     if (st == SPMD_OK)
         st = spmd_psum(ctx, &t, &w, "x");
+    double *steps = j->steps ? malloc((size_t)j->iters * sizeof *steps) : NULL;
+    if (j->steps && !steps) {
+        free(pairs);
+        return SPMD_ERR_OUT_OF_MEMORY;
+    }
     double start = bench_now_s(), slowest = 0, stalls = 0;
-    if (j->steps) { /* a clock read per iteration: tens of nanoseconds more on each */
+    if (steps) { /* a clock read per iteration: tens of nanoseconds more on each */
         double last = start;
         for (int k = 0; k < j->iters && st == SPMD_OK; k++) {
             st = run_op(ctx, j, &in, &out, pairs);
             double now = bench_now_s();
-            slowest = now - last > slowest ? now - last : slowest;
-            stalls += now - last > STALL_S;
+            steps[k] = now - last;
             last = now;
         }
     } else {
         for (int k = 0; k < j->iters && st == SPMD_OK; k++)
             st = run_op(ctx, j, &in, &out, pairs);
     }
-    ((double *)t.data)[0] = (bench_now_s() - start) / j->iters;
+    double mean = (bench_now_s() - start) / j->iters;
+    ((double *)t.data)[0] = mean;
+    for (int k = 0; steps && st == SPMD_OK && k < j->iters; k++) {
+        slowest = steps[k] > slowest ? steps[k] : slowest;
+        stalls += steps[k] > mean + STALL_S;
+    }
+    free(steps);
     free(pairs);
     if (st != SPMD_OK)
         return st;
@@ -628,8 +638,8 @@ static void usage(void)
            "  --calls N: between processes (one device each), whole shard_map calls (empty, one\n"
            "             4-byte psum) against MPI_Barrier and MPI_Allreduce, N calls a round\n"
            "  --steps:   times each iteration too: a row's slowest (worst_us) and how many took\n"
-           "             over 100 us (stalls), on the device with the most; each costs a clock\n"
-           "             read more\n");
+           "             100 us longer than the row's mean (stalls), on the device with the most;\n"
+           "             each costs a clock read more\n");
 }
 
 static void parse(int argc, char **argv, config *c)

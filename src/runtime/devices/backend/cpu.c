@@ -96,24 +96,26 @@ const spmd__backend spmd__backend_cpu = {
 
 /* Whichever BLAS is linked (weak: the others are absent). */
 extern void openblas_set_num_threads(int threads) __attribute__((weak));
+extern int openblas_get_num_threads(void) __attribute__((weak));
 extern void bli_thread_set_num_threads(long threads) __attribute__((weak));
 extern void MKL_Set_Num_Threads(int threads) __attribute__((weak));
 /* OpenBLAS's pthread build starts its pool as it loads, and an idle pool thread spins on
  * sched_yield for 2^28 cycles (about 0.1 s) before it sleeps, again after each call it served:
- * it takes a core from the device threads at start-up (2 devices in one process on 2 cores: a
- * psum of 8 KiB steps 1 ms at a time, one run in two). With one thread per call the pool has no
- * work, so it is stopped; a call wanting more threads starts it again. */
+ * it took a core from the device threads at start-up (bench/README.md, "Stalls inside a row").
+ * With one thread per call the pool has no work, so it is stopped; a call that wants more
+ * threads starts it again. Neither may run while another thread is inside a BLAS call. */
 extern int blas_thread_shutdown_(void) __attribute__((weak));
 extern int blas_thread_init(void) __attribute__((weak));
 
 void spmd__cpu_set_blas_threads(int threads)
 {
     if (openblas_set_num_threads) {
-        /* a pool stopped by an earlier start-up comes back whole before it grows: growing it
-         * starts only the threads past its former size */
+        /* a stopped pool comes back whole before it grows (0.3.21 does so itself as the count
+         * is set; a count set to what it was starts nothing) */
         if (threads > 1 && blas_thread_init)
             blas_thread_init();
-        openblas_set_num_threads(threads);
+        if (!openblas_get_num_threads || openblas_get_num_threads() != threads)
+            openblas_set_num_threads(threads);
         if (threads == 1 && blas_thread_shutdown_)
             blas_thread_shutdown_();
     }
