@@ -1,6 +1,6 @@
 #!/bin/sh
 # The suite under AddressSanitizer + UndefinedBehaviorSanitizer, then its threaded tests under
-# ThreadSanitizer (suppressions, each justified, only for Open MPI's internals:
+# ThreadSanitizer (suppressions, each justified, only for Open MPI's and OpenBLAS's internals:
 # tests/sanitizers/*.supp). What each run keeps, and why, is in tests/README.md: every test
 # program, in the layouts that run its code (labels layout_repeat and tree mark the rest).
 # Build directories: build-asan, build-tsan.
