@@ -211,14 +211,15 @@ size_t spmd_block_nbytes(const spmd_block *block)
 
 void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst)
 {
-    spmd__ctx_note(ctx, dst, (spmd__proof){0});
+    spmd__ctx_note(ctx, dst, &(spmd__proof){0});
 }
 
-void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof)
+void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, const spmd__proof *proof)
 {
     if (!ctx || !ctx->proofs || !dst || !dst->data)
         return;
-    proof.digest = 0;
+    /* *proof is read only where it is kept: its fields were just stored one by one, and a
+     * wider read of them stalls until those stores land (a tenth of a small collective) */
     const char *d = dst->data;
     size_t bytes = spmd__block_bytes(dst);
     for (int j = 0; j < ctx->nout; j++) {
@@ -227,7 +228,8 @@ void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof)
         if (!o || d >= o + ob || o >= d + (bytes ? bytes : 1))
             continue;
         int whole = d == o && bytes == ob;
-        ctx->proofs[j] = whole ? proof : (spmd__proof){0};
+        ctx->proofs[j] = whole ? *proof : (spmd__proof){0};
+        ctx->proofs[j].digest = 0;
     }
 }
 
@@ -244,7 +246,7 @@ void spmd__ctx_note_copy(spmd_ctx *ctx, const spmd_block *src, const spmd_block 
             /* every holder of dst's block copied the same block of input i */
             uint64_t token = spmd__fnv1a(SPMD__FNV1A_SEED ^ 0x636f7079ull, &i, sizeof i) | 1;
             spmd__ctx_note(ctx, dst,
-                           (spmd__proof){.token = token, .axes = (unsigned)ctx->in_alike[i]});
+                           &(spmd__proof){.token = token, .axes = (unsigned)ctx->in_alike[i]});
             return;
         }
 }

@@ -101,10 +101,11 @@ typedef struct spmd__proof {
 
 /**
  * fn (a collective or a block op) wrote `dst`: when it is one of fn's outputs, whole, its proof
- * becomes `proof` (its digest left out); any other write to an output takes the proof away.
- * Nothing when the call checks no replication.
+ * becomes `*proof` (its digest left out); any other write to an output takes the proof away.
+ * Nothing when the call checks no replication. By pointer: a copy of a proof whose fields were
+ * just stored one by one stalls (store forwarding), and most writes keep no proof.
  */
-void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, spmd__proof proof);
+void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, const spmd__proof *proof);
 
 /** spmd__ctx_note of a write that proves nothing (a block op, a host copy). */
 void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst);
