@@ -226,18 +226,14 @@ static spmd_status bench_body(spmd_ctx *ctx, int nin, const spmd_block *inb, int
         free(pairs);
         return SPMD_ERR_OUT_OF_MEMORY;
     }
-    double start = bench_now_s(), slowest = 0, stalls = 0;
-    if (steps) { /* a clock read per iteration: tens of nanoseconds more on each */
-        double last = start;
-        for (int k = 0; k < j->iters && st == SPMD_OK; k++) {
-            st = run_op(ctx, j, &in, &out, pairs);
+    double start = bench_now_s(), last = start, slowest = 0, stalls = 0;
+    for (int k = 0; k < j->iters && st == SPMD_OK; k++) {
+        st = run_op(ctx, j, &in, &out, pairs);
+        if (steps) { /* a clock read per iteration: tens of nanoseconds more on each */
             double now = bench_now_s();
             steps[k] = now - last;
             last = now;
         }
-    } else {
-        for (int k = 0; k < j->iters && st == SPMD_OK; k++)
-            st = run_op(ctx, j, &in, &out, pairs);
     }
     double mean = (bench_now_s() - start) / j->iters;
     ((double *)t.data)[0] = mean;
@@ -824,14 +820,12 @@ int main(int argc, char **argv)
                 snprintf(extra, sizeof extra, "%9.1f %5.2f", bound * 1e6, bound / t);
             }
             cJSON_AddItemToArray(rows, row);
-            if (me == 0 && cfg.steps)
-                printf("  %-12s %12.0f %12zu %10.2f %9.3f %9.3f %6.0f   %s   worst %.0f us, %.0f "
-                       "stalls\n",
-                       op_names[op], size, j.count, t * 1e6, algbw, busbw, wrong, extra,
-                       worst * 1e6, stalls);
-            else if (me == 0)
-                printf("  %-12s %12.0f %12zu %10.2f %9.3f %9.3f %6.0f   %s\n", op_names[op], size,
-                       j.count, t * 1e6, algbw, busbw, wrong, extra);
+            char tail[64] = "";
+            if (cfg.steps)
+                snprintf(tail, sizeof tail, "   worst %.0f us, %.0f stalls", worst * 1e6, stalls);
+            if (me == 0)
+                printf("  %-12s %12.0f %12zu %10.2f %9.3f %9.3f %6.0f   %s%s\n", op_names[op], size,
+                       j.count, t * 1e6, algbw, busbw, wrong, extra, tail);
             fflush(stdout);
         }
     }
