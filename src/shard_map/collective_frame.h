@@ -94,12 +94,11 @@ static inline uint64_t mix_block(uint64_t h, const spmd_block *b)
     return h;
 }
 
-/* A many-block collective run as one collective of its blocks packed into bytes: a digest of
- * their shapes and dtypes, which spmd__coll_begin() mixes into the fingerprint (then 0 again). */
-extern _Thread_local uint64_t spmd__packed_layout;
-/* What the collective under way on this worker proves of its out (executor.h), until
- * spmd__coll_finished; some forms adjust it first (all_gather_invariant, _many, precv). */
-extern _Thread_local spmd__proof spmd__pending_proof;
+/* A many-block collective runs as one collective of its blocks packed into bytes: it sets
+ * ctx->packed_layout to a digest of their shapes and dtypes (| 1), which spmd__coll_begin()
+ * mixes into the fingerprint and clears. What the collective proves of its out waits in
+ * ctx->pending_proof until spmd__coll_finished; some forms adjust it first, where their
+ * status is SPMD_OK (all_gather_invariant, _many, precv). */
 
 /* ---- the frame (collectives.c) ---- */
 

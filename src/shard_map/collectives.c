@@ -23,6 +23,7 @@
 
 #include "runtime/calls/calls.h"
 #include "runtime/calls/trace.h"
+#include "runtime/devices/worker.h"
 #include "sharding/mesh_impl.h"
 #include "array/copy.h"
 #ifdef SPMD_HAVE_CUDA
@@ -605,9 +606,6 @@ static spmd_status check_groups(const spmd_mesh *m, const int *axes, int naxes,
     return st;
 }
 
-/* the next collective's packed layout (collective_frame.h) */
-_Thread_local uint64_t spmd__packed_layout;
-
 spmd_status spmd__coll_begin(spmd_ctx *ctx, const char *axes, op_kind op, const spmd_block *in,
                              const spmd_axis_groups *groups, coll *c)
 {
@@ -684,9 +682,9 @@ spmd_status spmd__coll_begin(spmd_ctx *ctx, const char *axes, op_kind op, const 
     }
     c->order_key = position_key(c);
     c->fingerprint = mix_block(h, in);
-    if (spmd__packed_layout) { /* the blocks a packed collective carries must match too */
-        c->fingerprint = mix(c->fingerprint, spmd__packed_layout);
-        spmd__packed_layout = 0;
+    if (ctx->packed_layout) { /* the blocks a packed collective carries must match too */
+        c->fingerprint = mix(c->fingerprint, ctx->packed_layout);
+        ctx->packed_layout = 0;
     }
     c->trace_in = in;
     c->trace_n = 1;
@@ -695,11 +693,6 @@ spmd_status spmd__coll_begin(spmd_ctx *ctx, const char *axes, op_kind op, const 
 }
 
 /* ---- the trace (spmd/trace.h) ---- */
-
-/* This worker's collective under way in the trace (a device's collectives follow each other). */
-static _Thread_local uint64_t traced_collective;
-/* ... and what it proves of its out: alike along its axes by construction (executor.h) */
-_Thread_local spmd__proof spmd__pending_proof;
 
 /* The axes along which every member gets the same out: a reduction's or an all_gather's over
  * the whole of its axes (groups make it alike only within each group). */
@@ -725,7 +718,7 @@ static void trace_begin(const coll *c)
     spmd__strbuf sb;
     spmd__strbuf_init(&sb, what, sizeof what);
     spmd__coll_describe_op(c, &sb);
-    traced_collective = spmd__trace_begin(
+    c->ctx->traced_collective = spmd__trace_begin(
         SPMD_TRACE_COLLECTIVE, c->call->number, c->call->seq, c->ctx->device_id, c->seq,
         c->fingerprint, spmd__ctx_trace_digest(c->ctx, c->trace_n, c->trace_in), what);
 }
@@ -734,19 +727,23 @@ static void trace_begin(const coll *c)
  * what it proved of the out blocks (all members' tokens agree: their fingerprints do). */
 spmd_status spmd__coll_finished(spmd_ctx *ctx, spmd_status st, int n, const spmd_block *out)
 {
-    uint64_t handle = traced_collective;
+    /* a failure may come from ctx itself (NULL, or kept after its fn returned): not read then */
+    if (st != SPMD_OK && !spmd__worker_context_is_live(ctx))
+        return st;
+    uint64_t handle = ctx->traced_collective;
     if (handle) {
-        traced_collective = 0;
+        ctx->traced_collective = 0;
         spmd__trace_end(handle, st,
                         st == SPMD_OK && n > 0 && out ? spmd__ctx_trace_digest(ctx, n, out) : 0);
     }
-    spmd__proof proof = spmd__pending_proof;
-    spmd__pending_proof = (spmd__proof){0};
-    for (int i = 0; st == SPMD_OK && ctx->proofs && out && i < n; i++) {
-        spmd__proof each = proof;
-        each.token = mix(proof.token, (uint64_t)i);
+    if (!ctx->proofs)
+        return st;
+    for (int i = 0; st == SPMD_OK && out && i < n; i++) {
+        spmd__proof each = ctx->pending_proof;
+        each.token = mix(ctx->pending_proof.token, (uint64_t)i);
         spmd__ctx_note(ctx, &out[i], &each);
     }
+    ctx->pending_proof = (spmd__proof){0};
     return st;
 }
 
@@ -755,7 +752,7 @@ spmd_status spmd__coll_finished(spmd_ctx *ctx, spmd_status st, int n, const spmd
 spmd_status spmd__coll_finished_many(spmd_ctx *ctx, spmd_status st, int n, spmd_block *out,
                                      const char *name)
 {
-    unsigned varying = spmd__pending_proof.varying;
+    unsigned varying = st == SPMD_OK ? ctx->pending_proof.varying : 0;
     st = spmd__coll_finished(ctx, st, 0, NULL);
     for (int i = 0; st == SPMD_OK && i < n; i++)
         spmd__ctx_note(ctx, &out[i], &(spmd__proof){.varying = varying, .varying_by = name});
@@ -768,11 +765,11 @@ spmd_status spmd__coll_arrive(coll *c, const void *in, void *out, const void *ex
     if (spmd__tracing())
         trace_begin(c);
     if (c->ctx->proofs)
-        spmd__pending_proof = (spmd__proof){.token = c->fingerprint,
-                                            .axes = proven_axes(c),
-                                            .varying = varying_axes(c),
-                                            .varying_by = c->grouping ? group_op_names[c->op]
-                                                                      : spmd__coll_op_names[c->op]};
+        c->ctx->pending_proof = (spmd__proof){
+            .token = c->fingerprint,
+            .axes = proven_axes(c),
+            .varying = varying_axes(c),
+            .varying_by = c->grouping ? group_op_names[c->op] : spmd__coll_op_names[c->op]};
     /* where this device is, for the other processes' notes (its fingerprint is final now) */
     uint64_t what[2] = {(uint64_t)c->op | (uint64_t)c->naxes << 8, c->grouping_hash};
     for (int k = 0; k < c->naxes; k++)

@@ -315,9 +315,9 @@ static spmd_status spmd_all_to_all_many_checked(spmd_ctx *ctx, int n, const spmd
         return spmd__coll_fail_args(ctx, st);
     }
     move_chunks(layouts, in, n, send.data, row, group_size, 1);
-    spmd__packed_layout = layout | 1;
+    ctx->packed_layout = layout | 1;
     st = spmd_all_to_all_checked(ctx, &send, &recv, axes, 0, 0, 0, NULL);
-    spmd__packed_layout = 0;
+    ctx->packed_layout = 0;
     if (st == SPMD_OK)
         move_chunks(layouts, out, n, recv.data, row, group_size, 0);
     free(layouts);
@@ -637,9 +637,9 @@ spmd_ragged_all_to_all_checked(spmd_ctx *ctx, const spmd_block *operand, const s
     for (int j = 0; j < n; j++)
         most = v[n + j] > most ? v[n + j] : most;
     *(int64_t *)mine.data = most;
-    spmd__packed_layout = layout | 1;
+    ctx->packed_layout = layout | 1;
     st = spmd__pmax_checked(ctx, &mine, &longest, axes, NULL);
-    spmd__packed_layout = 0;
+    ctx->packed_layout = 0;
     st = spmd__coll_finished(ctx, st, 0, NULL); /* its trace record: the all_to_all makes its own */
     if (st != SPMD_OK) {
         free(v);
@@ -664,9 +664,9 @@ spmd_ragged_all_to_all_checked(spmd_ctx *ctx, const spmd_block *operand, const s
         memcpy(r + sizeof h, (const char *)operand->data + (size_t)v[j] * row_bytes, bytes);
         memset(r + sizeof h + bytes, 0, row - sizeof h - bytes); /* no stray bytes on the wire */
     }
-    spmd__packed_layout = layout | 1;
+    ctx->packed_layout = layout | 1;
     st = spmd_all_to_all_checked(ctx, &send, &recv, axes, 0, 0, 0, NULL);
-    spmd__packed_layout = 0;
+    ctx->packed_layout = 0;
     if (st == SPMD_OK && out->data != output->data)
         memmove(out->data, output->data, spmd__block_bytes(output));
     for (int h = 0; st == SPMD_OK && h < n; h++) {

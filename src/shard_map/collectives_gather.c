@@ -418,7 +418,8 @@ spmd_status spmd_all_gather_invariant(spmd_ctx *ctx, const spmd_block *in, spmd_
                                       const char *axes, int axis, int tiled)
 {
     spmd_status st = spmd_all_gather_checked(ctx, in, out, axes, axis, tiled, NULL);
-    spmd__pending_proof.varying = 0; /* JAX's Varying -> Invariant */
+    if (st == SPMD_OK)                  /* ctx is one to read */
+        ctx->pending_proof.varying = 0; /* JAX's Varying -> Invariant */
     return spmd__error_in(spmd__coll_finished(ctx, st, 1, out), "spmd_all_gather_invariant");
 }
 
@@ -444,6 +445,7 @@ spmd_status spmd_all_gather_many(spmd_ctx *ctx, int n, const spmd_block *in, spm
                                  const char *axes, int axis, int tiled)
 {
     spmd_status st = spmd_all_gather_many_checked(ctx, n, in, out, axes, axis, tiled);
-    spmd__pending_proof.varying_by = "all_gather_many";
+    if (st == SPMD_OK)
+        ctx->pending_proof.varying_by = "all_gather_many";
     return spmd__error_in(spmd__coll_finished(ctx, st, n, out), "spmd_all_gather_many");
 }

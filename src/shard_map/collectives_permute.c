@@ -272,9 +272,9 @@ static spmd_status spmd_ppermute_many_checked(spmd_ctx *ctx, int n, const spmd_b
         memcpy((char *)send.data + at, in[i].data, spmd__block_bytes(&in[i]));
         at += spmd__block_bytes(&in[i]);
     }
-    spmd__packed_layout = layout | 1;
+    ctx->packed_layout = layout | 1;
     st = spmd_ppermute_checked(ctx, &send, &recv, axes, pairs, npairs);
-    spmd__packed_layout = 0;
+    ctx->packed_layout = 0;
     for (size_t i = 0, at = 0; st == SPMD_OK && i < (size_t)n; i++) {
         memcpy(out[i].data, (const char *)recv.data + at, spmd__block_bytes(&out[i]));
         at += spmd__block_bytes(&out[i]);
@@ -362,10 +362,10 @@ static spmd_status spmd_precv_checked(spmd_ctx *ctx, spmd_block *out, const char
     spmd_block sent = ctx->sends[0].block;
     ctx->pending_sends--;
     memmove(ctx->sends, ctx->sends + 1, (size_t)ctx->pending_sends * sizeof ctx->sends[0]);
-    spmd__packed_layout = mix(0x7073656e64ull, 1) | 1; /* "psend": not a plain ppermute */
+    ctx->packed_layout = mix(0x7073656e64ull, 1) | 1; /* "psend": not a plain ppermute */
     st = spmd_ppermute_checked(ctx, &sent, out, axes, pairs, npairs);
-    spmd__packed_layout = 0;
-    spmd__pending_proof.varying_by = "precv";
+    ctx->packed_layout = 0;
+    ctx->pending_proof.varying_by = "precv";
     /* after a failure MPI may still read it: never reused */
     if (st == SPMD_OK && ctx->spare_sends < SPMD__PENDING_SENDS)
         ctx->spares[ctx->spare_sends++] = sent;

@@ -194,6 +194,12 @@ struct spmd_ctx {
     int pending_sends; /* spmd_psend's blocks that no spmd_precv has taken yet, oldest first */
     int spare_sends;   /* the copies precv is done with, for the next psends */
     int checked_pairs_valid; /* checked_pairs holds the last pairs this call checked */
+    /* The collective under way on this device, from its arrival to spmd__coll_finished: in
+     * ctx, not in thread-locals, whose every read in a shared library is a call to
+     * __tls_get_addr (four a collective, a tenth of a small one's own time) */
+    uint64_t traced_collective; /* its trace record (0: none) */
+    uint64_t packed_layout;     /* a many-block form's blocks (collective_frame.h; 0: none) */
+    spmd__proof pending_proof;  /* what it proves of its out (some forms adjust it first) */
     /* From here on only what the counts above say is read: a call zeroes the fields above and
      * the first byte of axes_text (the rest is kilobytes). */
     char axes_text[128]; /* the last axes string parsed, and its parse */
