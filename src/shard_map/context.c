@@ -224,15 +224,22 @@ void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, const spmd__proof *pro
      * wider read of them stalls until those stores land (a tenth of a small collective) */
     const char *d = dst->data;
     size_t bytes = spmd__block_bytes(dst);
+    if (d == ctx->apart_data && bytes == ctx->apart_bytes)
+        return;
+    int apart = 1;
     for (int j = 0; j < ctx->nout; j++) {
-        const char *o = ctx->outs[j].data;
-        size_t ob = j < SPMD__CTX_OUT_BYTES ? ctx->out_bytes[j] : spmd__block_bytes(&ctx->outs[j]);
+        int kept = j < SPMD__CTX_OUT_BYTES;
+        const char *o = kept ? ctx->out_data[j] : ctx->outs[j].data;
+        size_t ob = kept ? ctx->out_bytes[j] : spmd__block_bytes(&ctx->outs[j]);
         if (!o || d >= o + ob || o >= d + (bytes ? bytes : 1))
             continue;
         int whole = d == o && bytes == ob;
         ctx->proofs[j] = whole ? *proof : (spmd__proof){0};
         ctx->proofs[j].digest = 0;
+        apart = 0;
     }
+    if (apart && ctx->nout <= SPMD__CTX_OUT_BYTES) /* every output kept: the answer holds */
+        ctx->apart_data = d, ctx->apart_bytes = bytes;
 }
 
 void spmd__ctx_note_copy(spmd_ctx *ctx, const spmd_block *src, const spmd_block *dst)

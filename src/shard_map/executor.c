@@ -543,8 +543,10 @@ static spmd_status device_task(int ordinal, void *arg)
             spmd__fill_block(&out[j], slot->buffer->data, o->dtype, o->ndim, p->out_blocks[j]);
         else
             failed_output = j;
-        if (st == SPMD_OK && j < SPMD__CTX_OUT_BYTES)
+        if (st == SPMD_OK && j < SPMD__CTX_OUT_BYTES) {
+            ctx.out_data[j] = out[j].data;
             ctx.out_bytes[j] = spmd__block_bytes(&out[j]);
+        }
     }
     if (st == SPMD_OK) {
         spmd_clear_error(); /* a message left by earlier work on this thread is not fn's */

@@ -200,14 +200,19 @@ struct spmd_ctx {
     uint64_t traced_collective; /* its trace record (0: none) */
     uint64_t packed_layout;     /* a many-block form's blocks (collective_frame.h; 0: none) */
     spmd__proof pending_proof;  /* what it proves of its out (some forms adjust it first) */
+    /* the last block a note found apart from every output of fn: a loop's collectives write
+     * the same block at each step, and a note of it then costs two compares */
+    const char *apart_data;
+    size_t apart_bytes;
     /* From here on only what the counts above say is read: a call zeroes the fields above and
      * the first byte of axes_text (the rest is kilobytes). */
     char axes_text[128]; /* the last axes string parsed, and its parse */
     int axes[SPMD_MAX_MESH_AXES];
     spmd__pending_send sends[SPMD__PENDING_SENDS];
     spmd_block spares[SPMD__PENDING_SENDS]; /* a pipeline's loop allocates once */
-    /* the bytes of fn's first outputs (up to SPMD__CTX_OUT_BYTES of them), set as they are
-     * made: every collective's note compares its out with them */
+    /* where fn's first outputs lie (up to SPMD__CTX_OUT_BYTES of them), set as they are made:
+     * every collective's note compares its out with them, and they never change */
+    const char *out_data[SPMD__CTX_OUT_BYTES];
     size_t out_bytes[SPMD__CTX_OUT_BYTES];
     spmd__checked_pairs checked_pairs;
 };
