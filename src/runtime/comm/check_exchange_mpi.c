@@ -98,6 +98,10 @@ static int by_peer_order(const void *a, const void *b)
 /* Marks in single[i] the messages whose peer no other message of the list has. */
 static int mark_single_peers(int n, const spmd__message *m, int *single)
 {
+    if (n == 1) { /* a ppermute's one peer each way */
+        single[0] = 1;
+        return 1;
+    }
     if (n <= 8) { /* the usual lists: a permutation's one or two peers */
         for (int i = 0; i < n; i++) {
             single[i] = 1;
