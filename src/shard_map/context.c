@@ -108,7 +108,8 @@ spmd_status spmd__ctx_sync(const spmd_ctx *ctx)
 void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs)
 {
 #ifdef SPMD_HAVE_CUDA
-    if (ctx->call->platform != SPMD_PLATFORM_CUDA) /* no queue, and nothing queued to wait for */
+    if (!ctx ||
+        ctx->call->platform != SPMD_PLATFORM_CUDA) /* no queue, nothing queued to wait for */
         return NULL;
     const spmd__runtime *rt = NULL;
     void *queue = device_queue(ctx, &rt);
