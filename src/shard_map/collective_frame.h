@@ -119,7 +119,15 @@ spmd_status spmd__coll_begin(spmd_ctx *ctx, const char *axes, op_kind op, const 
 /** Publishes this device's buffers and meets the other local members (the first barrier). */
 spmd_status spmd__coll_arrive(coll *c, const void *in, void *out, const void *extra);
 /** A barrier of the group's local members; `arrive` also publishes this device's slot. */
-spmd_status spmd__coll_barrier(coll *c, int arrive);
+spmd_status spmd__coll_meet(coll *c, int arrive);
+/** spmd__coll_meet, where a lone member (one device per process) only looks whether the call
+ * was aborted: inline, for most collectives end so, some twice. */
+static inline spmd_status spmd__coll_barrier(coll *c, int arrive)
+{
+    if (c->nl == 1 && !arrive)
+        return atomic_load(&c->call->aborted) ? spmd__call_aborted_status(c->call) : SPMD_OK;
+    return spmd__coll_meet(c, arrive);
+}
 /** The end of a collective on this worker: its trace record and the proof of its outs. */
 spmd_status spmd__coll_finished(spmd_ctx *ctx, spmd_status st, int n, const spmd_block *out);
 /** The end of a many-block form: its outs, written on the host, vary as the collective's did. */

@@ -380,7 +380,7 @@ static spmd_status last_arrival(coll *c)
 }
 
 /* A barrier of the group's local members; `arrive` also publishes this device's slot. */
-spmd_status spmd__coll_barrier(coll *c, int arrive)
+spmd_status spmd__coll_meet(coll *c, int arrive)
 {
     spmd__group *g = c->g;
     spmd__call *call = c->call;
