@@ -739,11 +739,13 @@ spmd_status spmd__coll_finished(spmd_ctx *ctx, spmd_status st, int n, const spmd
     if (!ctx->proofs)
         return st;
     for (int i = 0; st == SPMD_OK && out && i < n; i++) {
-        if (out[i].data == ctx->apart_data && spmd__block_bytes(&out[i]) == ctx->apart_bytes)
+        size_t bytes = spmd__block_bytes(&out[i]);
+        if (out[i].data == ctx->apart_data && bytes == ctx->apart_bytes)
             continue; /* the last note found it apart from fn's outputs: nothing to note */
         spmd__proof each = ctx->pending_proof;
         each.token = mix(ctx->pending_proof.token, (uint64_t)i);
-        spmd__ctx_note(ctx, &out[i], &each);
+        if (spmd__ctx_note(ctx, &out[i], &each))
+            ctx->apart_data = out[i].data, ctx->apart_bytes = bytes;
     }
     ctx->pending_proof = (spmd__proof){0};
     return st;

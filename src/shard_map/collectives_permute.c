@@ -52,7 +52,6 @@ static spmd_status check_pairs(const int *pairs, int npairs, int n, int *src_of,
     return st;
 }
 
-/* check_pairs, or what it found last on this device for the same pairs over as many positions */
 /* A loop, not memcmp: a ring's pairs are a few ints, fewer than memcmp's call costs. */
 static int same_ints(const int *a, const int *b, int count)
 {
@@ -62,6 +61,7 @@ static int same_ints(const int *a, const int *b, int count)
     return 1;
 }
 
+/* check_pairs, or what it found last on this device for the same pairs over as many positions */
 static spmd_status check_pairs_once(spmd_ctx *ctx, const int *pairs, int npairs, int n, int *src_of,
                                     uint64_t *hash)
 {

@@ -217,16 +217,14 @@ void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst)
     spmd__ctx_note(ctx, dst, &(spmd__proof){0});
 }
 
-void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, const spmd__proof *proof)
+int spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, const spmd__proof *proof)
 {
     if (!ctx || !ctx->proofs || !dst || !dst->data)
-        return;
+        return 0;
     /* *proof is read only where it is kept: its fields were just stored one by one, and a
      * wider read of them stalls until those stores land (a tenth of a small collective) */
     const char *d = dst->data;
     size_t bytes = spmd__block_bytes(dst);
-    if (d == ctx->apart_data && bytes == ctx->apart_bytes)
-        return;
     int apart = 1;
     for (int j = 0; j < ctx->nout; j++) {
         int kept = j < SPMD__CTX_OUT_BYTES;
@@ -239,8 +237,7 @@ void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, const spmd__proof *pro
         ctx->proofs[j].digest = 0;
         apart = 0;
     }
-    if (apart && ctx->nout <= SPMD__CTX_OUT_BYTES) /* every output kept: the answer holds */
-        ctx->apart_data = d, ctx->apart_bytes = bytes;
+    return apart && ctx->nout <= SPMD__CTX_OUT_BYTES; /* every output kept: the answer holds */
 }
 
 void spmd__ctx_note_copy(spmd_ctx *ctx, const spmd_block *src, const spmd_block *dst)

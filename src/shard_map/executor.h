@@ -104,8 +104,11 @@ typedef struct spmd__proof {
  * becomes `*proof` (its digest left out); any other write to an output takes the proof away.
  * Nothing when the call checks no replication. By pointer: a copy of a proof whose fields were
  * just stored one by one stalls (store forwarding), and most writes keep no proof.
+ * Returns 1 when `dst` overlaps none of fn's outputs, and stays so until fn returns (every
+ * output kept in out_data[]): a collective may then skip its next note of the same block.
+ * Writes only the proofs of outputs that dst overlaps, as a block op on another thread may.
  */
-void spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, const spmd__proof *proof);
+int spmd__ctx_note(spmd_ctx *ctx, const spmd_block *dst, const spmd__proof *proof);
 
 /** spmd__ctx_note of a write that proves nothing (a block op, a host copy). */
 void spmd__ctx_note_write(spmd_ctx *ctx, const spmd_block *dst);
@@ -196,12 +199,14 @@ struct spmd_ctx {
     int checked_pairs_valid; /* checked_pairs holds the last pairs this call checked */
     /* The collective under way on this device, from its arrival to spmd__coll_finished: in
      * ctx, not in thread-locals, whose every read in a shared library is a call to
-     * __tls_get_addr (four a collective, a tenth of a small one's own time) */
+     * __tls_get_addr without TLS descriptors (SPMD_TLSDESC), six a collective. A device's
+     * collectives come one at a time (ctx->seq orders them). */
     uint64_t traced_collective; /* its trace record (0: none) */
     uint64_t packed_layout;     /* a many-block form's blocks (collective_frame.h; 0: none) */
     spmd__proof pending_proof;  /* what it proves of its out (some forms adjust it first) */
-    /* the last block a note found apart from every output of fn: a loop's collectives write
-     * the same block at each step, and a note of it then costs two compares */
+    /* the last out of a collective that its note found apart from every output of fn: a
+     * loop's collectives write the same block at each step, and a note of it then costs two
+     * compares. Collectives alone read and write it: block ops may run on other threads. */
     const char *apart_data;
     size_t apart_bytes;
     /* From here on only what the counts above say is read: a call zeroes the fields above and
