@@ -118,10 +118,11 @@ spmd_status spmd__coll_begin(spmd_ctx *ctx, const char *axes, op_kind op, const 
                              const spmd_axis_groups *groups, coll *c);
 /** Publishes this device's buffers and meets the other local members (the first barrier). */
 spmd_status spmd__coll_arrive(coll *c, const void *in, void *out, const void *extra);
-/** A barrier of the group's local members; `arrive` also publishes this device's slot. */
+/** The meeting of the group's local members behind spmd__coll_barrier. */
 spmd_status spmd__coll_meet(coll *c, int arrive);
-/** spmd__coll_meet, where a lone member (one device per process) only looks whether the call
- * was aborted: inline, for most collectives end so, some twice. */
+/** A barrier of the group's local members; `arrive` also publishes this device's slot. A lone
+ * member (one device per process) that does not arrive only looks whether the call was
+ * aborted: inline, for most collectives end so, some twice. */
 static inline spmd_status spmd__coll_barrier(coll *c, int arrive)
 {
     if (c->nl == 1 && !arrive)

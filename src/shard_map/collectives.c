@@ -379,13 +379,12 @@ static spmd_status last_arrival(coll *c)
     return SPMD_OK;
 }
 
-/* A barrier of the group's local members; `arrive` also publishes this device's slot. */
+/* The meeting of spmd__coll_barrier (collective_frame.h), which answers a lone member's
+ * barrier itself; `arrive` also publishes this device's slot. */
 spmd_status spmd__coll_meet(coll *c, int arrive)
 {
     spmd__group *g = c->g;
     spmd__call *call = c->call;
-    if (g->num_local == 1 && !arrive) /* no local member to meet */
-        return atomic_load(&call->aborted) ? spmd__call_aborted_status(call) : SPMD_OK;
     unsigned gen = atomic_load(&g->generation);
     if (arrive)
         atomic_store(&g->slots[c->li].arrived, gen + 1);

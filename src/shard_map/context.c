@@ -108,8 +108,8 @@ spmd_status spmd__ctx_sync(const spmd_ctx *ctx)
 void *spmd__ctx_kernel_queue(const spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs)
 {
 #ifdef SPMD_HAVE_CUDA
-    if (!ctx ||
-        ctx->call->platform != SPMD_PLATFORM_CUDA) /* no queue, nothing queued to wait for */
+    /* a CPU call has no queue and nothing queued to wait for: no look-ups */
+    if (!ctx || spmd__ctx_platform_is_host(ctx))
         return NULL;
     const spmd__runtime *rt = NULL;
     void *queue = device_queue(ctx, &rt);
