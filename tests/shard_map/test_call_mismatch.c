@@ -15,6 +15,8 @@
  *   - shard_maps whose fn differ, all else alike (the field: what the call runs);
  *   - a psum or psum_scatter of other sizes on process 0, on each side of the sizes where the
  *     exchange between two processes changes its messages (run with SPMD_SHM=0 too);
+ *   - an all_gather mismatched twenty times in a row, then one alike that must bring the right
+ *     values (an exchange's streams stop listening when its agreement fails);
  *   - the thread guard: a call from another thread is refused at once, naming both threads.
  * After each case the processes still agree (a barrier), and the mesh still works.
  */
@@ -23,6 +25,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -326,6 +329,68 @@ static void test_sizes(spmd_array *x, int ndev)
     }
 }
 
+/* An all_gather of 64 KiB per device whose output each device checks: block j holds
+ * j * 1000 + k at its k-th element. Counts the wrong elements in wrong_gathered. */
+static atomic_int wrong_gathered;
+
+static spmd_status fn_gather_checked(spmd_ctx *ctx, int nin, const spmd_block *in, int nout,
+                                     spmd_block *out, void *user)
+{
+    (void)nin, (void)in, (void)nout, (void)out, (void)user;
+    int n = 0, at = 0;
+    int64_t elems = 16384, all = 0;
+    spmd_block x, y;
+    spmd_status st = spmd_axis_size(ctx, "i", &n);
+    if (st == SPMD_OK)
+        st = spmd_axis_index(ctx, "i", &at);
+    all = elems * n;
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, &elems, SPMD_DTYPE_F32, &x);
+    if (st == SPMD_OK)
+        st = spmd_ctx_alloc(ctx, 1, &all, SPMD_DTYPE_F32, &y);
+    if (st != SPMD_OK)
+        return st;
+    for (int64_t k = 0; k < elems; k++)
+        ((float *)x.data)[k] = (float)(at * 1000 + k);
+    st = spmd_all_gather(ctx, &x, &y, "i", 0, 1);
+    int bad = 0;
+    for (int64_t k = 0; st == SPMD_OK && k < all; k++)
+        bad += ((const float *)y.data)[k] != (float)(k / elems * 1000 + k % elems);
+    atomic_fetch_add(&wrong_gathered, bad);
+    return st;
+}
+
+/* One mismatch twenty times in a row, more than the streams a process listens for from one
+ * sender at once (LISTENERS in host_rings.c): an exchange's streams listen before its
+ * agreement, and must stop listening when it fails. An all_gather alike on every process then
+ * still streams, and brings the right values. */
+static void test_mismatch_repeated(spmd_array *x, int ndev)
+{
+    sized z = {SIZED_GATHER, (me == 0 ? 2048 : 65536) / 4};
+    z.elems = z.elems / ndev * ndev;
+    for (int k = 0; k < 20; k++) {
+        spmd_array *out = NULL;
+        double t0 = now_s();
+        spmd_status st = run(fn_sized, &z, x, ndev, 0, &out);
+        expect_mismatch("all_gather of 2 KiB per device on process 0, 64 KiB on the others, again",
+                        st, now_s() - t0, NULL);
+        spmd_array_destroy(out);
+    }
+    barrier("twenty mismatched all_gathers");
+    spmd_array *out = NULL;
+    atomic_store(&wrong_gathered, 0);
+    double t0 = now_s();
+    spmd_status st = run(fn_gather_checked, NULL, x, ndev, 0, &out);
+    SPMD_TEST_CHECK(st == SPMD_OK && now_s() - t0 < 10,
+                    "an all_gather alike after twenty mismatched ones: %s after %.1f s: %s",
+                    spmd_status_name(st), now_s() - t0, spmd_last_error());
+    SPMD_TEST_CHECK(atomic_load(&wrong_gathered) == 0,
+                    "an all_gather alike after twenty mismatched ones: %d wrong elements",
+                    atomic_load(&wrong_gathered));
+    spmd_array_destroy(out);
+    barrier("an all_gather after the mismatches");
+}
+
 /* ---- device_put and reshard onto other device orders ---- */
 
 static spmd_mesh *mesh_in_order(const int *order, int ndev)
@@ -445,6 +510,7 @@ int main(void)
     test_groupings(x, ndev);
     test_signature(x);
     test_sizes(x, ndev);
+    test_mismatch_repeated(x, ndev);
     test_device_orders(ndev);
     test_thread_guard(x);
     spmd_array_destroy(x);

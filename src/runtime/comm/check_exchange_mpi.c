@@ -38,15 +38,27 @@ static size_t stream_above(void)
 
 /* Checks `a` beside n posted requests, then runs the streams through the rings (none when
  * nstreams is 0), then waits for the requests; on failure the receives are cancelled and the
- * sends left to MPI (w->data_pending). */
+ * sends left to MPI (w->data_pending). The streams listen before the agreement: a peer that
+ * finishes it finds them listening, and sends at once where it waited for that (a crossing of
+ * the two processes' caches, and on a crowded machine maybe a turn of the reader's). What a
+ * stream takes is still only this call's data: its sender sends only once it agreed. */
 static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
                                 int n, MPI_Request *reqs, const int *from, int nstreams,
                                 const spmd__stream *streams, const char *what)
 {
+    int listen_one, *listeners = nstreams == 1 ? &listen_one
+                                 : nstreams    ? malloc((size_t)nstreams * sizeof *listeners)
+                                               : NULL;
+    if (listeners)
+        spmd__comm_ring_streams_listen(c, nstreams, streams, listeners);
     spmd_status st = spmd__xchg_check_with_tag(c, a, w, tag);
     if (st == SPMD_OK && nstreams) /* after the agreement: only the same call's data streams */
-        st = spmd__comm_ring_streams(c, nstreams, streams, what, spmd__comm_data_deadline(c), w,
-                                     n > 0);
+        st = spmd__comm_ring_streams(c, nstreams, streams, listeners, what,
+                                     spmd__comm_data_deadline(c), w, n > 0);
+    else if (listeners)
+        spmd__comm_ring_streams_unlisten(c, nstreams, streams, listeners);
+    if (nstreams > 1)
+        free(listeners);
     if (st == SPMD_OK)
         st = spmd__comm_wait_data(c, n, reqs, from, what);
     else {

@@ -203,8 +203,8 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
 /** The largest message a collective sends through spmd__comm_paired_exchange on c; larger ones
  * go through the checked exchanges, read straight where they can be. SPMD__COMM_COMBINED_BYTES,
  * or SPMD__COMM_STRAIGHT_BYTES within one machine whose processes made their rings and
- * outnumber none of its cores (a crowded machine reads nothing straight; the fewest cores any
- * of its processes counts). Alike on every rank of c. */
+ * outnumber none of its cores (on a crowded machine only messages from 512 KiB are read
+ * straight; the fewest cores any of its processes counts). Alike on every rank of c. */
 size_t spmd__comm_paired_max_bytes(const spmd__comm *c);
 
 /** A run of `count` elements at `data`: part of a reduction's vector (spmd__tree_inputs). */

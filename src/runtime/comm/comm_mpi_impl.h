@@ -144,10 +144,10 @@ spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, 
  * read where they lie in the sender's slot (a copy out, or an addition straight from there). */
 typedef void (*spmd__chunk_fn)(void *arg, size_t offset, const void *data, size_t bytes);
 /** 1 when rank `peer` and this one share a machine with wide ring slots both ways: a swap of
- * data with it may go by spmd__comm_ring_stream (alike on both sides). */
+ * data with it may go by spmd__comm_ring_streams (alike on both sides). */
 int spmd__comm_ring_stream_usable(const spmd__comm *c, int peer);
-/** A swap of data with one rank through the rings: see spmd__comm_ring_stream. What goes out
- * is sbytes from send, or (fill not NULL) what fill writes into each chunk in turn. */
+/** A swap of data with one rank through the rings (spmd__comm_ring_streams). What goes out is
+ * sbytes from send, or (fill not NULL) what fill writes into each chunk in turn. */
 typedef struct spmd__stream {
     int peer, tag, round;
     const void *send;
@@ -166,24 +166,32 @@ typedef struct spmd__stream {
      * (ring_stream_mpi.c) */
     int just_written;
 } spmd__stream;
-/** The n streams at once, each with a rank of its own (as spmd__comm_ring_stream): none waits
- * for another, whatever order their peers run theirs in. mpi_beside: MPI transfers posted
- * beside them need this thread's polls for their progress, so its waits never sleep through
- * them (spmd__ring_pause). */
-spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *streams,
-                                    const char *what, int64_t deadline, const spmd__wait *cancel,
-                                    int mpi_beside);
 /**
- * Swaps data with rank `peer` through the shared-memory rings (ring_stream_mpi.c), in chunks of
- * a wide slot at `tag`: sbytes of `send` go out while rbytes arrive, each chunk handed to
- * take() as it comes, so that the copy and its use overlap and stay in the caches. Either side
- * may be empty. `round` tells apart the streams of one tag with the same peer (alike on both
- * sides): a chunk goes out only once the peer reads that round. Ends at `deadline` naming the peer,
- * or when `cancel` says the call was given up; the communicator must then be abandoned.
+ * Swaps data with each stream's rank through the shared-memory rings (ring_stream_mpi.c), in
+ * chunks of a wide slot at its tag: sbytes of `send` go out while rbytes arrive, each chunk
+ * handed to take() as it comes, so that the copy and its use overlap and stay in the caches.
+ * Either side may be empty. `round` tells apart the streams of one tag with the same peer
+ * (alike on both sides): a chunk goes out only once the peer listens for that round. None waits
+ * for another, whatever order their peers run theirs in. `listeners`: NULL, or what
+ * spmd__comm_ring_streams_listen returned for these streams (this call ends them). mpi_beside:
+ * MPI transfers posted beside them need this thread's polls for their progress, so its waits
+ * never sleep through them (spmd__ring_pause). Ends at `deadline` naming the peer, or when
+ * `cancel` says the call was given up; the communicator must then be abandoned.
  */
-spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, int round, const void *send,
-                                   size_t sbytes, size_t rbytes, spmd__chunk_fn take, void *arg,
-                                   const char *what, int64_t deadline, const spmd__wait *cancel);
+spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *streams,
+                                    const int *listeners, const char *what, int64_t deadline,
+                                    const spmd__wait *cancel, int mpi_beside);
+/**
+ * Listens now for what the n streams will bring (listeners[i]; -1 where none: nothing to
+ * bring, or no listener free), so that their peers find it as they begin: an exchange listens
+ * before its agreement, which its peers then finish only after this. Each listener is ended by
+ * spmd__comm_ring_streams, or by spmd__comm_ring_streams_unlisten where the streams never run.
+ * The streams' tags must be set; c must not take another exchange's tag before they run.
+ */
+void spmd__comm_ring_streams_listen(spmd__comm *c, int n, const spmd__stream *streams,
+                                    int *listeners);
+void spmd__comm_ring_streams_unlisten(spmd__comm *c, int n, const spmd__stream *streams,
+                                      const int *listeners);
 /**
  * The data of a canonical-order reduction (runtime/base/tree.h) once every rank agreed to it, by
  * recursive doubling over the tree's nodes at `tag`: a rank whose positions do not fill a node

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <mpi.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +89,28 @@ static uint64_t stream_key(uint64_t wire, uint32_t stamp, int tag, int round)
     return z ? z : 1;
 }
 
+static uint64_t key_of(const spmd__comm *c, const spmd__stream *s)
+{
+    /* the exchange's stamp (spmd__comm_exchange_tag), alike on both sides */
+    return stream_key(c->wire, c->stamp, s->tag, s->round);
+}
+
+void spmd__comm_ring_streams_listen(spmd__comm *c, int n, const spmd__stream *streams,
+                                    int *listeners)
+{
+    for (int i = 0; i < n; i++)
+        listeners[i] = streams[i].rbytes > 0 ? spmd__ring_listen(c->processes[streams[i].peer],
+                                                                 key_of(c, &streams[i]))
+                                             : -1;
+}
+
+void spmd__comm_ring_streams_unlisten(spmd__comm *c, int n, const spmd__stream *streams,
+                                      const int *listeners)
+{
+    for (int i = 0; i < n; i++)
+        spmd__ring_unlisten(c->processes[streams[i].peer], listeners[i]);
+}
+
 /* From SPMD__COMM_STRAIGHT_BYTES on, a message whose buffer stays put goes to a peer that reads
  * this process's memory straight (spmd__ring_direct_to) as a note of where it lies: the peer
  * copies it once into its place, where through the slots it is copied twice, the sender busy
@@ -131,17 +154,23 @@ static int stream_open(const spmd__stream *s, const stream_state *t)
     return t->sent < s->sbytes || t->got < s->rbytes;
 }
 
-/* The sender's choice as the stream begins, which its reader needs not know beforehand: a
- * note comes marked. Not where the machine's processes outnumber its cores: the reader alone
- * then copies while the sender waits for its word, where through the slots both copy in turn
- * (4 x 1 on 2 cores, medians of 3 runs, ratio to MPI: all_gather 128 KiB-4 MiB 0.94-1.91
- * through the slots against 0.74-1.65 read straight, all_to_all 0.67-1.17 against 0.60-1.26).
- * A long copy of just-written data goes the way that took the peer less time lately
- * (way_measured). */
+/* The sender's choice as the stream begins, which its reader needs not know beforehand: a note
+ * comes marked. A long copy of just-written data goes the way that took the peer less time
+ * lately (way_measured).
+ * Where the machine's processes outnumber its cores, an exchange's message (or a reduction's
+ * hand-off) goes as a note only from LONG_STREAM_BYTES, and what was just written never: the
+ * reader alone then copies while the sender waits for its word, where through the slots both
+ * copy in turn, which pays below that (4 x 1 on 2 cores, ratio to MPI with CMA, medians of 17
+ * near runs alternating with notes never read straight there: ppermute 512 KiB-2 MiB 0.65-0.76
+ * -> 0.83-0.90, all_gather 2-8 MiB 0.88-1.12 -> 1.11-1.44, all_to_all 2-8 MiB 0.93-1.00 ->
+ * 1.02-1.11; from 32 KiB, as on a machine with a core each, all_gather of 128 KiB-1 MiB lost
+ * 0.09-0.29 and ppermute of 64 KiB 0.34). */
 static int as_note(const spmd__stream *s, int p)
 {
-    return s->send_stays && !s->fill && s->sbytes >= SPMD__COMM_STRAIGHT_BYTES &&
-           !spmd__rings_crowded() && spmd__ring_direct_to(p) &&
+    size_t least = !spmd__rings_crowded() ? SPMD__COMM_STRAIGHT_BYTES
+                   : s->just_written      ? SIZE_MAX
+                                          : LONG_STREAM_BYTES;
+    return s->send_stays && !s->fill && s->sbytes >= least && spmd__ring_direct_to(p) &&
            (!way_measured(s, s->sbytes) || spmd__ring_note_pays(p));
 }
 
@@ -337,25 +366,29 @@ static spmd_status stream_timeout(const char *what, int p, int receiving, int li
 }
 
 spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *streams,
-                                    const char *what, int64_t deadline, const spmd__wait *cancel,
-                                    int mpi_beside)
+                                    const int *listeners, const char *what, int64_t deadline,
+                                    const spmd__wait *cancel, int mpi_beside)
 {
     size_t chunk = chunk_bytes();
-    SPMD_REQUIRE(chunk > 0, SPMD_ERR_INTERNAL, "%s: no wide ring slots to stream through", what);
-    uint32_t stamp = c->stamp; /* the exchange's (spmd__comm_exchange_tag), alike on both sides */
     stream_state one, *state = n == 1 ? &one : calloc((size_t)n, sizeof *state);
-    SPMD_REQUIRE(state != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     uint64_t *keys = n == 1 ? NULL : malloc((size_t)n * sizeof *keys), key_one = 0;
-    if (n > 1 && !keys) {
-        free(state);
-        return SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (chunk == 0 || !state || (n > 1 && !keys)) {
+        if (listeners)
+            spmd__comm_ring_streams_unlisten(c, n, streams, listeners);
+        if (n > 1) {
+            free(state);
+            free(keys);
+        }
+        return chunk == 0
+                   ? SPMD_ERROR(SPMD_ERR_INTERNAL, "%s: no wide ring slots to stream through", what)
+                   : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     }
     if (n == 1)
         keys = &key_one;
     for (int i = 0; i < n; i++) {
-        state[i] = (stream_state){0, 0, -1, -1, 0, 0, 0, 0};
+        state[i] = (stream_state){0, 0, listeners ? listeners[i] : -1, -1, 0, 0, 0, 0};
         state[i].as_note = as_note(&streams[i], c->processes[streams[i].peer]);
-        keys[i] = stream_key(c->wire, stamp, streams[i].tag, streams[i].round);
+        keys[i] = key_of(c, &streams[i]);
     }
     int64_t start = 0, now = 0, next_cancel_check = 0, probe_after = 0, idle_since = 0;
     int tracked = -1, open = n;
@@ -466,12 +499,4 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
         free(keys);
     }
     return st;
-}
-
-spmd_status spmd__comm_ring_stream(spmd__comm *c, int peer, int tag, int round, const void *send,
-                                   size_t sbytes, size_t rbytes, spmd__chunk_fn take, void *arg,
-                                   const char *what, int64_t deadline, const spmd__wait *cancel)
-{
-    spmd__stream s = {peer, tag, round, send, sbytes, rbytes, take, arg, NULL, NULL, 0, NULL, 0};
-    return spmd__comm_ring_streams(c, 1, &s, what, deadline, cancel, 0);
 }

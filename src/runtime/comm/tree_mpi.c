@@ -540,7 +540,8 @@ static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int
                       .into = straight ? acc + ra * r->elem : NULL,
                       /* the hand-off sends inputs to a peer that adds them */
                       .just_written = straight && round != ROUND_HAND_OFF};
-    return spmd__comm_ring_streams(r->c, 1, &s, "the reduction's data", r->deadline, r->wait, 0);
+    return spmd__comm_ring_streams(r->c, 1, &s, NULL, "the reduction's data", r->deadline, r->wait,
+                                   0);
 }
 
 /* In p2 space (a non-extra rank's index), the index holding element x once the halving over
