@@ -35,8 +35,9 @@ enum { SLOTS = 8 };
 /* Wide slots per ring, for messages longer than a slot (up to SPMD__RING_WIDE_BYTES). A message
  * takes one of the first two (one in flight, the next call's beside it), and goes through MPI
  * when they are taken: its reader may be busy elsewhere for a long while. A stream's chunk takes
- * any, and only while its reader is in the stream (it listens: spmd__ring_listen), so the last
- * holds nothing whose reader does not take it soon, and streams between the same two processes
+ * any, and only while its reader listens for the stream (spmd__ring_listen: in the stream, or
+ * finishing the agreement before it), so the last holds nothing whose reader does not take it
+ * soon, and streams between the same two processes
  * at once (a shard_map's groups) never wait on each other for good. */
 enum { WIDE_SLOTS = 3, WIDE_FOR_MESSAGES = 2 };
 /* Streams a process may read from one sender at once: more wait until one ends. */

@@ -102,8 +102,9 @@ int spmd__ring_send_chunk(int to, uint64_t wire, int tag, uint64_t key, const vo
 int spmd__ring_send_marked(int to, uint64_t wire, int tag, uint64_t key, uint32_t mark,
                            const void *data, size_t bytes);
 /** Says that this process reads the stream `key` (nonzero, alike on both sides) from process
- * `from` now: the listener to pass to spmd__ring_unlisten once it has all of it, or -1 when it
- * reads too many streams from `from` already (try again). */
+ * `from` now or once it finished what it does first (an exchange's agreement): the listener to pass
+ * to spmd__ring_unlisten once it has all of it, or -1 when it reads too many streams from `from`
+ * already (try again). */
 int spmd__ring_listen(int from, uint64_t key);
 /** The stream's reader is done (or gave up): no more of its chunks may come. */
 void spmd__ring_unlisten(int from, int listener);

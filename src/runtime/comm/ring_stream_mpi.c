@@ -9,10 +9,12 @@
  * Both sides decide alike whether to stream (spmd__comm_ring_stream_usable), and take exactly
  * the bytes they expect in the order sent: the chunks of one reduction share its tag, and a
  * ring hands out the oldest matching message first. A chunk goes out only while its reader
- * listens for its round (host_rings.h): it never holds a slot that another stream between the
- * same two processes needs (a shard_map's groups stream at once) while its reader is elsewhere,
- * and a round's chunks never mix with the next one's. A peer that stops half way (killed, or
- * stuck) leaves this one waiting until the deadline, which names it.
+ * listens for its round (host_rings.h), and only once its sender agreed to the call: its reader
+ * takes it as soon as its own part of the agreement ends (an exchange listens before it), so it
+ * never holds for long a slot that another stream between the same two processes needs (a
+ * shard_map's groups stream at once), and a round's chunks never mix with the next one's. A peer
+ * that stops half way (killed, or stuck) leaves this one waiting until the deadline, which names
+ * it.
  */
 #include <errno.h>
 #include <mpi.h>
@@ -163,8 +165,9 @@ static int stream_open(const spmd__stream *s, const stream_state *t)
  * copy in turn, which pays below that (4 x 1 on 2 cores, ratio to MPI with CMA, medians of 17
  * near runs alternating with notes never read straight there: ppermute 512 KiB-2 MiB 0.65-0.76
  * -> 0.83-0.90, all_gather 2-8 MiB 0.88-1.12 -> 1.11-1.44, all_to_all 2-8 MiB 0.93-1.00 ->
- * 1.02-1.11; from 32 KiB, as on a machine with a core each, all_gather of 128 KiB-1 MiB lost
- * 0.09-0.29 and ppermute of 64 KiB 0.34). */
+ * 1.02-1.11; from 32 KiB, as on a machine with a core each, and with ppermute's paired
+ * exchange only to 32 KiB, all_gather of 128 KiB-1 MiB lost 0.09-0.29 and ppermute of 64 KiB
+ * 0.34). */
 static int as_note(const spmd__stream *s, int p)
 {
     size_t least = !spmd__rings_crowded() ? SPMD__COMM_STRAIGHT_BYTES
