@@ -67,7 +67,6 @@ static spmd_status check_pairs_once(spmd_ctx *ctx, const int *pairs, int npairs,
 {
     spmd__checked_pairs *last = &ctx->checked_pairs;
     int cacheable = n <= SPMD__CTX_PAIRS && npairs > 0 && npairs <= SPMD__CTX_PAIRS && pairs;
-    size_t pair_bytes = cacheable ? 2 * (size_t)npairs * sizeof *pairs : 0;
     if (cacheable && ctx->checked_pairs_valid && last->n == n && last->npairs == npairs &&
         same_ints(last->pairs, pairs, 2 * npairs)) {
         memcpy(src_of, last->src_of, (size_t)n * sizeof *src_of);
@@ -79,7 +78,7 @@ static spmd_status check_pairs_once(spmd_ctx *ctx, const int *pairs, int npairs,
     if (ctx->checked_pairs_valid) {
         last->n = n;
         last->npairs = npairs;
-        memcpy(last->pairs, pairs, pair_bytes);
+        memcpy(last->pairs, pairs, 2 * (size_t)npairs * sizeof *pairs);
         memcpy(last->src_of, src_of, (size_t)n * sizeof *src_of);
         last->hash = *hash;
         last->group = NULL;

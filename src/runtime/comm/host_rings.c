@@ -37,8 +37,8 @@ enum { SLOTS = 8 };
  * when they are taken: its reader may be busy elsewhere for a long while. A stream's chunk takes
  * any, and only while its reader listens for the stream (spmd__ring_listen: in the stream, or
  * finishing the agreement before it), so the last holds nothing whose reader does not take it
- * soon, and streams between the same two processes
- * at once (a shard_map's groups) never wait on each other for good. */
+ * soon, and streams between the same two processes at once (a shard_map's groups) never wait
+ * on each other for good. */
 enum { WIDE_SLOTS = 3, WIDE_FOR_MESSAGES = 2 };
 /* Streams a process may read from one sender at once: more wait until one ends. */
 enum { LISTENERS = 16 };
