@@ -641,6 +641,15 @@ int spmd__calls_due_probes(int *to, uint64_t *ids, int cap)
         }
         if (!t->first_probe)
             t->first_probe = ids[k];
+        for (int a = 0; a < t->info.num_ahead && n < cap; a++) {
+            int q = t->info.ahead[a], known = q == me || q < 0;
+            for (int j = 0; j < n && !known; j++)
+                known = to[j] == q;
+            if (!known) {
+                to[n] = q;
+                ids[n++] = ++probes_sent;
+            }
+        }
         t->next_probe = now + t->backoff;
         t->backoff = t->backoff * 2 < 1000000000 ? t->backoff * 2 : 1000000000;
     }

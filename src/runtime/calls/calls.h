@@ -112,6 +112,8 @@ int spmd__calls_has_verdict(void);
 
 #define SPMD__PHASE_END (-1) /* a shard_map call's final agreement */
 
+#define SPMD__WAIT_AHEAD 16 /* the steps of an exchange over 2^16 processes */
+
 /** A wait that lasted: whom it waits for, and where. */
 typedef struct spmd__wait_info {
     int peer;             /* the runtime process waited for; -1: several (data) */
@@ -121,6 +123,11 @@ typedef struct spmd__wait_info {
     uint64_t fingerprint; /* of the agreement waited in */
     void (*describe)(const void *arg, char *text, size_t size);
     const void *arg;
+    /* The processes this wait's exchange meets in its later steps: asked where they are too,
+     * so that a verdict naming one of them missing can say it is alive and waits for another
+     * (a partner of a later step is not waited for yet: its answers are never weighed). */
+    int ahead[SPMD__WAIT_AHEAD];
+    int num_ahead;
 } spmd__wait_info;
 
 /** How long a wait lasts before this process asks the one it waits for what it is doing. */

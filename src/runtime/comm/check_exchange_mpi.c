@@ -380,7 +380,7 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
                     peer = recvs[i].peer;
                     tracked_request = i;
                 }
-            tracked = spmd__comm_track(c, a, w, peer);
+            tracked = spmd__comm_track(c, a, w, peer, NULL, 0);
         }
         if (tracked >= 0)
             spmd__calls_poll_notes();

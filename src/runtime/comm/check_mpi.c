@@ -468,7 +468,7 @@ int spmd__xchg_step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, 
         }
         if (tracked < 0 && now - started > probe_after) {
             tracked_request = done[0];
-            tracked = spmd__comm_track(c, x->a, x->w, !done[0] ? from : to);
+            tracked = spmd__comm_track(c, x->a, x->w, !done[0] ? from : to, x->ahead, x->num_ahead);
         }
         if (tracked >= 0)
             spmd__calls_poll_notes();
@@ -663,6 +663,16 @@ static int partner_at(const pairing *p, int k)
     return p->order ? p->order->rank_of_vrank[i < p->rem ? 2 * i : i + p->rem] : i;
 }
 
+/* The partners of the steps from level `level` on, asked where they are when a step's wait
+ * lasts (spmd__comm_track): a verdict naming one of them missing can then tell a live one that
+ * waits for another. */
+static void look_ahead(xchg *x, const pairing *p, int level)
+{
+    x->num_ahead = 0;
+    for (int k = level; k < x->t.levels && x->num_ahead < SPMD__WAIT_AHEAD; k++)
+        x->ahead[x->num_ahead++] = partner_at(p, k);
+}
+
 /*
  * Runs the exchange with this rank's payload already at the start of S. S and R are the
  * communicator's staging buffers 0 (capacity + SEAL_MAX long) and 1 (recv_capacity).
@@ -683,6 +693,7 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
     }
     int extra = p.has_extra && !(x->skip_missing && listed_missing(&x->h, p.extra));
     if (extra) {
+        look_ahead(x, &p, 0);
         int o = step_with_extra(x, -1, NULL, 0, p.extra, *R, cap, 0, &got);
         if (o == STOPPED)
             return;
@@ -693,6 +704,7 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
         int partner = partner_at(&p, k);
         if (x->skip_missing && listed_missing(&x->h, partner))
             continue;
+        look_ahead(x, &p, k + 1);
         size_t sent = outgoing(x, *S, rd);
         int o = spmd__xchg_step(x, partner, *S, sent, partner, *R, cap, deadline_of(x, k + 1), &got,
                                 &open);
@@ -706,6 +718,7 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
             spmd__xchg_missed(x, partner);
     }
     if (extra) {
+        x->num_ahead = 0;
         size_t sent = outgoing(x, *S, rd);
         (void)step_with_extra(x, p.extra, *S, sent, -1, NULL, 0, last, &got);
     }
@@ -1308,14 +1321,19 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
             take_block(&x, g, recv, R, got, total, 0, t->n, 1);
         return verdict(&x, a);
     }
+    pairing p = pairing_of(t, NULL); /* rank order: partner_at(&p, k) is me ^ (1 << k) */
     if (t->has_extra) {
         int e = t->me + t->p2;
+        look_ahead(&x, &p, 0);
         o = step_with_extra(&x, -1, NULL, 0, e, R, rcap, 0, &got);
         if (o == GOT)
             take_block(&x, g, recv, R, got, g->counts[e], e, e + 1, 1);
     }
-    for (int k = 0; k < t->levels && o != STOPPED; k++)
-        o = gather_round(&x, g, recv, t->me ^ (1 << k), 1 << k, k + 1, &S, R);
+    for (int k = 0; k < t->levels && o != STOPPED; k++) {
+        look_ahead(&x, &p, k + 1);
+        o = gather_round(&x, g, recv, partner_at(&p, k), 1 << k, k + 1, &S, R);
+    }
+    x.num_ahead = 0;
     if (t->has_extra && o != STOPPED) {
         size_t out = spmd__header_failed(&x.h) ? 0 : total;
         if (out)

@@ -47,6 +47,8 @@ typedef struct xchg {
     uint32_t stamp;      /* its messages' (spmd__comm_exchange_tag) */
     int last_from;       /* the rank of the last message received */
     int skip_missing;    /* a roll call: no wait for a partner the header lists as missing */
+    int ahead[SPMD__WAIT_AHEAD]; /* the partners of the later steps (spmd__comm_track) */
+    int num_ahead;
 } xchg;
 
 enum { SEAL_COMPACT = 0x5eca1016u, SEAL_FULL = 0x5eca1048u };

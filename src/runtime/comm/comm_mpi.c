@@ -109,7 +109,8 @@ void spmd__comm_describe_text(const void *arg, char *text, size_t size)
 }
 
 /* A wait that lasts is told to the notes (calls.h): whom it waits for and where. */
-int spmd__comm_track(spmd__comm *c, const spmd__agreement *a, const spmd__wait *w, int rank)
+int spmd__comm_track(spmd__comm *c, const spmd__agreement *a, const spmd__wait *w, int rank,
+                     const int *ahead, int num_ahead)
 {
     const spmd__wait_where *where = w->where;
     spmd__wait_info info = {
@@ -120,6 +121,8 @@ int spmd__comm_track(spmd__comm *c, const spmd__agreement *a, const spmd__wait *
         .fingerprint = a ? a->fingerprint : 0,
         .describe = a && a->describe ? a->describe : spmd__comm_describe_text,
         .arg = a && a->describe ? a->arg : (w->what ? w->what : "an exchange between processes")};
+    for (int i = 0; i < num_ahead && i < SPMD__WAIT_AHEAD; i++)
+        info.ahead[info.num_ahead++] = c->processes[ahead[i]];
     return spmd__calls_wait_begin(&info);
 }
 
@@ -636,7 +639,7 @@ spmd_status spmd__comm_wait_data_until(spmd__comm *c, int n, MPI_Request *reqs, 
                 }
                 unlock();
                 spmd__wait w = {.what = what};
-                tracked = spmd__comm_track(c, NULL, &w, from_rank);
+                tracked = spmd__comm_track(c, NULL, &w, from_rank, NULL, 0);
             }
             spmd__calls_poll_notes(); /* to answer: a verdict does not end it, as the others
                                    agreed to this data and may finish with it */

@@ -99,10 +99,12 @@ void spmd__comm_describe_text(const void *arg, char *text, size_t size);
 
 /**
  * Tells the notes between processes (calls.h) about a wait on c that lasts: for agreement `a`
- * (NULL: data after one), where w says, for rank `rank` (-1: several). Returns the slot to give
+ * (NULL: data after one), where w says, for rank `rank` (-1: several); ahead[0..num_ahead):
+ * the ranks met in the exchange's later steps (spmd__wait_info.ahead). Returns the slot to give
  * spmd__calls_wait_end.
  */
-int spmd__comm_track(spmd__comm *c, const spmd__agreement *a, const spmd__wait *w, int rank);
+int spmd__comm_track(spmd__comm *c, const spmd__agreement *a, const spmd__wait *w, int rank,
+                     const int *ahead, int num_ahead);
 
 /** A copy of `bytes` of data that lives as long as c, for a send never waited for. */
 void *spmd__comm_keep_copy(spmd__comm *c, const void *data, size_t bytes);

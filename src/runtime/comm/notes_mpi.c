@@ -198,9 +198,10 @@ static void poll_locked(void)
             send_note(&answer, n.process);
         }
     }
-    int to[8];
-    uint64_t ids[8];
-    int due = spmd__calls_due_probes(to, ids, 8);
+    /* a lasting wait asks its partner and those of its exchange's later steps */
+    int to[2 * SPMD__WAIT_AHEAD];
+    uint64_t ids[2 * SPMD__WAIT_AHEAD];
+    int due = spmd__calls_due_probes(to, ids, 2 * SPMD__WAIT_AHEAD);
     for (int i = 0; i < due; i++) {
         spmd__note probe;
         spmd__calls_fill_note(&probe, SPMD__NOTE_PROBE, to[i], ids[i], NULL);

@@ -461,7 +461,7 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
         if (now - start > probe_after) { /* as spmd__comm_wait_data_until: the notes answered */
             if (tracked < 0) {
                 spmd__wait w = {.what = what};
-                tracked = spmd__comm_track(c, NULL, &w, streams[waiting].peer);
+                tracked = spmd__comm_track(c, NULL, &w, streams[waiting].peer, NULL, 0);
             }
             spmd__calls_poll_notes();
         }
