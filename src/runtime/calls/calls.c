@@ -256,9 +256,11 @@ typedef struct tracked {
     uint64_t suspicion;
     char suspect_message[SPMD__MESSAGE_CAPACITY];
     /* A note said the peer waits for this process elsewhere, or that its device went past this
-     * wait: only an answer to a probe sent after this one confirms it, since the peer may not
-     * have seen this process's message, or this process not all of the peer's yet. */
-    uint64_t recheck_after;
+     * wait: only an answer to this wait's next probe, a recheck interval later, confirms it,
+     * since the peer may not have seen this process's message, or this process not all of the
+     * peer's yet (another wait's probe to the peer may go sooner). */
+    uint64_t recheck_after; /* nonzero: a recheck is due */
+    uint64_t recheck_probe; /* the probe sent for the recheck */
 } tracked;
 
 typedef struct peer_note {
@@ -584,6 +586,7 @@ int spmd__calls_wait_begin(const spmd__wait_info *info)
         t->first_probe = 0;
         t->suspicion = 0;
         t->recheck_after = 0;
+        t->recheck_probe = 0;
     }
     pthread_mutex_unlock(&state);
     return slot;
@@ -632,6 +635,8 @@ int spmd__calls_due_probes(int *to, uint64_t *ids, int cap)
         tracked *t = &waits[i];
         if (!t->used || t->info.peer < 0 || t->info.peer == me || now < t->next_probe)
             continue;
+        if (n + 1 + t->info.num_ahead > cap)
+            break; /* its turn comes at the next poll: those before it are not due then */
         int k = 0;
         while (k < n && to[k] != t->info.peer)
             k++;
@@ -641,7 +646,9 @@ int spmd__calls_due_probes(int *to, uint64_t *ids, int cap)
         }
         if (!t->first_probe)
             t->first_probe = ids[k];
-        for (int a = 0; a < t->info.num_ahead && n < cap; a++) {
+        if (t->recheck_after && !t->recheck_probe)
+            t->recheck_probe = ids[k]; /* due now: a recheck interval after the note */
+        for (int a = 0; a < t->info.num_ahead; a++) {
             int q = t->info.ahead[a], known = q == me || q < 0;
             for (int j = 0; j < n && !known; j++)
                 known = to[j] == q;
@@ -899,7 +906,7 @@ static void weigh_my_waits(const spmd__note *n, const char *mine)
                                            sizeof why));
                 /* A long message may still be coming in, fragment by fragment: only a second
                  * answer, a recheck interval later, makes the wait's thread look. */
-                if (t->recheck_after && n->probe > t->recheck_after) {
+                if (t->recheck_probe && n->probe >= t->recheck_probe) {
                     spmd__copy_text(t->suspect_message, sizeof t->suspect_message, message);
                     t->suspicion = ++suspicions;
                 } else if (!t->recheck_after) {
@@ -920,7 +927,7 @@ static void weigh_my_waits(const spmd__note *n, const char *mine)
                          "without calling it; every device must issue the same collectives, "
                          "with the same axis_index_groups, in the same order",
                          mine, n->process, w->device, w->what, me);
-                if (t->recheck_after && n->probe > t->recheck_after) {
+                if (t->recheck_probe && n->probe >= t->recheck_probe) {
                     mismatch(message);
                 } else if (!t->recheck_after) { /* ask again a little later */
                     t->recheck_after = probes_sent;
@@ -928,8 +935,9 @@ static void weigh_my_waits(const spmd__note *n, const char *mine)
                 }
                 break;
             }
-            if (k == n->num_waits && t->recheck_after && n->probe > t->recheck_after)
-                t->recheck_after = 0; /* the peer had only not seen this process's message */
+            if (k == n->num_waits && t->recheck_probe && n->probe >= t->recheck_probe)
+                t->recheck_after = t->recheck_probe = 0; /* the peer had only not seen this
+                                                          * process's message */
         }
     }
 }
@@ -979,14 +987,23 @@ int spmd__calls_take_note(const spmd__note *n)
     return n->kind == SPMD__NOTE_PROBE;
 }
 
+/* The latest note of `process` if it came during this call. A process that answered and died
+ * since still reads as alive: one that answered and then went where it answers no more (a
+ * device in fn) could not be told from it. */
+static const peer_note *news_of(int process)
+{
+    const peer_note *p = latest_of(process);
+    return p && p->arrived >= about_since ? p : NULL;
+}
+
 void spmd__calls_peer_text(int process, char *text, size_t size)
 {
     if (size)
         text[0] = '\0';
     pthread_mutex_lock(&state);
-    const peer_note *p = latest_of(process);
+    const peer_note *p = news_of(process);
     unsigned long number = atomic_load(&current_number);
-    if (p && p->note.number && number && p->arrived >= about_since) {
+    if (p && p->note.number && number) {
         spmd__strbuf sb;
         spmd__strbuf_init(&sb, text, size);
         spmd__strbuf_printf(&sb, "process %d is alive, in %s", process, p->note.call);
@@ -1017,8 +1034,8 @@ void spmd__calls_peer_text(int process, char *text, size_t size)
 int spmd__calls_heard_from(int process)
 {
     pthread_mutex_lock(&state);
-    const peer_note *p = latest_of(process);
-    int heard = p && p->note.number && p->arrived >= about_since;
+    const peer_note *p = news_of(process);
+    int heard = p && p->note.number;
     pthread_mutex_unlock(&state);
     return heard;
 }
@@ -1027,13 +1044,10 @@ int spmd__calls_blocking_process(int missing)
 {
     pthread_mutex_lock(&state);
     int blocker = -1;
-    const peer_note *p = latest_of(missing);
-    if (p && p->arrived < about_since)
-        p = NULL; /* it said nothing during this call */
+    const peer_note *p = news_of(missing); /* NULL: it said nothing during this call */
     for (int k = 0; p && k < p->note.num_waits && blocker < 0; k++) {
         int q = p->note.waits[k].peer;
-        const peer_note *pq = q >= 0 ? latest_of(q) : NULL;
-        if (q >= 0 && q != me && q != missing && (!pq || pq->arrived < about_since))
+        if (q >= 0 && q != me && q != missing && !news_of(q))
             blocker = q;
     }
     pthread_mutex_unlock(&state);

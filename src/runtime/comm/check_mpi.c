@@ -665,12 +665,15 @@ static int partner_at(const pairing *p, int k)
 
 /* The partners of the steps from level `level` on, asked where they are when a step's wait
  * lasts (spmd__comm_track): a verdict naming one of them missing can then tell a live one that
- * waits for another. */
+ * waits for another. A roll call skips those already missing. */
 static void look_ahead(xchg *x, const pairing *p, int level)
 {
     x->num_ahead = 0;
-    for (int k = level; k < x->t.levels && x->num_ahead < SPMD__WAIT_AHEAD; k++)
-        x->ahead[x->num_ahead++] = partner_at(p, k);
+    for (int k = level; k < x->t.levels && x->num_ahead < SPMD__WAIT_AHEAD; k++) {
+        int partner = partner_at(p, k);
+        if (!(x->skip_missing && listed_missing(&x->h, partner)))
+            x->ahead[x->num_ahead++] = partner;
+    }
 }
 
 /*
