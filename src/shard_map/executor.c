@@ -800,7 +800,8 @@ static spmd_status exchange_outcomes(spmd__call *call, spmd_status local, uint64
                     .where = &end,
                     .cancelled = pass_on_aborts,
                     .arg = s->control,
-                    .settled_only = 1};
+                    .settled_only = 1,
+                    .grace_in_deadline = 1};
     spmd_status st = spmd__comm_reduce_record(s->control, &a, &mine, &bytes, sizeof mine,
                                               merge_outcome, &bytes, &w);
     /* a mismatch means every process took part to the end (a message of another call, left

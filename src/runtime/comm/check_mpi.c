@@ -1,9 +1,9 @@
 /*
  * The control plane between processes: checked exchanges by recursive doubling.
  *
- * Every message carries a header (a trailer after its payload: 16 bytes while all is well, 48
+ * Every message carries a header (a trailer after its payload: 16 bytes while all is well, 64
  * once something failed): the least and greatest fingerprint seen so far and the lowest ranks
- * holding them, and the ranks found missing. n ranks exchange in
+ * holding them, and the ranks found missing with what was heard of them. n ranks exchange in
  * ceil(log2 n) rounds: rank r and rank r ^ 2^k swap what they know in round k, so after the
  * last round every rank knows every fingerprint through min and max (equal <=> all agree).
  * Ranks beyond the largest power of two p2 first hand their part to rank r - p2 and get the
@@ -42,26 +42,43 @@ static void header_init(header *h, uint64_t fingerprint, int rank)
     h->fp_min = h->fp_max = fingerprint;
     h->rank_min = h->rank_max = rank;
     for (int i = 0; i < LISTED; i++)
-        h->missing[i] = -1;
-    h->flags = 0;
+        h->missing[i] = h->waits_for[i] = -1;
+    h->flags = h->unused = 0;
 }
 
-static void add_missing(header *h, int rank)
+/* Of two processes' news of a missing one, the one every process keeps, whatever the order of
+ * merges: a process it waits for (the lowest) over ALIVE over NOT_HEARD. */
+static int32_t stronger(int32_t a, int32_t b)
+{
+    if (a >= 0 && b >= 0)
+        return a < b ? a : b;
+    return a >= 0 ? a : b >= 0 ? b : a == ALIVE ? a : b;
+}
+
+/* Lists `rank` as missing, with what was heard of it (waits_for). */
+static void add_missing_heard(header *h, int rank, int32_t waits_for)
 {
     int i = 0;
     while (i < LISTED && h->missing[i] >= 0 && h->missing[i] < rank)
         i++;
-    if (i < LISTED && h->missing[i] == rank)
+    if (i < LISTED && h->missing[i] == rank) {
+        h->waits_for[i] = stronger(h->waits_for[i], waits_for);
         return;
+    }
     if (i == LISTED) {
         h->flags |= FLAG_MORE_MISSING;
         return;
     }
     if (h->missing[LISTED - 1] >= 0)
         h->flags |= FLAG_MORE_MISSING;
-    memmove(&h->missing[i + 1], &h->missing[i], (size_t)(LISTED - 1 - i) * sizeof h->missing[0]);
+    size_t moved = (size_t)(LISTED - 1 - i) * sizeof h->missing[0];
+    memmove(&h->missing[i + 1], &h->missing[i], moved);
+    memmove(&h->waits_for[i + 1], &h->waits_for[i], moved);
     h->missing[i] = rank;
+    h->waits_for[i] = waits_for;
 }
+
+static void add_missing(header *h, int rank) { add_missing_heard(h, rank, NOT_HEARD); }
 
 static int listed_missing(const header *h, int rank)
 {
@@ -82,7 +99,7 @@ void spmd__header_merge(header *h, const header *in)
         h->rank_max = in->rank_max;
     }
     for (int i = 0; i < LISTED && in->missing[i] >= 0; i++)
-        add_missing(h, in->missing[i]);
+        add_missing_heard(h, in->missing[i], in->waits_for[i]);
     h->flags |= in->flags;
 }
 
@@ -865,6 +882,39 @@ const char *spmd__xchg_what_of(const spmd__wait *w, const spmd__agreement *a, ch
     return buf;
 }
 
+/* What the notes (calls.h) said of missing process p: ALIVE, the process it waits for that said
+ * nothing (dead?), or NOT_HEARD. */
+static int32_t heard_of(int p)
+{
+    if (!spmd__calls_heard_from(p))
+        return NOT_HEARD;
+    int q = spmd__calls_blocking_process(p);
+    return q >= 0 ? q : ALIVE;
+}
+
+/* What this process heard of the missing, for the roll call to share: a process that came may
+ * have heard only of its own partners. */
+static void hear_missing(const spmd__comm *c, header *h)
+{
+    for (int i = 0; i < LISTED && h->missing[i] >= 0; i++)
+        if (h->waits_for[i] == NOT_HEARD)
+            h->waits_for[i] = heard_of(c->processes[h->missing[i]]);
+}
+
+/* Whether process q took part in this exchange: a member not listed missing (a list cut short
+ * says nothing of the others). A failure path's search. */
+static int came(const spmd__comm *c, const header *h, int q)
+{
+    if (q == c->processes[c->rank])
+        return 1;
+    if (h->flags & FLAG_MORE_MISSING)
+        return 0;
+    for (int r = 0; r < c->size; r++)
+        if (c->processes[r] == q)
+            return !listed_missing(h, r);
+    return 0;
+}
+
 /* SPMD_ERR_TIMEOUT naming the processes the header lists as missing. */
 spmd_status spmd__xchg_missing_error(const spmd__comm *c, const header *h, const spmd__agreement *a,
                                      spmd__wait *w)
@@ -872,29 +922,50 @@ spmd_status spmd__xchg_missing_error(const spmd__comm *c, const header *h, const
     char who[128], what[TEXT], alive[1024] = "";
     list_ranks(c, h, who, sizeof who);
     w->peer_missing = 1;
-    /* What the notes between processes (calls.h) said of the missing processes: one that is
-     * alive (inside another call, or stuck waiting for one that said nothing: dead?) is not
-     * named as missing; the one it waits for is, first. */
-    int named[LISTED + 1], num_named = 0, any_alive = 0;
-    spmd__strbuf sb;
-    spmd__strbuf_init(&sb, alive, sizeof alive);
-    for (int i = 0; i < LISTED && h->missing[i] >= 0; i++) {
-        int p = c->processes[h->missing[i]], q = p;
-        if (spmd__calls_heard_from(p)) {
-            char seen[512];
-            spmd__calls_peer_text(p, seen, sizeof seen);
-            spmd__strbuf_printf(&sb, "%s%s", any_alive++ ? "; " : " (", seen);
-            q = spmd__calls_blocking_process(p);
-        }
+    /* What the notes between processes (calls.h) said of the missing processes, here or (the
+     * header) to another process that came: one that is alive (inside another call, or stuck
+     * waiting for one that said nothing: dead?) is not named as missing; the one it waits for
+     * is, first. */
+    int named[LISTED + 1], num_named = 0, blame[LISTED], here[LISTED], renamed = 0;
+    int listed = 0;
+    for (; listed < LISTED && h->missing[listed] >= 0; listed++) {
+        int i = listed, p = c->processes[h->missing[i]];
+        int32_t heard = h->waits_for[i];
+        here[i] = spmd__calls_heard_from(p);
+        if (here[i] && heard == NOT_HEARD)
+            heard = heard_of(p);
+        /* one waiting for a process that came (this one among them) is only late */
+        int q = heard == NOT_HEARD ? p : heard;
+        if (q >= 0 && q != p && came(c, h, q))
+            q = p;
+        blame[i] = q;
+        renamed |= q != p;
         int known = q < 0;
         for (int k = 0; k < num_named; k++)
             known |= named[k] == q;
         if (!known)
             named[num_named++] = q;
     }
+    /* this process's notes in full; another's where they changed whom it names */
+    int any_alive = 0;
+    spmd__strbuf sb;
+    spmd__strbuf_init(&sb, alive, sizeof alive);
+    for (int i = 0; i < listed; i++) {
+        int p = c->processes[h->missing[i]];
+        if (here[i]) {
+            char seen[512];
+            spmd__calls_peer_text(p, seen, sizeof seen);
+            spmd__strbuf_printf(&sb, "%s%s", any_alive++ ? "; " : " (", seen);
+        } else if (blame[i] != p && num_named > 0) {
+            spmd__strbuf_printf(&sb, "%sprocess %d is alive by its note to another process",
+                                any_alive++ ? "; " : " (", p);
+            if (blame[i] >= 0)
+                spmd__strbuf_printf(&sb, ", waiting for process %d", blame[i]);
+        }
+    }
     if (any_alive)
         spmd__strbuf_printf(&sb, ")");
-    if (any_alive && num_named > 0) {
+    if (renamed && num_named > 0) {
         spmd__strbuf wb;
         spmd__strbuf_init(&wb, who, sizeof who);
         for (int k = 0; k < num_named; k++)
@@ -919,7 +990,10 @@ spmd_status spmd__xchg_missing_error(const spmd__comm *c, const header *h, const
  * After an exchange that found processes missing: those that came compare their lists once more
  * (the exchange's last tag, within a grace period, no wait for a partner already known missing),
  * so that every one of them names the same processes: each list held only those its own steps
- * missed and what reached it before. The union of both lists.
+ * missed and what reached it before (with several gone, more often than not). The union of
+ * the lists, with what each heard of them. Twice, within the same window: a rank whose partner is
+ * missing skips that step, and hears only in the second pass what a process met later in the first
+ * had heard (5 processes, process 1 dead: 3 meets only 2, which meets 0 after).
  */
 static header roll_call(const xchg *x)
 {
@@ -933,23 +1007,33 @@ static header roll_call(const xchg *x)
      * late or stopped) costs no more, and is not named */
     int64_t grace = spmd__comm_grace_ns(), spread = 2 * (int64_t)(x->t.levels + 2) * x->stagger;
     int64_t window = spread + 100000000 < grace ? spread + 100000000 : grace;
+    int64_t end = spmd__now_ns() + window;
+    if (x->w->grace_in_deadline && end > x->w->deadline_ns)
+        end = x->w->deadline_ns; /* the last step ended at least a stagger before it */
     spmd__agreement none = {0, NULL, NULL, NULL}; /* the lists alone are compared */
-    spmd__wait quick = follow_up_wait(x->w, spmd__now_ns() + window);
-    xchg r;
-    spmd__xchg_init(&r, x->c, &none, &quick, x->tag + 3, quick.deadline_ns);
-    r.stamp = x->stamp; /* the exchange's, whatever the communicator took since */
-    r.skip_missing = 1;
-    memcpy(r.h.missing, x->h.missing, sizeof r.h.missing);
-    char *S = spmd__comm_buffer(x->c, 0, SEAL_MAX);
-    char *R = spmd__comm_buffer(x->c, 1, recv_capacity(0));
-    if (!S || !R)
-        return all;
-    size_t bytes = 0;
-    reducer rd = {&bytes, 0, 1, NULL, NULL, NULL};
-    run_reduce(&r, &rd, &S, &R);
-    for (int i = 0; r.stopped == SPMD_OK && !r.broken && i < LISTED && r.h.missing[i] >= 0; i++)
-        add_missing(&all, r.h.missing[i]);
-    all.flags |= r.h.flags & FLAG_MORE_MISSING;
+    spmd__wait quick = follow_up_wait(x->w, end);
+    for (int pass = 0; pass < 2 && !(all.flags & FLAG_MORE_MISSING); pass++) {
+        xchg r;
+        spmd__xchg_init(&r, x->c, &none, &quick, x->tag + 3, quick.deadline_ns);
+        /* the exchange's, whatever the communicator took since; each pass its own, so that a
+         * message of the first never counts in the second */
+        r.stamp = x->stamp ^ (pass ? 0x80000000u : 0);
+        r.skip_missing = 1;
+        memcpy(r.h.missing, all.missing, sizeof r.h.missing);
+        memcpy(r.h.waits_for, all.waits_for, sizeof r.h.waits_for);
+        char *S = spmd__comm_buffer(x->c, 0, SEAL_MAX);
+        char *R = spmd__comm_buffer(x->c, 1, recv_capacity(0));
+        if (!S || !R)
+            break;
+        size_t bytes = 0;
+        reducer rd = {&bytes, 0, 1, NULL, NULL, NULL};
+        run_reduce(&r, &rd, &S, &R);
+        if (r.stopped != SPMD_OK || r.broken)
+            break;
+        for (int i = 0; i < LISTED && r.h.missing[i] >= 0; i++)
+            add_missing_heard(&all, r.h.missing[i], r.h.waits_for[i]);
+        all.flags |= r.h.flags & FLAG_MORE_MISSING;
+    }
     return all;
 }
 
@@ -962,6 +1046,7 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
     if (x->stopped != SPMD_OK)
         return x->stopped;
     if (h->missing[0] >= 0) {
+        hear_missing(c, &x->h);
         header all = roll_call(x);
         return spmd__xchg_missing_error(c, &all, a, w);
     }

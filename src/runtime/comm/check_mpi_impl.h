@@ -14,11 +14,17 @@
 #define LISTED 3
 enum { FLAG_MORE_MISSING = 1u, FLAG_SIZE = 2u };
 
+/* What a process that came heard of a missing one (header.waits_for): not heard from, or alive
+ * and waiting for nobody it named; else the runtime process it waits for. */
+enum { NOT_HEARD = -1, ALIVE = -2 };
+
 typedef struct header {
     uint64_t fp_min, fp_max;
     int32_t rank_min, rank_max; /* lowest rank holding each */
     int32_t missing[LISTED];    /* ascending; -1 ends the list */
+    int32_t waits_for[LISTED];  /* of each missing rank, by a note (NOT_HEARD, ALIVE, process) */
     uint32_t flags;
+    uint32_t unused; /* the padding, set: a sealed header goes on the wire whole */
 } header;
 
 /* A note to a rank given up on: which exchange (its tag), and the sender's header. */
@@ -26,6 +32,7 @@ typedef struct note {
     header h;
     int32_t tag;
 } note;
+_Static_assert(sizeof(note) <= sizeof(((spmd__comm *)0)->note_buf), "a note fits note_buf");
 /* Descriptions exchanged when fingerprints differ. */
 #define TEXT 240
 

@@ -63,6 +63,9 @@ typedef struct spmd__wait {
     /** 1: an exchange on the next tag of another's block (its descriptions), which has no tag
      * left for the roll call that names every missing process alike */
     int follows_another;
+    /** 1: deadline_ns already holds the grace period after a timeout (a call's final
+     * agreement): the roll call after processes went missing ends by it too */
+    int grace_in_deadline;
     int peer_missing; /**< out: the wait ended because a process never arrived */
     int data_pending; /**< out: after a failure, MPI may still read or write the data buffers */
 } spmd__wait;
@@ -160,8 +163,8 @@ int spmd__comm_size(const spmd__comm *c);
  * The control plane. Every exchange below runs recursive doubling over the ranks: ceil(log2 n)
  * rounds (two more for the ranks beyond the largest power of two), one message sent and one
  * received per round, each a payload of constant size followed by a header (16 bytes while all
- * is well, 48 once something failed: the range of fingerprints seen, who holds them, the
- * processes found missing). Success costs no more;
+ * is well, 64 once something failed: the range of fingerprints seen, who holds them, the
+ * processes found missing and what was heard of them). Success costs no more;
  * the details (what two processes called) are exchanged only when fingerprints differ. A rank
  * that never arrives is named by the rank that waited for it; the waits of later rounds end a
  * little later than those of earlier ones so that this news reaches everyone. Any failure
