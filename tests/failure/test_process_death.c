@@ -26,6 +26,11 @@
  * in a ppermute of 32 MiB per device, whose messages between processes of one machine are read
  * straight from the sender's memory where the system allows it (host_rings.h), else stream
  * through the rings: a reader whose sender died or gave up must not keep what it read.
+ * died_after_note (4 processes): process 0 comes 1.5 s late to a psum; the victim waits for it
+ * there, answers process 3's question where it is (a note: alive, waiting for process 0), then
+ * dies 0.8 s in (a thread of its own kills it). Through the rings (one machine; without them no
+ * process sees another's end) no survivor may call it alive, and process 3, which heard the
+ * note, says it has exited.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -116,6 +121,16 @@ static double collective_timeout(void)
 {
     const char *text = getenv("SPMD_COLLECTIVE_TIMEOUT");
     return text ? atof(text) : 300.0;
+}
+
+/* died_after_note's: the victim dies once process 3 heard it alive (its question comes after
+ * at most 0.2 s of waiting); process 0 comes later still. */
+static void *kill_after_note(void *arg)
+{
+    (void)arg;
+    sleep_s(0.8);
+    die_if_victim();
+    return NULL;
 }
 
 /* How long psum_stall stops the victim: the others give up on it in the meantime. */
@@ -210,6 +225,17 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
         strcmp(the_case, "psum_stall") == 0 || strcmp(the_case, "ppermute_stream") == 0 ||
         strcmp(the_case, "ppermute_stall") == 0)
         return sum(mesh, x, the_case);
+    if (strcmp(the_case, "died_after_note") == 0) {
+        pthread_t killer;
+        int killer_started = 0;
+        if (spmd_process_index() == VICTIM)
+            killer_started = pthread_create(&killer, NULL, kill_after_note, NULL) == 0;
+        else if (spmd_process_index() == 0)
+            sleep_s(1.5);
+        if (spmd_process_index() == VICTIM && !killer_started)
+            return SPMD_ERR_OUT_OF_MEMORY;
+        return sum(mesh, x, "late");
+    }
     if (strcmp(the_case, "barrier") == 0) {
         die_if_victim();
         return spmd_sync_global_devices("after the kill");
@@ -229,8 +255,8 @@ static spmd_status run_case(spmd_mesh *mesh, spmd_array *x, spmd_sharding *rows,
     }
     fprintf(stderr,
             "unknown case '%s': shard_map, barrier, allgather, reshard, psum_exchange, "
-            "psum_data, psum_stream, psum_stall, ppermute_stream, ppermute_stall or "
-            "reshard_data\n",
+            "psum_data, psum_stream, psum_stall, ppermute_stream, ppermute_stall, "
+            "reshard_data or died_after_note\n",
             the_case);
     exit(2);
 }
@@ -274,7 +300,8 @@ int main(int argc, char **argv)
         : strcmp(the_case, "psum_stream") == 0 || strcmp(the_case, "psum_stall") == 0
             ? "stream-warm-up"
             : "warm-up";
-    if ((strncmp(the_case, "psum_", 5) == 0 || permute) &&
+    if ((strncmp(the_case, "psum_", 5) == 0 || permute ||
+         strcmp(the_case, "died_after_note") == 0) &&
         (sum(mesh, x, warm_up) != SPMD_OK || sum(mesh, x, warm_up) != SPMD_OK)) {
         fprintf(stderr, "warm-up: %s\n", spmd_last_error());
         return 1;
@@ -295,10 +322,19 @@ int main(int argc, char **argv)
      * the same status */
     double timeout = collective_timeout();
     double grace = timeout / 10 > 0.5 ? timeout / 10 : 0.5;
-    int in_shard_map =
-        strcmp(the_case, "shard_map") == 0 || strncmp(the_case, "psum_", 5) == 0 || permute;
-    double bound = timeout + (in_shard_map ? grace : 0) + 1.5;
+    int after_note = strcmp(the_case, "died_after_note") == 0;
+    int in_shard_map = strcmp(the_case, "shard_map") == 0 || strncmp(the_case, "psum_", 5) == 0 ||
+                       permute || after_note;
+    /* died_after_note: process 0's own wait starts 1.5 s late */
+    double bound = timeout + (in_shard_map ? grace : 0) + 1.5 + (after_note ? 1.5 : 0);
     int ok = (st == SPMD_ERR_TIMEOUT || st == SPMD_ERR_DISTRIBUTED) && named && waited <= bound;
+    if (after_note) {
+        int said_alive = strstr(msg, "process 1 is alive") != NULL,
+            said_exited = strstr(msg, "process 1 has exited") != NULL;
+        const char *shm = getenv("SPMD_SHM");
+        int rings = !shm || strcmp(shm, "0") != 0; /* else no process sees another's end */
+        ok = ok && (!rings || (!said_alive && (spmd_process_index() != 3 || said_exited)));
+    }
     if ((strcmp(the_case, "psum_stall") == 0 || strcmp(the_case, "ppermute_stall") == 0) &&
         spmd_process_index() == VICTIM) {
         bound += stall_seconds(); /* the victim's own call fails too once it runs again */
@@ -320,5 +356,7 @@ int main(int argc, char **argv)
                 spmd_process_index(), bound);
     printf("survivor %d: %s\n", spmd_process_index(), ok ? "ok" : "check failed");
     fflush(stdout);
+    if (after_note) /* an exit would read as a death to a survivor still in its roll call */
+        sleep_s(2);
     _Exit(ok ? 0 : 1);
 }

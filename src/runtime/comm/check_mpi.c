@@ -47,9 +47,11 @@ static void header_init(header *h, uint64_t fingerprint, int rank)
 }
 
 /* Of two processes' news of a missing one, the one every process keeps, whatever the order of
- * merges: a process it waits for (the lowest) over ALIVE over NOT_HEARD. */
+ * merges: GONE over a process it waits for (the lowest) over ALIVE over NOT_HEARD. */
 static int32_t stronger(int32_t a, int32_t b)
 {
+    if (a == GONE || b == GONE)
+        return GONE;
     if (a >= 0 && b >= 0)
         return a < b ? a : b;
     return a >= 0 ? a : b >= 0 ? b : a == ALIVE ? a : b;
@@ -354,6 +356,53 @@ _Static_assert((RING_MPI_EVERY & (RING_MPI_EVERY - 1)) == 0 &&
 /* ... and waits for a ring longer than this yield the core between looks. */
 #define RING_SPIN_NS 1000000
 
+/* Whom a rank meets in the reduction: in rank order, the ranks r >= p2 first fold into
+ * r - p2; in the canonical order of runtime/base/tree.h (one block per rank), block
+ * 2i + 1 < 2 rem folds into block 2i, and the p2 blocks left meet by recursive doubling in
+ * block order. */
+typedef struct pairing {
+    int is_extra, has_extra, extra; /* the rank folded into, or folding into this one */
+    int index;                      /* this rank's among the p2 */
+    int rem;
+    const spmd__tree_inputs *order;
+} pairing;
+
+static pairing pairing_of(const spmd__comm_topology *t, const spmd__tree_inputs *order)
+{
+    pairing p = {t->is_extra, t->has_extra, t->is_extra ? t->me - t->p2 : t->me + t->p2,
+                 t->me,       t->n - t->p2, order};
+    if (order) {
+        int v = order->my_vrank;
+        p.is_extra = v < 2 * p.rem && (v & 1);
+        p.has_extra = v < 2 * p.rem && !(v & 1);
+        p.extra = p.is_extra || p.has_extra ? order->rank_of_vrank[v ^ 1] : -1;
+        p.index = v < 2 * p.rem ? v / 2 : v - p.rem;
+    }
+    return p;
+}
+
+/* The rank this one meets in round k. */
+static int partner_at(const pairing *p, int k)
+{
+    int i = p->index ^ (1 << k);
+    return p->order ? p->order->rank_of_vrank[i < p->rem ? 2 * i : i + p->rem] : i;
+}
+
+/* The partners of the steps from x->ahead_level on, asked where they are when a step's wait
+ * lasts (spmd__comm_track): a verdict naming one of them missing can then tell a live one that
+ * waits for another. A roll call skips those already missing. Built only then: a step that
+ * waits briefly pays two stores. */
+static int look_ahead(const xchg *x, int ahead[SPMD__WAIT_AHEAD])
+{
+    int n = 0;
+    for (int k = x->ahead_level; x->pairing && k < x->t.levels && n < SPMD__WAIT_AHEAD; k++) {
+        int partner = partner_at(x->pairing, k);
+        if (!(x->skip_missing && listed_missing(&x->h, partner)))
+            ahead[n++] = partner;
+    }
+    return n;
+}
+
 /*
  * Sends sbytes of sbuf to rank `to` (-1: none) and receives at most rcap bytes into rbuf from
  * rank `from` (-1: none), waiting for the receive until `deadline`, then for the send as long.
@@ -485,7 +534,9 @@ int spmd__xchg_step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, 
         }
         if (tracked < 0 && now - started > probe_after) {
             tracked_request = done[0];
-            tracked = spmd__comm_track(c, x->a, x->w, !done[0] ? from : to, x->ahead, x->num_ahead);
+            int ahead[SPMD__WAIT_AHEAD];
+            int num_ahead = look_ahead(x, ahead);
+            tracked = spmd__comm_track(c, x->a, x->w, !done[0] ? from : to, ahead, num_ahead);
         }
         if (tracked >= 0)
             spmd__calls_poll_notes();
@@ -648,83 +699,34 @@ static size_t outgoing(xchg *x, char *S, const reducer *rd)
     return spmd__header_seal(&x->h, x->stamp, S, spmd__header_failed(&x->h) ? 0 : *rd->bytes);
 }
 
-/* Whom a rank meets in the reduction: in rank order, the ranks r >= p2 first fold into
- * r - p2; in the canonical order of runtime/base/tree.h (rd->order: one block per rank), block
- * 2i + 1 < 2 rem folds into block 2i, and the p2 blocks left meet by recursive doubling in
- * block order. */
-typedef struct pairing {
-    int is_extra, has_extra, extra; /* the rank folded into, or folding into this one */
-    int index;                      /* this rank's among the p2 */
-    int rem;
-    const spmd__tree_inputs *order;
-} pairing;
-
-static pairing pairing_of(const spmd__comm_topology *t, const spmd__tree_inputs *order)
-{
-    pairing p = {t->is_extra, t->has_extra, t->is_extra ? t->me - t->p2 : t->me + t->p2,
-                 t->me,       t->n - t->p2, order};
-    if (order) {
-        int v = order->my_vrank;
-        p.is_extra = v < 2 * p.rem && (v & 1);
-        p.has_extra = v < 2 * p.rem && !(v & 1);
-        p.extra = p.is_extra || p.has_extra ? order->rank_of_vrank[v ^ 1] : -1;
-        p.index = v < 2 * p.rem ? v / 2 : v - p.rem;
-    }
-    return p;
-}
-
-/* The rank this one meets in round k. */
-static int partner_at(const pairing *p, int k)
-{
-    int i = p->index ^ (1 << k);
-    return p->order ? p->order->rank_of_vrank[i < p->rem ? 2 * i : i + p->rem] : i;
-}
-
-/* The partners of the steps from level `level` on, asked where they are when a step's wait
- * lasts (spmd__comm_track): a verdict naming one of them missing can then tell a live one that
- * waits for another. A roll call skips those already missing. */
-static void look_ahead(xchg *x, const pairing *p, int level)
-{
-    x->num_ahead = 0;
-    for (int k = level; k < x->t.levels && x->num_ahead < SPMD__WAIT_AHEAD; k++) {
-        int partner = partner_at(p, k);
-        if (!(x->skip_missing && listed_missing(&x->h, partner)))
-            x->ahead[x->num_ahead++] = partner;
-    }
-}
-
-/*
- * Runs the exchange with this rank's payload already at the start of S. S and R are the
- * communicator's staging buffers 0 (capacity + SEAL_MAX long) and 1 (recv_capacity).
- */
-static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
+static void reduce_steps(xchg *x, const reducer *rd, char **S, char **R)
 {
     const spmd__comm_topology *t = &x->t;
-    pairing p = pairing_of(t, rd->order);
+    const pairing *p = x->pairing;
     size_t cap = recv_capacity(rd->capacity), scap = rd->capacity + SEAL_MAX, got = 0;
     int open = 0, last = t->levels + 1;
-    if (p.is_extra) {
-        if (x->skip_missing && listed_missing(&x->h, p.extra))
+    if (p->is_extra) {
+        if (x->skip_missing && listed_missing(&x->h, p->extra))
             return;
         size_t sent = outgoing(x, *S, rd); /* its only message */
-        if (step_with_extra(x, p.extra, *S, sent, p.extra, *R, cap, last, &got) == GOT)
+        if (step_with_extra(x, p->extra, *S, sent, p->extra, *R, cap, last, &got) == GOT)
             take(x, rd, *S, *R, got, 1);
         return;
     }
-    int extra = p.has_extra && !(x->skip_missing && listed_missing(&x->h, p.extra));
+    int extra = p->has_extra && !(x->skip_missing && listed_missing(&x->h, p->extra));
     if (extra) {
-        look_ahead(x, &p, 0);
-        int o = step_with_extra(x, -1, NULL, 0, p.extra, *R, cap, 0, &got);
+        x->ahead_level = 0;
+        int o = step_with_extra(x, -1, NULL, 0, p->extra, *R, cap, 0, &got);
         if (o == STOPPED)
             return;
         if (o == GOT)
             take(x, rd, *S, *R, got, 0);
     }
     for (int k = 0; k < t->levels; k++) {
-        int partner = partner_at(&p, k);
+        int partner = partner_at(p, k);
         if (x->skip_missing && listed_missing(&x->h, partner))
             continue;
-        look_ahead(x, &p, k + 1);
+        x->ahead_level = k + 1;
         size_t sent = outgoing(x, *S, rd);
         int o = spmd__xchg_step(x, partner, *S, sent, partner, *R, cap, deadline_of(x, k + 1), &got,
                                 &open);
@@ -738,10 +740,22 @@ static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
             spmd__xchg_missed(x, partner);
     }
     if (extra) {
-        x->num_ahead = 0;
+        x->ahead_level = t->levels;
         size_t sent = outgoing(x, *S, rd);
-        (void)step_with_extra(x, p.extra, *S, sent, -1, NULL, 0, last, &got);
+        (void)step_with_extra(x, p->extra, *S, sent, -1, NULL, 0, last, &got);
     }
+}
+
+/*
+ * Runs the exchange with this rank's payload already at the start of S. S and R are the
+ * communicator's staging buffers 0 (capacity + SEAL_MAX long) and 1 (recv_capacity).
+ */
+static void run_reduce(xchg *x, const reducer *rd, char **S, char **R)
+{
+    pairing p = pairing_of(&x->t, rd->order);
+    x->pairing = &p;
+    reduce_steps(x, rd, S, R);
+    x->pairing = NULL;
 }
 
 /* ---- outcome: the verdict every rank reaches ---- */
@@ -882,23 +896,29 @@ const char *spmd__xchg_what_of(const spmd__wait *w, const spmd__agreement *a, ch
     return buf;
 }
 
-/* What the notes (calls.h) said of missing process p: ALIVE, the process it waits for that said
- * nothing (dead?), or NOT_HEARD. */
-static int32_t heard_of(int p)
+/* Whom process p, heard from, waits for by its note: the process that said nothing (dead?), or
+ * ALIVE. */
+static int32_t waiting_for(int p)
 {
-    if (!spmd__calls_heard_from(p))
-        return NOT_HEARD;
     int q = spmd__calls_blocking_process(p);
     return q >= 0 ? q : ALIVE;
 }
 
+/* What this process knows of missing process p: GONE (seen on its machine), what its note said
+ * (waiting_for), or NOT_HEARD. */
+static int32_t heard_of(int p)
+{
+    if (spmd__ring_process_gone(p))
+        return GONE;
+    return spmd__calls_heard_from(p) ? waiting_for(p) : NOT_HEARD;
+}
+
 /* What this process heard of the missing, for the roll call to share: a process that came may
- * have heard only of its own partners. */
+ * have heard only of its own partners, and only one of its machine sees it gone. */
 static void hear_missing(const spmd__comm *c, header *h)
 {
     for (int i = 0; i < LISTED && h->missing[i] >= 0; i++)
-        if (h->waits_for[i] == NOT_HEARD)
-            h->waits_for[i] = heard_of(c->processes[h->missing[i]]);
+        h->waits_for[i] = stronger(h->waits_for[i], heard_of(c->processes[h->missing[i]]));
 }
 
 /* Whether process q took part in this exchange: a member not listed missing (a list cut short
@@ -926,16 +946,17 @@ spmd_status spmd__xchg_missing_error(const spmd__comm *c, const header *h, const
      * header) to another process that came: one that is alive (inside another call, or stuck
      * waiting for one that said nothing: dead?) is not named as missing; the one it waits for
      * is, first. */
-    int named[LISTED + 1], num_named = 0, blame[LISTED], here[LISTED], renamed = 0;
+    int named[LISTED + 1], num_named = 0, blame[LISTED], here[LISTED], gone[LISTED], renamed = 0;
     int listed = 0;
     for (; listed < LISTED && h->missing[listed] >= 0; listed++) {
         int i = listed, p = c->processes[h->missing[i]];
         int32_t heard = h->waits_for[i];
-        here[i] = spmd__calls_heard_from(p);
+        gone[i] = heard == GONE || spmd__ring_process_gone(p);
+        here[i] = !gone[i] && spmd__calls_heard_from(p);
         if (here[i] && heard == NOT_HEARD)
-            heard = heard_of(p);
+            heard = waiting_for(p);
         /* one waiting for a process that came (this one among them) is only late */
-        int q = heard == NOT_HEARD ? p : heard;
+        int q = heard == NOT_HEARD || gone[i] ? p : heard;
         if (q >= 0 && q != p && came(c, h, q))
             q = p;
         blame[i] = q;
@@ -952,7 +973,9 @@ spmd_status spmd__xchg_missing_error(const spmd__comm *c, const header *h, const
     spmd__strbuf_init(&sb, alive, sizeof alive);
     for (int i = 0; i < listed; i++) {
         int p = c->processes[h->missing[i]];
-        if (here[i]) {
+        if (gone[i]) {
+            spmd__strbuf_printf(&sb, "%sprocess %d has exited", any_alive++ ? "; " : " (", p);
+        } else if (here[i]) {
             char seen[512];
             spmd__calls_peer_text(p, seen, sizeof seen);
             spmd__strbuf_printf(&sb, "%s%s", any_alive++ ? "; " : " (", seen);
@@ -1410,18 +1433,19 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
         return verdict(&x, a);
     }
     pairing p = pairing_of(t, NULL); /* rank order: partner_at(&p, k) is me ^ (1 << k) */
+    x.pairing = &p;
     if (t->has_extra) {
         int e = t->me + t->p2;
-        look_ahead(&x, &p, 0);
+        x.ahead_level = 0;
         o = step_with_extra(&x, -1, NULL, 0, e, R, rcap, 0, &got);
         if (o == GOT)
             take_block(&x, g, recv, R, got, g->counts[e], e, e + 1, 1);
     }
     for (int k = 0; k < t->levels && o != STOPPED; k++) {
-        look_ahead(&x, &p, k + 1);
+        x.ahead_level = k + 1;
         o = gather_round(&x, g, recv, partner_at(&p, k), 1 << k, k + 1, &S, R);
     }
-    x.num_ahead = 0;
+    x.ahead_level = t->levels;
     if (t->has_extra && o != STOPPED) {
         size_t out = spmd__header_failed(&x.h) ? 0 : total;
         if (out)
@@ -1429,6 +1453,7 @@ static spmd_status gather_combined(spmd__comm *c, const spmd__agreement *a, char
         size_t sent = spmd__header_seal(&x.h, x.stamp, S, out);
         (void)step_with_extra(&x, t->me + t->p2, S, sent, -1, NULL, 0, last, &got);
     }
+    x.pairing = NULL;
     return verdict(&x, a);
 }
 

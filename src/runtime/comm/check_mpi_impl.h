@@ -14,9 +14,10 @@
 #define LISTED 3
 enum { FLAG_MORE_MISSING = 1u, FLAG_SIZE = 2u };
 
-/* What a process that came heard of a missing one (header.waits_for): not heard from, or alive
- * and waiting for nobody it named; else the runtime process it waits for. */
-enum { NOT_HEARD = -1, ALIVE = -2 };
+/* What a process that came heard of a missing one (header.waits_for): not heard from, alive
+ * and waiting for nobody it named, or exited (seen by a process of its machine: it may have
+ * answered a note before); else the runtime process it waits for. */
+enum { NOT_HEARD = -1, ALIVE = -2, GONE = -3 };
 
 typedef struct header {
     uint64_t fp_min, fp_max;
@@ -36,6 +37,8 @@ _Static_assert(sizeof(note) <= sizeof(((spmd__comm *)0)->note_buf), "a note fits
 /* Descriptions exchanged when fingerprints differ. */
 #define TEXT 240
 
+struct pairing; /* the partners of each step (check_mpi.c) */
+
 typedef struct xchg {
     spmd__comm *c;
     spmd__wait *w;
@@ -54,8 +57,10 @@ typedef struct xchg {
     uint32_t stamp;      /* its messages' (spmd__comm_exchange_tag) */
     int last_from;       /* the rank of the last message received */
     int skip_missing;    /* a roll call: no wait for a partner the header lists as missing */
-    int ahead[SPMD__WAIT_AHEAD]; /* the partners of the later steps (spmd__comm_track) */
-    int num_ahead;
+    /* The pairing of the running exchange and the first of its later steps, whose partners a
+     * lasting wait asks where they are (spmd__comm_track); NULL: none */
+    const struct pairing *pairing;
+    int ahead_level;
 } xchg;
 
 enum { SEAL_COMPACT = 0x5eca1016u, SEAL_FULL = 0x5eca1048u };

@@ -523,15 +523,26 @@ static int read_from(int64_t pid, void *dst, uint64_t src, size_t bytes)
  * machine) straight (Linux's cross-memory attach): a read of its segment's head in the owner's
  * memory gives back what this mapping holds. The kernel allows it only to the same user (ptrace
  * rules: not another user's processes, and where Yama forbids it, not at all). */
-static int can_read_direct(char *segment, int j)
+static int can_read_direct(const char *segment)
 {
     enum { NAMED = offsetof(segment_head, bell) }; /* what never changes: its name and owner */
     char head[NAMED], there[NAMED];
     memcpy(head, segment, NAMED);
     const segment_head *h = (const segment_head *)segment;
-    R.pid_of[j] = h->pid;
     return h->pid > 0 && read_from(h->pid, there, h->at, NAMED) == 0 &&
            memcmp(there, head, NAMED) == 0;
+}
+
+int spmd__ring_process_gone(int process)
+{
+    int j = R.n && R.local_of ? R.local_of[process] : -1;
+    if (j < 0 || j == R.here || !R.peers[j] || R.pid_of[j] <= 0)
+        return 0;
+    /* a read of its head in its memory, which worked at start-up, fails once it has exited (a
+     * zombie's memory is gone too), or finds another process under a reused pid */
+    if (R.reads_from[j])
+        return !can_read_direct(R.peers[j]);
+    return kill((pid_t)R.pid_of[j], 0) != 0 && errno == ESRCH;
 }
 
 int spmd__ring_direct_to(int to)
@@ -671,7 +682,8 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
         R.peers[j] = open_peer(peer_name, R.segment_bytes, job, p);
         if (!R.peers[j])
             continue;
-        R.reads_from[j] = (want & SPMD__RINGS_DIRECT) && can_read_direct(R.peers[j], j);
+        R.pid_of[j] = ((const segment_head *)R.peers[j])->pid;
+        R.reads_from[j] = (want & SPMD__RINGS_DIRECT) && can_read_direct(R.peers[j]);
         /* from now on this process writes to p through p's rings (and reads p's memory) */
         atomic_store_explicit(&attached_flags(R.peers[j])[here],
                               ATTACHED | (R.reads_from[j] ? ATTACHED_DIRECT : 0),

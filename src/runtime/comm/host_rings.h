@@ -144,6 +144,11 @@ void spmd__ring_give_up(int to, uint64_t token);
 int spmd__ring_gave_up(int from, uint64_t token);
 /** Drops the messages for communicator `wire` left in this process's rings (it is gone). */
 void spmd__ring_forget(uint64_t wire);
+/** 1 when process `process`, on this machine and linked at start-up, has exited since: its
+ * memory no longer reads (or, without straight reads, its pid is gone); 0 otherwise, and for a
+ * process of another machine. For failure messages: a process that answered a note and then
+ * died is not alive. */
+int spmd__ring_process_gone(int process);
 
 /**
  * Straight reads of a peer's memory (Linux's cross-memory attach, process_vm_readv): one copy,
