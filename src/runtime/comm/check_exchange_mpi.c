@@ -425,8 +425,10 @@ spmd_status spmd__comm_paired_exchange(spmd__comm *c, const spmd__agreement *a, 
         return st;
     char what[TEXT];
     const header *h = &x.h;
-    if (h->missing[0] >= 0)
+    if (h->missing[0] >= 0) {
+        spmd__xchg_hear_missing(c, &x.h);
         return spmd__xchg_missing_error(c, h, a, w);
+    }
     if (culprit >= 0) /* only the ranks that exchange messages compare: the other one's text
                           is not here (the end of the call tells every process this one) */
         return SPMD_ERROR(SPMD_ERR_COLLECTIVE_MISMATCH,

@@ -395,7 +395,9 @@ static int partner_at(const pairing *p, int k)
 static int look_ahead(const xchg *x, int ahead[SPMD__WAIT_AHEAD])
 {
     int n = 0;
-    for (int k = x->ahead_level; x->pairing && k < x->t.levels && n < SPMD__WAIT_AHEAD; k++) {
+    if (!x->pairing || x->pairing->is_extra) /* its one step is its last */
+        return 0;
+    for (int k = x->ahead_level; k < x->t.levels && n < SPMD__WAIT_AHEAD; k++) {
         int partner = partner_at(x->pairing, k);
         if (!(x->skip_missing && listed_missing(&x->h, partner)))
             ahead[n++] = partner;
@@ -913,9 +915,7 @@ static int32_t heard_of(int p)
     return spmd__calls_heard_from(p) ? waiting_for(p) : NOT_HEARD;
 }
 
-/* What this process heard of the missing, for the roll call to share: a process that came may
- * have heard only of its own partners, and only one of its machine sees it gone. */
-static void hear_missing(const spmd__comm *c, header *h)
+void spmd__xchg_hear_missing(const spmd__comm *c, header *h)
 {
     for (int i = 0; i < LISTED && h->missing[i] >= 0; i++)
         h->waits_for[i] = stronger(h->waits_for[i], heard_of(c->processes[h->missing[i]]));
@@ -951,7 +951,7 @@ spmd_status spmd__xchg_missing_error(const spmd__comm *c, const header *h, const
     for (; listed < LISTED && h->missing[listed] >= 0; listed++) {
         int i = listed, p = c->processes[h->missing[i]];
         int32_t heard = h->waits_for[i];
-        gone[i] = heard == GONE || spmd__ring_process_gone(p);
+        gone[i] = heard == GONE; /* as every process that shared the header saw it */
         here[i] = !gone[i] && spmd__calls_heard_from(p);
         if (here[i] && heard == NOT_HEARD)
             heard = waiting_for(p);
@@ -1069,7 +1069,7 @@ static spmd_status verdict(xchg *x, const spmd__agreement *a)
     if (x->stopped != SPMD_OK)
         return x->stopped;
     if (h->missing[0] >= 0) {
-        hear_missing(c, &x->h);
+        spmd__xchg_hear_missing(c, &x->h);
         header all = roll_call(x);
         return spmd__xchg_missing_error(c, &all, a, w);
     }

@@ -23,7 +23,7 @@ typedef struct header {
     uint64_t fp_min, fp_max;
     int32_t rank_min, rank_max; /* lowest rank holding each */
     int32_t missing[LISTED];    /* ascending; -1 ends the list */
-    int32_t waits_for[LISTED];  /* of each missing rank, by a note (NOT_HEARD, ALIVE, process) */
+    int32_t waits_for[LISTED];  /* of each missing rank (NOT_HEARD, ALIVE, GONE, process) */
     uint32_t flags;
     uint32_t unused; /* the padding, set: a sealed header goes on the wire whole */
 } header;
@@ -100,6 +100,11 @@ int spmd__header_failed(const header *h);
 void spmd__header_merge(header *h, const header *in);
 int spmd__xchg_is_current(const xchg *x, const void *rbuf, size_t count, size_t rcap);
 void spmd__xchg_missed(xchg *x, int rank);
+/* Adds to h what this process knows of each missing process (a note, or its end seen on this
+ * machine), for the roll call to share: a process that came may have heard only of its own
+ * partners, and only one of the missing one's machine sees it gone. */
+void spmd__xchg_hear_missing(const spmd__comm *c, header *h);
+/* The error naming the missing processes of h, as spmd__xchg_hear_missing left it. */
 spmd_status spmd__xchg_missing_error(const spmd__comm *c, const header *h, const spmd__agreement *a,
                                      spmd__wait *w);
 size_t spmd__header_seal(const header *h, uint32_t stamp, char *msg, size_t payload);

@@ -523,14 +523,21 @@ static int read_from(int64_t pid, void *dst, uint64_t src, size_t bytes)
  * machine) straight (Linux's cross-memory attach): a read of its segment's head in the owner's
  * memory gives back what this mapping holds. The kernel allows it only to the same user (ptrace
  * rules: not another user's processes, and where Yama forbids it, not at all). */
+/* What of a segment's head never changes: its name and owner. */
+enum { HEAD_NAMED = offsetof(segment_head, bell) };
+
+/* The owner's copy of the head of `segment` read from its memory into there[HEAD_NAMED]: 0,
+ * else the errno. */
+static int read_owner_head(const char *segment, char *there)
+{
+    const segment_head *h = (const segment_head *)segment;
+    return h->pid > 0 ? read_from(h->pid, there, h->at, HEAD_NAMED) : ESRCH;
+}
+
 static int can_read_direct(const char *segment)
 {
-    enum { NAMED = offsetof(segment_head, bell) }; /* what never changes: its name and owner */
-    char head[NAMED], there[NAMED];
-    memcpy(head, segment, NAMED);
-    const segment_head *h = (const segment_head *)segment;
-    return h->pid > 0 && read_from(h->pid, there, h->at, NAMED) == 0 &&
-           memcmp(there, head, NAMED) == 0;
+    char there[HEAD_NAMED];
+    return read_owner_head(segment, there) == 0 && memcmp(there, segment, HEAD_NAMED) == 0;
 }
 
 int spmd__ring_process_gone(int process)
@@ -538,10 +545,14 @@ int spmd__ring_process_gone(int process)
     int j = R.n && R.local_of ? R.local_of[process] : -1;
     if (j < 0 || j == R.here || !R.peers[j] || R.pid_of[j] <= 0)
         return 0;
-    /* a read of its head in its memory, which worked at start-up, fails once it has exited (a
-     * zombie's memory is gone too), or finds another process under a reused pid */
-    if (R.reads_from[j])
-        return !can_read_direct(R.peers[j]);
+    /* A read of its head in its memory, which worked at start-up: ESRCH once it has exited (a
+     * zombie's memory is gone too); another head under a reused pid. EFAULT is a live process
+     * that unmapped its segment (spmd_finalize): not gone. */
+    if (R.reads_from[j]) {
+        char there[HEAD_NAMED];
+        int rc = read_owner_head(R.peers[j], there);
+        return rc == ESRCH || (rc == 0 && memcmp(there, R.peers[j], HEAD_NAMED) != 0);
+    }
     return kill((pid_t)R.pid_of[j], 0) != 0 && errno == ESRCH;
 }
 
@@ -682,7 +693,9 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
         R.peers[j] = open_peer(peer_name, R.segment_bytes, job, p);
         if (!R.peers[j])
             continue;
-        R.pid_of[j] = ((const segment_head *)R.peers[j])->pid;
+        /* its pid, where this process sees it (one pid namespace): else no pid check */
+        int64_t pid = ((const segment_head *)R.peers[j])->pid;
+        R.pid_of[j] = pid > 0 && kill((pid_t)pid, 0) == 0 ? pid : 0;
         R.reads_from[j] = (want & SPMD__RINGS_DIRECT) && can_read_direct(R.peers[j]);
         /* from now on this process writes to p through p's rings (and reads p's memory) */
         atomic_store_explicit(&attached_flags(R.peers[j])[here],
