@@ -14,8 +14,11 @@ extern "C" {
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SPMD__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+/* A rarely taken path, kept out of the loop that calls it. */
+#define SPMD__COLD __attribute__((noinline, cold))
 #else
 #define SPMD__PRINTF(fmt, args)
+#define SPMD__COLD
 #endif
 
 /** Records `code` and the formatted message as this thread's last error, and file:line apart
