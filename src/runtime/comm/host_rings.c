@@ -519,10 +519,6 @@ static int read_from(int64_t pid, void *dst, uint64_t src, size_t bytes)
 #endif
 }
 
-/* 1 when this process may read the memory of the owner of `segment` (process j of the
- * machine) straight (Linux's cross-memory attach): a read of its segment's head in the owner's
- * memory gives back what this mapping holds. The kernel allows it only to the same user (ptrace
- * rules: not another user's processes, and where Yama forbids it, not at all). */
 /* What of a segment's head never changes: its name and owner. */
 enum { HEAD_NAMED = offsetof(segment_head, bell) };
 
@@ -534,6 +530,10 @@ static int read_owner_head(const char *segment, char *there)
     return h->pid > 0 ? read_from(h->pid, there, h->at, HEAD_NAMED) : ESRCH;
 }
 
+/* 1 when this process may read the memory of the owner of `segment` (a peer of this
+ * machine) straight (Linux's cross-memory attach): a read of its segment's head in the owner's
+ * memory gives back what this mapping holds. The kernel allows it only to the same user (ptrace
+ * rules: not another user's processes, and where Yama forbids it, not at all). */
 static int can_read_direct(const char *segment)
 {
     char there[HEAD_NAMED];
