@@ -36,29 +36,50 @@ static size_t stream_above(void)
 
 /* ---- all_to_all and ppermute: the agreement runs while the data moves ---- */
 
+/* The streams whose notes the agreement's waits send early (spmd__comm_ring_streams_note_early). */
+typedef struct early_notes {
+    spmd__comm *c;
+    int n;
+    const spmd__stream *streams;
+    spmd__stream_state *state;
+} early_notes;
+
+static int send_early_notes(void *arg)
+{
+    early_notes *e = arg;
+    return spmd__comm_ring_streams_note_early(e->c, e->n, e->streams, e->state);
+}
+
 /* Checks `a` beside n posted requests, then runs the streams through the rings (none when
  * nstreams is 0), then waits for the requests; on failure the receives are cancelled and the
- * sends left to MPI (w->data_pending). The streams listen before the agreement: a peer that
- * finishes it finds them listening, and sends at once where it waited for that (a crossing of
- * the two processes' caches, and on a crowded machine maybe a turn of the reader's). What a
- * stream takes is still only this call's data: its sender sends only once it agreed. */
+ * sends left to MPI (w->data_pending). The streams begin before the agreement: they listen, so
+ * that a peer that finishes it finds them listening and sends at once where it waited for that
+ * (a crossing of the two processes' caches, and on a crowded machine maybe a turn of the
+ * reader's), and their notes go out as soon as their readers listen, during the agreement's
+ * waits too, so that a reader reads the data as soon as its own agreement ends, whether or not
+ * its sender has the core then. What a stream takes is still only this call's data: its reader
+ * reads a note, and its sender sends a chunk, only once it agreed. */
 static spmd_status check_beside(spmd__comm *c, const spmd__agreement *a, spmd__wait *w, int tag,
                                 int n, MPI_Request *reqs, const int *from, int nstreams,
                                 const spmd__stream *streams, const char *what)
 {
-    int listen_one, *listeners = nstreams == 1 ? &listen_one
-                                 : nstreams    ? malloc((size_t)nstreams * sizeof *listeners)
-                                               : NULL;
-    if (listeners)
-        spmd__comm_ring_streams_listen(c, nstreams, streams, listeners);
+    spmd__stream_state begun_one, *begun = nstreams == 1 ? &begun_one
+                                           : nstreams    ? malloc((size_t)nstreams * sizeof *begun)
+                                                         : NULL;
+    early_notes early = {c, nstreams, streams, begun};
+    if (begun && spmd__comm_ring_streams_begin(c, nstreams, streams, begun)) {
+        w->meanwhile = send_early_notes; /* the notes whose readers do not listen yet */
+        w->meanwhile_arg = &early;
+    }
     spmd_status st = spmd__xchg_check_with_tag(c, a, w, tag);
+    w->meanwhile = NULL;
     if (st == SPMD_OK && nstreams) /* after the agreement: only the same call's data streams */
-        st = spmd__comm_ring_streams(c, nstreams, streams, listeners, what,
-                                     spmd__comm_data_deadline(c), w, n > 0);
-    else if (listeners)
-        spmd__comm_ring_streams_unlisten(c, nstreams, streams, listeners);
+        st = spmd__comm_ring_streams(c, nstreams, streams, begun, what, spmd__comm_data_deadline(c),
+                                     w, n > 0);
+    else if (begun)
+        spmd__comm_ring_streams_end(c, nstreams, streams, begun);
     if (nstreams > 1)
-        free(listeners);
+        free(begun);
     if (st == SPMD_OK)
         st = spmd__comm_wait_data(c, n, reqs, from, what);
     else {

@@ -517,6 +517,8 @@ int spmd__xchg_step(xchg *x, int to, const void *sbuf, size_t sbytes, int from, 
         waiting_at_first |= tests++ == 0 && from >= 0 && done[0];
         if (done[0] && done[1])
             break;
+        if (x->w->meanwhile && !x->w->meanwhile(x->w->meanwhile_arg))
+            x->w->meanwhile = NULL;
         /* a message matched in MPI (its receive under way) is not missing: it may come in
          * parts, from a sender that has gone on */
         spmd__xchg_weigh_doubt(&suspected, tracked, suspicion,

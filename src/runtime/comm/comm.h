@@ -66,6 +66,11 @@ typedef struct spmd__wait {
     /** 1: deadline_ns already holds the grace period after a timeout (a call's final
      * agreement): the roll call after processes went missing ends by it too */
     int grace_in_deadline;
+    /** Work of the caller's that an agreement does while it waits (early notes of the data
+     * beside it: check_exchange_mpi.c), or NULL; it returns 0 once none is left, and is not
+     * called again */
+    int (*meanwhile)(void *arg);
+    void *meanwhile_arg;
     int peer_missing; /**< out: the wait ended because a process never arrived */
     int data_pending; /**< out: after a failure, MPI may still read or write the data buffers */
 } spmd__wait;

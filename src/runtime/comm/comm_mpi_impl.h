@@ -168,32 +168,53 @@ typedef struct spmd__stream {
      * (ring_stream_mpi.c) */
     int just_written;
 } spmd__stream;
+/** A stream's progress (ring_stream_mpi.c's to read and write): what went out and came in,
+ * its listener, its note's word. */
+typedef struct spmd__stream_state {
+    size_t sent, got;
+    int listener;
+    int word;               /* claimed for its note (-1: none) */
+    int noted;              /* the note went out: sent once the peer answered in the word */
+    int chunked;            /* no word was free: the data goes through the slots */
+    int as_note;            /* chosen as it began: the data goes as a note */
+    int64_t first_chunk_ns; /* a long copy's first chunk came then (0: not timed) */
+} spmd__stream_state;
 /**
  * Swaps data with each stream's rank through the shared-memory rings (ring_stream_mpi.c), in
  * chunks of a wide slot at its tag: sbytes of `send` go out while rbytes arrive, each chunk
  * handed to take() as it comes, so that the copy and its use overlap and stay in the caches.
  * Either side may be empty. `round` tells apart the streams of one tag with the same peer
  * (alike on both sides): a chunk goes out only once the peer listens for that round. None waits
- * for another, whatever order their peers run theirs in. `listeners`: NULL, or what
- * spmd__comm_ring_streams_listen returned for these streams (this call ends them). mpi_beside:
+ * for another, whatever order their peers run theirs in. `state`: NULL, or what
+ * spmd__comm_ring_streams_begin set up for these streams (this call ends them). mpi_beside:
  * MPI transfers posted beside them need this thread's polls for their progress, so its waits
  * never sleep through them (spmd__ring_pause). Ends at `deadline` naming the peer, or when
  * `cancel` says the call was given up; the communicator must then be abandoned.
  */
 spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *streams,
-                                    const int *listeners, const char *what, int64_t deadline,
+                                    spmd__stream_state *state, const char *what, int64_t deadline,
                                     const spmd__wait *cancel, int mpi_beside);
 /**
- * Listens now for what the n streams will bring (listeners[i]; -1 where none: nothing to
- * bring, or no listener free), so that their peers find it as they begin: an exchange listens
- * before its agreement, which its peers then finish only after this. Each listener is ended by
- * spmd__comm_ring_streams, or by spmd__comm_ring_streams_unlisten where the streams never run.
- * The streams' tags must be set; c must not take another exchange's tag before they run.
+ * Begins the n streams of an exchange before its agreement: listens now for what they will
+ * bring, so that their peers find it as they begin, and sends the notes of those that go as one
+ * (spmd__comm_ring_streams_note_early, whose answer it returns). Each state is ended by
+ * spmd__comm_ring_streams, or by spmd__comm_ring_streams_end where the streams never run. The
+ * streams' tags must be set; c must not take another exchange's tag before they run.
  */
-void spmd__comm_ring_streams_listen(spmd__comm *c, int n, const spmd__stream *streams,
-                                    int *listeners);
-void spmd__comm_ring_streams_unlisten(spmd__comm *c, int n, const spmd__stream *streams,
-                                      const int *listeners);
+int spmd__comm_ring_streams_begin(spmd__comm *c, int n, const spmd__stream *streams,
+                                  spmd__stream_state *state);
+/**
+ * Sends the notes (where this process's data lies) of the streams that go as one and whose
+ * peers listen already: 1 while some note is still to send. A note may go before this process
+ * agreed to the call: its reader reads the data only once its own agreement ended, which every
+ * process of the communicator passed alike, so only the same call reads it; a sender that gives
+ * up releases the note's word, and a read that finds it released fails (host_rings.h).
+ */
+int spmd__comm_ring_streams_note_early(spmd__comm *c, int n, const spmd__stream *streams,
+                                       spmd__stream_state *state);
+/** Ends streams begun that never run (their agreement failed): their listeners and words. */
+void spmd__comm_ring_streams_end(spmd__comm *c, int n, const spmd__stream *streams,
+                                 spmd__stream_state *state);
 /**
  * The data of a canonical-order reduction (runtime/base/tree.h) once every rank agreed to it, by
  * recursive doubling over the tree's nodes at `tag`: a rank whose positions do not fill a node

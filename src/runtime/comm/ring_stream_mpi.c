@@ -12,9 +12,11 @@
  * listens for its round (host_rings.h), and only once its sender agreed to the call: its reader
  * takes it as soon as its own part of the agreement ends (an exchange listens before it), so it
  * never holds for long a slot that another stream between the same two processes needs (a
- * shard_map's groups stream at once), and a round's chunks never mix with the next one's. A peer
- * that stops half way (killed, or stuck) leaves this one waiting until the deadline, which names
- * it.
+ * shard_map's groups stream at once), and a round's chunks never mix with the next one's. An
+ * exchange's note (where the data lies, for a reader that reads it straight) may go out before
+ * its sender agreed (spmd__comm_ring_streams_note_early): it is read only once the reader
+ * agreed, and holds one slot. A peer that stops half way (killed, or stuck) leaves this one
+ * waiting until the deadline, which names it.
  */
 #include <errno.h>
 #include <mpi.h>
@@ -97,22 +99,6 @@ static uint64_t key_of(const spmd__comm *c, const spmd__stream *s)
     return stream_key(c->wire, c->stamp, s->tag, s->round);
 }
 
-void spmd__comm_ring_streams_listen(spmd__comm *c, int n, const spmd__stream *streams,
-                                    int *listeners)
-{
-    for (int i = 0; i < n; i++)
-        listeners[i] = streams[i].rbytes > 0 ? spmd__ring_listen(c->processes[streams[i].peer],
-                                                                 key_of(c, &streams[i]))
-                                             : -1;
-}
-
-void spmd__comm_ring_streams_unlisten(spmd__comm *c, int n, const spmd__stream *streams,
-                                      const int *listeners)
-{
-    for (int i = 0; i < n; i++)
-        spmd__ring_unlisten(c->processes[streams[i].peer], listeners[i]);
-}
-
 /* From SPMD__COMM_STRAIGHT_BYTES on, a message whose buffer stays put goes to a peer that reads
  * this process's memory straight (spmd__ring_direct_to) as a note of where it lies: the peer
  * copies it once into its place, where through the slots it is copied twice, the sender busy
@@ -134,16 +120,7 @@ typedef struct direct_note {
     int64_t word;       /* the sender's word for the answer */
 } direct_note;
 
-/* One stream's progress: what went out and came in, its listener, its note's word. */
-typedef struct stream_state {
-    size_t sent, got;
-    int listener;
-    int word;               /* claimed for its note (-1: none) */
-    int noted;              /* the note went out: sent once the peer answered in the word */
-    int chunked;            /* no word was free: the data goes through the slots */
-    int as_note;            /* chosen as it began (as_note()): the data goes as a note */
-    int64_t first_chunk_ns; /* a long copy's first chunk came then (0: not timed) */
-} stream_state;
+typedef spmd__stream_state stream_state;
 
 /* A long copy of what its sender just wrote: its way is measured (spmd__ring_note_pays). */
 static int way_measured(const spmd__stream *s, size_t bytes)
@@ -368,18 +345,66 @@ static spmd_status stream_timeout(const char *what, int p, int receiving, int li
                       what, p);
 }
 
+/* A stream as it begins: its listener (given, or none yet) and its way (as_note). */
+static stream_state state_at_start(const spmd__comm *c, const spmd__stream *s, int listener)
+{
+    stream_state t = {0, 0, listener, -1, 0, 0, 0, 0};
+    t.as_note = as_note(s, c->processes[s->peer]);
+    return t;
+}
+
+int spmd__comm_ring_streams_begin(spmd__comm *c, int n, const spmd__stream *streams,
+                                  spmd__stream_state *state)
+{
+    for (int i = 0; i < n; i++)
+        state[i] =
+            state_at_start(c, &streams[i],
+                           streams[i].rbytes > 0 ? spmd__ring_listen(c->processes[streams[i].peer],
+                                                                     key_of(c, &streams[i]))
+                                                 : -1);
+    return spmd__comm_ring_streams_note_early(c, n, streams, state);
+}
+
+int spmd__comm_ring_streams_note_early(spmd__comm *c, int n, const spmd__stream *streams,
+                                       spmd__stream_state *state)
+{
+    int left = 0;
+    for (int i = 0; i < n; i++) {
+        stream_state *t = &state[i];
+        if (!sends_direct(t) || t->noted)
+            continue;
+        spmd_status unused = SPMD_OK; /* only an answer fails, and none is looked at here */
+        send_note(c, &streams[i], t, c->processes[streams[i].peer], key_of(c, &streams[i]), &unused,
+                  NULL);
+        left += sends_direct(t) && !t->noted;
+    }
+    return left > 0;
+}
+
+void spmd__comm_ring_streams_end(spmd__comm *c, int n, const spmd__stream *streams,
+                                 spmd__stream_state *state)
+{
+    for (int i = 0; i < n; i++) {
+        int p = c->processes[streams[i].peer];
+        if (state[i].word >= 0) /* a note's reader, finding the word released, fails */
+            spmd__ring_word_release(p, state[i].word);
+        spmd__ring_unlisten(p, state[i].listener);
+    }
+}
+
 spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *streams,
-                                    const int *listeners, const char *what, int64_t deadline,
+                                    spmd__stream_state *begun, const char *what, int64_t deadline,
                                     const spmd__wait *cancel, int mpi_beside)
 {
     size_t chunk = chunk_bytes();
-    stream_state one, *state = n == 1 ? &one : calloc((size_t)n, sizeof *state);
+    stream_state one, *state = begun ? begun : n == 1 ? &one : calloc((size_t)n, sizeof *state);
     uint64_t *keys = n == 1 ? NULL : malloc((size_t)n * sizeof *keys), key_one = 0;
     if (chunk == 0 || !state || (n > 1 && !keys)) {
-        if (listeners)
-            spmd__comm_ring_streams_unlisten(c, n, streams, listeners);
+        if (begun)
+            spmd__comm_ring_streams_end(c, n, streams, begun);
         if (n > 1) {
-            free(state);
+            if (!begun)
+                free(state);
             free(keys);
         }
         return chunk == 0
@@ -389,8 +414,8 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
     if (n == 1)
         keys = &key_one;
     for (int i = 0; i < n; i++) {
-        state[i] = (stream_state){0, 0, listeners ? listeners[i] : -1, -1, 0, 0, 0, 0};
-        state[i].as_note = as_note(&streams[i], c->processes[streams[i].peer]);
+        if (!begun)
+            state[i] = state_at_start(c, &streams[i], -1);
         keys[i] = key_of(c, &streams[i]);
     }
     int64_t start = 0, now = 0, next_cancel_check = 0, probe_after = 0, idle_since = 0;
@@ -489,16 +514,11 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
             spmd__pause_step(&pause, now, spmd__rings_crowded() ? 0 : STREAM_SPIN_NS);
     }
     spmd__ring_pause_end();
-    for (int i = 0; i < n; i++) {
-        int p = c->processes[streams[i].peer];
-        /* a note not yet answered: its reader, finding the word released, fails */
-        if (state[i].word >= 0)
-            spmd__ring_word_release(p, state[i].word);
-        spmd__ring_unlisten(p, state[i].listener);
-    }
+    spmd__comm_ring_streams_end(c, n, streams, state); /* a note not yet answered: released */
     spmd__calls_wait_end(tracked);
     if (n > 1) {
-        free(state);
+        if (!begun)
+            free(state);
         free(keys);
     }
     return st;
