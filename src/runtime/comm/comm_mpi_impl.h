@@ -168,9 +168,10 @@ typedef struct spmd__stream {
      * (ring_stream_mpi.c) */
     int just_written;
 } spmd__stream;
-/** A stream's progress (ring_stream_mpi.c's to read and write): what went out and came in,
- * its listener, its note's word. */
+/** A stream's progress (ring_stream_mpi.c's to read and write): its name in the rings, what
+ * went out and came in, its listener, its note's word. */
 typedef struct spmd__stream_state {
+    uint64_t key; /* of the exchange as it began (the communicator's stamp then) */
     size_t sent, got;
     int listener;
     int word;               /* claimed for its note (-1: none) */

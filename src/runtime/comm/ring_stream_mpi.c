@@ -262,9 +262,9 @@ static int send_note(const spmd__comm *c, const spmd__stream *s, stream_state *t
  * another size came (the processes disagree: *came says its size), -2 when a note failed
  * (*failed says why). */
 static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state *t, int p,
-                       uint64_t key, size_t chunk, size_t *came, spmd_status *failed,
-                       const char *what)
+                       size_t chunk, size_t *came, spmd_status *failed, const char *what)
 {
+    uint64_t key = t->key;
     int moved = 0;
     if (t->got < s->rbytes && t->listener < 0 && (t->listener = spmd__ring_listen(p, key)) >= 0)
         moved = 1;
@@ -345,10 +345,10 @@ static spmd_status stream_timeout(const char *what, int p, int receiving, int li
                       what, p);
 }
 
-/* A stream as it begins: its listener (given, or none yet) and its way (as_note). */
-static stream_state state_at_start(const spmd__comm *c, const spmd__stream *s, int listener)
+/* A stream as it begins: its key, its way (as_note), and no listener yet. */
+static stream_state state_at_start(const spmd__comm *c, const spmd__stream *s)
 {
-    stream_state t = {0, 0, listener, -1, 0, 0, 0, 0};
+    stream_state t = {key_of(c, s), 0, 0, -1, -1, 0, 0, 0, 0};
     t.as_note = as_note(s, c->processes[s->peer]);
     return t;
 }
@@ -356,12 +356,11 @@ static stream_state state_at_start(const spmd__comm *c, const spmd__stream *s, i
 int spmd__comm_ring_streams_begin(spmd__comm *c, int n, const spmd__stream *streams,
                                   spmd__stream_state *state)
 {
-    for (int i = 0; i < n; i++)
-        state[i] =
-            state_at_start(c, &streams[i],
-                           streams[i].rbytes > 0 ? spmd__ring_listen(c->processes[streams[i].peer],
-                                                                     key_of(c, &streams[i]))
-                                                 : -1);
+    for (int i = 0; i < n; i++) {
+        state[i] = state_at_start(c, &streams[i]);
+        if (streams[i].rbytes > 0)
+            state[i].listener = spmd__ring_listen(c->processes[streams[i].peer], state[i].key);
+    }
     return spmd__comm_ring_streams_note_early(c, n, streams, state);
 }
 
@@ -374,8 +373,7 @@ int spmd__comm_ring_streams_note_early(spmd__comm *c, int n, const spmd__stream 
         if (!sends_direct(t) || t->noted)
             continue;
         spmd_status unused = SPMD_OK; /* only an answer fails, and none is looked at here */
-        send_note(c, &streams[i], t, c->processes[streams[i].peer], key_of(c, &streams[i]), &unused,
-                  NULL);
+        send_note(c, &streams[i], t, c->processes[streams[i].peer], t->key, &unused, NULL);
         left += sends_direct(t) && !t->noted;
     }
     return left > 0;
@@ -398,26 +396,17 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
 {
     size_t chunk = chunk_bytes();
     stream_state one, *state = begun ? begun : n == 1 ? &one : calloc((size_t)n, sizeof *state);
-    uint64_t *keys = n == 1 ? NULL : malloc((size_t)n * sizeof *keys), key_one = 0;
-    if (chunk == 0 || !state || (n > 1 && !keys)) {
+    if (chunk == 0 || !state) {
         if (begun)
             spmd__comm_ring_streams_end(c, n, streams, begun);
-        if (n > 1) {
-            if (!begun)
-                free(state);
-            free(keys);
-        }
+        else if (state != &one)
+            free(state);
         return chunk == 0
                    ? SPMD_ERROR(SPMD_ERR_INTERNAL, "%s: no wide ring slots to stream through", what)
                    : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    if (n == 1)
-        keys = &key_one;
-    for (int i = 0; i < n; i++) {
-        if (!begun)
-            state[i] = state_at_start(c, &streams[i], -1);
-        keys[i] = key_of(c, &streams[i]);
-    }
+    for (int i = 0; !begun && i < n; i++)
+        state[i] = state_at_start(c, &streams[i]);
     int64_t start = 0, now = 0, next_cancel_check = 0, probe_after = 0, idle_since = 0;
     int tracked = -1, open = n;
     spmd__pause pause;
@@ -432,8 +421,7 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
                 continue;
             size_t came = 0;
             spmd_status failed = SPMD_OK;
-            int step =
-                stream_step(c, s, t, c->processes[s->peer], keys[i], chunk, &came, &failed, what);
+            int step = stream_step(c, s, t, c->processes[s->peer], chunk, &came, &failed, what);
             if (step == -2)
                 st = failed;
             else if (step < 0)
@@ -475,7 +463,7 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
                                   "memory (killed or stuck?)",
                                   what, p)
                      : stream_timeout(what, p, t->got < streams[waiting].rbytes,
-                                      spmd__ring_listened(p, keys[waiting]));
+                                      spmd__ring_listened(p, state[waiting].key));
             break;
         }
         if (cancel && cancel->cancelled && now > next_cancel_check) {
@@ -516,10 +504,7 @@ spmd_status spmd__comm_ring_streams(spmd__comm *c, int n, const spmd__stream *st
     spmd__ring_pause_end();
     spmd__comm_ring_streams_end(c, n, streams, state); /* a note not yet answered: released */
     spmd__calls_wait_end(tracked);
-    if (n > 1) {
-        if (!begun)
-            free(state);
-        free(keys);
-    }
+    if (!begun && state != &one)
+        free(state);
     return st;
 }
