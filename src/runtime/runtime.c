@@ -475,7 +475,7 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
         if (missing)
             spmd__proc_abandon();
         else
-            spmd__proc_finalize();
+            spmd__proc_finalize(1); /* a start-up's message may still come */
         memset(&rt, 0, sizeof rt);
         return st;
     }
@@ -549,7 +549,7 @@ static spmd_status spmd_finalize_checked(void)
         free(rt.devices);
         spmd__notes_close();
         spmd__calls_close();
-        st = spmd__proc_finalize();
+        st = spmd__proc_finalize(spmd__calls_failed_since_open());
         memset(&rt, 0, sizeof rt);
         spmd__runtime_clear();
     }

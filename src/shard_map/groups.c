@@ -68,7 +68,7 @@ static void mesh_state_destroy(spmd__attachment *a)
         table_free(table_at(state, m), abandon, state->broken);
     for (int k = 0; k < SPMD__MAX_GROUPINGS; k++)
         table_free(state->retired[k], abandon, 0); /* unused since they were evicted */
-    if (abandon)
+    if (abandon || spmd__calls_failures() != state->failures_at_setup)
         spmd__comm_abandon(state->control);
     else
         spmd__comm_destroy(state->control);
@@ -381,6 +381,7 @@ static spmd_status setup_locked(spmd_mesh *mesh, spmd__mesh_state *s, int64_t ti
     /* Only after every process has shown up is it safe to create a communicator, whose
      * creation blocks; no other call of this process comes between (calls.h). */
     SPMD_CHECK(agree_on_mesh(mesh, timeout_ns, call));
+    s->failures_at_setup = spmd__calls_failures();
     SPMD_CHECK(spmd__comm_create(mesh->processes, mesh->num_processes, 1, &s->control));
     s->comm_id = spmd__calls_identity(mesh_fingerprint(mesh), 1);
     return SPMD_OK;

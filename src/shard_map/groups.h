@@ -144,7 +144,12 @@ typedef struct spmd__mesh_state {
     int broken; /* a process did not finish a failed call: the mesh is unusable */
     char broken_reason[1024];
     spmd__comm *control; /* all mesh processes; NULL in one process */
-    uint64_t comm_id;    /* control's identity, alike on every process (calls.h); 0 before */
+    /* spmd__calls_failures when control was made: after any failure since, a peer may still
+     * send to it (an abort record, a given-up exchange's message), and its MPI communicator is
+     * never freed. Open MPI hands a freed communicator's context id to the next one created and
+     * delivers to it what still comes for the old one: a later mesh's call would take it. */
+    unsigned long failures_at_setup;
+    uint64_t comm_id; /* control's identity, alike on every process (calls.h); 0 before */
     unsigned long call_seq;
     /* [axes mask], then [1 << SPMD_MAX_MESH_AXES + k] for the k-th grouping used: published
      * once built with its communicators (read without the lock) */
@@ -203,7 +208,8 @@ spmd_status spmd__mesh_state_grouped_table(spmd_mesh *mesh, spmd__mesh_state *st
 
 /**
  * After a failed call that every process finished: drops the group tables and communicators
- * (unfinished exchanges may linger in them); the next collectives build new ones.
+ * (unfinished exchanges may linger in them); the next collectives build new ones. The mesh's
+ * control communicator is then never freed (failures_at_setup).
  * `keep_scratch`: data movement was given up, so MPI may still use the staging buffers.
  */
 void spmd__mesh_state_discard_comms(spmd__mesh_state *state, int keep_scratch);

@@ -10,7 +10,10 @@
  * ceil(log2 P) + MESSAGES_FLAT messages per call, sends more than BYTES_PER_MESSAGE bytes per
  * message it counts, or makes an MPI collective call per call (those hide their own traffic; the
  * calls measured here need none). It prints the table: messages (sent and received) and bytes
- * sent (what arrives is what the others sent).
+ * sent (what arrives is what the others sent). Of a shard_map call, the notes that its waits
+ * lasting past 200 ms send (a crowded machine's) count apart, bounded by the run's time
+ * (NOTES_APART): 16 processes on the 2 cores of a busy machine took a 16 MiB psum past its
+ * bound of 40 messages with them (40.2-42).
  *
  * With 8 devices per process it also counts the communicators the first call on a 4-axis mesh
  * creates: only those of the axes its collectives use. With SPMD_COUNT_RINGS=1 it keeps the
@@ -45,6 +48,16 @@
 /* ---- the counters (every thread of the process) ---- */
 
 static atomic_long sends, recvs, sent_bytes, collectives, comms_created;
+/* ... of them on libspmd's private communicator (spmd_mpi_comm), set once it exists: once a
+ * mesh is set up, a shard_map call sends there only the notes of its lasting waits */
+static atomic_long private_messages, private_bytes;
+static _Atomic(MPI_Comm) private_comm = MPI_COMM_NULL;
+
+static int on_private(MPI_Comm c)
+{
+    MPI_Comm mine = atomic_load(&private_comm);
+    return mine != MPI_COMM_NULL && c == mine;
+}
 
 static long type_bytes(int count, MPI_Datatype type)
 {
@@ -53,59 +66,66 @@ static long type_bytes(int count, MPI_Datatype type)
     return (long)count * size;
 }
 
-static void count_send(int count, MPI_Datatype type)
+static void count_send(int count, MPI_Datatype type, MPI_Comm c)
 {
+    long bytes = type_bytes(count, type);
     atomic_fetch_add(&sends, 1);
-    atomic_fetch_add(&sent_bytes, type_bytes(count, type));
+    atomic_fetch_add(&sent_bytes, bytes);
+    if (on_private(c)) {
+        atomic_fetch_add(&private_messages, 1);
+        atomic_fetch_add(&private_bytes, bytes);
+    }
 }
 
-static void count_recv(int count, MPI_Datatype type)
+static void count_recv(int count, MPI_Datatype type, MPI_Comm c)
 {
     (void)count, (void)type; /* a buffer posted is not what arrives: that, the sender counts */
     atomic_fetch_add(&recvs, 1);
+    if (on_private(c))
+        atomic_fetch_add(&private_messages, 1);
 }
 
 int MPI_Send(const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm c)
 {
-    count_send(n, t);
+    count_send(n, t, c);
     return PMPI_Send(b, n, t, d, tag, c);
 }
 
 int MPI_Isend(const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm c, MPI_Request *r)
 {
-    count_send(n, t);
+    count_send(n, t, c);
     return PMPI_Isend(b, n, t, d, tag, c, r);
 }
 
 int MPI_Issend(const void *b, int n, MPI_Datatype t, int d, int tag, MPI_Comm c, MPI_Request *r)
 {
-    count_send(n, t);
+    count_send(n, t, c);
     return PMPI_Issend(b, n, t, d, tag, c, r);
 }
 
 int MPI_Recv(void *b, int n, MPI_Datatype t, int s, int tag, MPI_Comm c, MPI_Status *st)
 {
-    count_recv(n, t);
+    count_recv(n, t, c);
     return PMPI_Recv(b, n, t, s, tag, c, st);
 }
 
 int MPI_Irecv(void *b, int n, MPI_Datatype t, int s, int tag, MPI_Comm c, MPI_Request *r)
 {
-    count_recv(n, t);
+    count_recv(n, t, c);
     return PMPI_Irecv(b, n, t, s, tag, c, r);
 }
 
 int MPI_Mrecv(void *b, int n, MPI_Datatype t, MPI_Message *m, MPI_Status *st)
 {
-    count_recv(n, t);
+    count_recv(n, t, MPI_COMM_NULL); /* a matched probe's: never a note */
     return PMPI_Mrecv(b, n, t, m, st);
 }
 
 int MPI_Sendrecv(const void *sb, int sn, MPI_Datatype st_, int d, int stag, void *rb, int rn,
                  MPI_Datatype rt, int s, int rtag, MPI_Comm c, MPI_Status *status)
 {
-    count_send(sn, st_);
-    count_recv(rn, rt);
+    count_send(sn, st_, c);
+    count_recv(rn, rt, c);
     return PMPI_Sendrecv(sb, sn, st_, d, stag, rb, rn, rt, s, rtag, c, status);
 }
 
@@ -209,15 +229,38 @@ int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *out)
 /* ---- measurement ---- */
 
 typedef struct counts {
-    double messages, sent, collectives, comms;
+    double messages, sent, collectives, comms, private_messages, private_sent, seconds;
 } counts;
 
 static counts snapshot(void)
 {
     counts c = {(double)(atomic_load(&sends) + atomic_load(&recvs)),
-                (double)atomic_load(&sent_bytes), (double)atomic_load(&collectives),
-                (double)atomic_load(&comms_created)};
+                (double)atomic_load(&sent_bytes),
+                (double)atomic_load(&collectives),
+                (double)atomic_load(&comms_created),
+                (double)atomic_load(&private_messages),
+                (double)atomic_load(&private_bytes),
+                PMPI_Wtime()};
     return c;
+}
+
+/* How the private communicator's messages count: with the others, or apart as the notes of
+ * lasting waits (a shard_map call on a mesh set up already sends nothing else there). A wait
+ * between processes that lasts past a fiftieth of SPMD_COLLECTIVE_TIMEOUT (within 20-200 ms:
+ * note_interval) asks the process it waits for, and those that one waits for, where they are
+ * (again after twice as long, and so on; a recheck 10 ms after an answer that needs one), and
+ * they answer: a crowded machine's, not P's. So they are bounded by the run's time: none in a
+ * run shorter than the interval, else per interval a probe and an answer each way with each
+ * level's partner and the one a process folds into, twice (the rechecks). */
+enum { ALL_COUNTED, NOTES_APART };
+#define NOTES_PER_LEVEL 8
+
+static double note_interval(void)
+{
+    const char *text = getenv("SPMD_COLLECTIVE_TIMEOUT");
+    double timeout = text ? atof(text) : 0;
+    double interval = (timeout > 0 ? timeout : 300) / 50;
+    return interval < 0.02 ? 0.02 : interval > 0.2 ? 0.2 : interval;
 }
 
 static int P, me, failures;
@@ -241,9 +284,11 @@ static int ceil_log2(int n)
 
 /* Runs `call` `calls` times after one warm-up call and reports the busiest process's cost per
  * call (every process checks the bounds on its own numbers): at most per_level * ceil(log2 P)
- * + flat messages and bytes_bound bytes sent. */
+ * + flat messages and bytes_bound bytes sent, and with NOTES_APART at most NOTES_PER_LEVEL *
+ * (ceil(log2 P) + 1) notes per note_interval() (whole) of the run's time, the longest of any
+ * process. */
 static void measure_within(const char *what, void (*call)(void *), void *arg, int calls,
-                           double per_level, double flat, double bytes_bound)
+                           double per_level, double flat, double bytes_bound, int notes)
 {
     call(arg); /* the first call sets up communicators and plans */
     PMPI_Barrier(spmd_mpi_comm());
@@ -251,31 +296,44 @@ static void measure_within(const char *what, void (*call)(void *), void *arg, in
     for (int k = 0; k < calls; k++)
         call(arg);
     counts after = snapshot();
-    double mine[4] = {
-        (after.messages - before.messages) / calls, (after.sent - before.sent) / calls,
-        (after.collectives - before.collectives) / calls, (after.comms - before.comms) / calls};
-    double busiest[4];
-    PMPI_Allreduce(mine, busiest, 4, MPI_DOUBLE, MPI_MAX, spmd_mpi_comm());
+    double apart = notes == NOTES_APART ? after.private_messages - before.private_messages : 0;
+    double apart_bytes = notes == NOTES_APART ? after.private_sent - before.private_sent : 0;
+    double mine[6] = {(after.messages - before.messages - apart) / calls,
+                      (after.sent - before.sent - apart_bytes) / calls,
+                      (after.collectives - before.collectives) / calls,
+                      (after.comms - before.comms) / calls,
+                      apart / calls,
+                      after.seconds - before.seconds};
+    double busiest[6];
+    PMPI_Allreduce(mine, busiest, 6, MPI_DOUBLE, MPI_MAX, spmd_mpi_comm());
     double message_bound = per_level * ceil_log2(P) + flat;
-    int bad = mine[0] > message_bound || mine[1] > bytes_bound || mine[2] > 0 || mine[3] > 0;
+    double note_bound =
+        NOTES_PER_LEVEL * (ceil_log2(P) + 1) * floor(busiest[5] / note_interval()) / calls;
+    int bad = mine[0] > message_bound || mine[1] > bytes_bound || mine[2] > 0 || mine[3] > 0 ||
+              mine[4] > note_bound;
     if (bad) {
         fprintf(stderr,
-                "process %d: %s: %.1f messages, %.0f bytes sent, %.2f MPI collective calls and "
-                "%.2f communicators per call; the bounds at P = %d are %.0f messages, %.0f bytes "
-                "and no collective call or communicator\n",
-                me, what, mine[0], mine[1], mine[2], mine[3], P, message_bound, bytes_bound);
+                "process %d: %s: %.1f messages, %.0f bytes sent, %.2f MPI collective calls, "
+                "%.2f communicators and %.1f notes of lasting waits per call (the run took "
+                "%.3f s); the bounds at P = %d are %.0f messages, %.0f bytes, no collective call "
+                "or communicator, %.1f notes\n",
+                me, what, mine[0], mine[1], mine[2], mine[3], mine[4], busiest[5], P, message_bound,
+                bytes_bound, note_bound);
         failures++;
     }
+    char note_text[16] = "-";
+    if (notes == NOTES_APART)
+        snprintf(note_text, sizeof note_text, "%.1f", busiest[4]);
     if (me == 0)
-        printf("| %-36s | %3d | %8.1f | %10.0f | %11.2f | %5.0f |\n", what, P, busiest[0],
-               busiest[1], busiest[2], message_bound);
+        printf("| %-36s | %3d | %8.1f | %10.0f | %11.2f | %5.0f | %5s |\n", what, P, busiest[0],
+               busiest[1], busiest[2], message_bound, note_text);
 }
 
-static void measure(const char *what, void (*call)(void *), void *arg)
+static void measure(const char *what, void (*call)(void *), void *arg, int notes)
 {
     double bound = MESSAGES_PER_LEVEL * ceil_log2(P) + MESSAGES_FLAT;
     measure_within(what, call, arg, CALLS, MESSAGES_PER_LEVEL, MESSAGES_FLAT,
-                   BYTES_PER_MESSAGE * bound);
+                   BYTES_PER_MESSAGE * bound, notes);
 }
 
 /* ---- the calls ---- */
@@ -489,7 +547,7 @@ static void count_assert_equal(void)
     /* an agreement and a record of 16 bytes with its header (64) reduced: two exchanges */
     double bound = MESSAGES_PER_LEVEL * ceil_log2(P) + MESSAGES_FLAT;
     measure_within("spmd_assert_equal, 16 B", assert_same, x, CALLS, MESSAGES_PER_LEVEL,
-                   MESSAGES_FLAT, (BYTES_PER_MESSAGE + 16 + 64) * bound);
+                   MESSAGES_FLAT, (BYTES_PER_MESSAGE + 16 + 64) * bound, ALL_COUNTED);
     spmd_array_destroy(x);
     if (P < 2)
         return;
@@ -497,7 +555,8 @@ static void count_assert_equal(void)
     CHECK(
         spmd_array_create_on_device(spmd_local_device_id(0), values, 1, shape, SPMD_DTYPE_I32, &x));
     measure_within("spmd_assert_equal, 16 B, one differs", assert_differs, x, CALLS,
-                   MESSAGES_PER_LEVEL, MESSAGES_FLAT, (BYTES_PER_MESSAGE + 16 + 64) * bound);
+                   MESSAGES_PER_LEVEL, MESSAGES_FLAT, (BYTES_PER_MESSAGE + 16 + 64) * bound,
+                   ALL_COUNTED);
     spmd_array_destroy(x);
 }
 
@@ -527,21 +586,22 @@ static void count_calls(void)
     CHECK(spmd_mesh_create(1, &n, &name, NULL, 0, &s.mesh));
 
     plan_scenario(&s, empty_body, 0, "'x'");
-    measure("empty shard_map", execute, &s);
+    measure("empty shard_map", execute, &s, NOTES_APART);
     spmd_plan_destroy(s.plan);
 
     plan_scenario(&s, psum_body, 1, "'x'");
-    measure("shard_map with one 4-byte psum", execute, &s);
+    measure("shard_map with one 4-byte psum", execute, &s, NOTES_APART);
     spmd_plan_destroy(s.plan);
 
     /* a failed call: its abort record down a tree, beside the outcome (1 KiB records) */
     plan_scenario(&s, failing_body, 1, "'x'");
     measure_within("shard_map failing on one process", execute_failing, &s, CALLS,
-                   MESSAGES_PER_LEVEL + 1, MESSAGES_FLAT, 1100 * (ceil_log2(P) + 1) + 64 * 16);
+                   MESSAGES_PER_LEVEL + 1, MESSAGES_FLAT, 1100 * (ceil_log2(P) + 1) + 64 * 16,
+                   ALL_COUNTED);
     spmd_plan_destroy(s.plan);
 
     plan_scenario(&s, psum_many_body, 0, "'x'");
-    measure("psum_many of 16 one-element blocks", execute, &s);
+    measure("psum_many of 16 one-element blocks", execute, &s, NOTES_APART);
     spmd_plan_destroy(s.plan);
 
     if (n % 2 == 0 && n <= 4096) {
@@ -549,7 +609,7 @@ static void count_calls(void)
             halves[p] = p < n / 2 ? n / 2 - 1 - p : n - 1 - (p - n / 2);
         halves_groups = (spmd_axis_groups){2, NULL, halves};
         plan_scenario(&s, grouped_psum_body, 1, "'x'");
-        measure("psum in 2 axis_index_groups", execute, &s);
+        measure("psum in 2 axis_index_groups", execute, &s, NOTES_APART);
         spmd_plan_destroy(s.plan);
     }
 
@@ -557,15 +617,17 @@ static void count_calls(void)
      * outcome send and receive one message each, the data two (a reduce-scatter by recursive
      * halving, an all-gather by recursive doubling, over the processes' blocks in the tree's
      * order): c = 8. A process beyond the largest power of two folds into a partner in each
-     * (one message each way in all three) and a wait longer than 200 ms may add a note and its
-     * answer: c0 = 8. Bytes: about 2 S (3 S where a process folds), plus headers. */
+     * (one message each way in all three): c0 = 8. The notes of waits longer than 200 ms (a
+     * crowded machine's: 16 processes on 2 cores) count apart. Bytes: about 2 S (3 S where a
+     * process folds), plus headers. */
     for (int mib = 1; mib <= 16; mib *= 16) {
         large_elements = (int64_t)mib << 18;
         plan_with_length(&s, large_psum_body, 1, "'x'", large_elements * n);
         double payload = (double)large_elements * sizeof(float);
         char what[64];
         snprintf(what, sizeof what, "shard_map with one %d MiB psum", mib);
-        measure_within(what, execute, &s, 4, 8, 8, 3 * payload + 64 * (8 * ceil_log2(P) + 8));
+        measure_within(what, execute, &s, 4, 8, 8, 3 * payload + 64 * (8 * ceil_log2(P) + 8),
+                       NOTES_APART);
         spmd_plan_destroy(s.plan);
     }
 
@@ -578,14 +640,14 @@ static void count_calls(void)
     plan_with_length(&s, large_psum_scatter_body, 1, "'x'", scatter_elements);
     double scatter_payload = (double)scatter_elements * sizeof(float);
     measure_within("shard_map, one 1 MiB psum_scatter", execute, &s, 4, 8, 8,
-                   2 * scatter_payload + 64 * (8 * ceil_log2(P) + 8));
+                   2 * scatter_payload + 64 * (8 * ceil_log2(P) + 8), NOTES_APART);
     spmd_plan_destroy(s.plan);
 
     plan_scenario(&s, constant_body, 1, "");
-    measure("shard_map, replicated output checked", execute, &s);
+    measure("shard_map, replicated output checked", execute, &s, NOTES_APART);
     spmd_plan_destroy(s.plan);
 
-    measure("spmd_sync_global_devices", barrier, NULL);
+    measure("spmd_sync_global_devices", barrier, NULL, ALL_COUNTED);
 
     /* a small reshard: every block moves to the next device (a rotated mesh) */
     int *rotated = malloc((size_t)n * sizeof *rotated);
@@ -601,13 +663,13 @@ static void count_calls(void)
         data[i] = (float)i;
     int64_t shape[1] = {4 * n};
     CHECK(spmd_device_put(data, 1, shape, SPMD_DTYPE_F32, from, &s.x));
-    measure("spmd_reshard of 16 bytes per device", reshard, &s);
+    measure("spmd_reshard of 16 bytes per device", reshard, &s, ALL_COUNTED);
     /* the check that every process passed the same data: one agreement on a digest range */
     s.from = from;
     s.data = data;
     s.elements = shape[0];
-    measure("spmd_device_put, 16 B per device", device_put, &s);
-    measure("spmd_array_reduce sum, 16 B/device", array_sum, &s);
+    measure("spmd_device_put, 16 B per device", device_put, &s, ALL_COUNTED);
+    measure("spmd_array_reduce sum, 16 B/device", array_sum, &s, ALL_COUNTED);
     /* the values moved: read back through the new layout */
     spmd_array *y = NULL;
     float *back = malloc((size_t)n * 4 * sizeof *back);
@@ -841,6 +903,7 @@ int main(void)
         fprintf(stderr, "spmd_init: %s\n", spmd_last_error());
         return 1;
     }
+    atomic_store(&private_comm, spmd_mpi_comm());
     P = spmd_process_count();
     me = spmd_process_index();
     if (P < 2) {
@@ -855,8 +918,8 @@ int main(void)
         count_mesh_comms();
     } else {
         if (me == 0)
-            printf("| %-36s | %3s | %8s | %10s | %11s | %5s |\n", "per call, busiest process", "P",
-                   "messages", "bytes sent", "collectives", "bound");
+            printf("| %-36s | %3s | %8s | %10s | %11s | %5s | %5s |\n", "per call, busiest process",
+                   "P", "messages", "bytes sent", "collectives", "bound", "notes");
         count_calls();
         count_assert_equal();
     }

@@ -253,5 +253,12 @@ void spmd__calls_poll_notes(void);
 /* calls.c's own start-up and end (spmd_init / spmd_finalize) */
 void spmd__calls_open(int num_local, int process_index, int64_t timeout_ns);
 void spmd__calls_close(void);
+/** How many calls failed in this process so far (never reset): from when a communicator was
+ * made, any failure may have left messages of the other processes still coming to it (a call
+ * that failed here alone, one abandoned before this process started it, one that ended well
+ * here and timed out elsewhere). */
+unsigned long spmd__calls_failures(void);
+/** 1 when a call failed since spmd__calls_open. */
+int spmd__calls_failed_since_open(void);
 
 #endif /* SPMD_RUNTIME_CALLS_H */

@@ -29,8 +29,11 @@ spmd_status spmd__proc_go_private(int64_t timeout_ns, int *fresh);
  */
 spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want,
                                   int64_t timeout_ns);
-/** Leaves the process group (finalizing MPI when spmd_init initialized it). */
-spmd_status spmd__proc_finalize(void);
+/** Leaves the process group (finalizing MPI when spmd_init initialized it). `keep_comm`: what
+ * other processes sent may still come, so the private communicator is left, not freed (Open MPI
+ * gives a freed communicator's context id to the next one created, with what still comes for
+ * it: a later spmd_init's would take it). */
+spmd_status spmd__proc_finalize(int keep_comm);
 /** After a start-up that a missing process failed: lets go of MPI without waiting for it (no
  * MPI_Finalize, which would); the process should end. */
 void spmd__proc_abandon(void);

@@ -150,7 +150,7 @@ spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int 
     initialized_mpi = 1;
     spmd_status st = use_comm(MPI_COMM_WORLD, index, count);
     if (st != SPMD_OK)
-        spmd__proc_finalize();
+        spmd__proc_finalize(0); /* nothing went private yet */
     return st;
 }
 
@@ -201,10 +201,13 @@ uint64_t spmd__proc_host_id(void)
     return spmd__fnv1a(SPMD__FNV1A_SEED, name, (size_t)len);
 }
 
-spmd_status spmd__proc_finalize(void)
+spmd_status spmd__proc_finalize(int keep_comm)
 {
     spmd__rings_unlink();
-    if (owns_comm)
+    int size = 1;
+    if (owns_comm && keep_comm) /* alone, nothing else can send to it */
+        keep_comm = MPI_Comm_size(comm, &size) == MPI_SUCCESS && size > 1;
+    if (owns_comm && !keep_comm)
         MPI_Comm_free(&comm);
     restore_base_handler();
     comm = MPI_COMM_NULL;

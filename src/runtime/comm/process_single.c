@@ -24,7 +24,11 @@ spmd_status spmd__proc_init(int use_mpi, const void *user_comm, int *index, int 
     return SPMD_OK;
 }
 
-spmd_status spmd__proc_finalize(void) { return SPMD_OK; }
+spmd_status spmd__proc_finalize(int keep_comm)
+{
+    (void)keep_comm;
+    return SPMD_OK;
+}
 
 spmd_status spmd__proc_go_private(int64_t timeout_ns, int *fresh)
 {
