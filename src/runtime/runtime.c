@@ -39,6 +39,9 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_count;
 static spmd__runtime rt; /* built by spmd_init, then published (session.c) */
 static unsigned last_session;
+/* spmd__calls_failures at the session's start: after any failure since, spmd_finalize leaves
+ * the private communicator unfreed (spmd__proc_finalize) */
+static unsigned long failures_at_init;
 
 /* What each process tells the others at start-up (a failing process's message travels only
  * when one failed, in a second exchange). */
@@ -481,6 +484,7 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
     }
     choose_wait_policy(processes_here);
     rt.session = ++last_session;
+    failures_at_init = spmd__calls_failures();
     spmd__calls_open(rt.num_local, rt.process_index, rt.collective_timeout_ns);
     spmd__notes_open();
     return SPMD_OK;
@@ -549,7 +553,7 @@ static spmd_status spmd_finalize_checked(void)
         free(rt.devices);
         spmd__notes_close();
         spmd__calls_close();
-        st = spmd__proc_finalize(spmd__calls_failed_since_open());
+        st = spmd__proc_finalize(spmd__calls_failures() != failures_at_init);
         memset(&rt, 0, sizeof rt);
         spmd__runtime_clear();
     }

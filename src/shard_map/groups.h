@@ -208,8 +208,7 @@ spmd_status spmd__mesh_state_grouped_table(spmd_mesh *mesh, spmd__mesh_state *st
 
 /**
  * After a failed call that every process finished: drops the group tables and communicators
- * (unfinished exchanges may linger in them); the next collectives build new ones. The mesh's
- * control communicator is then never freed (failures_at_setup).
+ * (unfinished exchanges may linger in them); the next collectives build new ones.
  * `keep_scratch`: data movement was given up, so MPI may still use the staging buffers.
  */
 void spmd__mesh_state_discard_comms(spmd__mesh_state *state, int keep_scratch);

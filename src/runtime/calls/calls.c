@@ -127,15 +127,10 @@ spmd_status spmd__calls_enter_unnumbered(const char *fn, spmd__call_entry *e)
     return enter(fn, e, 0);
 }
 
-/* calls that failed in this process (spmd__calls_failures), and how many had at spmd_init */
-static atomic_ulong failures, failures_at_open;
+/* calls that failed in this process (spmd__calls_failures) */
+static atomic_ulong failures;
 
 unsigned long spmd__calls_failures(void) { return atomic_load(&failures); }
-
-int spmd__calls_failed_since_open(void)
-{
-    return atomic_load(&failures) != atomic_load(&failures_at_open);
-}
 
 void spmd__calls_exit(const spmd__call_entry *e, spmd_status st)
 {
@@ -343,7 +338,6 @@ static int push_count;
 
 void spmd__calls_open(int num_local, int process_index, int64_t timeout_ns)
 {
-    atomic_store(&failures_at_open, atomic_load(&failures));
     pthread_mutex_lock(&state);
     me = process_index;
     int64_t p = timeout_ns / 50;

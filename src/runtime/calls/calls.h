@@ -258,7 +258,5 @@ void spmd__calls_close(void);
  * that failed here alone, one abandoned before this process started it, one that ended well
  * here and timed out elsewhere). */
 unsigned long spmd__calls_failures(void);
-/** 1 when a call failed since spmd__calls_open. */
-int spmd__calls_failed_since_open(void);
 
 #endif /* SPMD_RUNTIME_CALLS_H */

@@ -229,8 +229,9 @@ static spmd_status take_note(const spmd__stream *s, const stream_state *t, int p
  * the slots), the note once the peer listens, then the answer. 1 when something moved; -2 when
  * the peer could not read the data (*failed says so). */
 static int send_note(const spmd__comm *c, const spmd__stream *s, stream_state *t, int p,
-                     uint64_t key, spmd_status *failed, const char *what)
+                     spmd_status *failed, const char *what)
 {
+    uint64_t key = t->key;
     if (!t->noted) {
         if (t->word < 0 && (t->word = spmd__ring_word_claim(p, key)) < 0) {
             t->chunked = 1; /* never a wait for a word: its holders may wait for this one */
@@ -269,7 +270,7 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     if (t->got < s->rbytes && t->listener < 0 && (t->listener = spmd__ring_listen(p, key)) >= 0)
         moved = 1;
     if (t->sent < s->sbytes && (t->noted || sends_direct(t))) {
-        int step = send_note(c, s, t, p, key, failed, what); /* may turn to chunks instead */
+        int step = send_note(c, s, t, p, failed, what); /* may turn to chunks instead */
         if (step < 0)
             return step;
         moved |= step;
@@ -373,7 +374,7 @@ int spmd__comm_ring_streams_note_early(spmd__comm *c, int n, const spmd__stream 
         if (!sends_direct(t) || t->noted)
             continue;
         spmd_status unused = SPMD_OK; /* only an answer fails, and none is looked at here */
-        send_note(c, &streams[i], t, c->processes[streams[i].peer], t->key, &unused, NULL);
+        send_note(c, &streams[i], t, c->processes[streams[i].peer], &unused, NULL);
         left += sends_direct(t) && !t->noted;
     }
     return left > 0;
