@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "host_memory.h"
 #ifdef SPMD_BENCH_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -288,9 +289,14 @@ static double mpi_baseline(const job *j)
     MPI_Comm_size(comm, &n);
     MPI_Comm_rank(comm, &me);
     size_t elem = spmd_dtype_size(j->dtype);
-    char *in = malloc(j->count * elem), *out = malloc(out_count(j) * elem + elem);
-    memset(in, 1, j->count * elem);
-    memset(out, 0, out_count(j) * elem + elem);
+    size_t in_bytes = j->count * elem, out_bytes = out_count(j) * elem + elem;
+    char *in = bench_host_alloc(in_bytes), *out = bench_host_alloc(out_bytes);
+    if (!in || !out) {
+        fprintf(stderr, "bench_collectives: out of memory for the MPI baseline\n");
+        MPI_Abort(comm, 1);
+    }
+    memset(in, 1, in_bytes);
+    memset(out, 0, out_bytes);
     MPI_Datatype t = mpi_type(j->dtype);
     int per = (int)(j->count / (size_t)n);
     double elapsed = 0;
@@ -324,8 +330,8 @@ static double mpi_baseline(const job *j)
     }
     double slowest = elapsed;
     MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
-    free(in);
-    free(out);
+    bench_host_free(in, in_bytes);
+    bench_host_free(out, out_bytes);
     return slowest;
 }
 #endif
@@ -352,8 +358,8 @@ static double stream_copy_bandwidth(void)
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     threads = threads < 1 ? 1 : threads > 64 ? 64 : threads;
     if (!a) {
-        a = malloc(bytes);
-        b = malloc(bytes);
+        a = bench_host_alloc(bytes); /* paged as the devices' buffers it bounds */
+        b = bench_host_alloc(bytes);
         if (!a || !b) {
             fprintf(stderr, "bench_collectives: no memory for the STREAM copy bound\n");
             exit(1);
@@ -720,6 +726,7 @@ int main(int argc, char **argv)
     config cfg;
     parse(argc, argv, &cfg);
     CHECK(spmd_init(NULL));
+    bench_warm_malloc(); /* before any baseline: host_memory.h */
     int me = spmd_process_index(), procs = spmd_process_count(), n = spmd_device_count();
     const char *name = "x";
     spmd_mesh *mesh = NULL;

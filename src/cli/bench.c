@@ -294,6 +294,24 @@ static int fewer(int count, int shrink, int least)
     return v > least ? v : least;
 }
 
+/* The suites' processes run with glibc's malloc asking for transparent huge pages for its large
+ * chunks, as libspmd asks for its CPU buffers of 2 MiB and more (SPMD_HUGE_PAGES): so do the
+ * baselines' buffers and Open MPI's own scratch, which a large MPI_Allreduce or
+ * MPI_Reduce_scatter_block allocates at every call (with 4 KiB pages, 4 x 1 on the 2-core VM,
+ * MPI_Allreduce of 64 MiB took 420 ms instead of 45). The GLIBC_TUNABLES value to run with, in
+ * `out`; NULL where SPMD_HUGE_PAGES is 0 or the tunable is already set. */
+#define HUGE_MALLOC_TUNABLE "glibc.malloc.hugetlb=1"
+static const char *malloc_tunables(char *out, size_t size)
+{
+    const char *huge = getenv("SPMD_HUGE_PAGES"), *set = getenv("GLIBC_TUNABLES");
+    if ((huge && strcmp(huge, "0") == 0) || (set && strstr(set, "glibc.malloc.hugetlb")))
+        return NULL;
+    return join(out, size, "%s%s%s", set && *set ? set : "", set && *set ? ":" : "",
+                HUGE_MALLOC_TUNABLE)
+               ? out
+               : NULL;
+}
+
 /* The command line of one run of suite s, writing its JSON to json_path; its iteration counts
  * divided by `shrink` (1: as set). */
 static void command_of(const suite *s, const options *o, const char *dir, const char *json_path,
@@ -309,6 +327,11 @@ static void command_of(const suite *s, const options *o, const char *dir, const 
         arg(a, "SPMD_NUM_CPU_DEVICES=1");
         arg(a, "-x");
         arg(a, "SPMD_CUDA_DEVICES_PER_GPU=1");
+        char tunables[512];
+        if (malloc_tunables(tunables, sizeof tunables)) {
+            arg(a, "-x");
+            arg(a, "GLIBC_TUNABLES=%s", tunables);
+        }
     }
     arg(a, "%s/%s", dir, s->program);
     long long max_bytes = o->quick && o->max_bytes > (1 << 20) ? (1 << 20) : o->max_bytes;
@@ -425,6 +448,10 @@ static int run_program(const argv_list *a, const options *o, int mpi, const char
         (void)join(devices, sizeof devices, "%d", o->devices);
         setenv("SPMD_NUM_CPU_DEVICES", devices, 1);
         setenv("SPMD_CUDA_DEVICES_PER_GPU", devices, 1);
+        char tunables[512];
+        if (malloc_tunables(tunables,
+                            sizeof tunables)) /* in-process suites: their bounds' buffers */
+            setenv("GLIBC_TUNABLES", tunables, 1);
         /* as spmd launch, for the layout the suite runs: MPI processes yield their cores only
          * when more of them poll than there are cores (yielding slows MPI's baselines too) */
         spmd_cli_mpi_settings(mpi ? o->procs : 1, mpi ? 1 : o->devices);
@@ -717,6 +744,9 @@ static cJSON *results_json(const options *o, const suite_result *res, int n)
     cJSON_AddNumberToObject(settings, "cap_seconds", o->cap_s);
     cJSON_AddNumberToObject(settings, "stable_spread", STABLE_SPREAD);
     cJSON_AddStringToObject(settings, "mpi_single_copy", single_copy_setting());
+    char tunables[512];
+    const char *t = malloc_tunables(tunables, sizeof tunables), *set = getenv("GLIBC_TUNABLES");
+    cJSON_AddStringToObject(settings, "glibc_tunables", t ? t : set && *set ? set : "");
     cJSON *list = cJSON_AddArrayToObject(root, "suites");
     for (int i = 0; i < n; i++) {
         const suite_result *r = &res[i];
@@ -899,6 +929,11 @@ static void write_report(FILE *f, const options *o, const suite_result *res, int
                          int *plots)
 {
     fprintf(f, "# libspmd benchmark report\n\n");
+    char tunables[512];
+    const char *set = getenv("GLIBC_TUNABLES");
+    const char *tunables_text = malloc_tunables(tunables, sizeof tunables);
+    if (!tunables_text)
+        tunables_text = set && *set ? set : "(unset)";
     fprintf(f,
             "libspmd %s, %d process(es) for the MPI rows, %d device(s) per process for the "
             "others, %ld core(s). Every result is the median of its runs (min–max beside "
@@ -909,9 +944,14 @@ static void write_report(FILE *f, const options *o, const suite_result *res, int
             "drifts between runs). `results.json` holds every row. The MPI baselines ran "
             "with single-copy mechanism: %s (OMPI_MCA_btl_vader_single_copy_mechanism; "
             "`none` sends every byte through the shared-memory FIFO, `cma` lets large "
-            "messages be copied once).\n\n",
+            "messages be copied once). Every process ran with GLIBC_TUNABLES=%s%s.\n\n",
             spmd_version_string(), o->procs, o->devices, sysconf(_SC_NPROCESSORS_ONLN),
-            STABLE_SPREAD * 100, o->cap_s, single_copy_setting());
+            STABLE_SPREAD * 100, o->cap_s, single_copy_setting(), tunables_text,
+            strstr(tunables_text, "glibc.malloc.hugetlb=1")
+                ? " (malloc's large chunks on transparent huge pages, as libspmd's CPU buffers "
+                  "of 2 MiB and more: the baselines' buffers and Open MPI's own scratch fault in "
+                  "2 MiB pages, not 4 KiB ones)"
+                : "");
     *plots = 0;
     for (int i = 0; i < n; i++) {
         const suite_result *r = &res[i];

@@ -215,6 +215,9 @@ static spmd_status resolve_local_devices(const spmd_init_options *o, process_rec
     long blas_threads = 1;
     SPMD_CHECK(spmd__env_int("SPMD_BLAS_THREADS", 1, 1024, &blas_threads, &from_env));
     rt.blas_threads = (int)blas_threads;
+    long huge_pages = 1;
+    SPMD_CHECK(spmd__env_int("SPMD_HUGE_PAGES", 0, 1, &huge_pages, &from_env));
+    rt.huge_pages = (int)huge_pages;
     long strict = 0;
     SPMD_CHECK(spmd__env_int("SPMD_STRICT_REPLICATION", 0, 1, &strict, &from_env));
     rt.strict_replication = (int)strict;
@@ -507,6 +510,7 @@ spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_c
         if (init_count++ == 0) {
             spmd__memory_pool_open(rt.buffer_pool_bytes);
             spmd__cpu_set_blas_threads(rt.blas_threads);
+            spmd__cpu_set_huge_pages(rt.huge_pages);
             spmd__runtime_publish(&rt);
             first = 1;
         }

@@ -33,6 +33,20 @@ grep -Eq '^\| devices=.* \| [0-9.]+ \| [0-9.]+ \([0-9.]+–[0-9.]+\) \| ' "$work
 grep -q '"iteration_divisor":' "$work/r/results.json" || fail "results.json has no iteration divisor"
 grep -q 'MPI baselines ran with single-copy mechanism: ' "$work/r/report.md" ||
     fail "report.md does not say which single-copy mechanism MPI used"
+# the baselines get the huge pages libspmd's buffers get (bench/README.md, "Pages")
+grep -q 'Every process ran with GLIBC_TUNABLES=.*glibc.malloc.hugetlb=1' "$work/r/report.md" ||
+    fail "report.md does not say that malloc asked for huge pages"
+grep -q '"glibc_tunables":	".*glibc.malloc.hugetlb=1"' "$work/r/results.json" ||
+    fail "results.json has no glibc_tunables"
+if [ "$have_mpi" = 1 ]; then
+    grep -q -- '-x GLIBC_TUNABLES=.*glibc.malloc.hugetlb=1 bench_reshard' "$work/r/report.md" ||
+        fail "the MPI suite's command does not pass the tunable"
+fi
+SPMD_HUGE_PAGES=0 "$spmd" bench --quick --devices 2 --out "$work/small" pmap 2>"$work/progress" ||
+    { cat "$work/progress" >&2; fail "spmd bench with SPMD_HUGE_PAGES=0 failed"; }
+if grep -q 'glibc.malloc.hugetlb' "$work/small/report.md"; then
+    fail "with SPMD_HUGE_PAGES=0 the report still names the huge-page tunable"
+fi
 grep -q '"ratio":' "$work/r/results.json" || fail "results.json has no ratio"
 grep -q '"run_ratio":' "$work/r/results.json" || fail "results.json has no run ratios"
 grep -q '"median":' "$work/r/results.json" || fail "results.json has no medians"

@@ -44,6 +44,9 @@ extern const spmd__backend spmd__backend_cpu;
  * so that P x L device threads calling the BLAS do not oversubscribe the cores.
  */
 void spmd__cpu_set_blas_threads(int threads);
+/** 1 (the default): CPU buffers of 2 MiB and more ask for transparent huge pages (cpu.c says
+ * why); 0: they come from malloc like the others. Buffers keep how they were made. */
+void spmd__cpu_set_huge_pages(int on);
 #ifdef SPMD_HAVE_CUDA
 extern const spmd__backend spmd__backend_cuda;
 #endif

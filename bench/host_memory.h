@@ -1,0 +1,70 @@
+/* The baselines' host buffers. Include after defining _GNU_SOURCE (mmap's flags). */
+#ifndef SPMD_BENCH_HOST_MEMORY_H
+#define SPMD_BENCH_HOST_MEMORY_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Host memory for a baseline's buffers, paged as libspmd pages a CPU device's (SPMD_HUGE_PAGES,
+ * src/runtime/devices/backend/cpu.c): from 2 MiB a mapping of its own whose whole huge pages ask
+ * for transparent huge pages, so that the baseline's first writes and the single-copy reads of
+ * its buffers cost what libspmd's do. bench_host_free takes the same bytes. */
+#define BENCH_HUGE_PAGE_BYTES ((size_t)2 << 20)
+
+static inline int bench_huge_pages(size_t bytes)
+{
+    const char *v = getenv("SPMD_HUGE_PAGES");
+    return bytes >= BENCH_HUGE_PAGE_BYTES && !(v && strcmp(v, "0") == 0);
+}
+
+static inline void *bench_host_alloc(size_t bytes)
+{
+    if (!bench_huge_pages(bytes))
+        return malloc(bytes ? bytes : 1);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), used = (bytes + page - 1) / page * page;
+    size_t len = used + BENCH_HUGE_PAGE_BYTES;
+    char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    char *block = (char *)(((uintptr_t)base + BENCH_HUGE_PAGE_BYTES - 1) &
+                           ~(uintptr_t)(BENCH_HUGE_PAGE_BYTES - 1));
+    if (block > base)
+        munmap(base, (size_t)(block - base));
+    if (base + len > block + used)
+        munmap(block + used, (size_t)(base + len - (block + used)));
+    (void)madvise(block, used, MADV_HUGEPAGE); /* huge pages only where a whole one fits */
+    return block;
+}
+
+static inline void bench_host_free(void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    if (!bench_huge_pages(bytes)) {
+        free(p);
+        return;
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    munmap(p, (bytes + page - 1) / page * page);
+}
+
+/* glibc serves a malloc above its mmap threshold (128 KiB at first) from a fresh mapping, faulted
+ * in page by page, and raises the threshold (up to 32 MiB) only as such a block is freed. Open
+ * MPI's collectives allocate their scratch at each call: a row larger than any block freed
+ * before it faulted its scratch in at every call (2 x 1 on the 2-core VM, MPI_Reduce_scatter_block
+ * of 1 MiB alone took 5 ms a call instead of 0.2), and the rows' figures depended on which rows
+ * ran first. One block just under 32 MiB, freed at the start, raises it once for the whole run,
+ * as the heap of a program that has run a while would. */
+static inline void bench_warm_malloc(void)
+{
+    volatile char *block = malloc(((size_t)32 << 20) - ((size_t)64 << 10));
+    if (block) {
+        block[0] = 0; /* kept: a malloc freed unused may be left out */
+        free((void *)block);
+    }
+}
+
+#endif /* SPMD_BENCH_HOST_MEMORY_H */
