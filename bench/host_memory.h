@@ -14,10 +14,12 @@
  * its buffers cost what libspmd's do. bench_host_free takes the same bytes. */
 #define BENCH_HUGE_PAGE_BYTES ((size_t)2 << 20)
 
+/* SPMD_HUGE_PAGES as spmd_init reads it: set to digits that make 0 ("0", "00"), it is off. */
 static inline int bench_huge_pages(size_t bytes)
 {
     const char *v = getenv("SPMD_HUGE_PAGES");
-    return bytes >= BENCH_HUGE_PAGE_BYTES && !(v && strcmp(v, "0") == 0);
+    int off = v && *v && strspn(v, "0123456789") == strlen(v) && strtol(v, NULL, 10) == 0;
+    return bytes >= BENCH_HUGE_PAGE_BYTES && !off;
 }
 
 static inline void *bench_host_alloc(size_t bytes)
@@ -26,6 +28,8 @@ static inline void *bench_host_alloc(size_t bytes)
         return malloc(bytes ? bytes : 1);
     size_t page = (size_t)sysconf(_SC_PAGESIZE), used = (bytes + page - 1) / page * page;
     size_t len = used + BENCH_HUGE_PAGE_BYTES;
+    if (used < bytes || len < used)
+        return NULL;
     char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED)
         return NULL;
@@ -35,7 +39,9 @@ static inline void *bench_host_alloc(size_t bytes)
         munmap(base, (size_t)(block - base));
     if (base + len > block + used)
         munmap(block + used, (size_t)(base + len - (block + used)));
+#ifdef MADV_HUGEPAGE
     (void)madvise(block, used, MADV_HUGEPAGE); /* huge pages only where a whole one fits */
+#endif
     return block;
 }
 

@@ -304,7 +304,10 @@ static int fewer(int count, int shrink, int least)
 static const char *malloc_tunables(char *out, size_t size)
 {
     const char *huge = getenv("SPMD_HUGE_PAGES"), *set = getenv("GLIBC_TUNABLES");
-    if ((huge && strcmp(huge, "0") == 0) || (set && strstr(set, "glibc.malloc.hugetlb")))
+    /* read as spmd_init reads it: digits that make 0 turn it off */
+    int off =
+        huge && *huge && strspn(huge, "0123456789") == strlen(huge) && strtol(huge, NULL, 10) == 0;
+    if (off || (set && strstr(set, "glibc.malloc.hugetlb")))
         return NULL;
     return join(out, size, "%s%s%s", set && *set ? set : "", set && *set ? ":" : "",
                 HUGE_MALLOC_TUNABLE)
@@ -933,7 +936,7 @@ static void write_report(FILE *f, const options *o, const suite_result *res, int
     const char *set = getenv("GLIBC_TUNABLES");
     const char *tunables_text = malloc_tunables(tunables, sizeof tunables);
     if (!tunables_text)
-        tunables_text = set && *set ? set : "(unset)";
+        tunables_text = set && *set ? set : "(not set)";
     fprintf(f,
             "libspmd %s, %d process(es) for the MPI rows, %d device(s) per process for the "
             "others, %ld core(s). Every result is the median of its runs (min–max beside "
@@ -944,13 +947,13 @@ static void write_report(FILE *f, const options *o, const suite_result *res, int
             "drifts between runs). `results.json` holds every row. The MPI baselines ran "
             "with single-copy mechanism: %s (OMPI_MCA_btl_vader_single_copy_mechanism; "
             "`none` sends every byte through the shared-memory FIFO, `cma` lets large "
-            "messages be copied once). Every process ran with GLIBC_TUNABLES=%s%s.\n\n",
+            "messages be copied once). Every process's GLIBC_TUNABLES: %s%s.\n\n",
             spmd_version_string(), o->procs, o->devices, sysconf(_SC_NPROCESSORS_ONLN),
             STABLE_SPREAD * 100, o->cap_s, single_copy_setting(), tunables_text,
             strstr(tunables_text, "glibc.malloc.hugetlb=1")
-                ? " (malloc's large chunks on transparent huge pages, as libspmd's CPU buffers "
-                  "of 2 MiB and more: the baselines' buffers and Open MPI's own scratch fault in "
-                  "2 MiB pages, not 4 KiB ones)"
+                ? " (glibc's malloc asks for transparent huge pages for its large blocks, as "
+                  "libspmd does for its CPU buffers of 2 MiB and more: Open MPI's own scratch "
+                  "then faults in 2 MiB pages where the kernel gives them, not 4 KiB ones)"
                 : "");
     *plots = 0;
     for (int i = 0; i < n; i++) {

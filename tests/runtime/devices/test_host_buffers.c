@@ -1,36 +1,59 @@
 /* CPU buffers of 2 MiB and more ask for transparent huge pages (SPMD_HUGE_PAGES,
  * src/runtime/devices/backend/cpu.c): an array's bytes survive at the sizes around the boundary,
  * a large buffer starts on a huge page's boundary and its mapping carries the advice (smaps'
- * VmFlags "hg"), SPMD_HUGE_PAGES=0 gives malloc's buffers, and a bad value fails spmd_init. */
+ * VmFlags "hg") that holds a header page and the block's pages and goes whole with the buffer,
+ * SPMD_HUGE_PAGES=0 gives malloc's buffers, and a bad value fails spmd_init. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "testutil.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SPMD_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPMD_TEST_ASAN 1
+#endif
+#endif
+#ifdef SPMD_TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 #define HUGE_PAGE ((size_t)2 << 20)
 
-/* 1 where the mapping that holds p is advised for huge pages, 0 where not, -1 where smaps does
- * not say (no such file, or a kernel without transparent huge pages). */
-static int advised_huge(const void *p)
+/* The mapping that holds p, from smaps: its bounds and whether it is advised for huge pages
+ * (VmFlags "hg"); 0 where smaps does not say (no such file, a kernel without transparent huge
+ * pages, no mapping there). */
+typedef struct area {
+    uintptr_t lo, hi;
+    int huge;
+} area;
+
+static int area_of(const void *p, area *out)
 {
     if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0)
-        return -1;
+        return 0;
     FILE *f = fopen("/proc/self/smaps", "r");
     if (!f)
-        return -1;
+        return 0;
     char line[1024];
-    int inside = 0, found = -1;
+    int inside = 0, found = 0;
     while (fgets(line, sizeof line, f)) {
         unsigned long lo = 0, hi = 0;
         char dash = 0;
         if (sscanf(line, "%lx%c%lx ", &lo, &dash, &hi) == 3 && dash == '-') {
             inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+            if (inside)
+                out->lo = lo, out->hi = hi;
             continue;
         }
         if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-            found = strstr(line, " hg") != NULL;
+            out->huge = strstr(line, " hg") != NULL;
+            found = 1;
             break;
         }
     }
@@ -48,9 +71,11 @@ static int malloc_asks_huge(void)
 static unsigned char pattern(size_t i, size_t bytes) { return (unsigned char)(i * 131 + bytes); }
 
 /* An array of `bytes` on the first device: its shard's address and mapping as `huge` says, every
- * byte written through the shard read back by spmd_array_to_host. */
-static void round_trip(size_t bytes, int huge)
+ * byte written through the shard read back by spmd_array_to_host; without the pool (`pooled` 0)
+ * a buffer of its own mapping is unmapped whole as the array goes. */
+static void round_trip(size_t bytes, int huge, int pooled)
 {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     unsigned char *host = malloc(bytes), *back = malloc(bytes);
     assert_non_null(host);
     assert_non_null(back);
@@ -66,14 +91,34 @@ static void round_trip(size_t bytes, int huge)
         assert_int_equal(sh.nbytes, bytes);
         uintptr_t at = (uintptr_t)sh.data;
         assert_int_equal(at % 64, 0);
-        int advised = advised_huge(sh.data);
-        if (huge && bytes >= HUGE_PAGE) {
+        area m = {0, 0, 0};
+        int known = area_of(sh.data, &m);
+        int own = huge && bytes >= HUGE_PAGE;
+        if (own) {
+            /* a header page, then the block's pages: nothing more */
             assert_int_equal(at % HUGE_PAGE, 0);
-            if (advised >= 0)
-                assert_int_equal(advised, 1);
-        } else if (advised >= 0 && !malloc_asks_huge()) {
-            assert_int_equal(advised, 0);
+            if (known) {
+                assert_int_equal(m.huge, 1);
+                assert_int_equal(m.lo, at - page);
+                size_t guard = 0;
+#ifdef SPMD_TEST_ASAN
+                guard = page; /* cpu.c's poisoned page past the end */
+#endif
+                assert_int_equal(m.hi, at + (bytes + page - 1) / page * page + guard);
+            }
+        } else if (known && !malloc_asks_huge()) {
+#ifndef SPMD_TEST_ASAN /* AddressSanitizer's own allocator may advise its large blocks */
+            assert_int_equal(m.huge, 0);
+#endif
         }
+#ifdef SPMD_TEST_ASAN
+        if (own) { /* AddressSanitizer still sees past either end of a mapping of its own */
+            assert_false(__asan_address_is_poisoned(sh.data));
+            assert_false(__asan_address_is_poisoned((char *)sh.data + bytes - 1));
+            assert_true(__asan_address_is_poisoned((char *)sh.data + bytes));
+            assert_true(__asan_address_is_poisoned((char *)sh.data - 1));
+        }
+#endif
         /* the whole block is the shard's: its last byte too */
         unsigned char *data = sh.data;
         assert_int_equal(data[bytes - 1], pattern(bytes - 1, bytes));
@@ -84,6 +129,13 @@ static void round_trip(size_t bytes, int huge)
         assert_memory_equal(back, host, bytes);
         host[bytes - 1] ^= 0xff;
         spmd_array_destroy(a);
+        if (own && !pooled) { /* freed at once: its whole mapping is gone */
+            errno = 0;
+            assert_int_equal(msync((void *)(at - page), page, MS_ASYNC), -1);
+            assert_int_equal(errno, ENOMEM);
+            assert_int_equal(
+                msync((void *)(at + bytes - 1 - (at + bytes - 1) % page), page, MS_ASYNC), -1);
+        }
     }
     free(host);
     free(back);
@@ -92,23 +144,42 @@ static void round_trip(size_t bytes, int huge)
 static const size_t sizes[] = {
     1, 4096, (2u << 20) - 1, 2u << 20, (2u << 20) + 1, (3u << 20) + 5, 8u << 20};
 
+/* spmd_init for these tests; 0 where the devices are not CPU devices (tests/run_cuda.sh). */
+static int init_on_cpu(void)
+{
+    assert_ok(spmd_init(NULL));
+    if (spmd_runtime_platform() == SPMD_PLATFORM_CPU)
+        return 1;
+    assert_ok(spmd_finalize());
+    return 0;
+}
+
+static void all_sizes(int huge, int pooled)
+{
+    setenv("SPMD_BUFFER_POOL_MB", pooled ? "1024" : "0", 1);
+    if (!init_on_cpu()) {
+        unsetenv("SPMD_BUFFER_POOL_MB");
+        skip();
+    }
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        round_trip(sizes[k], huge, pooled);
+    assert_ok(spmd_finalize());
+    unsetenv("SPMD_BUFFER_POOL_MB");
+}
+
 static void test_huge_by_default(void **state)
 {
     (void)state;
-    assert_ok(spmd_init(NULL));
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
-        round_trip(sizes[k], 1);
-    assert_ok(spmd_finalize());
+    all_sizes(1, 1);
+    all_sizes(1, 0);
 }
 
 static void test_setting_off(void **state)
 {
     (void)state;
     setenv("SPMD_HUGE_PAGES", "0", 1);
-    assert_ok(spmd_init(NULL));
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
-        round_trip(sizes[k], 0);
-    assert_ok(spmd_finalize());
+    all_sizes(0, 1);
+    all_sizes(0, 0);
     unsetenv("SPMD_HUGE_PAGES");
 }
 
@@ -126,6 +197,7 @@ static void test_bad_setting(void **state)
 
 int main(void)
 {
+    unsetenv("SPMD_HUGE_PAGES"); /* the default is what is tested first */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_huge_by_default),
         cmocka_unit_test(test_setting_off),

@@ -8,6 +8,24 @@
 #include "runtime/devices/backend/backend.h"
 #include "runtime/base/check.h"
 
+/* AddressSanitizer does not see into a mapping of our own: the bytes around the block are
+ * marked unaddressable, so that an overflow past its end or into its header is still caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SPMD_CPU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPMD_CPU_ASAN 1
+#endif
+#endif
+#ifdef SPMD_CPU_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(at, bytes) ASAN_POISON_MEMORY_REGION(at, bytes)
+#define UNPOISON(at, bytes) ASAN_UNPOISON_MEMORY_REGION(at, bytes)
+#else
+#define POISON(at, bytes) ((void)(at), (void)(bytes))
+#define UNPOISON(at, bytes) ((void)(at), (void)(bytes))
+#endif
+
 /* Cache-line alignment keeps shards of different devices off each other's lines. */
 #define CPU_ALIGNMENT 64
 
@@ -28,8 +46,8 @@ static spmd_status cpu_bind_thread(int hw)
  * and most distributions): its first write faults once per 2 MiB instead of once per 4 KiB
  * page, and a peer's straight read of it (process_vm_readv) pins a few large pages instead of
  * hundreds of small ones. On the 2-core VM a 4 KiB fault costs about 11 us (README "Stop 75").
- * A buffer takes no more memory than its bytes' pages: its tail past the last whole huge page
- * keeps small ones. */
+ * A buffer takes its bytes' pages and one more (the header's): its tail past the last whole
+ * huge page keeps small ones. */
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 static int huge_pages = 1; /* spmd__cpu_set_huge_pages */
 
@@ -38,11 +56,15 @@ void spmd__cpu_set_huge_pages(int on) { __atomic_store_n(&huge_pages, on, __ATOM
 /* The word before a block says how it was made: what malloc returned (at least 16-aligned), or
  * the start of its own mapping with the low bit set, the mapping's length in the word before. */
 #define OWN_MAPPING 1u
+#define HEADER_BYTES (sizeof(uintptr_t) + sizeof(size_t))
 
 static void *huge_alloc(size_t bytes)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t used = (bytes + page - 1) / page * page;
+#ifdef SPMD_CPU_ASAN
+    used += page; /* a poisoned page past the end, whatever the size */
+#endif
     /* room to put the block on a huge page's boundary, with a page before it for the header */
     size_t len = used + HUGE_PAGE_BYTES + page;
     if (used < bytes || len < used)
@@ -57,13 +79,17 @@ static void *huge_alloc(size_t bytes)
     if (base + len > end)
         munmap(end, (size_t)(base + len - end));
     size_t mapped = (size_t)(end - start);
+#ifdef MADV_HUGEPAGE
     /* Advice only: where the kernel has no huge pages to give, the pages stay small. The
      * whole mapping, one area: the kernel puts huge pages only where a whole aligned 2 MiB lies
      * inside it, so the header page and the tail past the last one keep small pages. */
     (void)madvise(start, mapped, MADV_HUGEPAGE);
+#endif
     uintptr_t tagged = (uintptr_t)start | OWN_MAPPING;
     memcpy(block - sizeof tagged, &tagged, sizeof tagged);
     memcpy(block - sizeof tagged - sizeof mapped, &mapped, sizeof mapped);
+    POISON(start, page); /* the header too: cpu_free unpoisons it to read it */
+    POISON(block + bytes, (size_t)(end - (block + bytes)));
     return block;
 }
 
@@ -103,11 +129,15 @@ static void cpu_free(int hw, void *ptr, size_t bytes)
     if (!ptr)
         return;
     uintptr_t word;
+    if (((uintptr_t)ptr & (HUGE_PAGE_BYTES - 1)) == 0) /* maybe its own mapping's, poisoned */
+        UNPOISON((char *)ptr - HEADER_BYTES, HEADER_BYTES);
     memcpy(&word, (char *)ptr - sizeof word, sizeof word);
     if (word & OWN_MAPPING) {
         size_t mapped;
         memcpy(&mapped, (char *)ptr - sizeof word - sizeof mapped, sizeof mapped);
-        munmap((void *)(word & ~(uintptr_t)OWN_MAPPING), mapped);
+        char *start = (char *)(word & ~(uintptr_t)OWN_MAPPING);
+        UNPOISON(start, mapped); /* the addresses may come back in another mapping */
+        munmap(start, mapped);
     } else {
         free((void *)word);
     }
