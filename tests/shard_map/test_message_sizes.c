@@ -271,9 +271,7 @@ int main(void)
     static const int64_t sizes[] = {8,     1024,  1296,  1312,  1344,  1400,  4096,   8192,   12288,
                                     32768, 49164, 65536, 66496, 66560, 66624, 131072, 1 << 20};
     /* the largest size streams its rounds in 64 KiB chunks: repeated, for chunks that could
-     * overtake each other (a reader that looks at the slots one after another), and for a
-     * reduction's long all-gather rounds, which go as notes read straight or through the slots
-     * by turns while each way is measured (spmd__ring_note_pays; where CMA works) */
+     * overtake each other (a reader that looks at the slots one after another) */
     size_t nsizes = sizeof sizes / sizeof *sizes;
     for (size_t t = 0; t < nsizes; t++)
         for (int rep = 0; rep < (t + 1 == nsizes ? 16 : 1); rep++)

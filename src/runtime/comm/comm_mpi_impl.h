@@ -163,10 +163,6 @@ typedef struct spmd__stream {
     int send_stays;
     /* not NULL: take copies each chunk to into + offset, so a straight read may land there */
     void *into;
-    /* what goes out was just written, on both sides alike (a reduction's all-gather and
-     * hand-back rounds): from 512 KiB, whether it goes as a note is measured
-     * (ring_stream_mpi.c) */
-    int just_written;
 } spmd__stream;
 /** A stream's progress (ring_stream_mpi.c's to read and write): its name in the rings, what
  * went out and came in, its listener, its note's word. */
@@ -174,11 +170,10 @@ typedef struct spmd__stream_state {
     uint64_t key; /* of the exchange as it began (the communicator's stamp then) */
     size_t sent, got;
     int listener;
-    int word;               /* claimed for its note (-1: none) */
-    int noted;              /* the note went out: sent once the peer answered in the word */
-    int chunked;            /* no word was free: the data goes through the slots */
-    int as_note;            /* chosen as it began: the data goes as a note */
-    int64_t first_chunk_ns; /* a long copy's first chunk came then (0: not timed) */
+    int word;    /* claimed for its note (-1: none) */
+    int noted;   /* the note went out: sent once the peer answered in the word */
+    int chunked; /* no word was free: the data goes through the slots */
+    int as_note; /* chosen as it began: the data goes as a note */
 } spmd__stream_state;
 /**
  * Swaps data with each stream's rank through the shared-memory rings (ring_stream_mpi.c), in

@@ -68,11 +68,7 @@ enum { WAY_CACHED = 1, WAY_AROUND = 2 };
 typedef struct way_costs {
     _Alignas(64) _Atomic uint32_t write_ns[2]; /* the sender's line ... */
     _Atomic uint32_t messages, turn_way;       /* counted into turns; the way of the current one */
-    _Atomic uint32_t long_copies;              /* counted (spmd__ring_note_pays) */
     _Alignas(64) _Atomic uint32_t read_ns[2];  /* ... and the receiver's */
-    /* a long copy's time on its reader, start to end, by way: [0] through the slots, [1] as a
-     * note read straight (spmd__ring_note_long_copy) */
-    _Atomic uint32_t copy_ns[2], copies_seen[2];
 } way_costs;
 
 typedef struct slot {
@@ -771,7 +767,7 @@ size_t spmd__ring_capacity(void) { return R.wide_bytes ? R.wide_bytes : SPMD__RI
  * cache), so the writer times its writes and the reader its reads (claim to release), both
  * ways, and the writer chooses the way whose sum is less, a turn of BURST messages at a time,
  * going the other way for one turn in every EXPLORE_EVERY (the writer's time alone favours
- * going around, whose cost falls on the reader). Long streams always go around
+ * going around, whose cost falls on the reader). A stream's chunks go around from 4 MiB
  * (ring_stream_mpi.c). From TIMED_BYTES on: shorter messages are latency, which the clock would
  * only blur. The ways move the same bytes: only the time differs.
  */
@@ -811,34 +807,13 @@ static int choose_way(ring *r, size_t bytes, int long_stream, int *timed)
                                                                                   : WAY_CACHED;
 }
 
-/* A long copy's way (spmd__pick_way, a note first): runs of FIRST_COPIES until both ways are
- * measured, then the other way once in EXPLORE_COPY. Short runs and frequent tries: a copy is
- * long, and a way tried in vain costs every copy of its run. */
-#define FIRST_COPIES 3
-#define EXPLORE_COPY 32
-
-int spmd__ring_note_pays(int to)
-{
-    int j = R.local_of[to];
-    way_costs *w = &ring_in(R.peers[j], R.here)->costs;
-    uint32_t k = atomic_fetch_add_explicit(&w->long_copies, 1, memory_order_relaxed);
-    uint64_t note = atomic_load_explicit(&w->copy_ns[1], memory_order_relaxed);
-    uint64_t slots = atomic_load_explicit(&w->copy_ns[0], memory_order_relaxed);
-    return spmd__pick_way(k, note, slots, FIRST_COPIES, EXPLORE_COPY) == 0;
-}
-
 /* A cost into its moving average (spmd__cost_average). */
-static void note_cost_by(_Atomic uint32_t *avg, int64_t ns, size_t bytes, int up, int down)
-{
-    uint32_t old = atomic_load_explicit(avg, memory_order_relaxed);
-    uint32_t now = spmd__cost_average(old, ns, bytes, up, down);
-    if (now != old) /* a sample left out writes nothing over another thread's */
-        atomic_store_explicit(avg, now, memory_order_relaxed);
-}
-
 static void note_cost(_Atomic uint32_t *avg, int64_t ns, size_t bytes)
 {
-    note_cost_by(avg, ns, bytes, 2, 2);
+    uint32_t old = atomic_load_explicit(avg, memory_order_relaxed);
+    uint32_t now = spmd__cost_average(old, ns, bytes, 2, 2);
+    if (now != old) /* a sample left out writes nothing over another thread's */
+        atomic_store_explicit(avg, now, memory_order_relaxed);
 }
 
 /* Writes a message into the ring to process `to`: into a slot where it fits, else into one of
@@ -1136,21 +1111,6 @@ void spmd__ring_release(spmd__ring_message *m)
     atomic_store_explicit(&((slot_head *)m->slot)->state, SLOT_EMPTY, memory_order_release);
     m->slot = NULL;
     ring_bell(segment_of(m->sender)); /* its writer may wait for the slot */
-}
-
-/* A way's first copies are left out: they find their buffers' pages not yet mapped (faults)
- * or out of the caches, which the copies after them do not. Later such copies (a new buffer)
- * raise a way's cost by an eighth of theirs, where a cheaper copy halves the difference: the
- * way not taken is measured only now and then, and a cost left high by one such copy would
- * keep it untaken. */
-#define COPIES_LEFT_OUT 2
-
-void spmd__ring_note_long_copy(int from, int as_note, int64_t ns, size_t bytes)
-{
-    way_costs *w = &ring_in(R.own, R.local_of[from])->costs;
-    if (atomic_fetch_add_explicit(&w->copies_seen[as_note != 0], 1, memory_order_relaxed) >=
-        COPIES_LEFT_OUT)
-        note_cost_by(&w->copy_ns[as_note != 0], ns, bytes, 3, 1);
 }
 
 long spmd__ring_take(int from, uint64_t wire, int tag, void *buf, size_t cap)

@@ -166,23 +166,6 @@ int spmd__ring_direct_from(int from);
 /** Reads `bytes` at address `src` in process `from`'s memory into dst: 0, else the errno
  * (ESRCH: the process is gone; EFAULT: nothing is mapped there any more). */
 int spmd__ring_read_direct(int from, void *dst, uint64_t src, size_t bytes);
-/** What a long copy of just-written data from process `from` (one that could have gone either
- * way) took its reader, `ns` for `bytes`, as a note read straight (as_note: the read alone) or
- * through the slots (from its first chunk to its last, the reader's own chunks out to that
- * peer written in between; not the first chunk's write): for that process's next
- * spmd__ring_note_pays. The spans differ a little; the ways they choose between differ by
- * twice or more where the choice matters (stop 63 in README.md). */
-void spmd__ring_note_long_copy(int from, int as_note, int64_t ns, size_t bytes);
-/**
- * Whether this process's next long copy of what it just wrote to process `to` (one its reader
- * could take either way) goes as a note, read straight, rather than through the slots:
- * whichever took the pair's reader less time lately, per KiB, the other way tried now and
- * then. A straight read of what the sender just wrote pulls every line from the sender's
- * cache, dear where the two share none (2 x 1 on the VM, far: a psum of 1-4 MiB ran 3-3.5
- * times as fast through the slots); where they share one, it is the faster way.
- * Both carry the same bytes.
- */
-int spmd__ring_note_pays(int to);
 /**
  * The words through which a reader answers a note (its data read straight, or not): a few per
  * pair and direction, in the note's sender's segment. The sender claims one for its note's

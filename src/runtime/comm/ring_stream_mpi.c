@@ -43,13 +43,15 @@ static size_t chunk_bytes(void) { return spmd__ring_wide_bytes() / 4096 * 4096; 
 
 /* From this size on, a stream's chunks always go into the slots around the caches
  * (non-temporal stores: host_rings.c says why a peer on another cache wants them); shorter
- * ones go the way the rings measured cheaper for the peer. Near (the two cores share a cache)
- * the large reductions gain too, the gradients' buckets lose a little: 2 x 1, ratio to MPI with
- * CMA, medians of 19-20 runs alternating with every chunk through the caches, each run told
- * near or far by a cache line's round trip (55 against 320-360 ns): psum 1-16 MiB near
- * 0.92-1.56 -> 0.97-1.69, far 0.77-0.94 -> 1.33-1.46; psum_scatter 1-16 MiB near 3.82-5.42 ->
- * 4.11-6.56, far 2.42-2.90 -> 5.39-9.41; psum_many of 200 gradients near 1.16 -> 1.07, far
- * 0.50 -> 1.34. */
+ * ones go the way the rings measured cheaper for the pair. From 512 KiB, as until stop 76, the
+ * near runs lost (2 x 1 on huge pages, ratio to MPI with CMA, medians of 6 runs alternating
+ * with the measured way: psum 1-4 MiB 0.62-0.85 against 0.89-1.04), and from 4 MiB the measured
+ * way lost far (5 runs, a cache line's round trip 470-520 ns: psum 8-16 MiB 0.73-0.79 measured,
+ * 0.89-0.98 around from 512 KiB, 0.86-1.01 from 4 MiB). */
+#define AROUND_STREAM_BYTES ((size_t)4 << 20)
+
+/* A long stream: from this size on, on a machine whose processes outnumber its cores, an
+ * exchange's message may go as a note (as_note says why). */
 #define LONG_STREAM_BYTES (512 * 1024)
 
 /* The chunks of a message of `bytes`: a quarter of it (whole 4 KiB, at least 16 KiB) up to a
@@ -106,10 +108,7 @@ static uint64_t key_of(const spmd__comm *c, const spmd__stream *s)
  * its own straight reads, CMA: ppermute 128 KiB-4 MiB 0.54-0.68 -> 0.93-1.09, all_to_all
  * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33; from 64 KiB down to
  * 32 KiB, 10 runs: all_gather of 64 KiB 0.88 -> 0.96).
- * A reduction's rounds choose for themselves (tree_mpi.c); what its all-gather rounds send was
- * just written (just_written), and from LONG_STREAM_BYTES on goes as a note only where that took
- * the peer less time lately than the slots (spmd__ring_note_pays): the reader times both ways, from
- * the note or the first chunk to the end of the copy.
+ * A reduction's rounds choose for themselves (tree_mpi.c).
  * The note's reader answers in a word of the sender's (host_rings.h): the buffer is the
  * caller's again only once it did, or once the sender released the word unanswered. */
 /* A stream's note (spmd__ring_send_marked), told from its data by its mark. */
@@ -122,36 +121,25 @@ typedef struct direct_note {
 
 typedef spmd__stream_state stream_state;
 
-/* A long copy of what its sender just wrote: its way is measured (spmd__ring_note_pays). */
-static int way_measured(const spmd__stream *s, size_t bytes)
-{
-    return s->just_written && bytes >= LONG_STREAM_BYTES;
-}
-
 static int stream_open(const spmd__stream *s, const stream_state *t)
 {
     return t->sent < s->sbytes || t->got < s->rbytes;
 }
 
 /* The sender's choice as the stream begins, which its reader needs not know beforehand: a note
- * comes marked. A long copy of just-written data goes the way that took the peer less time
- * lately (way_measured).
+ * comes marked.
  * Where the machine's processes outnumber its cores, an exchange's message (or a reduction's
- * hand-off) goes as a note only from LONG_STREAM_BYTES, and what was just written never: the
- * reader alone then copies while the sender waits for its word, where through the slots both
- * copy in turn, which pays below that (4 x 1 on 2 cores, ratio to MPI with CMA, medians of 17
- * near runs alternating with notes never read straight there: ppermute 512 KiB-2 MiB 0.65-0.76
- * -> 0.83-0.90, all_gather 2-8 MiB 0.88-1.12 -> 1.11-1.44, all_to_all 2-8 MiB 0.93-1.00 ->
- * 1.02-1.11; from 32 KiB, as on a machine with a core each, and with ppermute's paired
- * exchange only to 32 KiB, all_gather of 128 KiB-1 MiB lost 0.09-0.29 and ppermute of 64 KiB
- * 0.34). */
+ * hand-off) goes as a note only from LONG_STREAM_BYTES: the reader alone then copies while the
+ * sender waits for its word, where through the slots both copy in turn, which pays below that
+ * (4 x 1 on 2 cores, ratio to MPI with CMA, medians of 17 near runs alternating with notes never
+ * read straight there: ppermute 512 KiB-2 MiB 0.65-0.76 -> 0.83-0.90, all_gather 2-8 MiB 0.88-1.12
+ * -> 1.11-1.44, all_to_all 2-8 MiB 0.93-1.00 -> 1.02-1.11; from 32 KiB, as on a machine with a core
+ * each, and with ppermute's paired exchange only to 32 KiB, all_gather of 128 KiB-1 MiB lost
+ * 0.09-0.29 and ppermute of 64 KiB 0.34). */
 static int as_note(const spmd__stream *s, int p)
 {
-    size_t least = !spmd__rings_crowded() ? SPMD__COMM_STRAIGHT_BYTES
-                   : s->just_written      ? SIZE_MAX
-                                          : LONG_STREAM_BYTES;
-    return s->send_stays && !s->fill && s->sbytes >= least && spmd__ring_direct_to(p) &&
-           (!way_measured(s, s->sbytes) || spmd__ring_note_pays(p));
+    size_t least = !spmd__rings_crowded() ? SPMD__COMM_STRAIGHT_BYTES : LONG_STREAM_BYTES;
+    return s->send_stays && !s->fill && s->sbytes >= least && spmd__ring_direct_to(p);
 }
 
 static int sends_direct(const stream_state *t) { return t->as_note && !t->chunked && t->sent == 0; }
@@ -164,13 +152,9 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
 {
     int err = 0;
     char *bounce = s->into ? NULL : malloc(chunk);
-    if (s->into) {
-        int timed = way_measured(s, (size_t)note->bytes); /* for the sender's next choice */
-        int64_t began = timed ? spmd__now_ns() : 0;
+    if (s->into)
         err = spmd__ring_read_direct(p, s->into, note->at, (size_t)note->bytes);
-        if (!err && timed)
-            spmd__ring_note_long_copy(p, 1, spmd__now_ns() - began, (size_t)note->bytes);
-    } else if (!bounce)
+    else if (!bounce)
         err = ENOMEM;
     for (size_t at = 0; bounce && !err && at < note->bytes; at += chunk) {
         size_t len = note->bytes - at < chunk ? (size_t)note->bytes - at : chunk;
@@ -280,7 +264,7 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
         size_t len = next_chunk(s->sbytes, t->sent, chunk);
         const char *from = s->fill ? NULL : (const char *)s->send + t->sent;
         if (spmd__ring_send_chunk(p, c->wire, s->tag, key, from, len, s->fill, s->fill_arg,
-                                  s->sbytes >= LONG_STREAM_BYTES)) {
+                                  s->sbytes >= AROUND_STREAM_BYTES)) {
             t->sent += len;
             moved = 1;
         }
@@ -304,8 +288,6 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
     } else if (claimed) {
         size_t want = next_chunk(s->rbytes, t->got, chunk);
         *came = m.bytes;
-        if (t->got == 0 && way_measured(s, s->rbytes)) /* or a note */
-            t->first_chunk_ns = spmd__now_ns();
         if (m.bytes == want)
             s->take(s->arg, t->got, m.data, want);
         spmd__ring_release(&m);
@@ -316,8 +298,6 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
         if (t->got == s->rbytes) { /* all of it: no more chunks may take this one's slots */
             spmd__ring_unlisten(p, t->listener);
             t->listener = -1;
-            if (t->first_chunk_ns) /* for the sender's next choice */
-                spmd__ring_note_long_copy(p, 0, spmd__now_ns() - t->first_chunk_ns, s->rbytes);
         }
     }
     return moved;
@@ -349,7 +329,7 @@ static spmd_status stream_timeout(const char *what, int p, int receiving, int li
 /* A stream as it begins: its key, its way (as_note), and no listener yet. */
 static stream_state state_at_start(const spmd__comm *c, const spmd__stream *s)
 {
-    stream_state t = {key_of(c, s), 0, 0, -1, -1, 0, 0, 0, 0};
+    stream_state t = {key_of(c, s), 0, 0, -1, -1, 0, 0, 0};
     t.as_note = as_note(s, c->processes[s->peer]);
     return t;
 }

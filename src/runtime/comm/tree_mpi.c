@@ -508,13 +508,20 @@ enum {
     ROUNDS = 66
 };
 
-/* A round that copies (the all-gather's) may send from this size on what it has, unchanged
- * until the round ends, as a note of where it lies to a peer that reads this process's memory
- * straight, where that took the peer less time lately than the slots (ring_stream_mpi.c); the
- * additions' rounds always go through the slots, as smaller copies do (2 x 1, medians of 4 runs
- * alternating with the slots alone, ratio to MPI with CMA: psum 1-16 MiB 0.75-1.38 -> 0.92-1.51
- * read straight; psum 128-512 KiB 1.20-1.57 -> 1.09-1.30, and the additions' rounds read
- * straight lost too). */
+/* The extra rank's hand-off (its inputs, unchanged until the round ends) may go from this size
+ * on as a note of where it lies, to a peer that reads this process's memory straight
+ * (ring_stream_mpi.c). What the all-gather's and the hand-back's rounds send was just written
+ * (the additions' result) and goes through the slots: read straight, it is pulled out of the
+ * sender's cache and stays shared with the reader's, so that where the two share no cache the
+ * sender's next writes there wait on the reader's. The reader's own time, by which stop 63 chose
+ * the way, misses that: far, it read 1 MiB in 40 us against 68 through the slots while the
+ * whole psum took 1.5 times as long. 2 x 1, ratio to MPI with CMA, medians of runs alternating
+ * with that choice, labelled by a cache line's round trip: far (440-540 ns, 61 runs) psum
+ * 1-8 MiB 0.62-0.99 -> 0.97-1.57; near (110-170 ns, 3-4 runs) psum 1-4 MiB 0.70-0.77 ->
+ * 0.86-1.14, but 8-16 MiB 0.90-1.03 -> 0.68-0.88, where the straight read had been faster.
+ * The additions' rounds always go through the slots, as smaller copies do (2 x 1, medians of 4
+ * runs alternating with the slots alone, ratio to MPI with CMA: psum 128-512 KiB 1.20-1.57 ->
+ * 1.09-1.30 read straight, and the additions' rounds read straight lost too). */
 #define STRAIGHT_ROUND_BYTES (512 * 1024)
 
 /* A round with rank `peer` through the rings: [sa, sb) of the vector goes out while the peer's
@@ -536,10 +543,9 @@ static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int
                       .arg = &part,
                       .fill = r->in->nruns ? fill_chunk : NULL,
                       .fill_arg = &part,
-                      .send_stays = straight && (sb - sa) * r->elem >= STRAIGHT_ROUND_BYTES,
-                      .into = straight ? acc + ra * r->elem : NULL,
-                      /* the hand-off sends inputs to a peer that adds them */
-                      .just_written = straight && round != ROUND_HAND_OFF};
+                      .send_stays = straight && round == ROUND_HAND_OFF &&
+                                    (sb - sa) * r->elem >= STRAIGHT_ROUND_BYTES,
+                      .into = straight ? acc + ra * r->elem : NULL};
     return spmd__comm_ring_streams(r->c, 1, &s, NULL, "the reduction's data", r->deadline, r->wait,
                                    0);
 }
