@@ -784,12 +784,13 @@ static uint64_t way_cost(const way_costs *w, int way)
 }
 
 /* The way of a message of `bytes` into a wide slot of ring r, and whether its cost is
- * measured (*timed): a long stream's chunk around the caches, a short message through them. */
-static int choose_way(ring *r, size_t bytes, int long_stream, int *timed)
+ * measured (*timed): a chunk sent `always_around` around the caches, a short message through them.
+ */
+static int choose_way(ring *r, size_t bytes, int always_around, int *timed)
 {
     *timed = 0;
-    if (long_stream || bytes < TIMED_BYTES)
-        return long_stream ? WAY_AROUND : WAY_CACHED;
+    if (always_around || bytes < TIMED_BYTES)
+        return always_around ? WAY_AROUND : WAY_CACHED;
     way_costs *w = &r->costs;
     uint32_t k = atomic_fetch_add_explicit(&w->messages, 1, memory_order_relaxed);
     /* a turn of BURST messages one way, chosen as it begins: its first ones find the slots as
@@ -817,11 +818,11 @@ static void note_cost(_Atomic uint32_t *avg, int64_t ns, size_t bytes)
 }
 
 /* Writes a message into the ring to process `to`: into a slot where it fits, else into one of
- * the first `wide` wide slots; its bytes are head's and tail's, or what fill writes. A long
- * stream's chunk (long_stream) goes around the caches; others as choose_way finds. */
+ * the first `wide` wide slots; its bytes are head's and tail's, or what fill writes. A chunk
+ * sent `always_around` goes around the caches; others as choose_way finds. */
 static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, uint64_t key,
                      const void *head, size_t head_bytes, const void *tail, size_t tail_bytes,
-                     spmd__ring_fill_fn fill, void *fill_arg, int long_stream)
+                     spmd__ring_fill_fn fill, void *fill_arg, int always_around)
 {
     size_t bytes = head_bytes + tail_bytes;
     if (!R.n || bytes > spmd__ring_capacity())
@@ -847,7 +848,7 @@ static int send_into(int to, int wide, uint64_t wire, int tag, uint32_t stamp, u
         size_t capacity;
         char *data = slot_data(R.peers[j], R.here, k, &capacity);
         int timed = 0; /* a narrow slot's message is short: through the caches */
-        int way = k >= SLOTS ? choose_way(r, bytes, long_stream, &timed) : WAY_CACHED;
+        int way = k >= SLOTS ? choose_way(r, bytes, always_around, &timed) : WAY_CACHED;
         int around = way == WAY_AROUND;
         int64_t start = timed ? spmd__now_ns() : 0;
         if (fill)
@@ -881,12 +882,12 @@ int spmd__ring_send(int to, uint64_t wire, int tag, uint32_t stamp, const void *
 }
 
 int spmd__ring_send_chunk(int to, uint64_t wire, int tag, uint64_t key, const void *data,
-                          size_t bytes, spmd__ring_fill_fn fill, void *fill_arg, int long_stream)
+                          size_t bytes, spmd__ring_fill_fn fill, void *fill_arg, int always_around)
 {
     /* looked at before each chunk: a reader that gave up takes no more (one chunk may still
      * slip in between: its reader's next look empties it, see empty_leftovers) */
     return spmd__ring_listened(to, key) && send_into(to, WIDE_SLOTS, wire, tag, 0, key, data, bytes,
-                                                     NULL, 0, fill, fill_arg, long_stream);
+                                                     NULL, 0, fill, fill_arg, always_around);
 }
 
 int spmd__ring_send_marked(int to, uint64_t wire, int tag, uint64_t key, uint32_t mark,

@@ -89,14 +89,14 @@ typedef void (*spmd__ring_fill_fn)(void *arg, char *dst, size_t bytes, int strea
  * wide slot (a message takes only the first); its bytes from data, or written by fill (not
  * NULL). Only while `to` listens for the stream (spmd__ring_listened, looked at first: 0 when
  * it does not): a chunk in a wide slot has a reader that takes it soon, and one that its reader
- * gave up on is emptied by that reader's next look. A chunk of a long stream (long_stream) is
- * written around the caches (non-temporal stores, fenced before the reader may see it); any
+ * gave up on is emptied by that reader's next look. A chunk sent `always_around` (a long stream's)
+ * is written around the caches (non-temporal stores, fenced before the reader may see it); any
  * other message of 4 KiB or more into a wide slot (spmd__ring_send's too) goes through the
  * caches or around them, whichever cost the pair less to write and read lately (host_rings.c
  * says why).
  */
 int spmd__ring_send_chunk(int to, uint64_t wire, int tag, uint64_t key, const void *data,
-                          size_t bytes, spmd__ring_fill_fn fill, void *fill_arg, int long_stream);
+                          size_t bytes, spmd__ring_fill_fn fill, void *fill_arg, int always_around);
 /** As spmd__ring_send_chunk, a chunk that its reader tells apart by a nonzero `mark` (a plain
  * chunk's is 0): a note about the stream rather than its data. */
 int spmd__ring_send_marked(int to, uint64_t wire, int tag, uint64_t key, uint32_t mark,

@@ -532,7 +532,8 @@ static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int
                                 size_t sb, size_t ra, size_t rb, int add)
 {
     stream_part part = {r, acc, sa, ra, fresh, add};
-    int straight = r->in->host && !r->in->nruns && !add; /* a copy of host memory */
+    /* the hand-off's inputs: host memory, unchanged until the round ends */
+    int inputs_stay = round == ROUND_HAND_OFF && r->in->host && !r->in->nruns && !add;
     spmd__stream s = {.peer = peer,
                       .tag = r->tag,
                       .round = r->bucket * ROUNDS + round,
@@ -543,9 +544,7 @@ static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int
                       .arg = &part,
                       .fill = r->in->nruns ? fill_chunk : NULL,
                       .fill_arg = &part,
-                      .send_stays = straight && round == ROUND_HAND_OFF &&
-                                    (sb - sa) * r->elem >= STRAIGHT_ROUND_BYTES,
-                      .into = straight ? acc + ra * r->elem : NULL};
+                      .send_stays = inputs_stay && (sb - sa) * r->elem >= STRAIGHT_ROUND_BYTES};
     return spmd__comm_ring_streams(r->c, 1, &s, NULL, "the reduction's data", r->deadline, r->wait,
                                    0);
 }
