@@ -83,11 +83,14 @@ static const suite suites[] = {
     {"gradients_mpi",
      "bench_gradients",
      "a training step's 200 float32 gradients (1 KiB-1 MiB, 30 MB) psum'd: psum_many and one "
-     "psum per array against one MPI_Allreduce of them concatenated",
+     "psum per array against one MPI_Allreduce of them concatenated, in place and into another "
+     "buffer",
      1,
      "rows",
      {"method"},
-     {{"time", "time_us", "mpi_concat_us", "MPI_Allreduce of the concatenation", "us", 0}}},
+     {{"time", "time_us", "mpi_concat_us", "MPI_Allreduce of the concatenation", "us", 0},
+      {"time, against MPI into another buffer", "time_us", "mpi_separate_us",
+       "MPI_Allreduce of the concatenation into another buffer", "us", 0}}},
     {"dispatch",
      "bench_collectives",
      "empty fn through a reused plan against a thread pool",

@@ -238,10 +238,16 @@ spmd_status spmd__coll_copier_finish(const copier *cp, int rc);
 
 /** The reduction between processes of one block of the collective's dtype, by the first local
  * member, in the one order of runtime/base/tree.h; scatter > 0: this process needs only its
- * range of it (spmd__tree_inputs). */
+ * range of it (spmd__tree_inputs). acc_source: where the process's block is, if not in acc
+ * (spmd__coll_acc_source). */
 spmd_status spmd__coll_reduce_between_processes(coll *c, const void *const *srcs, void *acc,
-                                                size_t count, spmd_dtype acc_dtype,
-                                                spmd__reduce_op rop, size_t scatter);
+                                                const void *acc_source, size_t count,
+                                                spmd_dtype acc_dtype, spmd__reduce_op rop,
+                                                size_t scatter);
+/** The input the reduction between processes reads as the process's block, where it needs no
+ * copy into the accumulator first: one local member, a block of positions, host memory, not
+ * 16-bit (`dtype`, the collective's); else NULL. */
+const void *spmd__coll_acc_source(const coll *c, const void *const *srcs, spmd_dtype dtype);
 /** spmd_pmax without its public name on errors, nor its end (spmd__coll_finished). */
 spmd_status spmd__pmax_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                const char *axes, const spmd_axis_groups *groups);

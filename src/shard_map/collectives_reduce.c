@@ -37,6 +37,13 @@ static void combine(void *acc, const void *in, size_t bytes, void *arg)
     spmd__reduce_into(r->acc_dtype, r->op, acc, in, bytes / spmd_dtype_size(r->acc_dtype));
 }
 
+static void combine_from(void *out, const void *mine, const void *theirs, size_t bytes, void *arg)
+{
+    const reduction *r = arg;
+    spmd__reduce_from(r->acc_dtype, r->op, out, mine, theirs,
+                      bytes / spmd_dtype_size(r->acc_dtype));
+}
+
 /* Reduces slice [b, e) of the n inputs into every output: as one kernel on the device's stream,
  * finished before the peers go on, where the blocks (`bytes` each) allow it, else on the host. */
 static spmd_status reduce_slice(spmd_ctx *ctx, spmd_dtype dtype, spmd__reduce_op rop,
@@ -146,7 +153,8 @@ static spmd_status prepare_reduction(op_kind op, const spmd_block *in, spmd_bloc
 static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype src_dtype, void *acc,
                                   size_t count, spmd_dtype acc_dtype, spmd__reduce_op rop,
                                   spmd__combine_fn fn, void *fn_arg, const spmd__piece_run *runs,
-                                  const spmd__piece_run *sources, int nruns, size_t scatter)
+                                  const spmd__piece_run *sources, int nruns, size_t scatter,
+                                  const void *acc_source)
 {
     spmd__group *g = c->g;
     const spmd__position_map *pm = &g->positions;
@@ -159,7 +167,9 @@ static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype s
                             .nruns = nruns,
                             .runs = runs,
                             .sources = sources,
+                            .combine_sources = fn == combine ? combine_from : NULL,
                             .scatter = scatter,
+                            .acc_source = acc_source,
                             .host = blocks_on_host(c->ctx)};
     int *positions = NULL;
     void **converted = NULL;
@@ -205,12 +215,20 @@ static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype s
 /* reduce_between for one block of the collective's dtype; scatter > 0: this process needs only
  * its range of it (spmd__tree_inputs). */
 spmd_status spmd__coll_reduce_between_processes(coll *c, const void *const *srcs, void *acc,
-                                                size_t count, spmd_dtype acc_dtype,
-                                                spmd__reduce_op rop, size_t scatter)
+                                                const void *acc_source, size_t count,
+                                                spmd_dtype acc_dtype, spmd__reduce_op rop,
+                                                size_t scatter)
 {
     reduction r = {acc_dtype, rop};
     return reduce_between(c, srcs, c->dtype, acc, count, acc_dtype, rop, combine, &r, NULL, NULL, 0,
-                          scatter);
+                          scatter, acc_source);
+}
+
+const void *spmd__coll_acc_source(const coll *c, const void *const *srcs, spmd_dtype dtype)
+{
+    int usable = c->nl == 1 && c->g->comm && c->g->positions.block > 0 && !spmd__is_half(dtype) &&
+                 blocks_on_host(c->ctx);
+    return usable ? srcs[0] : NULL;
 }
 
 static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *out, const char *axes,
@@ -271,12 +289,15 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *ou
         /* The process's block goes between processes once, then out to every output. */
         void *acc = half ? g->scratch[0] : dsts[0];
         int blocks = g->positions.block > 0; /* else every position goes on its own */
-        if ((!small || c.li == 0) && blocks)
+        /* one member's block is read where it is, its first sums taken from it (a pass less) */
+        const void *source = spmd__coll_acc_source(&c, srcs, in->dtype);
+        if ((!small || c.li == 0) && blocks && !source)
             spmd__reduce_many(in->dtype, rop, acc, srcs, c.nl, b, e);
         if (!small)
             st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0)
-            st = spmd__coll_reduce_between_processes(&c, srcs, acc, count, acc_dtype, rop, 0);
+            st = spmd__coll_reduce_between_processes(&c, srcs, acc, source, count, acc_dtype, rop,
+                                                     0);
         if (st == SPMD_OK && !small)
             st = spmd__coll_barrier(&c, 0);
         for (int k = 0; st == SPMD_OK && k < c.nl && (!small || c.li == 0); k++)
@@ -423,11 +444,11 @@ static spmd_status many_between_processes(coll *c, size_t fused, spmd__reduce_op
         reduction r = {(spmd_dtype)only, rop};
         st = reduce_between(c, packed, (spmd_dtype)only, (char *)g->scratch[0] + seg_begin[only],
                             (seg_end[only] - seg_begin[only]) / elem, (spmd_dtype)only, rop,
-                            combine, &r, NULL, NULL, 0, 0);
+                            combine, &r, NULL, NULL, 0, 0, NULL);
     } else {
         fused_reduction f = {seg_begin, seg_end, rop};
         st = reduce_between(c, packed, SPMD_DTYPE_U8, g->scratch[0], fused, SPMD_DTYPE_U8, rop,
-                            combine_fused, &f, NULL, NULL, 0, 0);
+                            combine_fused, &f, NULL, NULL, 0, 0, NULL);
     }
     free(packed);
     return st;
@@ -452,7 +473,7 @@ static spmd_status many_in_place(coll *c, const many_block *mb, int n, spmd__red
     }
     reduction r = {mb[0].dtype, rop};
     spmd_status st = reduce_between(c, NULL, mb[0].dtype, NULL, count, mb[0].dtype, rop, combine,
-                                    &r, runs, c->nl == 1 ? sources : NULL, n, 0);
+                                    &r, runs, c->nl == 1 ? sources : NULL, n, 0, NULL);
     free(runs);
     return st;
 }

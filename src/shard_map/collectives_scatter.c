@@ -210,12 +210,14 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
         size_t scatter = blocks && k.outer == 1 ? (size_t)g->positions.block * k.run : 0;
         size_t b, e;
         slice_of(count, c.nl, c.li, &b, &e);
-        if (blocks)
+        /* one member's block is read where it is, its first sums taken from it (a pass less) */
+        const void *source = spmd__coll_acc_source(&c, srcs, in->dtype);
+        if (blocks && !source)
             spmd__reduce_many(in->dtype, SPMD__OP_SUM, acc, srcs, c.nl, b, e);
         st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0)
-            st = spmd__coll_reduce_between_processes(&c, srcs, acc, count, acc_dtype, SPMD__OP_SUM,
-                                                     scatter);
+            st = spmd__coll_reduce_between_processes(&c, srcs, acc, source, count, acc_dtype,
+                                                     SPMD__OP_SUM, scatter);
         if (st == SPMD_OK)
             st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && half) {

@@ -26,24 +26,27 @@ spmd_dtype spmd__accumulator_dtype(spmd_dtype dtype)
 
 #define BLOCK 2048 /* elements per pass over the inputs */
 
+/* dst = mine op theirs, elementwise; dst may be mine (op=), never theirs. The same expression
+ * either way, so a sum loaded first and added after gives the bits of one pass. */
 #define DEFINE_REDUCE(name, T)                                                                     \
-    static void name(spmd__reduce_op op, T *restrict acc, const T *restrict src, size_t n)         \
+    static void name(spmd__reduce_op op, T *dst, const T *mine, const T *restrict theirs,          \
+                     size_t n)                                                                     \
     {                                                                                              \
         switch (op) {                                                                              \
         case SPMD__OP_SUM:                                                                         \
             for (size_t i = 0; i < n; i++)                                                         \
-                acc[i] += src[i];                                                                  \
+                dst[i] = mine[i] + theirs[i];                                                      \
             break;                                                                                 \
         case SPMD__OP_MAX:                   /* a NaN anywhere wins, as in XLA */                  \
             for (size_t i = 0; i < n; i++) { /* | rather than ||: one select, vectorized */        \
-                T s = src[i], a = acc[i];                                                          \
-                acc[i] = ((s > a) | (s != s)) ? s : a;                                             \
+                T s = theirs[i], a = mine[i];                                                      \
+                dst[i] = ((s > a) | (s != s)) ? s : a;                                             \
             }                                                                                      \
             break;                                                                                 \
         case SPMD__OP_MIN:                                                                         \
             for (size_t i = 0; i < n; i++) {                                                       \
-                T s = src[i], a = acc[i];                                                          \
-                acc[i] = ((s < a) | (s != s)) ? s : a;                                             \
+                T s = theirs[i], a = mine[i];                                                      \
+                dst[i] = ((s < a) | (s != s)) ? s : a;                                             \
             }                                                                                      \
             break;                                                                                 \
         }                                                                                          \
@@ -55,45 +58,52 @@ DEFINE_REDUCE(reduce_i32, int32_t)
 DEFINE_REDUCE(reduce_i64, int64_t)
 
 /* Integers wrap on overflow, as in JAX: sum in unsigned arithmetic. */
-static void reduce_ints(spmd_dtype dtype, spmd__reduce_op op, void *acc, const void *src, size_t n)
+static void reduce_ints(spmd_dtype dtype, spmd__reduce_op op, void *dst, const void *mine,
+                        const void *theirs, size_t n)
 {
     if (op != SPMD__OP_SUM) {
         if (dtype == SPMD_DTYPE_I32)
-            reduce_i32(op, acc, src, n);
+            reduce_i32(op, dst, mine, theirs, n);
         else
-            reduce_i64(op, acc, src, n);
+            reduce_i64(op, dst, mine, theirs, n);
         return;
     }
     if (dtype == SPMD_DTYPE_I32) {
-        uint32_t *a = acc;
-        const uint32_t *s = src;
+        uint32_t *d = dst;
+        const uint32_t *a = mine, *restrict s = theirs;
         for (size_t i = 0; i < n; i++)
-            a[i] += s[i];
+            d[i] = a[i] + s[i];
     } else {
-        uint64_t *a = acc;
-        const uint64_t *s = src;
+        uint64_t *d = dst;
+        const uint64_t *a = mine, *restrict s = theirs;
         for (size_t i = 0; i < n; i++)
-            a[i] += s[i];
+            d[i] = a[i] + s[i];
+    }
+}
+
+void spmd__reduce_from(spmd_dtype acc_dtype, spmd__reduce_op op, void *dst, const void *mine,
+                       const void *theirs, size_t count)
+{
+    switch (acc_dtype) {
+    case SPMD_DTYPE_F32:
+        reduce_f32(op, dst, mine, theirs, count);
+        break;
+    case SPMD_DTYPE_F64:
+        reduce_f64(op, dst, mine, theirs, count);
+        break;
+    case SPMD_DTYPE_I32:
+    case SPMD_DTYPE_I64:
+        reduce_ints(acc_dtype, op, dst, mine, theirs, count);
+        break;
+    default:
+        break;
     }
 }
 
 void spmd__reduce_into(spmd_dtype acc_dtype, spmd__reduce_op op, void *dst, const void *src,
                        size_t count)
 {
-    switch (acc_dtype) {
-    case SPMD_DTYPE_F32:
-        reduce_f32(op, dst, src, count);
-        break;
-    case SPMD_DTYPE_F64:
-        reduce_f64(op, dst, src, count);
-        break;
-    case SPMD_DTYPE_I32:
-    case SPMD_DTYPE_I64:
-        reduce_ints(acc_dtype, op, dst, src, count);
-        break;
-    default:
-        break;
-    }
+    spmd__reduce_from(acc_dtype, op, dst, dst, src, count);
 }
 
 static void half_to_f32(spmd_dtype dtype, float *dst, const uint16_t *src, size_t n)

@@ -43,6 +43,10 @@ int spmd__should_stream(size_t bytes);
 /** dst[i] op= src[i] for accumulator-dtype buffers. */
 void spmd__reduce_into(spmd_dtype acc_dtype, spmd__reduce_op op, void *dst, const void *src,
                        size_t count);
+/** dst[i] = mine[i] op theirs[i], the bits of a copy of mine then spmd__reduce_into; dst may be
+ * mine, never theirs. */
+void spmd__reduce_from(spmd_dtype acc_dtype, spmd__reduce_op op, void *dst, const void *mine,
+                       const void *theirs, size_t count);
 
 /** Converts count float32 values to f16/bf16 (round to nearest even), or copies for others. */
 void spmd__from_accumulator(spmd_dtype dtype, void *dst, const void *acc, size_t begin, size_t end);

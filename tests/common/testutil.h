@@ -22,6 +22,14 @@
             fail_msg("%s returned %s: %s", #expr, spmd_status_name(st_), spmd_last_error());       \
     } while (0)
 
+/** In fn (or anything returning a status): returns `expr`'s status from it unless OK. */
+#define SPMD_TEST_TRY(expr)                                                                        \
+    do {                                                                                           \
+        spmd_status try_ = (expr);                                                                 \
+        if (try_ != SPMD_OK)                                                                       \
+            return try_;                                                                           \
+    } while (0)
+
 /**
  * Asserts that `expr` returns `expected` and that spmd_last_error() contains every
  * NULL-terminated substring given after it.

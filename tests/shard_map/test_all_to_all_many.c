@@ -19,12 +19,7 @@ typedef struct spec {
     int s, c;
 } spec;
 #define G (-1)
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        spmd_status try_st_ = (call);                                                              \
-        if (try_st_ != SPMD_OK)                                                                    \
-            return try_st_;                                                                        \
-    } while (0)
+#define TRY SPMD_TEST_TRY
 
 /* the value of member q's element k of block b, exact in every dtype used */
 static double value(int q, int b, int64_t k, spmd_dtype t)

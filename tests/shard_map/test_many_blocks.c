@@ -19,13 +19,7 @@
 
 static int N, P, L; /* devices, processes, local devices */
 
-/* Returns a failed status from the enclosing function. */
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        spmd_status st_ = (call);                                                                  \
-        if (st_ != SPMD_OK)                                                                        \
-            return st_;                                                                            \
-    } while (0)
+#define CHECK SPMD_TEST_TRY
 static atomic_int wrong;
 
 /* Device data: mesh position d, block b, element k; small integers, so every sum is exact. */

@@ -42,12 +42,7 @@ static double want(int p, int n, int64_t r, int c)
     return output_value(p, r, c);
 }
 
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        spmd_status try_st_ = (call);                                                              \
-        if (try_st_ != SPMD_OK)                                                                    \
-            return try_st_;                                                                        \
-    } while (0)
+#define TRY SPMD_TEST_TRY
 
 /* One exchange: wide (rank 2, f32, int32 counts, separate out) or narrow (rank 1, int64, int64
  * counts, in place). *ok keeps whether out matched the reference. */

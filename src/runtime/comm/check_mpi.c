@@ -1309,16 +1309,18 @@ spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreeme
      * 0.85-0.99; over TCP without the rings, 8 B-64 KiB 0.85-0.96 -> 0.92-1.00; at 4 ranks on
      * 2 cores the halving's extra steps cost more than the bytes it saves, so more ranks keep
      * the exchange). Past two combined messages, the tree halves after the agreement. */
-    if (by_halves && in->scatter && bytes / 2 <= SPMD__COMM_COMBINED_BYTES)
+    int halves_scatter = by_halves && in->scatter && bytes / 2 <= SPMD__COMM_COMBINED_BYTES;
+    int halves_sum = by_halves && !in->scatter && bytes <= SPMD__COMM_COMBINED_BYTES &&
+                     bytes > SPMD__COMM_COMBINED_BYTES / 2 &&
+                     !spmd__ring_on_linked_machine(c->processes[1 - c->rank]); /* alike on both */
+    int combined = bytes <= SPMD__COMM_COMBINED_BYTES && !streamed && in->block > 0 && !in->nruns &&
+                   c->size > 1;
+    if (halves_scatter || halves_sum || combined)
+        spmd__tree_load_acc(in, acc, bytes); /* these exchanges read it there */
+    if (halves_scatter || halves_sum)
         return run_halves(c, a, w, spmd__comm_exchange_tag(c, w->key), in, acc, count, elem,
-                          combine, combine_arg, 1);
-    if (by_halves && !in->scatter && bytes <= SPMD__COMM_COMBINED_BYTES &&
-        bytes > SPMD__COMM_COMBINED_BYTES / 2 &&
-        !spmd__ring_on_linked_machine(c->processes[1 - c->rank])) /* alike on both */
-        return run_halves(c, a, w, spmd__comm_exchange_tag(c, w->key), in, acc, count, elem,
-                          combine, combine_arg, 2);
-    if (bytes <= SPMD__COMM_COMBINED_BYTES && !streamed && in->block > 0 && !in->nruns &&
-        c->size > 1) {
+                          combine, combine_arg, halves_scatter ? 1 : 2);
+    if (combined) {
         header h; /* the agreement travels with the data, blocks meeting in the tree's order */
         return run_exchange(c, a, w, spmd__comm_exchange_tag(c, w->key), w->deadline_ns, acc,
                             &bytes, bytes, 1, combine, combine_arg, in, &h);

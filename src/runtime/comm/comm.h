@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <spmd/dtype.h>
 #include <spmd/sharding.h>
@@ -188,6 +189,10 @@ spmd_status spmd__comm_check(spmd__comm *c, const spmd__agreement *a, spmd__wait
 
 /** Merges a record that arrived into this rank's (see spmd__comm_reduce_record). */
 typedef void (*spmd__combine_fn)(void *mine, const void *theirs, size_t theirs_bytes, void *arg);
+/** out = mine op theirs (theirs_bytes of each), in one pass: the bits of a copy of mine into out
+ * and then combine(out, theirs). */
+typedef void (*spmd__combine_from_fn)(void *out, const void *mine, const void *theirs,
+                                      size_t theirs_bytes, void *arg);
 /**
  * Checks `a` and reduces a record of at most `capacity` bytes over the ranks in the same
  * exchange: *bytes of `record` are sent, records that arrive are merged by combine() (which
@@ -239,6 +244,12 @@ typedef struct spmd__tree_inputs {
     /* with runs: where the vector's values are on entry, run for run (NULL: in the runs); the
        reduction reads them there and writes the runs, each element before reading it back */
     const spmd__piece_run *sources;
+    /* with sources: a run's first sum taken from its source and the arrival in one pass, with
+       the combine's argument (NULL: the source copied into the run first) */
+    spmd__combine_from_fn combine_sources;
+    /* with a block and no runs: where acc's values are on entry, if not in acc (NULL); the
+       reduction reads them there, and writes each element of acc before reading it back */
+    const void *acc_source;
     /* > 0 (with a block, split, no runs): a reduce-scatter; the rank of vrank v needs only
        acc[v * scatter, (v + 1) * scatter), which alone is then written (the rest of acc is left
        as the reduction found it) */
@@ -251,6 +262,13 @@ typedef struct spmd__tree_inputs {
        straight (tree_mpi.c) */
     int host;
 } spmd__tree_inputs;
+
+/** acc's values on entry, copied from where they are (acc_source) for the paths that read acc. */
+static inline void spmd__tree_load_acc(const spmd__tree_inputs *in, void *acc, size_t bytes)
+{
+    if (in->acc_source && in->acc_source != acc)
+        memcpy(acc, in->acc_source, bytes);
+}
 
 /**
  * A reduction in the canonical order of runtime/base/tree.h, whatever the ranks hold: acc (count

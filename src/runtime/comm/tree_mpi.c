@@ -324,7 +324,7 @@ static spmd_status finish_run(tree_run *r, spmd_status st)
 }
 
 /* Elements [a, b) of the vector: of acc, or of the runs (r->run_at: each run's first element),
- * or of their sources (from_sources). */
+ * or of their sources (from_sources: of acc's source, if it has one). */
 static spmd_status span_of(tree_run *r, char *acc, size_t a, size_t b, int from_sources, span *out)
 {
     size_t elem = r->elem;
@@ -335,7 +335,8 @@ static spmd_status span_of(tree_run *r, char *acc, size_t a, size_t b, int from_
                      "a reduction of %zu bytes between processes exceeds MPI's int counts; split "
                      "the array",
                      r->bytes);
-        *out = bytes_span(acc + a * elem, (b - a) * elem);
+        char *from = from_sources && in->acc_source ? (char *)in->acc_source : acc;
+        *out = bytes_span(from + a * elem, (b - a) * elem);
         return SPMD_OK;
     }
     int n = 0;
@@ -387,9 +388,13 @@ static void combine_into(tree_run *r, char *acc, size_t a, size_t b, const char 
     }
 }
 
-/* Elements [a, b) of the runs from their sources: the first time the reduction needs them. */
-static void load_sources(tree_run *r, size_t a, size_t b)
+/* Elements [a, b) of the runs (of acc) from their sources: the first time the reduction needs
+ * them. */
+static void load_sources(tree_run *r, char *acc, size_t a, size_t b)
 {
+    const char *source = r->in->acc_source;
+    if (!r->in->nruns && source && source != acc)
+        memcpy(acc + a * r->elem, source + a * r->elem, (b - a) * r->elem);
     for (int k = 0; k < r->in->nruns; k++) {
         size_t lo = r->run_at[k] > a ? r->run_at[k] : a;
         size_t hi = r->run_at[k + 1] < b ? r->run_at[k + 1] : b;
@@ -397,6 +402,32 @@ static void load_sources(tree_run *r, size_t a, size_t b)
         if (lo < hi && r->in->sources[k].data != r->in->runs[k].data)
             memcpy((char *)r->in->runs[k].data + skip, (const char *)r->in->sources[k].data + skip,
                    (hi - lo) * r->elem);
+    }
+}
+
+/* Elements [a, b) of the runs (of acc) = their sources op `in` (b - a elements): their first
+ * sum, in one pass where the combine has a form that reads the source (a pass less than loading
+ * it first). */
+static void combine_from_sources(tree_run *r, char *acc, size_t a, size_t b, const char *in)
+{
+    if (!r->in->combine_sources) {
+        load_sources(r, acc, a, b);
+        combine_into(r, acc, a, b, in);
+        return;
+    }
+    if (!r->in->nruns) {
+        r->in->combine_sources(acc + a * r->elem, (const char *)r->in->acc_source + a * r->elem, in,
+                               (b - a) * r->elem, r->arg);
+        return;
+    }
+    for (int k = 0; k < r->in->nruns; k++) {
+        size_t lo = r->run_at[k] > a ? r->run_at[k] : a;
+        size_t hi = r->run_at[k + 1] < b ? r->run_at[k + 1] : b;
+        size_t skip = (lo - r->run_at[k]) * r->elem;
+        if (lo < hi)
+            r->in->combine_sources((char *)r->in->runs[k].data + skip,
+                                   (const char *)r->in->sources[k].data + skip,
+                                   in + (lo - a) * r->elem, (hi - lo) * r->elem, r->arg);
     }
 }
 
@@ -456,8 +487,8 @@ static void move_runs(tree_run *r, size_t a, size_t b, char *flat, int from_sour
 }
 
 /* A streamed round: the part it sends (from acc, or gathered from the runs or their sources
- * while `fresh`), and where its arrivals go (added, or copied; into the runs, loaded from their
- * sources first while fresh). */
+ * while `fresh`), and where its arrivals go (added, or copied; into the runs, added to their
+ * sources while fresh). */
 typedef struct stream_part {
     tree_run *r;
     char *acc;
@@ -478,17 +509,18 @@ static void take_chunk(void *arg, size_t offset, const void *data, size_t bytes)
     stream_part *s = arg;
     tree_run *r = s->r;
     size_t a = s->recv_at + offset / r->elem, b = a + bytes / r->elem;
-    if (!r->in->nruns && s->add)
+    if (!r->in->nruns && s->add && s->fresh)
+        combine_from_sources(r, s->acc, a, b, data);
+    else if (!r->in->nruns && s->add)
         r->combine(s->acc + a * r->elem, data, bytes, r->arg);
     else if (!r->in->nruns)
         memcpy(s->acc + a * r->elem, data, bytes);
-    else if (s->add) { /* the same additions as combine_into's, the sources loaded first */
-        if (s->fresh)
-            load_sources(r, a, b);
+    else if (s->add && s->fresh) /* the same additions as combine_into's, from the sources */
+        combine_from_sources(r, s->acc, a, b, data);
+    else if (s->add)
         combine_into(r, s->acc, a, b, data);
-    } else {
+    else
         move_runs(r, a, b, (char *)data, 0, 1, 0);
-    }
 }
 
 /* 1 when the rounds with rank `peer` go through the shared-memory rings: the peer on this
@@ -534,10 +566,11 @@ static spmd_status stream_round(tree_run *r, int peer, int round, char *acc, int
     stream_part part = {r, acc, sa, ra, fresh, add};
     /* the hand-off's inputs: host memory, unchanged until the round ends */
     int inputs_stay = round == ROUND_HAND_OFF && r->in->host && !r->in->nruns && !add;
+    const char *from = fresh && r->in->acc_source ? r->in->acc_source : acc;
     spmd__stream s = {.peer = peer,
                       .tag = r->tag,
                       .round = r->bucket * ROUNDS + round,
-                      .send = acc + sa * r->elem,
+                      .send = from + sa * r->elem,
                       .sbytes = (sb - sa) * r->elem,
                       .rbytes = (rb - ra) * r->elem,
                       .take = take_chunk,
@@ -614,9 +647,9 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     const spmd__tree_inputs *in = r->in;
     spmd__tree t = spmd__tree_of(r->c->size);
     int v = in->my_vrank;
-    /* the values still in the sources: each part is sent from there, or loaded just before its
-     * first sum, while it is in the caches (no pass over the whole vector first) */
-    int fresh = in->sources != NULL;
+    /* the values still in the sources: each part is sent from there, or read by its first sum,
+     * as the arrival is added (no pass over the whole vector first) */
+    int fresh = in->sources != NULL || in->acc_source != NULL;
     size_t elem = r->elem, end = first + count;
     if (v < 2 * t.rem && (v & 1)) { /* hands its block to v - 1, gets the sum back */
         int peer = in->rank_of_vrank[v - 1];
@@ -644,9 +677,10 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, 0, 0, first, end, tmp));
         SPMD_CHECK(finish_round(r));
         if (fresh)
-            load_sources(r, first, end);
+            combine_from_sources(r, acc, first, end, tmp);
+        else
+            combine_into(r, acc, first, end, tmp);
         fresh = 0;
-        combine_into(r, acc, first, end, tmp);
     }
     int i = v < 2 * t.rem ? v / 2 : v - t.rem, peer[32];
     size_t lo[32], mid[32], hi[32], a = first, b = end;
@@ -666,12 +700,13 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         SPMD_CHECK(swap_ranges(r, peer[k], acc, fresh, sa, sb, ka, kb, tmp));
         SPMD_CHECK(finish_round(r));
         if (fresh) /* the half sent is written by the all-gather */
-            load_sources(r, ka, kb);
+            combine_from_sources(r, acc, ka, kb, tmp);
+        else
+            combine_into(r, acc, ka, kb, tmp);
         fresh = 0;
-        combine_into(r, acc, ka, kb, tmp);
     }
     if (fresh)
-        load_sources(r, a, b);
+        load_sources(r, acc, a, b);
     if (in->scatter)
         return scatter_regions(r, acc, a, b, first, end);
     for (int k = t.levels - 1; k >= 0; k--) { /* the partner's half of each region arrives */
@@ -728,6 +763,7 @@ spmd_status spmd__comm_tree_allreduce_agreed(spmd__comm *c, int tag, const spmd_
             st = halving_doubling(&r, acc, at, count - at < bucket ? count - at : bucket);
         return finish_run(&r, st);
     }
+    spmd__tree_load_acc(in, acc, count * elem);         /* the tree reads it there */
     if (in->block == 1 && in->my_vrank < 2 * r.t.rem) { /* half a leaf: from its position */
         positions = *in;
         positions.block = 0;

@@ -15,12 +15,7 @@
 enum { MAX_DEV = 64, ROWS = 64, COLS = 512 };
 
 /* In fn: a failing call ends fn with its status (and message). */
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        spmd_status st_ = (expr);                                                                  \
-        if (st_ != SPMD_OK)                                                                        \
-            return st_;                                                                            \
-    } while (0)
+#define TRY SPMD_TEST_TRY
 
 typedef struct result {
     int checked, wrong;
