@@ -318,6 +318,14 @@ static const char *malloc_tunables(char *out, size_t size)
                : NULL;
 }
 
+/* The GLIBC_TUNABLES the suites' processes run with (malloc_tunables' value, else the one they
+ * inherit), in `out`; NULL where there is none. */
+static const char *suite_tunables(char *out, size_t size)
+{
+    const char *ours = malloc_tunables(out, size), *set = getenv("GLIBC_TUNABLES");
+    return ours ? ours : set && *set ? set : NULL;
+}
+
 /* The command line of one run of suite s, writing its JSON to json_path; its iteration counts
  * divided by `shrink` (1: as set). */
 static void command_of(const suite *s, const options *o, const char *dir, const char *json_path,
@@ -751,8 +759,8 @@ static cJSON *results_json(const options *o, const suite_result *res, int n)
     cJSON_AddNumberToObject(settings, "stable_spread", STABLE_SPREAD);
     cJSON_AddStringToObject(settings, "mpi_single_copy", single_copy_setting());
     char tunables[512];
-    const char *t = malloc_tunables(tunables, sizeof tunables), *set = getenv("GLIBC_TUNABLES");
-    cJSON_AddStringToObject(settings, "glibc_tunables", t ? t : set && *set ? set : "");
+    const char *t = suite_tunables(tunables, sizeof tunables);
+    cJSON_AddStringToObject(settings, "glibc_tunables", t ? t : "");
     cJSON *list = cJSON_AddArrayToObject(root, "suites");
     for (int i = 0; i < n; i++) {
         const suite_result *r = &res[i];
@@ -936,10 +944,9 @@ static void write_report(FILE *f, const options *o, const suite_result *res, int
 {
     fprintf(f, "# libspmd benchmark report\n\n");
     char tunables[512];
-    const char *set = getenv("GLIBC_TUNABLES");
-    const char *tunables_text = malloc_tunables(tunables, sizeof tunables);
+    const char *tunables_text = suite_tunables(tunables, sizeof tunables);
     if (!tunables_text)
-        tunables_text = set && *set ? set : "(not set)";
+        tunables_text = "(not set)";
     fprintf(f,
             "libspmd %s, %d process(es) for the MPI rows, %d device(s) per process for the "
             "others, %ld core(s). Every result is the median of its runs (min–max beside "

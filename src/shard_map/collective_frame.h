@@ -245,9 +245,10 @@ spmd_status spmd__coll_reduce_between_processes(coll *c, const void *const *srcs
                                                 spmd_dtype acc_dtype, spmd__reduce_op rop,
                                                 size_t scatter);
 /** The input the reduction between processes reads as the process's block, where it needs no
- * copy into the accumulator first: one local member, a block of positions, host memory, not
- * 16-bit (`dtype`, the collective's); else NULL. */
-const void *spmd__coll_acc_source(const coll *c, const void *const *srcs, spmd_dtype dtype);
+ * copy into the accumulator `acc` (`bytes`) first: one local member, a block of positions, host
+ * memory, not 16-bit (`dtype`, the collective's), acc the input or apart from it; else NULL. */
+const void *spmd__coll_acc_source(const coll *c, const void *const *srcs, spmd_dtype dtype,
+                                  const void *acc, size_t bytes);
 /** spmd_pmax without its public name on errors, nor its end (spmd__coll_finished). */
 spmd_status spmd__pmax_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,
                                const char *axes, const spmd_axis_groups *groups);

@@ -146,9 +146,10 @@ static spmd_status prepare_reduction(op_kind op, const spmd_block *in, spmd_bloc
 }
 
 /*
- * The step between processes of a reduction, by the first local member: acc holds the process's
- * block already added up where every process holds an aligned block (g->positions), else the
- * inputs (in position order) go on their own; acc receives the result.
+ * The step between processes of a reduction, by the first local member: acc (or acc_source, if
+ * not NULL) holds the process's block already added up where every process holds an aligned
+ * block (g->positions), else the inputs (in position order) go on their own; acc receives the
+ * result.
  */
 static spmd_status reduce_between(coll *c, const void *const *srcs, spmd_dtype src_dtype, void *acc,
                                   size_t count, spmd_dtype acc_dtype, spmd__reduce_op rop,
@@ -224,11 +225,16 @@ spmd_status spmd__coll_reduce_between_processes(coll *c, const void *const *srcs
                           scatter, acc_source);
 }
 
-const void *spmd__coll_acc_source(const coll *c, const void *const *srcs, spmd_dtype dtype)
+const void *spmd__coll_acc_source(const coll *c, const void *const *srcs, spmd_dtype dtype,
+                                  const void *acc, size_t bytes)
 {
     int usable = c->nl == 1 && c->g->comm && c->g->positions.block > 0 && !spmd__is_half(dtype) &&
                  blocks_on_host(c->ctx);
-    return usable ? srcs[0] : NULL;
+    /* an input that overlaps acc without being it would be overwritten while still read */
+    const char *in = usable ? srcs[0] : NULL, *at = acc;
+    if (in && in != at && in < at + bytes && at < in + bytes)
+        return NULL;
+    return in;
 }
 
 static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *out, const char *axes,
@@ -290,7 +296,7 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *ou
         void *acc = half ? g->scratch[0] : dsts[0];
         int blocks = g->positions.block > 0; /* else every position goes on its own */
         /* one member's block is read where it is, its first sums taken from it (a pass less) */
-        const void *source = spmd__coll_acc_source(&c, srcs, in->dtype);
+        const void *source = spmd__coll_acc_source(&c, srcs, in->dtype, acc, count * elem);
         if ((!small || c.li == 0) && blocks && !source)
             spmd__reduce_many(in->dtype, rop, acc, srcs, c.nl, b, e);
         if (!small)

@@ -211,7 +211,7 @@ static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in
         size_t b, e;
         slice_of(count, c.nl, c.li, &b, &e);
         /* one member's block is read where it is, its first sums taken from it (a pass less) */
-        const void *source = spmd__coll_acc_source(&c, srcs, in->dtype);
+        const void *source = spmd__coll_acc_source(&c, srcs, in->dtype, acc, count * acc_elem);
         if (blocks && !source)
             spmd__reduce_many(in->dtype, SPMD__OP_SUM, acc, srcs, c.nl, b, e);
         st = spmd__coll_barrier(&c, 0);

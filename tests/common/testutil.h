@@ -14,6 +14,18 @@
 
 #define SPMD_TEST_SKIP 77
 
+/* 1 in a build with AddressSanitizer (gcc's macro, clang's feature), else 0. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SPMD_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPMD_TEST_ASAN 1
+#endif
+#endif
+#ifndef SPMD_TEST_ASAN
+#define SPMD_TEST_ASAN 0
+#endif
+
 /** Fails the current test, printing the status name and spmd_last_error(), unless OK. */
 #define assert_ok(expr)                                                                            \
     do {                                                                                           \

@@ -82,16 +82,7 @@ void emit(const char *fmt, ...)
 }
 
 /* Sanitized builds see undefined behaviour that other builds may survive by chance. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SWEEP_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SWEEP_SANITIZED 1
-#endif
-#endif
-#ifndef SWEEP_SANITIZED
-#define SWEEP_SANITIZED 0
-#endif
+#define SWEEP_SANITIZED SPMD_TEST_ASAN
 
 #if SWEEP_SANITIZED
 /* LeakSanitizer's own false positive, seen at random in children that do nothing: with glibc

@@ -273,9 +273,9 @@ static inline void spmd__tree_load_acc(const spmd__tree_inputs *in, void *acc, s
 /**
  * A reduction in the canonical order of runtime/base/tree.h, whatever the ranks hold: acc (count
  * elements of the accumulator dtype) receives the result; with in->block > 0 it holds this
- * rank's block on entry. combine() applies op (acc op= in). Small messages with blocks carry the
- * agreement (one exchange); the others run the agreement first, as do two ranks of a machine
- * that is not crowded past 4 KiB (their rounds then stream through the rings).
+ * rank's block on entry (or in->acc_source does). combine() applies op (acc op= in). Small messages
+ * with blocks carry the agreement (one exchange); the others run the agreement first, as do two
+ * ranks of a machine that is not crowded past 4 KiB (their rounds then stream through the rings).
  */
 spmd_status spmd__comm_checked_tree_allreduce(spmd__comm *c, const spmd__agreement *a,
                                               const spmd__tree_inputs *in, void *acc, size_t count,

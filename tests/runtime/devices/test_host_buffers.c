@@ -12,14 +12,7 @@
 
 #include "testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SPMD_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SPMD_TEST_ASAN 1
-#endif
-#endif
-#ifdef SPMD_TEST_ASAN
+#if SPMD_TEST_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -101,17 +94,17 @@ static void round_trip(size_t bytes, int huge, int pooled)
                 assert_int_equal(m.huge, 1);
                 assert_int_equal(m.lo, at - page);
                 size_t guard = 0;
-#ifdef SPMD_TEST_ASAN
+#if SPMD_TEST_ASAN
                 guard = page; /* cpu.c's poisoned page past the end */
 #endif
                 assert_int_equal(m.hi, at + (bytes + page - 1) / page * page + guard);
             }
         } else if (known && !malloc_asks_huge()) {
-#ifndef SPMD_TEST_ASAN /* AddressSanitizer's own allocator may advise its large blocks */
+#if !SPMD_TEST_ASAN /* AddressSanitizer's own allocator may advise its large blocks */
             assert_int_equal(m.huge, 0);
 #endif
         }
-#ifdef SPMD_TEST_ASAN
+#if SPMD_TEST_ASAN
         if (own) { /* AddressSanitizer still sees past either end of a mapping of its own */
             assert_false(__asan_address_is_poisoned(sh.data));
             assert_false(__asan_address_is_poisoned((char *)sh.data + bytes - 1));
