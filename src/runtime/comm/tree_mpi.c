@@ -405,13 +405,14 @@ static void load_sources(tree_run *r, char *acc, size_t a, size_t b)
     }
 }
 
-/* Elements [a, b) of the runs (of acc) = their sources op `in` (b - a elements): their first
- * sum, in one pass where the combine has a form that reads the source (a pass less than loading
- * it first). */
-static void combine_from_sources(tree_run *r, char *acc, size_t a, size_t b, const char *in)
+/* Elements [a, b) of the vector op= `in` (b - a elements) where their values are in place; while
+ * `fresh`, their first sum: the sources op `in`, in one pass where the combine has a form that
+ * reads the source (a pass less than loading it first). */
+static void add_arrival(tree_run *r, char *acc, size_t a, size_t b, const char *in, int fresh)
 {
-    if (!r->in->combine_sources) {
-        load_sources(r, acc, a, b);
+    if (!fresh || !r->in->combine_sources) {
+        if (fresh)
+            load_sources(r, acc, a, b);
         combine_into(r, acc, a, b, in);
         return;
     }
@@ -509,16 +510,10 @@ static void take_chunk(void *arg, size_t offset, const void *data, size_t bytes)
     stream_part *s = arg;
     tree_run *r = s->r;
     size_t a = s->recv_at + offset / r->elem, b = a + bytes / r->elem;
-    if (!r->in->nruns && s->add && s->fresh)
-        combine_from_sources(r, s->acc, a, b, data);
-    else if (!r->in->nruns && s->add)
-        r->combine(s->acc + a * r->elem, data, bytes, r->arg);
+    if (s->add) /* the same additions as the staged rounds' */
+        add_arrival(r, s->acc, a, b, data, s->fresh);
     else if (!r->in->nruns)
         memcpy(s->acc + a * r->elem, data, bytes);
-    else if (s->add && s->fresh) /* the same additions as combine_into's, from the sources */
-        combine_from_sources(r, s->acc, a, b, data);
-    else if (s->add)
-        combine_into(r, s->acc, a, b, data);
     else
         move_runs(r, a, b, (char *)data, 0, 1, 0);
 }
@@ -676,10 +671,7 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
     } else if (v < 2 * t.rem) {
         SPMD_CHECK(swap_ranges(r, in->rank_of_vrank[v + 1], acc, 0, 0, 0, first, end, tmp));
         SPMD_CHECK(finish_round(r));
-        if (fresh)
-            combine_from_sources(r, acc, first, end, tmp);
-        else
-            combine_into(r, acc, first, end, tmp);
+        add_arrival(r, acc, first, end, tmp, fresh);
         fresh = 0;
     }
     int i = v < 2 * t.rem ? v / 2 : v - t.rem, peer[32];
@@ -699,10 +691,7 @@ static spmd_status halving_doubling(tree_run *r, char *acc, size_t first, size_t
         }
         SPMD_CHECK(swap_ranges(r, peer[k], acc, fresh, sa, sb, ka, kb, tmp));
         SPMD_CHECK(finish_round(r));
-        if (fresh) /* the half sent is written by the all-gather */
-            combine_from_sources(r, acc, ka, kb, tmp);
-        else
-            combine_into(r, acc, ka, kb, tmp);
+        add_arrival(r, acc, ka, kb, tmp, fresh); /* the half sent: written by the all-gather */
         fresh = 0;
     }
     if (fresh)
