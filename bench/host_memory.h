@@ -8,26 +8,38 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Host memory for a baseline's buffers, paged as libspmd pages a CPU device's (SPMD_HUGE_PAGES,
- * src/runtime/devices/backend/cpu.c): from 2 MiB a mapping of its own whose whole huge pages ask
- * for transparent huge pages, so that the baseline's first writes and the single-copy reads of
- * its buffers cost what libspmd's do. bench_host_free takes the same bytes. */
+/* Host memory for a baseline's buffers, paged as libspmd pages a CPU device's in a process that
+ * shares its machine, as the baselines' do (SPMD_HUGE_PAGES, src/runtime/devices/backend/cpu.c
+ * and huge_pool.c): from 64 KiB on huge pages, so that the
+ * baseline's first writes and the single-copy reads of its buffers cost what libspmd's do, and
+ * not what the place malloc found happens to give (2 x 1, MPI_Allgather of 1 MiB: 34-39 us on
+ * huge pages, 50-53 on small ones, from one run to the next). From 2 MiB a mapping of its own
+ * whose whole huge pages ask for transparent huge pages (its tail keeps small ones), below that
+ * a huge page of its own (libspmd's buffers of that size share one). bench_host_free takes the
+ * same bytes. */
 #define BENCH_HUGE_PAGE_BYTES ((size_t)2 << 20)
+#define BENCH_HUGE_MIN_BYTES ((size_t)64 << 10)
 
 /* SPMD_HUGE_PAGES as spmd_init reads it: set to digits that make 0 ("0", "00"), it is off. */
 static inline int bench_huge_pages(size_t bytes)
 {
     const char *v = getenv("SPMD_HUGE_PAGES");
     int off = v && *v && strspn(v, "0123456789") == strlen(v) && strtol(v, NULL, 10) == 0;
-    return bytes >= BENCH_HUGE_PAGE_BYTES && !off;
+    return bytes >= BENCH_HUGE_MIN_BYTES && !off;
+}
+
+/* The bytes of a baseline buffer's mapping. */
+static inline size_t bench_mapped_bytes(size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), used = (bytes + page - 1) / page * page;
+    return used < BENCH_HUGE_PAGE_BYTES ? BENCH_HUGE_PAGE_BYTES : used;
 }
 
 static inline void *bench_host_alloc(size_t bytes)
 {
     if (!bench_huge_pages(bytes))
         return malloc(bytes ? bytes : 1);
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), used = (bytes + page - 1) / page * page;
-    size_t len = used + BENCH_HUGE_PAGE_BYTES;
+    size_t used = bench_mapped_bytes(bytes), len = used + BENCH_HUGE_PAGE_BYTES;
     if (used < bytes || len < used)
         return NULL;
     char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -53,8 +65,7 @@ static inline void bench_host_free(void *p, size_t bytes)
         free(p);
         return;
     }
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    munmap(p, (bytes + page - 1) / page * page);
+    munmap(p, bench_mapped_bytes(bytes));
 }
 
 /* glibc serves a malloc above its mmap threshold (128 KiB at first) from a fresh mapping, faulted

@@ -298,11 +298,12 @@ static int fewer(int count, int shrink, int least)
 }
 
 /* The suites' processes run with glibc's malloc asking for transparent huge pages for its large
- * chunks, as libspmd asks for its CPU buffers of 2 MiB and more (SPMD_HUGE_PAGES): so do the
- * baselines' buffers and Open MPI's own scratch, which a large MPI_Allreduce or
- * MPI_Reduce_scatter_block allocates at every call (with 4 KiB pages, 4 x 1 on the 2-core VM,
- * MPI_Allreduce of 64 MiB took 420 ms instead of 45). The GLIBC_TUNABLES value to run with, in
- * `out`; NULL where SPMD_HUGE_PAGES is 0 or the tunable is already set. */
+ * chunks, as libspmd asks for its CPU buffers of 2 MiB and more (from 64 KiB beside other
+ * processes of the run, SPMD_HUGE_PAGES): so does
+ * Open MPI's own scratch (the baselines' buffers ask for themselves, bench/host_memory.h), which a
+ * large MPI_Allreduce or MPI_Reduce_scatter_block allocates at every call (with 4 KiB pages, 4 x 1
+ * on the 2-core VM, MPI_Allreduce of 64 MiB took 420 ms instead of 45). The GLIBC_TUNABLES value to
+ * run with, in `out`; NULL where SPMD_HUGE_PAGES is 0 or the tunable is already set. */
 #define HUGE_MALLOC_TUNABLE "glibc.malloc.hugetlb=1"
 static const char *malloc_tunables(char *out, size_t size)
 {
@@ -962,7 +963,8 @@ static void write_report(FILE *f, const options *o, const suite_result *res, int
             STABLE_SPREAD * 100, o->cap_s, single_copy_setting(), tunables_text,
             strstr(tunables_text, "glibc.malloc.hugetlb=1")
                 ? " (glibc's malloc asks for transparent huge pages for its large blocks, as "
-                  "libspmd does for its CPU buffers of 2 MiB and more: Open MPI's own scratch "
+                  "libspmd does for its CPU buffers of 2 MiB and more (from 64 KiB beside other "
+                  "processes): Open MPI's own scratch "
                   "then faults in 2 MiB pages where the kernel gives them, not 4 KiB ones)"
                 : "");
     *plots = 0;

@@ -459,6 +459,7 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
         st = build_device_table(all);
         for (int p = 0; p < rt.process_count; p++)
             processes_here += all[p].host == mine.host;
+        rt.machine_shared = processes_here > 1;
     }
     if (st == SPMD_OK) {
         int fresh = 0;
@@ -493,6 +494,13 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
     return SPMD_OK;
 }
 
+/* Buffers from 64 KiB go on the pool's huge pages where peers on this machine read them
+ * straight: the rings with SPMD_CMA, or MPI (its own single-copy reads) without the rings. */
+static int pool_serves_reads(const spmd__runtime *r)
+{
+    return r->machine_shared && (!r->host_rings || (r->host_rings & SPMD__RINGS_DIRECT));
+}
+
 static spmd_status spmd_finalize_checked(void);
 
 spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_comm)
@@ -510,7 +518,7 @@ spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_c
         if (init_count++ == 0) {
             spmd__memory_pool_open(rt.buffer_pool_bytes);
             spmd__cpu_set_blas_threads(rt.blas_threads);
-            spmd__cpu_set_huge_pages(rt.huge_pages);
+            spmd__cpu_set_huge_pages(rt.huge_pages, rt.huge_pages && pool_serves_reads(&rt));
             spmd__runtime_publish(&rt);
             first = 1;
         }

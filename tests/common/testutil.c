@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <spmd/config.h>
 #ifdef SPMD_HAVE_MPI
@@ -77,6 +78,17 @@ int spmd_test_block_op(spmd_test_op_run run, size_t bytes, spmd_test_op_check ch
     free(got);
     spmd_array_destroy(y);
     return failures;
+}
+
+int spmd_test_kernel_gives_huge_pages(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128] = "";
+    if (!f)
+        return 0;
+    int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    return got && !strstr(line, "[never]");
 }
 
 int spmd_test_init_devices(int most)

@@ -109,6 +109,8 @@ int spmd_test_block_op(spmd_test_op_run run, size_t bytes, spmd_test_op_check ch
  * process exits with SPMD_TEST_SKIP). */
 int spmd_test_init_devices(int most);
 void spmd_test_line_destroy(spmd_test_line *line);
+/** 1 where the kernel gives transparent huge pages (its setting is not `never`). */
+int spmd_test_kernel_gives_huge_pages(void);
 #endif
 
 /** Most global devices a test run may have. */

@@ -30,6 +30,7 @@ typedef struct spmd__runtime {
     size_t buffer_pool_bytes;      /* $SPMD_BUFFER_POOL_MB: freed device memory kept for reuse */
     int blas_threads;              /* $SPMD_BLAS_THREADS: threads of each BLAS call */
     int huge_pages;                /* $SPMD_HUGE_PAGES: large CPU buffers ask for huge pages */
+    int machine_shared;            /* another process of the run is on this machine */
     int strict_replication;        /* $SPMD_STRICT_REPLICATION: hash every replicated block */
     int host_rings; /* $SPMD_SHM: shared-memory rings on one machine; | SPMD__RINGS_DIRECT:
                        $SPMD_CMA, reads straight from a peer's memory (host_rings.h) */

@@ -44,9 +44,11 @@ extern const spmd__backend spmd__backend_cpu;
  * so that P x L device threads calling the BLAS do not oversubscribe the cores.
  */
 void spmd__cpu_set_blas_threads(int threads);
-/** 1 (the default): CPU buffers of 2 MiB and more ask for transparent huge pages (cpu.c says
- * why); 0: they come from malloc like the others. Buffers keep how they were made. */
-void spmd__cpu_set_huge_pages(int on);
+/** large 1 (the default): CPU buffers of 2 MiB and more ask for transparent huge pages (cpu.c
+ * says why); pooled 1: so do those from 64 KiB, carved from shared huge pages (huge_pool.c), for
+ * a process whose peers on its machine read its buffers straight; 0: malloc's, like the others.
+ * Buffers keep how they were made. */
+void spmd__cpu_set_huge_pages(int large, int pooled);
 #ifdef SPMD_HAVE_CUDA
 extern const spmd__backend spmd__backend_cuda;
 #endif

@@ -7,24 +7,8 @@
 
 #include "runtime/devices/backend/backend.h"
 #include "runtime/base/check.h"
-
-/* AddressSanitizer does not see into a mapping of our own: the bytes around the block are
- * marked unaddressable, so that an overflow past its end or into its header is still caught. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SPMD_CPU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SPMD_CPU_ASAN 1
-#endif
-#endif
-#ifdef SPMD_CPU_ASAN
-#include <sanitizer/asan_interface.h>
-#define POISON(at, bytes) ASAN_POISON_MEMORY_REGION(at, bytes)
-#define UNPOISON(at, bytes) ASAN_UNPOISON_MEMORY_REGION(at, bytes)
-#else
-#define POISON(at, bytes) ((void)(at), (void)(bytes))
-#define UNPOISON(at, bytes) ((void)(at), (void)(bytes))
-#endif
+#include "runtime/devices/backend/host_poison.h"
+#include "runtime/devices/backend/huge_pool.h"
 
 /* Cache-line alignment keeps shards of different devices off each other's lines. */
 #define CPU_ALIGNMENT 64
@@ -47,14 +31,20 @@ static spmd_status cpu_bind_thread(int hw)
  * page, and a peer's straight read of it (process_vm_readv) pins a few large pages instead of
  * hundreds of small ones. On the 2-core VM a 4 KiB fault costs about 11 us (README "Stop 75").
  * A buffer takes its bytes' pages and one more (the header's): its tail past the last whole
- * huge page keeps small ones. */
+ * huge page keeps small ones. From 64 KiB up to this size, where peers on the machine read
+ * them straight, buffers share huge pages (huge_pool.c). */
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
-static int huge_pages = 1; /* spmd__cpu_set_huge_pages */
+static int huge_pages = 1, pooled_pages; /* spmd__cpu_set_huge_pages */
 
-void spmd__cpu_set_huge_pages(int on) { __atomic_store_n(&huge_pages, on, __ATOMIC_RELAXED); }
+void spmd__cpu_set_huge_pages(int large, int pooled)
+{
+    __atomic_store_n(&huge_pages, large, __ATOMIC_RELAXED);
+    __atomic_store_n(&pooled_pages, pooled, __ATOMIC_RELAXED);
+}
 
 /* The word before a block says how it was made: what malloc returned (at least 16-aligned), or
- * the start of its own mapping with the low bit set, the mapping's length in the word before. */
+ * the start of its own mapping with the low bit set, the mapping's length in the word before.
+ * A block of the pool has none: its address says so. */
 #define OWN_MAPPING 1u
 #define HEADER_BYTES (sizeof(uintptr_t) + sizeof(size_t))
 
@@ -93,9 +83,10 @@ static void *huge_alloc(size_t bytes)
     return block;
 }
 
-/* Below HUGE_PAGE_BYTES, malloc's own fast path (posix_memalign takes its slow one, a tenth of
- * a small call): the block starts at the first aligned address past a word that holds what
- * malloc returned. */
+/* Below SPMD__HUGE_POOL_MIN_BYTES, below HUGE_PAGE_BYTES without the pool (a process alone, or
+ * the pool full), and every size with SPMD_HUGE_PAGES=0: malloc's own fast path
+ * (posix_memalign takes its slow one, a tenth of a small call): the block starts at the first
+ * aligned address past a word that holds what malloc returned. */
 static spmd_status cpu_alloc(int hw, size_t bytes, void **ptr)
 {
     (void)hw;
@@ -105,6 +96,10 @@ static spmd_status cpu_alloc(int hw, size_t bytes, void **ptr)
     char *block = NULL;
     if (bytes >= HUGE_PAGE_BYTES && __atomic_load_n(&huge_pages, __ATOMIC_RELAXED)) {
         block = huge_alloc(bytes);
+    } else if (bytes >= SPMD__HUGE_POOL_MIN_BYTES &&
+               __atomic_load_n(&pooled_pages, __ATOMIC_RELAXED) &&
+               (block = spmd__huge_pool_alloc(bytes)) != NULL) {
+        /* inside one huge page (huge_pool.c): no header */
     } else {
         char *raw = rounded < bytes || rounded > SIZE_MAX - CPU_ALIGNMENT
                         ? NULL
@@ -128,6 +123,10 @@ static void cpu_free(int hw, void *ptr, size_t bytes)
     (void)bytes;
     if (!ptr)
         return;
+    if (spmd__huge_pool_holds(ptr)) {
+        spmd__huge_pool_free(ptr);
+        return;
+    }
     uintptr_t word;
     if (((uintptr_t)ptr & (HUGE_PAGE_BYTES - 1)) == 0) /* maybe its own mapping's, poisoned */
         UNPOISON((char *)ptr - HEADER_BYTES, HEADER_BYTES);
