@@ -10,10 +10,10 @@
 
 /* Host memory for a baseline's buffers, paged as libspmd pages a CPU device's in a process that
  * shares its machine, as the baselines' do (SPMD_HUGE_PAGES, src/runtime/devices/backend/cpu.c
- * and huge_pool.c): from 64 KiB on huge pages, so that the
- * baseline's first writes and the single-copy reads of its buffers cost what libspmd's do, and
- * not what the place malloc found happens to give (2 x 1, MPI_Allgather of 1 MiB: 34-39 us on
- * huge pages, 50-53 on small ones, from one run to the next). From 2 MiB a mapping of its own
+ * and huge_pool.c): from 64 KiB on huge pages, so that the baseline's first writes and the
+ * single-copy reads of its buffers cost what libspmd's do, and not what the place malloc found
+ * happens to give (2 x 1, MPI_Allgather of 1 MiB: 34-39 us on huge pages, 50-53 on small ones,
+ * from one run to the next). From 2 MiB a mapping of its own
  * whose whole huge pages ask for transparent huge pages (its tail keeps small ones), below that
  * a huge page of its own (libspmd's buffers of that size share one). bench_host_free takes the
  * same bytes. */

@@ -299,11 +299,11 @@ static int fewer(int count, int shrink, int least)
 
 /* The suites' processes run with glibc's malloc asking for transparent huge pages for its large
  * chunks, as libspmd asks for its CPU buffers of 2 MiB and more (from 64 KiB beside other
- * processes of the run, SPMD_HUGE_PAGES): so does
- * Open MPI's own scratch (the baselines' buffers ask for themselves, bench/host_memory.h), which a
- * large MPI_Allreduce or MPI_Reduce_scatter_block allocates at every call (with 4 KiB pages, 4 x 1
- * on the 2-core VM, MPI_Allreduce of 64 MiB took 420 ms instead of 45). The GLIBC_TUNABLES value to
- * run with, in `out`; NULL where SPMD_HUGE_PAGES is 0 or the tunable is already set. */
+ * processes of the run, SPMD_HUGE_PAGES): so does Open MPI's own scratch (the baselines' buffers
+ * ask for themselves, bench/host_memory.h), which a large MPI_Allreduce or
+ * MPI_Reduce_scatter_block allocates at every call (with 4 KiB pages, 4 x 1 on the 2-core VM,
+ * MPI_Allreduce of 64 MiB took 420 ms instead of 45). The GLIBC_TUNABLES value to run with, in
+ * `out`; NULL where SPMD_HUGE_PAGES is 0 or the tunable is already set. */
 #define HUGE_MALLOC_TUNABLE "glibc.malloc.hugetlb=1"
 static const char *malloc_tunables(char *out, size_t size)
 {

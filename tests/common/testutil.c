@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <spmd/config.h>
 #ifdef SPMD_HAVE_MPI
@@ -89,6 +90,34 @@ int spmd_test_kernel_gives_huge_pages(void)
     int got = fgets(line, sizeof line, f) != NULL;
     fclose(f);
     return got && !strstr(line, "[never]");
+}
+
+int spmd_test_mapping_of(const void *p, spmd_test_mapping *out)
+{
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0)
+        return 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return 0;
+    char line[1024];
+    int inside = 0, found = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo = 0, hi = 0;
+        char dash = 0;
+        if (sscanf(line, "%lx%c%lx ", &lo, &dash, &hi) == 3 && dash == '-') {
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+            if (inside)
+                out->lo = lo, out->hi = hi;
+            continue;
+        }
+        if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            out->huge = strstr(line, " hg") != NULL;
+            found = 1;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
 }
 
 int spmd_test_init_devices(int most)

@@ -111,6 +111,15 @@ int spmd_test_init_devices(int most);
 void spmd_test_line_destroy(spmd_test_line *line);
 /** 1 where the kernel gives transparent huge pages (its setting is not `never`). */
 int spmd_test_kernel_gives_huge_pages(void);
+/** The mapping that holds an address, from /proc/self/smaps: its bounds and whether it asks for
+ * huge pages (VmFlags "hg"). */
+typedef struct spmd_test_mapping {
+    uintptr_t lo, hi;
+    int huge;
+} spmd_test_mapping;
+/** 1 with *out filled; 0 where smaps does not say (no such file, a kernel without transparent
+ * huge pages, no mapping there). */
+int spmd_test_mapping_of(const void *p, spmd_test_mapping *out);
 #endif
 
 /** Most global devices a test run may have. */

@@ -26,42 +26,6 @@
 #define POOLED_MIN ((size_t)64 << 10)
 #define POOL_UNIT ((size_t)16 << 10)
 
-/* The mapping that holds p, from smaps: its bounds and whether it is advised for huge pages
- * (VmFlags "hg"); 0 where smaps does not say (no such file, a kernel without transparent huge
- * pages, no mapping there). */
-typedef struct area {
-    uintptr_t lo, hi;
-    int huge;
-} area;
-
-static int area_of(const void *p, area *out)
-{
-    if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0)
-        return 0;
-    FILE *f = fopen("/proc/self/smaps", "r");
-    if (!f)
-        return 0;
-    char line[1024];
-    int inside = 0, found = 0;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo = 0, hi = 0;
-        char dash = 0;
-        if (sscanf(line, "%lx%c%lx ", &lo, &dash, &hi) == 3 && dash == '-') {
-            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-            if (inside)
-                out->lo = lo, out->hi = hi;
-            continue;
-        }
-        if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-            out->huge = strstr(line, " hg") != NULL;
-            found = 1;
-            break;
-        }
-    }
-    fclose(f);
-    return found;
-}
-
 /* Where the caller's environment asks glibc's malloc for huge pages itself. */
 static int malloc_asks_huge(void)
 {
@@ -93,8 +57,8 @@ static void round_trip(size_t bytes, int huge, int reuse)
         assert_int_equal(sh.nbytes, bytes);
         uintptr_t at = (uintptr_t)sh.data;
         assert_int_equal(at % 64, 0);
-        area m = {0, 0, 0};
-        int known = area_of(sh.data, &m);
+        spmd_test_mapping m = {0, 0, 0};
+        int known = spmd_test_mapping_of(sh.data, &m);
         int own = huge && bytes >= HUGE_PAGE;
         /* the test's processes all run on this machine */
         int in_pool = huge && bytes >= POOLED_MIN && !own && spmd_test_kernel_gives_huge_pages() &&

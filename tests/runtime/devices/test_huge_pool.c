@@ -169,25 +169,13 @@ static int resident(uintptr_t page)
     return 0;
 }
 
-/* Whether the mapping that holds p asks for huge pages (smaps' VmFlags "hg"). */
+/* Whether the mapping that holds p asks for huge pages (the test runs where the kernel gives
+ * them, so smaps says). */
 static int advised_huge(const void *p)
 {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    assert_non_null(f);
-    char line[1024];
-    int inside = 0, huge = 0;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo = 0, hi = 0;
-        char dash = 0;
-        if (sscanf(line, "%lx%c%lx ", &lo, &dash, &hi) == 3 && dash == '-')
-            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-        else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-            huge = strstr(line, " hg") != NULL;
-            break;
-        }
-    }
-    fclose(f);
-    return huge;
+    spmd_test_mapping m = {0, 0, 0};
+    assert_true(spmd_test_mapping_of(p, &m));
+    return m.huge;
 }
 
 /* POOL_PAGES whole pages, then nothing (malloc's turn); one freed comes back; emptied pages
