@@ -208,17 +208,11 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
  * movement beyond. They wait at most the collective timeout in all. */
 #define SPMD__COMM_COMBINED_BYTES (64 * 1024)
 
-/* From this size on, a message within a machine whose peer reads this process's memory
+/* Beyond this size, a message within a machine whose peer reads this process's memory
  * straight (host_rings.h) goes as a note of where it lies: one copy, by the reader, where the
- * rings' slots copy it twice. */
-#define SPMD__COMM_STRAIGHT_BYTES (32 * 1024)
-
-/** The largest message a collective sends through spmd__comm_paired_exchange on c; larger ones
- * go through the checked exchanges, read straight where they can be. SPMD__COMM_COMBINED_BYTES,
- * or SPMD__COMM_STRAIGHT_BYTES within one machine whose processes made their rings and
- * outnumber none of its cores (on a crowded machine only messages from 512 KiB are read
- * straight; the fewest cores any of its processes counts). Alike on every rank of c. */
-size_t spmd__comm_paired_max_bytes(const spmd__comm *c);
+ * rings' slots copy it twice. Up to it the slots' two copies cost less than the reader's
+ * system call and the sender's wait for its answer (ring_stream_mpi.c). */
+#define SPMD__COMM_STRAIGHT_ABOVE (64 * 1024)
 
 /** A run of `count` elements at `data`: part of a reduction's vector (spmd__tree_inputs). */
 typedef struct spmd__piece_run {

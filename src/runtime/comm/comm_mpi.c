@@ -461,14 +461,6 @@ int spmd__comm_on_linked_machine(const spmd__comm *c)
     return 1;
 }
 
-size_t spmd__comm_paired_max_bytes(const spmd__comm *c)
-{
-    /* 2 x 1, ppermute of 64 KiB and all_to_all of 128 KiB, medians of 10 runs alternating,
-     * ratio to MPI with CMA: 0.70 and 0.76 through the slots, 0.99 and 1.01 read straight */
-    return spmd__comm_on_linked_machine(c) && !spmd__rings_crowded() ? SPMD__COMM_STRAIGHT_BYTES
-                                                                     : SPMD__COMM_COMBINED_BYTES;
-}
-
 /* spmd__comm_keep_with, with kept_lock held. */
 static void keep_locked(spmd__comm *c, void *block)
 {

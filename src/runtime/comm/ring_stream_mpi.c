@@ -101,13 +101,16 @@ static uint64_t key_of(const spmd__comm *c, const spmd__stream *s)
     return stream_key(c->wire, c->stamp, s->tag, s->round);
 }
 
-/* From SPMD__COMM_STRAIGHT_BYTES on, a message whose buffer stays put goes to a peer that reads
+/* Beyond SPMD__COMM_STRAIGHT_ABOVE, a message whose buffer stays put goes to a peer that reads
  * this process's memory straight (spmd__ring_direct_to) as a note of where it lies: the peer
  * copies it once into its place, where through the slots it is copied twice, the sender busy
  * with every chunk (2 x 1, medians of 3 runs alternating with the slots alone, ratio to MPI with
  * its own straight reads, CMA: ppermute 128 KiB-4 MiB 0.54-0.68 -> 0.93-1.09, all_to_all
- * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33; from 64 KiB down to
- * 32 KiB, 10 runs: all_gather of 64 KiB 0.88 -> 0.96).
+ * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33). Messages of 32-64
+ * KiB went that way from stop 59 to 78; on Linux 6.18 they went faster through the slots, near
+ * and far (2 x 1, 3 runs each alternating, libspmd's time: all_gather of 64 KiB 5.6-7.9 ->
+ * 2.8-3.0 us near, 8.8-9.4 -> 5.8-6.2 far; ppermute of 64 KiB 6.2-6.4 -> 3.0-3.3 near, 7.6-8.2
+ * -> 5.1-6.1 far; all_to_all of 128 KiB 7.7-8.7 -> 3.4-3.6 near).
  * A reduction's rounds choose for themselves (tree_mpi.c).
  * The note's reader answers in a word of the sender's (host_rings.h): the buffer is the
  * caller's again only once it did, or once the sender released the word unanswered. */
@@ -134,12 +137,13 @@ static int stream_open(const spmd__stream *s, const stream_state *t)
  * (4 x 1 on 2 cores, ratio to MPI with CMA, medians of 17 near runs alternating with notes never
  * read straight there: ppermute 512 KiB-2 MiB 0.65-0.76 -> 0.83-0.90, all_gather 2-8 MiB 0.88-1.12
  * -> 1.11-1.44, all_to_all 2-8 MiB 0.93-1.00 -> 1.02-1.11; from 32 KiB, as on a machine with a core
- * each, and with ppermute's paired exchange only to 32 KiB, all_gather of 128 KiB-1 MiB lost
+ * each then, and with ppermute's paired exchange only to 32 KiB, all_gather of 128 KiB-1 MiB lost
  * 0.09-0.29 and ppermute of 64 KiB 0.34). */
 static int as_note(const spmd__stream *s, int p)
 {
-    size_t least = !spmd__rings_crowded() ? SPMD__COMM_STRAIGHT_BYTES : LONG_STREAM_BYTES;
-    return s->send_stays && !s->fill && s->sbytes >= least && spmd__ring_direct_to(p);
+    int long_enough = !spmd__rings_crowded() ? s->sbytes > SPMD__COMM_STRAIGHT_ABOVE
+                                             : s->sbytes >= LONG_STREAM_BYTES;
+    return s->send_stays && !s->fill && long_enough && spmd__ring_direct_to(p);
 }
 
 static int sends_direct(const stream_state *t) { return t->as_note && !t->chunked && t->sent == 0; }

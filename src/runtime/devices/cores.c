@@ -105,16 +105,15 @@ int spmd__usable_cores_from(const char *cgroup_list, const char *sys_root, int a
     return cores;
 }
 
-int spmd__usable_cores(void)
+static int online_cores(void)
 {
-    int affinity = 0;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        affinity = CPU_COUNT(&set);
-    else {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        affinity = n > 0 ? (int)n : 1;
-    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* The cores under a quota: the tightest of the groups /proc/self/cgroup names. */
+static int under_quota(int cores)
+{
     char list[4096] = "";
     FILE *f = fopen("/proc/self/cgroup", "r");
     if (f) {
@@ -122,5 +121,14 @@ int spmd__usable_cores(void)
         list[got] = '\0';
         fclose(f);
     }
-    return spmd__usable_cores_from(list, "", affinity);
+    return spmd__usable_cores_from(list, "", cores);
 }
+
+int spmd__usable_cores(void)
+{
+    cpu_set_t set;
+    return under_quota(sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                                   : online_cores());
+}
+
+int spmd__machine_cores(void) { return under_quota(online_cores()); }

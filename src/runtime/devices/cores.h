@@ -10,6 +10,13 @@
 int spmd__usable_cores(void);
 
 /**
+ * The cores the processes of this machine share: those online, capped alike by this process's
+ * control group's quota (the processes of one container share it). A launcher that binds each
+ * process to a core of its own leaves spmd__usable_cores at 1, not this.
+ */
+int spmd__machine_cores(void);
+
+/**
  * The same from given sources, for tests: `cgroup_list` as /proc/self/cgroup reads (NULL: none),
  * `sys_root` where /sys/fs/cgroup lies ("" for the real one), `affinity` the mask's count.
  */

@@ -112,9 +112,17 @@ void spmd__pause_begin(spmd__pause *p, int64_t now_ns)
 #define PAUSE_RUN_NS 200000
 #define PAUSE_CROWD_LASTS_NS 100000000
 
+static _Atomic int64_t polling_ns; /* set at start-up, read by every wait */
+
+void spmd__pause_set_polling(int64_t ns)
+{
+    atomic_store_explicit(&polling_ns, ns > 0 ? ns : 0, memory_order_relaxed);
+}
+
 void spmd__pause_step(spmd__pause *p, int64_t now_ns, int64_t spin_ns)
 {
-    if (now_ns - p->start_ns <= spin_ns)
+    int64_t waited = now_ns - p->start_ns;
+    if (waited <= spin_ns || waited <= atomic_load_explicit(&polling_ns, memory_order_relaxed))
         return;
     if (!p->crowded) { /* both clocks read here, precisely, whatever clock the caller reads */
         int64_t cpu = thread_cpu_ns(), wall = spmd__now_ns();

@@ -67,6 +67,13 @@ typedef struct spmd__pause {
 } spmd__pause;
 
 void spmd__pause_begin(spmd__pause *p, int64_t now_ns);
+/**
+ * How long every wait polls before it pauses at all (0: only its own spin). Set at start-up
+ * where the job's busy threads on this machine fit its cores: a thread that shares its core
+ * then shares it with someone else's work, which a yield or a nap hands a whole time slice
+ * while the peer this wait is for runs on another core.
+ */
+void spmd__pause_set_polling(int64_t ns);
 /** The pause at `now_ns` (spmd__now_ns) of a wait that began at spmd__pause_begin. */
 void spmd__pause_step(spmd__pause *p, int64_t now_ns, int64_t spin_ns);
 

@@ -1,6 +1,8 @@
 /* The cores a process may use (src/runtime/devices/cores.c): its affinity, capped by its
- * control group's CPU quota, read from a planted /sys/fs/cgroup tree. */
+ * control group's CPU quota, read from a planted /sys/fs/cgroup tree; and the machine's, which
+ * no binding changes. */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,15 +94,35 @@ static void test_this_process(void **state)
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     assert_true(n >= 1);
     assert_true(online < 1 || n <= online);
+    int machine = spmd__machine_cores();
+    assert_true(machine >= n); /* the same quota over all the cores, not only this affinity */
+    assert_true(online < 1 || machine <= online);
+}
+
+/* A process bound to one core (as a launcher binds it) may use 1; the machine's count stays. */
+static void test_bound_to_one_core(void **state)
+{
+    (void)state;
+    cpu_set_t was, one;
+    assert_int_equal(sched_getaffinity(0, sizeof was, &was), 0);
+    int machine = spmd__machine_cores(), first = 0;
+    while (!CPU_ISSET(first, &was))
+        first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+    int usable = spmd__usable_cores(), machine_bound = spmd__machine_cores();
+    assert_int_equal(sched_setaffinity(0, sizeof was, &was), 0);
+    assert_int_equal(usable, 1);
+    assert_int_equal(machine_bound, machine);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_group),
-        cmocka_unit_test(test_v2_quota),
-        cmocka_unit_test(test_v1_quota),
-        cmocka_unit_test(test_this_process),
+        cmocka_unit_test(test_no_group),          cmocka_unit_test(test_v2_quota),
+        cmocka_unit_test(test_v1_quota),          cmocka_unit_test(test_this_process),
+        cmocka_unit_test(test_bound_to_one_core),
     };
     return cmocka_run_group_tests(tests, setup, teardown) ? 1 : 0;
 }
