@@ -394,7 +394,7 @@ static void spin_if(int busy_threads, int cores, void (*set_policy)(int spins, i
  * again, and a yield as long: the loop kept the core for its slice. */
 #define WAIT_POLLING_NS 10000000
 
-static void choose_wait_policy(int processes_here)
+static void choose_wait_policy(int processes_here, int machine_cores)
 {
     int cores = spmd__usable_cores();
     rt.usable_cores = cores;
@@ -402,10 +402,16 @@ static void choose_wait_policy(int processes_here)
     /* during fn the calling threads sleep in their joins: the device threads alone are busy */
     spin_if(processes_here * rt.num_local, cores, spmd__event_set_peer_policy);
     /* A wait between processes is one device thread's while the others of its process wait
-     * for it: where every device thread of the machine has a core, a thread that finds its
-     * core shared shares it with someone else's work, and polling holds up none of the job. */
-    int fits = processes_here * rt.num_local <= spmd__machine_cores() && rt.num_local <= cores;
+     * for it: where every device thread of the machine has a core (of those the machine's
+     * processes may use between them), a thread that finds its core shared shares it with
+     * someone else's work, and polling holds up none of the job. */
+    int fits = processes_here * rt.num_local <= machine_cores && rt.num_local <= cores;
     spmd__pause_set_polling(rt.process_count > 1 && fits ? WAIT_POLLING_NS : 0);
+    spmd__log(SPMD__LOG_DEBUG,
+              "waits for other processes poll for their first %d ms before they yield or nap "
+              "(%d device thread(s) on this machine, %d core(s) its processes may use)",
+              rt.process_count > 1 && fits ? WAIT_POLLING_NS / 1000000 : 0,
+              processes_here * rt.num_local, machine_cores);
 }
 
 static spmd_status start_workers(void)
@@ -422,14 +428,15 @@ static spmd_status start_workers(void)
 }
 
 /* The processes on one machine share memory for their small messages (host_rings.h). */
-static spmd_status link_hosts(const process_record *all, int n)
+static spmd_status link_hosts(const process_record *all, int n, int *machine_cores)
 {
     uint64_t *hosts = malloc((size_t)n * sizeof *hosts);
     SPMD_REQUIRE(hosts != NULL, SPMD_ERR_OUT_OF_MEMORY,
                  "out of memory for the machines of %d processes", n);
     for (int p = 0; p < n; p++)
         hosts[p] = all[p].host;
-    spmd_status st = spmd__proc_link_hosts(hosts, all[0].nonce, rt.host_rings, rt.init_timeout_ns);
+    spmd_status st = spmd__proc_link_hosts(hosts, all[0].nonce, rt.host_rings, rt.init_timeout_ns,
+                                           machine_cores);
     free(hosts);
     return st;
 }
@@ -479,8 +486,9 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
             spmd__comm_restart_wires();
         missing = st != SPMD_OK;
     }
+    int machine_cores = 0; /* between the machine's processes (link_hosts) */
     if (st == SPMD_OK && rt.process_count > 1) {
-        st = link_hosts(all, rt.process_count);
+        st = link_hosts(all, rt.process_count, &machine_cores);
         missing = st != SPMD_OK;
     }
     free(all);
@@ -497,7 +505,7 @@ static spmd_status init_locked(const spmd_init_options *o, const void *user_comm
         memset(&rt, 0, sizeof rt);
         return st;
     }
-    choose_wait_policy(processes_here);
+    choose_wait_policy(processes_here, machine_cores);
     rt.session = ++last_session;
     failures_at_init = spmd__calls_failures();
     spmd__calls_open(rt.num_local, rt.process_index, rt.collective_timeout_ns);

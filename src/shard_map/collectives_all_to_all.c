@@ -354,9 +354,10 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     size_t in_bytes = spmd__block_bytes(in);
     spmd__group *g = c.g;
     /* Large: some process sends more than SPMD__COMM_COMBINED_BYTES (every process finds the
-     * same from the group's tables, and so picks the same protocol; a message between two
-     * processes is then no longer than a paired exchange's). Large exchanges of host blocks go
-     * straight from the inputs into the outputs. */
+     * same from the group's tables, and so picks the same protocol; the process with the most
+     * members sends at least `most x next` chunks, so no message between two processes is then
+     * longer than a paired exchange's). Large exchanges of host blocks go straight from the
+     * inputs into the outputs. */
     int large = 0;
     for (int r = 0; g->comm && r < g->num_ranks; r++) {
         int k = g->rank_members[r];
@@ -368,9 +369,8 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
      * sender's check is read, without the scratch's two copies (the same messages as the
      * scratch's: either way on either side). Medians of 4-5 runs at 2 x 1, ratio to
      * MPI_Alltoall: 1-4 KiB 0.77-0.78 -> 0.88-0.89, 8-64 KiB 0.90-1.55 -> 1.08-1.77; over TCP,
-     * 32 KiB 0.84 -> 0.96, 64 KiB 0.84 -> 0.94. Within a machine too up to 64 KiB a message:
-     * read straight from 32 KiB (stops 59-78), it took longer than this way on Linux 6.18
-     * (ring_stream_mpi.c). */
+     * 32 KiB 0.84 -> 0.96, 64 KiB 0.84 -> 0.94. Within a machine too: read straight (stops
+     * 59-78), messages of 32-64 KiB took longer than this on Linux 6.18 (ring_stream_mpi.c). */
     int straight = g->comm && !large && c.nl == 1 && c.n == g->num_ranks && in->data != out->data &&
                    blocks_on_host(ctx) && chunk_is_run(L.cdims, L.extent, L.src_strides) &&
                    chunk_is_run(L.cdims, L.extent, L.dst_strides);

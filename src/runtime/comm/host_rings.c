@@ -21,6 +21,7 @@
 #endif
 
 #include "runtime/base/check.h"
+#include "runtime/devices/cores.h"
 #include "runtime/devices/event.h"
 #include "runtime/base/log.h"
 #include "runtime/base/stream_copy.h"
@@ -254,8 +255,13 @@ static size_t wide_bytes_for(int n)
  * owner does; the pid tells a later start-up whether the owner is gone (remove_leftovers). */
 enum { TOKEN_BYTES = 16, NAME_BYTES = 64 };
 /* What each process of a machine tells the others at start-up: its segment's name, then the
- * cores it counts (int32_t), so that all of them judge the machine crowded alike. */
-enum { RECORD_BYTES = NAME_BYTES + (int)sizeof(int32_t) };
+ * cores it counts (int32_t), so that all of them judge the machine crowded alike, then its
+ * affinity (spmd__core_mask), so that each knows the cores the machine's processes may use. */
+enum {
+    CORES_AT = NAME_BYTES,
+    MASK_AT = CORES_AT + (int)sizeof(int32_t),
+    RECORD_BYTES = MASK_AT + SPMD__CORE_MASK_BYTES
+};
 
 static void segment_name(char *name, const unsigned char *token)
 {
@@ -617,7 +623,7 @@ int spmd__ring_read_direct(int from, void *dst, uint64_t src, size_t bytes)
 }
 
 spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *hosts, uint64_t job,
-                             int want, int tag, int64_t timeout_ns)
+                             int want, int tag, int64_t timeout_ns, int *machine_cores)
 {
     spmd__rings_unlink();
     int n = 0, here = -1;
@@ -657,8 +663,11 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
         if (!R.own)
             name[0] = 0;
     }
+    unsigned char cores_used[SPMD__CORE_MASK_BYTES];
+    spmd__core_mask(cores_used);
     memcpy(record, name, NAME_BYTES);
-    memcpy(record + NAME_BYTES, &cores, sizeof cores);
+    memcpy(record + CORES_AT, &cores, sizeof cores);
+    memcpy(record + MASK_AT, cores_used, sizeof cores_used);
     spmd_status met = SPMD_OK;
     if (n > 1) /* every segment of the machine exists now, its name here */
         met = theirs
@@ -670,11 +679,16 @@ spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *h
     int32_t fewest = cores > 0 ? cores : 0;
     for (int p = 0; met == SPMD_OK && p < count; p++) {
         int32_t theirs_cores = 0;
-        if (p != me && hosts[p] == hosts[me])
-            memcpy(&theirs_cores, theirs + (size_t)p * RECORD_BYTES + NAME_BYTES, sizeof cores);
+        if (p == me || hosts[p] != hosts[me])
+            continue;
+        const unsigned char *record_of_p = (const unsigned char *)theirs + (size_t)p * RECORD_BYTES;
+        memcpy(&theirs_cores, record_of_p + CORES_AT, sizeof cores);
         if (theirs_cores > 0 && (fewest == 0 || theirs_cores < fewest))
             fewest = theirs_cores;
+        for (int i = 0; i < SPMD__CORE_MASK_BYTES; i++)
+            cores_used[i] |= record_of_p[MASK_AT + i];
     }
+    *machine_cores = spmd__mask_cores(cores_used);
     R.crowded = rings && fewest > 0 && n > fewest;
     R.all_linked = met == SPMD_OK && rings && R.own;
     for (int p = 0; R.all_linked && p < count; p++)

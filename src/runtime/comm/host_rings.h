@@ -47,9 +47,11 @@
  * shared memory only goes without (its peers send it everything through MPI), and so does a
  * pair whose segment fails the check (with a warning naming the file); an exchange that times
  * out fails the start-up. It first removes this user's segments whose processes are gone.
+ * *machine_cores: the cores this machine's processes may use between them (the union of their
+ * affinities, under the quota: spmd__mask_cores).
  */
 spmd_status spmd__rings_link(MPI_Comm comm, int me, int count, const uint64_t *hosts, uint64_t job,
-                             int want, int tag, int64_t timeout_ns);
+                             int want, int tag, int64_t timeout_ns, int *machine_cores);
 /** Unmaps the rings (spmd_finalize, or a start-up given up). */
 void spmd__rings_unlink(void);
 

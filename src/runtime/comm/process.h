@@ -26,9 +26,10 @@ spmd_status spmd__proc_go_private(int64_t timeout_ns, int *fresh);
  * Links the processes that share a machine (hosts[p] alike), once every process went private:
  * the control plane's shared-memory rings (host_rings.h) when `want` & 1, named after `job` (the
  * same on every process, new at each start-up). Collective, bounded by timeout_ns.
+ * *machine_cores: the cores the processes of this machine may use between them (0: unknown).
  */
-spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want,
-                                  int64_t timeout_ns);
+spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want, int64_t timeout_ns,
+                                  int *machine_cores);
 /** Leaves the process group (finalizing MPI when spmd_init initialized it). `keep_comm`: what
  * other processes sent may still come, so the private communicator is left, not freed (Open MPI
  * gives a freed communicator's context id to the next one created, with what still comes for

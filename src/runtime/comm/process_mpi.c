@@ -183,13 +183,16 @@ spmd_status spmd__proc_go_private(int64_t timeout_ns, int *fresh)
     return SPMD_OK;
 }
 
-spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want, int64_t timeout_ns)
+spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want, int64_t timeout_ns,
+                                  int *machine_cores)
 {
     int me = 0, count = 1;
+    *machine_cores = 0;
     if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &count) != MPI_SUCCESS || count == 1)
         return SPMD_OK;
     MPI_REQUIRE(MPI_Comm_rank(comm, &me), "MPI_Comm_rank");
-    return spmd__rings_link(comm, me, count, hosts, job, want, spmd__comm_rings_tag(), timeout_ns);
+    return spmd__rings_link(comm, me, count, hosts, job, want, spmd__comm_rings_tag(), timeout_ns,
+                            machine_cores);
 }
 
 uint64_t spmd__proc_host_id(void)

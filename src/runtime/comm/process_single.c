@@ -37,9 +37,11 @@ spmd_status spmd__proc_go_private(int64_t timeout_ns, int *fresh)
     return SPMD_OK;
 }
 
-spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want, int64_t timeout_ns)
+spmd_status spmd__proc_link_hosts(const uint64_t *hosts, uint64_t job, int want, int64_t timeout_ns,
+                                  int *machine_cores)
 {
     (void)hosts, (void)job, (void)want, (void)timeout_ns;
+    *machine_cores = 0;
     return SPMD_OK;
 }
 

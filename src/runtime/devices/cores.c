@@ -131,4 +131,20 @@ int spmd__usable_cores(void)
                                                                    : online_cores());
 }
 
-int spmd__machine_cores(void) { return under_quota(online_cores()); }
+void spmd__core_mask(unsigned char *mask)
+{
+    cpu_set_t set;
+    int known = sched_getaffinity(0, sizeof set, &set) == 0, online = known ? 0 : online_cores();
+    memset(mask, 0, SPMD__CORE_MASK_BYTES);
+    for (int i = 0; i < 8 * SPMD__CORE_MASK_BYTES; i++)
+        if (known ? i < CPU_SETSIZE && CPU_ISSET(i, &set) : i < online)
+            mask[i / 8] |= (unsigned char)(1u << (i % 8));
+}
+
+int spmd__mask_cores(const unsigned char *mask)
+{
+    int count = 0;
+    for (int i = 0; i < SPMD__CORE_MASK_BYTES; i++)
+        count += __builtin_popcount(mask[i]);
+    return under_quota(count > 0 ? count : 1);
+}

@@ -9,12 +9,18 @@
  */
 int spmd__usable_cores(void);
 
+/* A set of cores as bits (core i: bit i % 8 of byte i / 8), up to 1024 cores. */
+#define SPMD__CORE_MASK_BYTES 128
+
+/** This process's affinity as a mask (every online core where it cannot be read). */
+void spmd__core_mask(unsigned char *mask);
+
 /**
- * The cores the processes of this machine share: those online, capped alike by this process's
- * control group's quota (the processes of one container share it). A launcher that binds each
- * process to a core of its own leaves spmd__usable_cores at 1, not this.
+ * The cores of `mask` (the union of the masks of a machine's processes: a launcher that binds
+ * each to a core of its own leaves each spmd__usable_cores at 1, not the union), capped by this
+ * process's control group's quota (the processes of one container share it). At least 1.
  */
-int spmd__machine_cores(void);
+int spmd__mask_cores(const unsigned char *mask);
 
 /**
  * The same from given sources, for tests: `cgroup_list` as /proc/self/cgroup reads (NULL: none),

@@ -50,10 +50,11 @@ void spmd__event_set_peer_policy(int spins, int yields);
 
 /**
  * A polling wait's pause between two looks at what it waits for (MPI requests, a ring): none
- * for its first `spin_ns`; then a yield while the thread keeps its core; a short sleep once its
- * CPU time falls a quarter behind the clock. Then other threads want the core (busy neighbours,
- * more threads than cores), and a yield would hand one of them a whole time slice at every
- * step, while a thread woken from a sleep preempts it at once.
+ * for its first `spin_ns` (or the polling stretch, spmd__pause_set_polling); then a yield while the
+ * thread keeps its core; a short sleep once its CPU time falls a quarter behind the clock. Then
+ * other threads want the core (busy neighbours, more threads than cores), and a yield would hand
+ * one of them a whole time slice at every step, while a thread woken from a sleep preempts it at
+ * once.
  */
 typedef struct spmd__pause {
     int64_t start_ns;                    /* on the caller's clock */

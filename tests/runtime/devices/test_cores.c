@@ -1,6 +1,6 @@
 /* The cores a process may use (src/runtime/devices/cores.c): its affinity, capped by its
- * control group's CPU quota, read from a planted /sys/fs/cgroup tree; and the machine's, which
- * no binding changes. */
+ * control group's CPU quota, read from a planted /sys/fs/cgroup tree; and the cores of a mask,
+ * the union of a machine's processes' affinities that start-up forms. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdarg.h>
@@ -94,27 +94,41 @@ static void test_this_process(void **state)
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     assert_true(n >= 1);
     assert_true(online < 1 || n <= online);
-    int machine = spmd__machine_cores();
-    assert_true(machine >= n); /* the same quota over all the cores, not only this affinity */
-    assert_true(online < 1 || machine <= online);
+    unsigned char mask[SPMD__CORE_MASK_BYTES];
+    spmd__core_mask(mask);
+    assert_int_equal(spmd__mask_cores(mask), n); /* its affinity, under the same quota */
+    memset(mask, 0, sizeof mask);
+    assert_int_equal(spmd__mask_cores(mask), 1); /* at least 1 */
 }
 
-/* A process bound to one core (as a launcher binds it) may use 1; the machine's count stays. */
+static int bit(const unsigned char *mask, int core) { return mask[core / 8] >> (core % 8) & 1; }
+
+/* Two processes bound to a core each (as a launcher binds them) may use 1 each, and the two
+ * cores between them: the union of their masks counts, as start-up forms it. */
 static void test_bound_to_one_core(void **state)
 {
     (void)state;
     cpu_set_t was, one;
     assert_int_equal(sched_getaffinity(0, sizeof was, &was), 0);
-    int machine = spmd__machine_cores(), first = 0;
+    int before = spmd__usable_cores(), first = 0, second;
     while (!CPU_ISSET(first, &was))
         first++;
+    for (second = first + 1; second < CPU_SETSIZE && !CPU_ISSET(second, &was); second++)
+        ;
     CPU_ZERO(&one);
     CPU_SET(first, &one);
     assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
-    int usable = spmd__usable_cores(), machine_bound = spmd__machine_cores();
+    unsigned char mask[SPMD__CORE_MASK_BYTES];
+    int usable = spmd__usable_cores();
+    spmd__core_mask(mask);
     assert_int_equal(sched_setaffinity(0, sizeof was, &was), 0);
     assert_int_equal(usable, 1);
-    assert_int_equal(machine_bound, machine);
+    for (int core = 0; core < 8 * SPMD__CORE_MASK_BYTES; core++)
+        assert_int_equal(bit(mask, core), core == first);
+    if (second == CPU_SETSIZE) /* one core to this process: no second to add */
+        return;
+    mask[second / 8] |= (unsigned char)(1u << (second % 8)); /* another process's */
+    assert_int_equal(spmd__mask_cores(mask), before < 2 ? before : 2);
 }
 
 int main(void)
