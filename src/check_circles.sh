@@ -28,12 +28,22 @@ for arg in "$@"; do
 done > "$list"
 [ -s "$list" ] || { echo "check_circles: no objects under $*; build first" >&2; exit 2; }
 
-# "D<TAB>file<TAB>symbol" for what a file defines, "U<TAB>file<TAB>symbol" for what it uses.
-while read -r object; do
-    name=$(printf '%s\n' "$object" | sed -e 's|.*\.dir/||' -e 's|\.o$||')
-    nm -g --defined-only "$object" | awk -v f="$name" 'NF >= 3 { print "D\t" f "\t" $3 }'
-    nm -u "$object" | awk -v f="$name" 'NF >= 2 { print "U\t" f "\t" $2 }'
-done < "$list" | awk -F '\t' '
+# "D<TAB>file<TAB>symbol" for what a file defines, "U<TAB>file<TAB>symbol" for what it uses. One
+# nm reads all the objects, each line led by its object's path (-A): run twice per object, nm
+# took 16 s for the library's 73.
+symbols() {
+    tr '\n' '\0' < "$list" | xargs -0 nm -A "$@" | awk -v kind="$1" '
+    NF >= 3 { # path:address type symbol, or path: type symbol
+        symbol = $NF
+        object = $0
+        sub(/ +[^ ]+ +[^ ]+$/, "", object) # the type and the symbol
+        sub(/:[0-9a-fA-F]*$/, "", object)  # the address, if any
+        sub(/.*\.dir\//, "", object)
+        sub(/\.o$/, "", object)
+        print (kind == "-u" ? "U" : "D") "\t" object "\t" symbol
+    }'
+}
+{ symbols -g --defined-only; symbols -u; } | awk -F '\t' '
 $1 == "D" { definer[$3] = $2; next }
 { used[++nused] = $2 "\t" $3 }
 END {

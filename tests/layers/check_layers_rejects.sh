@@ -85,6 +85,11 @@ expect_rejected "pmap includes multihost (sideways)" pmap/pmap.c '#include "mult
     "src/pmap/pmap.c:1: includes multihost/shapes.c (layer multihost)"
 expect_rejected "a relative path up and over" sharding/spec.c '#include "../array/copy.h"' \
     "src/sharding/spec.c:1: includes array/copy.h (layer array)"
+expect_rejected "a path from src/ through another folder" sharding/spec.c \
+    '#include "runtime/../shard_map/executor.h"' \
+    "src/sharding/spec.c:1: includes shard_map/executor.h (layer shard_map)"
+expect_rejected "a path from src/ that leaves it" sharding/spec.c '#include "../include/spmd/mesh.h"' \
+    "src/sharding/spec.c:1: includes \"../include/spmd/mesh.h\", a path out of src/"
 expect_rejected "sharding includes array in <brackets>" sharding/spec.c '#include <array/buffer.h>' \
     "src/sharding/spec.c:1: includes array/buffer.h (layer array)"
 expect_rejected "sharding includes <spmd/mpi.h>" sharding/spec.c '#include <spmd/mpi.h>' \

@@ -124,13 +124,6 @@ static int under_quota(int cores)
     return spmd__usable_cores_from(list, "", cores);
 }
 
-int spmd__usable_cores(void)
-{
-    cpu_set_t set;
-    return under_quota(sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                                   : online_cores());
-}
-
 void spmd__core_mask(unsigned char *mask)
 {
     cpu_set_t set;
@@ -147,4 +140,11 @@ int spmd__mask_cores(const unsigned char *mask)
     for (int i = 0; i < SPMD__CORE_MASK_BYTES; i++)
         count += __builtin_popcount(mask[i]);
     return under_quota(count > 0 ? count : 1);
+}
+
+int spmd__usable_cores(void)
+{
+    unsigned char mask[SPMD__CORE_MASK_BYTES];
+    spmd__core_mask(mask);
+    return spmd__mask_cores(mask);
 }
