@@ -54,16 +54,21 @@ static size_t chunk_bytes(void) { return spmd__ring_wide_bytes() / 4096 * 4096; 
  * exchange's message may go as a note (as_note says why). */
 #define LONG_STREAM_BYTES (512 * 1024)
 
-/* The chunks of a message of `bytes`: a quarter of it (whole 4 KiB, at least 16 KiB) up to a
- * wide slot's, so that a message of a few slots' worth still pipelines, the reader copying one
- * chunk out while the sender writes the next (a 64 KiB message went in one chunk: its two
- * copies one after the other). Both sides find the same from the same length. */
+/* The chunks of a message of `bytes`: half of it (whole 4 KiB, at least 16 KiB) up to a wide
+ * slot's, so that a message of two slots' worth still pipelines, the reader copying one chunk
+ * out while the sender writes the next (a 64 KiB message went in one chunk before 2026-12-04:
+ * its two copies one after the other), with no more hand-offs of a slot than that takes. Until
+ * 2026-12-07 it was a quarter; halves, medians of 4-5 runs alternating with quarters (ratio to
+ * MPI, CMA unless said): 2 x 1 far all_gather 128 KiB 0.85 -> 1.06, near 1.45 -> 1.56, without
+ * CMA 0.96 -> 1.04; psum 128 KiB 1.89 -> 2.30 far, 2.02 -> 2.25 near; 4 x 1 on the 2 cores
+ * all_gather 256-512 KiB 0.79-0.92 -> 0.95-1.17, psum 128-512 KiB 0.85-0.95 -> 1.07-1.23. Both
+ * sides find the same from the same length. */
 #define CHUNK_LEAST_BYTES (16 * 1024)
 static size_t chunk_for(size_t bytes, size_t wide)
 {
-    size_t quarter = (bytes / 4 + 4095) / 4096 * 4096;
-    quarter = quarter > CHUNK_LEAST_BYTES ? quarter : CHUNK_LEAST_BYTES;
-    return quarter < wide ? quarter : wide;
+    size_t half = (bytes / 2 + 4095) / 4096 * 4096;
+    half = half > CHUNK_LEAST_BYTES ? half : CHUNK_LEAST_BYTES;
+    return half < wide ? half : wide;
 }
 
 /* The length of the chunk after `done` of a message of `bytes`. */
