@@ -90,6 +90,15 @@ expect_rejected "a path from src/ through another folder" sharding/spec.c \
     "src/sharding/spec.c:1: includes shard_map/executor.h (layer shard_map)"
 expect_rejected "a path from src/ that leaves it" sharding/spec.c '#include "../include/spmd/mesh.h"' \
     "src/sharding/spec.c:1: includes \"../include/spmd/mesh.h\", a path out of src/"
+expect_rejected "a path in <brackets> up and over into src/" sharding/spec.c \
+    '#include <../src/array/copy.h>' "src/sharding/spec.c:1: includes array/copy.h (layer array)"
+expect_rejected "a path in <brackets> up and back to a refused header" sharding/spec.c \
+    '#include <spmd/../spmd/mpi.h>' \
+    "src/sharding/spec.c:1: includes \"spmd/../spmd/mpi.h\", a path out of src/"
+expect_rejected "a refused header as <./mpi.h>" sharding/mesh.c '#include <./mpi.h>' \
+    "src/sharding/mesh.c:1: includes <./mpi.h>, which layer sharding refuses"
+expect_rejected "a refused public header in quotes" sharding/mesh.c '#include "spmd/mpi.h"' \
+    "src/sharding/mesh.c:1: includes \"spmd/mpi.h\", which layer sharding refuses"
 expect_rejected "sharding includes array in <brackets>" sharding/spec.c '#include <array/buffer.h>' \
     "src/sharding/spec.c:1: includes array/buffer.h (layer array)"
 expect_rejected "sharding includes <spmd/mpi.h>" sharding/spec.c '#include <spmd/mpi.h>' \
@@ -100,16 +109,28 @@ expect_rejected "a relative path out of src/" sharding/mesh.c \
 expect_rejected "an include that is nowhere" shard_map/ops.c '#include "shard_map/gone.h"' \
     "src/shard_map/ops.c:1: includes \"shard_map/gone.h\", which is neither"
 
+# expect_exit RC WHAT CHECK FRAGMENT: CHECK (a copy of the check) on the tree as it stands exits
+# RC and prints FRAGMENT.
+expect_exit() {
+    want=$1 what=$2 script=$3 fragment=$4
+    rc=0
+    sh "$script" "$work/tree" > "$work/out" 2>&1 || rc=$?
+    if [ "$rc" -eq "$want" ] && grep -qF -- "$fragment" "$work/out"; then
+        echo "ok: $what"
+    else
+        echo "FAIL: $what: exit $rc, want $want:"; cat "$work/out"
+        failures=$((failures + 1))
+    fi
+}
+
 fresh
 mkdir "$work/tree/src/newfolder"
 printf '#include "runtime/base/check.h"\n' > "$work/tree/src/newfolder/x.c"
-rc=0
-sh "$check" "$work/tree" > "$work/out" 2>&1 || rc=$?
-if [ "$rc" -eq 1 ] && grep -qF "src/newfolder/x.c: in no layer" "$work/out"; then
-    echo "ok: a file in no layer"
-else
-    echo "FAIL: a file in no layer: exit $rc:"; cat "$work/out"
-    failures=$((failures + 1))
-fi
+expect_exit 1 "a file in no layer" "$check" "src/newfolder/x.c: in no layer"
+
+# A listing that fails half way (here an awk that cannot parse) must not pass for a clean tree.
+fresh
+sed 's/function normal(path,/function normal(path,,/' "$check" > "$work/broken.sh"
+expect_exit 2 "a listing that fails" "$work/broken.sh" "listing the includes failed"
 
 [ "$failures" -eq 0 ] || { echo "$failures case(s) failed"; exit 1; }

@@ -2,9 +2,10 @@
  * Data between two processes of one machine through the wide slots of the shared-memory rings
  * (host_rings.h), for the large reductions: the sender writes each chunk once into the
  * receiver's segment, and the receiver uses it where it lies (adds it into its vector, or
- * copies it to its place) before handing the slot back. Two wide slots per direction: while
- * the receiver reads one chunk, the sender writes the next. MPI's shared-memory transport copies
- * twice (into its FIFO, out of it into a buffer that the reduction then reads a third time).
+ * copies it to its place) before handing the slot back. Three wide slots per direction (a
+ * chunk takes any of them): while the receiver reads one chunk, the sender writes the next. MPI's
+ * shared-memory transport copies twice (into its FIFO, out of it into a buffer that the reduction
+ * then reads a third time).
  *
  * Both sides decide alike whether to stream (spmd__comm_ring_stream_usable), and take exactly
  * the bytes they expect in the order sent: the chunks of one reduction share its tag, and a
@@ -66,7 +67,7 @@ static size_t chunk_bytes(void) { return spmd__ring_wide_bytes() / 4096 * 4096; 
 #define CHUNK_LEAST_BYTES (16 * 1024)
 static size_t chunk_for(size_t bytes, size_t wide)
 {
-    size_t half = (bytes / 2 + 4095) / 4096 * 4096;
+    size_t half = (bytes - bytes / 2 + 4095) / 4096 * 4096; /* 64 KiB + 1: two, not three */
     half = half > CHUNK_LEAST_BYTES ? half : CHUNK_LEAST_BYTES;
     return half < wide ? half : wide;
 }
