@@ -64,8 +64,8 @@ includes() {
         from_src = normal("src/" name)
         if (kind == "s") {
             if (name ~ /(^|\/)\.\.(\/|$)/) {
-                if (!outside_src(from_src) && from_src in exists) target = substr(from_src, 5)
-                kind = outside_src(from_src) || !(from_src in exists) ? "o" : "q"
+                if (!outside_src(from_src) && from_src in exists) { kind = "q"; target = substr(from_src, 5) }
+                else kind = "o"
             } else {
                 target = normal(name)
                 if (("src/" target) in exists) kind = "q"

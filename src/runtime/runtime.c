@@ -406,12 +406,12 @@ static void choose_wait_policy(int processes_here, int machine_cores)
      * processes may use between them), a thread that finds its core shared shares it with
      * someone else's work, and polling holds up none of the job. */
     int fits = processes_here * rt.num_local <= machine_cores && rt.num_local <= cores;
-    spmd__pause_set_polling(rt.process_count > 1 && fits ? WAIT_POLLING_NS : 0);
+    int64_t polling_ns = rt.process_count > 1 && fits ? WAIT_POLLING_NS : 0;
+    spmd__pause_set_polling(polling_ns);
     spmd__log(SPMD__LOG_DEBUG,
               "waits for other processes poll for their first %d ms before they yield or nap "
               "(%d device thread(s) on this machine, %d core(s) its processes may use)",
-              rt.process_count > 1 && fits ? WAIT_POLLING_NS / 1000000 : 0,
-              processes_here * rt.num_local, machine_cores);
+              (int)(polling_ns / 1000000), processes_here * rt.num_local, machine_cores);
 }
 
 static spmd_status start_workers(void)
