@@ -15,8 +15,13 @@
 #include "shard_map/executor.h"
 #include "shard_map/reduce.h"
 
-/* Below this many bytes one thread does a reduction alone: splitting costs more than it saves. */
+/* Below this many bytes one thread does a reduction alone where the members split fixed slices
+ * (between processes, CUDA devices, many-block forms): splitting costs more than it saves. */
 #define SPLIT_BYTES (64 * 1024)
+
+/* The smallest piece the local members claim: two threads summing 8 KiB each beat one summing
+ * 16 KiB (psum at 2 devices: 16 KiB 1.26 -> 1.73 of the copy bound, 64 KiB 1.34 -> 2.32). */
+#define PIECE_BYTES (8 * 1024)
 
 /* The collectives' kinds: the low byte of what a device's note says it waits in. */
 typedef enum op_kind {
@@ -175,11 +180,15 @@ static inline void slice_of(size_t count, int parts, int index, size_t *begin, s
 
 /* Pieces of `count` elements that the local members claim one at a time: a thread the
  * scheduler runs more takes more of them, so none waits on a descheduled peer's fixed share
- * (devices outnumber cores on a laptop). */
+ * (devices outnumber cores on a laptop). A piece is at least a member's share clamped to
+ * [PIECE_BYTES, SPLIT_BYTES], and at least an eighth of that share: every member may take part
+ * in a small block where it has a core, and large blocks go in pieces that stream. */
 static inline size_t piece_elements(size_t count, int nl, size_t elem)
 {
-    size_t piece = count / ((size_t)nl * 8);
-    size_t least = SPLIT_BYTES / elem;
+    size_t piece = count / ((size_t)nl * 8), least = count / (size_t)nl;
+    least = least < PIECE_BYTES / elem   ? PIECE_BYTES / elem
+            : least > SPLIT_BYTES / elem ? SPLIT_BYTES / elem
+                                         : least;
     piece = piece > least ? piece : least;
     return (piece + 63) / 64 * 64; /* whole cache lines for the streamed stores */
 }

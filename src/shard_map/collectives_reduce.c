@@ -3,7 +3,7 @@
  * their many-block forms (psum_many ...). Reductions keep their one home for the order: every
  * sum between processes, psum_scatter's too, goes through reduce_between here.
  *   in process: the local members reduce slices of the inputs, in position order, into every
- *     output (large host blocks: pieces they claim; CUDA: a kernel on the device's stream);
+ *     output (host blocks from 16 KiB: pieces they claim; CUDA: a kernel on the device's stream);
  *   between processes: one tree allreduce by the first local member (runtime/base/tree.h's
  *     order), over the process's block added up here where every process holds an aligned
  *     block of positions, else over each position's input; then copied out to every output;
@@ -275,12 +275,15 @@ static spmd_status reduce(spmd_ctx *ctx, const spmd_block *given, spmd_block *ou
         srcs[k] = g->slots[g->local_order[k]].in;
         dsts[k] = g->slots[k].out;
     }
-    int small = count * elem < SPLIT_BYTES || c.nl == 1;
+    /* claimed pieces pay off from two of them; fixed slices and steps between processes from
+     * SPLIT_BYTES */
+    int claims = !g->comm && blocks_on_host(ctx);
+    int small = count * elem < (claims ? 2 * PIECE_BYTES : SPLIT_BYTES) || c.nl == 1;
     size_t b = 0, e = count;
     if (!small)
         slice_of(count, c.nl, c.li, &b, &e);
     st = SPMD_OK;
-    if (!g->comm && !small && blocks_on_host(ctx)) {
+    if (claims && !small) {
         /* One pass: the threads claim pieces, reduce each and write it to every output. */
         size_t piece = piece_elements(count, c.nl, elem), pieces = (count + piece - 1) / piece;
         for (long p; st == SPMD_OK && (p = claim_piece(g, pieces)) >= 0;) {
