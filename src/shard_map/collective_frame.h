@@ -16,7 +16,7 @@
 #include "shard_map/reduce.h"
 
 /* Below this many bytes one thread does a reduction alone where the members split fixed slices
- * (between processes, CUDA devices, many-block forms): splitting costs more than it saves. */
+ * (between processes, on CUDA devices): splitting costs more than it saves. */
 #define SPLIT_BYTES (64 * 1024)
 
 /* The smallest piece the local members claim: two threads summing 8 KiB each beat one summing

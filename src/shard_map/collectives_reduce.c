@@ -7,7 +7,8 @@
  *   between processes: one tree allreduce by the first local member (runtime/base/tree.h's
  *     order), over the process's block added up here where every process holds an aligned
  *     block of positions, else over each position's input; then copied out to every output;
- *   many blocks: each member takes small blocks whole and slices of large ones; between
+ *   many blocks: in one process on the host the members claim pieces of them, block after
+ *     block; else each member takes small blocks whole and slices of large ones; between
  *     processes one fused buffer (a segment per accumulator dtype), or large blocks of one
  *     dtype reduced in place in the first member's outputs.
  * pmean sums, then each device scales its own output.
@@ -395,6 +396,45 @@ static int my_part(const many_block *mb, int nl, int li, size_t *b, size_t *e)
     return *e > *b;
 }
 
+/* In process on the host, the members claim pieces of the blocks, block after block, as a
+ * psum claims those of its one block: none waits on a descheduled peer's fixed share. A block
+ * under two pieces' worth is one piece. */
+static size_t block_piece(const many_block *mb, int nl)
+{
+    if (mb->bytes < 2 * PIECE_BYTES)
+        return mb->count;
+    return piece_elements(mb->count, nl, spmd_dtype_size(mb->dtype));
+}
+
+static size_t block_pieces(const many_block *mb, int nl)
+{
+    return mb->count ? (mb->count + block_piece(mb, nl) - 1) / block_piece(mb, nl) : 0;
+}
+
+static spmd_status reduce_claimed_pieces(coll *c, const many_block *mb, int n, spmd__reduce_op rop,
+                                         const void **srcs, void **dsts)
+{
+    spmd__group *g = c->g;
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += block_pieces(&mb[i], c->nl);
+    int i = 0;
+    size_t first = 0; /* block i's first piece: a thread's claims only grow */
+    spmd_status st = SPMD_OK;
+    for (long p; st == SPMD_OK && (p = claim_piece(g, total)) >= 0;) {
+        while ((size_t)p >= first + block_pieces(&mb[i], c->nl))
+            first += block_pieces(&mb[i++], c->nl);
+        size_t piece = block_piece(&mb[i], c->nl), pb = ((size_t)p - first) * piece;
+        size_t pe = pb + piece < mb[i].count ? pb + piece : mb[i].count;
+        for (int k = 0; k < c->nl; k++) {
+            srcs[k] = ((const void *const *)g->slots[g->local_order[k]].in)[i];
+            dsts[k] = ((spmd_block *)g->slots[k].out)[i].data;
+        }
+        st = reduce_slice(c->ctx, mb[i].dtype, rop, dsts, c->nl, srcs, pb, pe, mb[i].bytes);
+    }
+    return st;
+}
+
 /* The fused buffer: one segment per accumulator dtype (in dtype order, 16-byte aligned). */
 static size_t fuse_blocks(many_block *mb, int n, size_t *seg_begin, size_t *seg_end)
 {
@@ -582,8 +622,13 @@ static spmd_status reduce_blocks(spmd_ctx *ctx, int n, const spmd_block *given, 
             spmd__reduce_many(mb[i].dtype, rop, mine + mb[i].fused, &src[i], 1, 0, mb[i].count);
     }
     /* 1. each member reduces its part of the local blocks (inputs in position order): into
-     *    every local output (one process), or into the fused buffer (several) */
-    for (int i = 0; i < n && st == SPMD_OK && (!cross || blocks); i++) {
+     *    every local output (one process: on the host, pieces it claims), or into the fused
+     *    buffer (several) */
+    int claims = !cross && c.nl > 1 && blocks_on_host(ctx);
+    if (claims && st == SPMD_OK &&
+        (st = reduce_claimed_pieces(&c, mb, n, rop, srcs, dsts)) != SPMD_OK)
+        st = spmd__coll_fail(&c, st);
+    for (int i = 0; i < n && st == SPMD_OK && !claims && (!cross || blocks); i++) {
         size_t b, e;
         if (!my_part(&mb[i], c.nl, c.li, &b, &e))
             continue;
