@@ -367,8 +367,9 @@ typedef struct many_block {
     int owner;    /* a small block's local member (-1: split between them all) */
 } many_block;
 
-/* Splits the work on the blocks between the local members: a large block in slices, each small
- * one whole to a member, members taking consecutive blocks of about equal bytes. */
+/* Splits the work on the blocks between the local members where they do not claim pieces
+ * (between processes, CUDA devices): a large block in slices, each small one whole to a member,
+ * members taking consecutive blocks of about equal bytes. */
 static void assign_blocks(many_block *mb, int n, int nl)
 {
     size_t whole = 0, before = 0;
@@ -398,7 +399,7 @@ static int my_part(const many_block *mb, int nl, int li, size_t *b, size_t *e)
 
 /* In process on the host, the members claim pieces of the blocks, block after block, as a
  * psum claims those of its one block: none waits on a descheduled peer's fixed share. A block
- * under two pieces' worth is one piece. */
+ * under 2 * PIECE_BYTES is one piece. */
 static size_t block_piece(const many_block *mb, int nl)
 {
     if (mb->bytes < 2 * PIECE_BYTES)

@@ -44,6 +44,7 @@ static const block_spec specs[] = {
     {SPMD_DTYPE_F32, 1, {70000}, 0}, {SPMD_DTYPE_F64, 2, {200, 200}, 0},
     {SPMD_DTYPE_I32, 1, {20000}, 0}, {SPMD_DTYPE_F32, 1, {100000}, 1},
     {SPMD_DTYPE_F32, 2, {1, 1}, 1},  {SPMD_DTYPE_BF16, 1, {150000}, 0},
+    {SPMD_DTYPE_F32, 1, {4096}, 0}, /* 16 KiB: the first that one process splits in pieces */
 };
 #define NSPECS ((int)(sizeof specs / sizeof specs[0]))
 
