@@ -180,11 +180,14 @@ static inline void slice_of(size_t count, int parts, int index, size_t *begin, s
 
 /* Pieces of `count` elements that the local members claim one at a time: a thread the
  * scheduler runs more takes more of them, so none waits on a descheduled peer's fixed share
- * (devices outnumber cores on a laptop). A piece is at least a member's share clamped to
- * [PIECE_BYTES, SPLIT_BYTES], and at least an eighth of that share: every member may take part
- * in a small block where it has a core, and large blocks go in pieces that stream. */
+ * (devices outnumber cores on a laptop). A block under two pieces' worth is one piece; else a
+ * piece is at least a member's share clamped to [PIECE_BYTES, SPLIT_BYTES], and at least an
+ * eighth of that share: every member may take part in a small block where it has a core, and
+ * large blocks go in pieces that stream. */
 static inline size_t piece_elements(size_t count, int nl, size_t elem)
 {
+    if (count * elem < 2 * PIECE_BYTES)
+        return (count + 63) / 64 * 64;
     size_t piece = count / ((size_t)nl * 8), least = count / (size_t)nl;
     least = least < PIECE_BYTES / elem   ? PIECE_BYTES / elem
             : least > SPLIT_BYTES / elem ? SPLIT_BYTES / elem

@@ -398,34 +398,34 @@ static int my_part(const many_block *mb, int nl, int li, size_t *b, size_t *e)
 }
 
 /* In process on the host, the members claim pieces of the blocks, block after block, as a
- * psum claims those of its one block: none waits on a descheduled peer's fixed share. A block
- * under 2 * PIECE_BYTES is one piece. */
-static size_t block_piece(const many_block *mb, int nl)
+ * psum claims those of its one block: none waits on a descheduled peer's fixed share. Returns
+ * the elements of block `mb`'s pieces, and sets *pieces to their number. */
+static size_t block_piece(const many_block *mb, int nl, size_t *pieces)
 {
-    if (mb->bytes < 2 * PIECE_BYTES)
-        return mb->count;
-    return piece_elements(mb->count, nl, spmd_dtype_size(mb->dtype));
-}
-
-static size_t block_pieces(const many_block *mb, int nl)
-{
-    return mb->count ? (mb->count + block_piece(mb, nl) - 1) / block_piece(mb, nl) : 0;
+    size_t piece = piece_elements(mb->count, nl, spmd_dtype_size(mb->dtype));
+    *pieces = mb->count ? (mb->count + piece - 1) / piece : 0;
+    return piece;
 }
 
 static spmd_status reduce_claimed_pieces(coll *c, const many_block *mb, int n, spmd__reduce_op rop,
                                          const void **srcs, void **dsts)
 {
     spmd__group *g = c->g;
-    size_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += block_pieces(&mb[i], c->nl);
-    int i = 0;
-    size_t first = 0; /* block i's first piece: a thread's claims only grow */
+    size_t total = 0, pieces;
+    for (int i = 0; i < n; i++) {
+        block_piece(&mb[i], c->nl, &pieces);
+        total += pieces;
+    }
+    int i = -1;
+    size_t first = 0, piece = 0; /* block i's first piece, and its pieces' elements */
+    pieces = 0;
     spmd_status st = SPMD_OK;
     for (long p; st == SPMD_OK && (p = claim_piece(g, total)) >= 0;) {
-        while ((size_t)p >= first + block_pieces(&mb[i], c->nl))
-            first += block_pieces(&mb[i++], c->nl);
-        size_t piece = block_piece(&mb[i], c->nl), pb = ((size_t)p - first) * piece;
+        while ((size_t)p >= first + pieces) { /* a thread's claims only grow */
+            first += pieces;
+            piece = block_piece(&mb[++i], c->nl, &pieces);
+        }
+        size_t pb = ((size_t)p - first) * piece;
         size_t pe = pb + piece < mb[i].count ? pb + piece : mb[i].count;
         for (int k = 0; k < c->nl; k++) {
             srcs[k] = ((const void *const *)g->slots[g->local_order[k]].in)[i];
