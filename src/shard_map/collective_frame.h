@@ -162,6 +162,14 @@ static inline int normalize_axis(int axis, int rank) { return axis < 0 ? axis + 
  * answers alike. */
 static inline int blocks_on_host(const spmd_ctx *ctx) { return spmd__ctx_platform_is_host(ctx); }
 
+/* The largest message a collective sends through a paired exchange (spmd__comm_paired_max_bytes):
+ * host blocks beyond it may be read straight; other blocks keep the paired exchange up to
+ * SPMD__COMM_COMBINED_BYTES (the platform is alike on every process). */
+static inline size_t paired_max_bytes(const spmd_ctx *ctx, const spmd__comm *comm)
+{
+    return blocks_on_host(ctx) ? spmd__comm_paired_max_bytes(comm) : SPMD__COMM_COMBINED_BYTES;
+}
+
 /* Slice `index` of `parts` of `count` elements. */
 static inline void slice_of(size_t count, int parts, int index, size_t *begin, size_t *end)
 {

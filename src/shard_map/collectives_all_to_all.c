@@ -353,24 +353,26 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     size_t elem = spmd_dtype_size(in->dtype), cbytes = (size_t)L.chunk_elems * elem;
     size_t in_bytes = spmd__block_bytes(in);
     spmd__group *g = c.g;
-    /* Large: some process sends more than SPMD__COMM_COMBINED_BYTES (every process finds the
-     * same from the group's tables, and so picks the same protocol; the process with the most
-     * members sends at least `most x next` chunks, so no message between two processes is then
-     * longer than a paired exchange's). Large exchanges of host blocks go straight from the
-     * inputs into the outputs. */
-    int large = 0;
+    /* Large: some process sends more than SPMD__COMM_COMBINED_BYTES, or a message between two
+     * processes (their members' chunks for each other) outgrows a paired exchange's (every
+     * process finds the same from the group's tables and the comm, and so picks the same
+     * protocol). Large exchanges of host blocks go straight from the inputs into the outputs. */
+    int large = 0, most = 0, next = 0; /* the two most members a process holds */
     for (int r = 0; g->comm && r < g->num_ranks; r++) {
         int k = g->rank_members[r];
         large |= (size_t)k * (size_t)(c.n - k) * cbytes > SPMD__COMM_COMBINED_BYTES;
+        next = k > most ? most : k > next ? k : next;
+        most = k > most ? k : most;
     }
+    large |= g->comm && (size_t)most * (size_t)next * cbytes > paired_max_bytes(ctx, g->comm);
     int direct = large && blocks_on_host(ctx);
     /* Small exchanges between processes of one member each whose chunks are runs of the input
      * and of the output: each message goes from the input, and lands in the output once its
      * sender's check is read, without the scratch's two copies (the same messages as the
      * scratch's: either way on either side). Medians of 4-5 runs at 2 x 1, ratio to
      * MPI_Alltoall: 1-4 KiB 0.77-0.78 -> 0.88-0.89, 8-64 KiB 0.90-1.55 -> 1.08-1.77; over TCP,
-     * 32 KiB 0.84 -> 0.96, 64 KiB 0.84 -> 0.94. Within a machine too: read straight (stops
-     * 59-78), messages of 32-64 KiB took longer than this on Linux 6.18 (ring_stream_mpi.c). */
+     * 32 KiB 0.84 -> 0.96, 64 KiB 0.84 -> 0.94. Within an uncrowded machine, messages beyond
+     * 32 KiB are large: read straight or through the slots, as measured (ring_stream_mpi.c). */
     int straight = g->comm && !large && c.nl == 1 && c.n == g->num_ranks && in->data != out->data &&
                    blocks_on_host(ctx) && chunk_is_run(L.cdims, L.extent, L.src_strides) &&
                    chunk_is_run(L.cdims, L.extent, L.dst_strides);

@@ -451,7 +451,7 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
             spmd_status (*exchange)(spmd__comm *, const spmd__agreement *, int,
                                     const spmd__message *, int, const spmd__message *,
                                     spmd__wait *) =
-                bytes <= SPMD__COMM_COMBINED_BYTES && connects_once(ctx, &c, &m, src_of)
+                bytes <= paired_max_bytes(ctx, g->comm) && connects_once(ctx, &c, &m, src_of)
                     ? spmd__comm_paired_exchange
                 : blocks_on_host(ctx) ? spmd__comm_checked_exchange_host /* read straight */
                                       : spmd__comm_checked_exchange;

@@ -14,7 +14,8 @@
  * contiguous (a streamed message gathers and scatters them chunk by chunk). An all_gather of
  * 32 MiB of output writes what the rings bring past the caches (non-temporal stores). A process
  * late by 20 ms at 48 and 64 KiB makes its partner wait for the halves. A mesh of the devices in
- * reverse order puts each process's blocks out of process order.
+ * reverse order puts each process's blocks out of process order. Messages of 32-64 KiB, which
+ * go either way between two processes of one machine, repeated until both ways ran.
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdio.h>
@@ -276,6 +277,12 @@ int main(void)
     for (size_t t = 0; t < nsizes; t++)
         for (int rep = 0; rep < (t + 1 == nsizes ? 16 : 1); rep++)
             check_size(n, sizes[t]);
+    /* messages of 32-64 KiB within a machine go read straight or through the slots, whichever
+     * the pair measured cheaper, in turns of 8, one in 64 the other way (runtime/comm/
+     * host_rings.h): enough of them (two a call each way at 2 x 1) that both ways run, and one
+     * turn goes back the other way after the winner settled */
+    for (int rep = 0; spmd_process_count() > 1 && rep < 260; rep++)
+        check_size(n, rep % 2 ? 49164 : 65536);
     /* a process 20 ms late, at sizes where two processes' reductions go in halves (32-64 KiB
      * without the rings) or stream (with them): its partner waits, then gets its values */
     for (int late = 0; late < spmd_process_count() && late < 2; late++) {

@@ -210,9 +210,19 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
 
 /* Beyond this size, a message within a machine whose peer reads this process's memory
  * straight (host_rings.h) goes as a note of where it lies: one copy, by the reader, where the
- * rings' slots copy it twice. Up to it the slots' two copies cost less than the reader's
- * system call and the sender's wait for its answer (ring_stream_mpi.c). */
+ * rings' slots copy it twice. */
 #define SPMD__COMM_STRAIGHT_ABOVE (64 * 1024)
+/* Beyond this size and up to SPMD__COMM_STRAIGHT_ABOVE, such a message goes as a note or
+ * through the slots, whichever the pair measured cheaper lately (spmd__ring_pick_direct): there
+ * the winner changes with the machine's state (ring_stream_mpi.c). */
+#define SPMD__COMM_CONTESTED_ABOVE (32 * 1024)
+
+/** The largest message a collective sends through spmd__comm_paired_exchange on c; larger ones
+ * go through the checked exchanges, whose messages may be read straight.
+ * SPMD__COMM_COMBINED_BYTES, or SPMD__COMM_CONTESTED_ABOVE within one machine whose processes
+ * made their rings and outnumber none of its cores (on a crowded machine only messages from
+ * 512 KiB are read straight). Alike on every rank of c. */
+size_t spmd__comm_paired_max_bytes(const spmd__comm *c);
 
 /** A run of `count` elements at `data`: part of a reduction's vector (spmd__tree_inputs). */
 typedef struct spmd__piece_run {

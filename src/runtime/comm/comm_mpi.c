@@ -461,6 +461,12 @@ int spmd__comm_on_linked_machine(const spmd__comm *c)
     return 1;
 }
 
+size_t spmd__comm_paired_max_bytes(const spmd__comm *c)
+{
+    return spmd__comm_on_linked_machine(c) && !spmd__rings_crowded() ? SPMD__COMM_CONTESTED_ABOVE
+                                                                     : SPMD__COMM_COMBINED_BYTES;
+}
+
 /* spmd__comm_keep_with, with kept_lock held. */
 static void keep_locked(spmd__comm *c, void *block)
 {

@@ -170,10 +170,11 @@ typedef struct spmd__stream_state {
     uint64_t key; /* of the exchange as it began (the communicator's stamp then) */
     size_t sent, got;
     int listener;
-    int word;    /* claimed for its note (-1: none) */
-    int noted;   /* the note went out: sent once the peer answered in the word */
-    int chunked; /* no word was free: the data goes through the slots */
-    int as_note; /* chosen as it began: the data goes as a note */
+    int word;         /* claimed for its note (-1: none) */
+    int noted;        /* the note went out: sent once the peer answered in the word */
+    int chunked;      /* no word was free: the data goes through the slots */
+    int as_note;      /* chosen as it began: the data goes as a note */
+    int64_t first_ns; /* when its first chunk was claimed (spmd__ring_note_cost) */
 } spmd__stream_state;
 /**
  * Swaps data with each stream's rank through the shared-memory rings (ring_stream_mpi.c), in

@@ -194,6 +194,12 @@ int spmd__comm_on_linked_machine(const spmd__comm *c)
     return 0; /* no rings without MPI */
 }
 
+size_t spmd__comm_paired_max_bytes(const spmd__comm *c)
+{
+    (void)c;
+    return SPMD__COMM_COMBINED_BYTES;
+}
+
 spmd_status spmd__comm_checked_allgather_placed(spmd__comm *c, const spmd__agreement *a, void *recv,
                                                 const spmd__block_layout *layout,
                                                 const size_t *counts, const size_t *displs,

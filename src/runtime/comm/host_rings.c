@@ -67,9 +67,12 @@ enum { WAY_CACHED = 1, WAY_AROUND = 2 };
  * average, 0 until measured): to write, measured by the sender, and to read (from claim to
  * release), by the receiver. Races between threads only blur a choice, never a message. */
 typedef struct way_costs {
-    _Alignas(64) _Atomic uint32_t write_ns[2]; /* the sender's line ... */
-    _Atomic uint32_t messages, turn_way;       /* counted into turns; the way of the current one */
-    _Alignas(64) _Atomic uint32_t read_ns[2];  /* ... and the receiver's */
+    _Alignas(64) _Atomic uint32_t write_ns[2];  /* the sender's line ... */
+    _Atomic uint32_t messages, turn_way;        /* counted into turns; the way of the current one */
+    _Atomic uint32_t contested, contested_turn; /* spmd__ring_pick_direct's: as turn_way */
+    _Alignas(64) _Atomic uint32_t read_ns[2];   /* ... and the receiver's */
+    _Atomic uint32_t contested_ns[2]; /* contested messages through the slots, read straight */
+    _Atomic uint32_t contested_last;  /* the way the last one came (1 + direct; 0: none yet) */
 } way_costs;
 
 typedef struct slot {
@@ -829,6 +832,36 @@ static void note_cost(_Atomic uint32_t *avg, int64_t ns, size_t bytes)
     uint32_t now = spmd__cost_average(old, ns, bytes, 2, 2);
     if (now != old) /* a sample left out writes nothing over another thread's */
         atomic_store_explicit(avg, now, memory_order_relaxed);
+}
+
+int spmd__ring_pick_direct(int to)
+{
+    int j = R.n ? R.local_of[to] : -1;
+    if (j < 0 || !R.peers[j] || !R.read_by[j])
+        return 0;
+    way_costs *w = &ring_in(R.peers[j], R.here)->costs;
+    /* a turn of BURST messages one way, as choose_way's: its first finds the data as the other
+     * way left it in the caches, and spmd__ring_note_cost leaves it out */
+    uint32_t k = atomic_fetch_add_explicit(&w->contested, 1, memory_order_relaxed);
+    if (k % BURST == 0) {
+        uint32_t slots = atomic_load_explicit(&w->contested_ns[0], memory_order_relaxed);
+        uint32_t direct = atomic_load_explicit(&w->contested_ns[1], memory_order_relaxed);
+        atomic_store_explicit(&w->contested_turn,
+                              (uint32_t)spmd__pick_way(k / BURST, slots, direct, 1, EXPLORE_EVERY),
+                              memory_order_relaxed);
+    }
+    return atomic_load_explicit(&w->contested_turn, memory_order_relaxed) != 0;
+}
+
+void spmd__ring_note_cost(int from, int direct, int64_t ns, size_t bytes)
+{
+    int j = R.n ? R.local_of[from] : -1;
+    if (j < 0)
+        return;
+    way_costs *w = &ring_in(R.own, j)->costs;
+    uint32_t way = 1 + (direct != 0);
+    if (atomic_exchange_explicit(&w->contested_last, way, memory_order_relaxed) == way)
+        note_cost(&w->contested_ns[direct != 0], ns, bytes);
 }
 
 /* Writes a message into the ring to process `to`: into a slot where it fits, else into one of

@@ -165,6 +165,17 @@ int spmd__ring_process_gone(int process);
 int spmd__ring_direct_to(int to);
 /** 1 when this process reads process `from`'s memory straight. */
 int spmd__ring_direct_from(int from);
+/** For a message to process `to` that may go either way (SPMD__COMM_CONTESTED_ABOVE in comm.h):
+ * 1 to send it as a note to be read straight, 0 through the slots. The way whose such messages
+ * took their reader less time lately (spmd__ring_note_cost), in turns of 8 messages one way, one
+ * turn in 64 the other way so that both stay measured; the two in turn until both are. 0 where
+ * `to` does not read this process's memory straight. */
+int spmd__ring_pick_direct(int to);
+/** What a contested message of `bytes` from process `from` took this process to receive, read
+ * straight (`direct`: the note's read) or through the slots (its first chunk claimed to its last
+ * one taken), for its sender's next spmd__ring_pick_direct: counted only where the message
+ * before it came the same way (the first of a turn finds the caches as the other way left them). */
+void spmd__ring_note_cost(int from, int direct, int64_t ns, size_t bytes);
 /** Reads `bytes` at address `src` in process `from`'s memory into dst: 0, else the errno
  * (ESRCH: the process is gone; EFAULT: nothing is mapped there any more). */
 int spmd__ring_read_direct(int from, void *dst, uint64_t src, size_t bytes);

@@ -112,11 +112,15 @@ static uint64_t key_of(const spmd__comm *c, const spmd__stream *s)
  * copies it once into its place, where through the slots it is copied twice, the sender busy
  * with every chunk (2 x 1, medians of 3 runs alternating with the slots alone, ratio to MPI with
  * its own straight reads, CMA: ppermute 128 KiB-4 MiB 0.54-0.68 -> 0.93-1.09, all_to_all
- * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33). Messages of 32-64
- * KiB went that way from stop 59 to 78; on Linux 6.18 they went faster through the slots, near
- * and far (2 x 1, 3 runs each alternating, libspmd's time: all_gather of 64 KiB 5.6-7.9 ->
- * 2.8-3.0 us near, 8.8-9.4 -> 5.8-6.2 far; ppermute of 64 KiB 6.2-6.4 -> 3.0-3.3 near, 7.6-8.2
- * -> 5.1-6.1 far; all_to_all of 128 KiB 7.7-8.7 -> 3.4-3.6 near).
+ * 0.71-0.78 -> 0.84-1.13, all_gather 128 KiB-8 MiB 0.69-0.98 -> 0.99-1.33). Beyond
+ * SPMD__COMM_CONTESTED_ABOVE (32 KiB) and up to it, the way that took the reader less time
+ * lately (spmd__ring_pick_direct): there the winner changes with the machine's state, on the
+ * same VM. Such messages went faster read straight in README's stops 59-78, through the slots
+ * in stop 79 (2 x 1, libspmd's time: ppermute of 64 KiB 6.2-6.4 against 3.0-3.3 us near,
+ * all_gather of 64 KiB 5.6-7.9 against 2.8-3.0), read straight again in stop 82 (ppermute of
+ * 64 KiB 5.8 against 12.4 us, both forced). The reader times either way from the message's
+ * first arrival to its last byte in place, leaving out the first of a turn
+ * (spmd__ring_note_cost).
  * A reduction's rounds choose for themselves (tree_mpi.c).
  * The note's reader answers in a word of the sender's (host_rings.h): the buffer is the
  * caller's again only once it did, or once the sender released the word unanswered. */
@@ -145,11 +149,26 @@ static int stream_open(const spmd__stream *s, const stream_state *t)
  * -> 1.11-1.44, all_to_all 2-8 MiB 0.93-1.00 -> 1.02-1.11; from 32 KiB, as on a machine with a core
  * each then, and with ppermute's paired exchange only to 32 KiB, all_gather of 128 KiB-1 MiB lost
  * 0.09-0.29 and ppermute of 64 KiB 0.34). */
+static int contested(size_t bytes)
+{
+    return bytes > SPMD__COMM_CONTESTED_ABOVE && bytes <= SPMD__COMM_STRAIGHT_ABOVE;
+}
+
+/* A contested message received into its place, as those its sender may send either way are: a
+ * reduction's rounds (added) and a message of pieces (scattered) go through the slots always,
+ * and their time would blur the choice (spmd__ring_note_cost). With several peers at once, the
+ * time through the slots also holds the other streams' work, which leans the choice toward notes.
+ */
+static int timed_either_way(const spmd__stream *s) { return s->into && contested(s->rbytes); }
+
 static int as_note(const spmd__stream *s, int p)
 {
-    int long_enough = !spmd__rings_crowded() ? s->sbytes > SPMD__COMM_STRAIGHT_ABOVE
-                                             : s->sbytes >= LONG_STREAM_BYTES;
-    return s->send_stays && !s->fill && long_enough && spmd__ring_direct_to(p);
+    if (!s->send_stays || s->fill || !spmd__ring_direct_to(p))
+        return 0;
+    if (spmd__rings_crowded())
+        return s->sbytes >= LONG_STREAM_BYTES;
+    return s->sbytes > SPMD__COMM_STRAIGHT_ABOVE ||
+           (contested(s->sbytes) && spmd__ring_pick_direct(p));
 }
 
 static int sends_direct(const stream_state *t) { return t->as_note && !t->chunked && t->sent == 0; }
@@ -161,6 +180,7 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
                                  const direct_note *note, size_t chunk, const char *what)
 {
     int err = 0;
+    int64_t start = timed_either_way(s) ? spmd__now_ns() : 0;
     char *bounce = s->into ? NULL : malloc(chunk);
     if (s->into)
         err = spmd__ring_read_direct(p, s->into, note->at, (size_t)note->bytes);
@@ -173,6 +193,7 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
             s->take(s->arg, at, bounce, len);
     }
     free(bounce);
+    int64_t took = start ? spmd__now_ns() - start : 0;
     /* a word released meanwhile: its sender gave up, whatever this read found. Not a timeout
      * here: the sender's own status says whether it timed out, and a call that failed on
      * purpose must not read as one */
@@ -189,6 +210,8 @@ static spmd_status read_straight(const spmd__stream *s, int p, uint64_t key,
                  "%s: reading the data of process %d straight from its memory failed (%s); "
                  "set SPMD_CMA=0 to send it through shared memory instead",
                  what, p, strerror(err));
+    if (took)
+        spmd__ring_note_cost(p, 1, took, (size_t)note->bytes);
     return SPMD_OK;
 }
 
@@ -296,6 +319,8 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
         t->listener = -1;
         moved = 1;
     } else if (claimed) {
+        if (t->got == 0 && timed_either_way(s))
+            t->first_ns = spmd__now_ns();
         size_t want = next_chunk(s->rbytes, t->got, chunk);
         *came = m.bytes;
         if (m.bytes == want)
@@ -306,6 +331,8 @@ static int stream_step(const spmd__comm *c, const spmd__stream *s, stream_state 
         t->got += want;
         moved = 1;
         if (t->got == s->rbytes) { /* all of it: no more chunks may take this one's slots */
+            if (timed_either_way(s))
+                spmd__ring_note_cost(p, 0, spmd__now_ns() - t->first_ns, s->rbytes);
             spmd__ring_unlisten(p, t->listener);
             t->listener = -1;
         }
@@ -339,7 +366,7 @@ static spmd_status stream_timeout(const char *what, int p, int receiving, int li
 /* A stream as it begins: its key, its way (as_note), and no listener yet. */
 static stream_state state_at_start(const spmd__comm *c, const spmd__stream *s)
 {
-    stream_state t = {key_of(c, s), 0, 0, -1, -1, 0, 0, 0};
+    stream_state t = {key_of(c, s), 0, 0, -1, -1, 0, 0, 0, 0};
     t.as_note = as_note(s, c->processes[s->peer]);
     return t;
 }
