@@ -52,8 +52,9 @@ static size_t chunk_bytes(void) { return spmd__ring_wide_bytes() / 4096 * 4096; 
 #define AROUND_STREAM_BYTES ((size_t)4 << 20)
 
 /* A long stream: from this size on, on a machine whose processes outnumber its cores, an
- * exchange's message may go as a note (as_note says why). */
-#define LONG_STREAM_BYTES (512 * 1024)
+ * exchange's message may go as a note (as_note says why). Two wide slots' worth up to 16
+ * processes a machine: a longer message would wait for its reader to empty a slot. */
+#define LONG_STREAM_BYTES (128 * 1024)
 
 /* The chunks of a message of `bytes`: half of it (whole 4 KiB, at least 16 KiB) up to a wide
  * slot's, so that a message of two slots' worth still pipelines, the reader copying one chunk
@@ -143,12 +144,14 @@ static int stream_open(const spmd__stream *s, const stream_state *t)
  * comes marked.
  * Where the machine's processes outnumber its cores, an exchange's message (or a reduction's
  * hand-off) goes as a note only from LONG_STREAM_BYTES: the reader alone then copies while the
- * sender waits for its word, where through the slots both copy in turn, which pays below that
- * (4 x 1 on 2 cores, ratio to MPI with CMA, medians of 17 near runs alternating with notes never
- * read straight there: ppermute 512 KiB-2 MiB 0.65-0.76 -> 0.83-0.90, all_gather 2-8 MiB 0.88-1.12
- * -> 1.11-1.44, all_to_all 2-8 MiB 0.93-1.00 -> 1.02-1.11; from 32 KiB, as on a machine with a core
- * each then, and with ppermute's paired exchange only to 32 KiB, all_gather of 128 KiB-1 MiB lost
- * 0.09-0.29 and ppermute of 64 KiB 0.34). */
+ * sender waits for its word. A shorter message fits the slots whole, so that its sender is done
+ * once it wrote them; a longer one through the slots waits for the reader to empty one, each
+ * wait a switch of cores on such a machine (4 x 1 on 2 cores, far, medians of 6 runs
+ * alternating with notes from 512 KiB, libspmd's time: ppermute of 256 KiB 88 -> 58 us,
+ * all_to_all of 1 MiB (256 KiB a message) 178-205 -> 135-140, all_gather of 1 MiB 173 -> 117;
+ * of 128 KiB messages, all_to_all of 512 KiB 103-113 -> 96-101; at 2 x 2, ppermute of 128 and
+ * 256 KiB 27 -> 21 and 43 -> 34 us, 4 runs). Notes from 32 KiB had lost (all_gather of
+ * 128 KiB-1 MiB 0.09-0.29 of MPI's speed, ppermute of 64 KiB 0.34, stop 67). */
 static int contested(size_t bytes)
 {
     return bytes > SPMD__COMM_CONTESTED_ABOVE && bytes <= SPMD__COMM_STRAIGHT_ABOVE;
