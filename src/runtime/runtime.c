@@ -535,7 +535,7 @@ spmd_status spmd__runtime_init(const spmd_init_options *opts, const void *user_c
     int first = 0;
     if (st == SPMD_OK) {
         if (init_count++ == 0) {
-            spmd__memory_pool_open(rt.buffer_pool_bytes);
+            spmd__memory_pool_open(rt.buffer_pool_bytes, rt.first_local, rt.num_local);
             spmd__cpu_set_blas_threads(rt.blas_threads);
             spmd__cpu_set_huge_pages(rt.huge_pages, rt.huge_pages && pool_serves_reads(&rt));
             spmd__runtime_publish(&rt);

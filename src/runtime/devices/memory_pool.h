@@ -8,8 +8,11 @@
 
 #include "runtime/devices/backend/backend.h"
 
-/** spmd_init: up to `limit_bytes` ($SPMD_BUFFER_POOL_MB) of freed memory is kept from now on. */
-void spmd__memory_pool_open(size_t limit_bytes);
+/**
+ * spmd_init: up to `limit_bytes` ($SPMD_BUFFER_POOL_MB) of freed memory of the process's
+ * `num_devices` devices (global ids from `first_device`) is kept from now on.
+ */
+void spmd__memory_pool_open(size_t limit_bytes, int first_device, int num_devices);
 
 /**
  * `nbytes` on local device `device_id` (hardware ordinal `hw` of `backend`): a kept block of
