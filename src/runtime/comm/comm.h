@@ -221,7 +221,7 @@ spmd_status spmd__comm_reduce_record(spmd__comm *c, const spmd__agreement *a, vo
  * go through the checked exchanges, whose messages may be read straight.
  * SPMD__COMM_COMBINED_BYTES, or SPMD__COMM_CONTESTED_ABOVE within one machine whose processes
  * made their rings and outnumber none of its cores (on a crowded machine only messages from
- * 512 KiB are read straight). Alike on every rank of c. */
+ * 128 KiB are read straight). Alike on every rank of c. */
 size_t spmd__comm_paired_max_bytes(const spmd__comm *c);
 
 /** A run of `count` elements at `data`: part of a reduction's vector (spmd__tree_inputs). */

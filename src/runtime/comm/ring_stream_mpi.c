@@ -52,8 +52,7 @@ static size_t chunk_bytes(void) { return spmd__ring_wide_bytes() / 4096 * 4096; 
 #define AROUND_STREAM_BYTES ((size_t)4 << 20)
 
 /* A long stream: from this size on, on a machine whose processes outnumber its cores, an
- * exchange's message may go as a note (as_note says why). Two wide slots' worth up to 16
- * processes a machine: a longer message would wait for its reader to empty a slot. */
+ * exchange's message may go as a note (as_note says why). */
 #define LONG_STREAM_BYTES (128 * 1024)
 
 /* The chunks of a message of `bytes`: half of it (whole 4 KiB, at least 16 KiB) up to a wide
@@ -142,16 +141,17 @@ static int stream_open(const spmd__stream *s, const stream_state *t)
 
 /* The sender's choice as the stream begins, which its reader needs not know beforehand: a note
  * comes marked.
- * Where the machine's processes outnumber its cores, an exchange's message (or a reduction's
- * hand-off) goes as a note only from LONG_STREAM_BYTES: the reader alone then copies while the
- * sender waits for its word. A shorter message fits the slots whole, so that its sender is done
- * once it wrote them; a longer one through the slots waits for the reader to empty one, each
- * wait a switch of cores on such a machine (4 x 1 on 2 cores, far, medians of 6 runs
- * alternating with notes from 512 KiB, libspmd's time: ppermute of 256 KiB 88 -> 58 us,
- * all_to_all of 1 MiB (256 KiB a message) 178-205 -> 135-140, all_gather of 1 MiB 173 -> 117;
- * of 128 KiB messages, all_to_all of 512 KiB 103-113 -> 96-101; at 2 x 2, ppermute of 128 and
- * 256 KiB 27 -> 21 and 43 -> 34 us, 4 runs). Notes from 32 KiB had lost (all_gather of
- * 128 KiB-1 MiB 0.09-0.29 of MPI's speed, ppermute of 64 KiB 0.34, stop 67). */
+ * Where the machine's processes outnumber its cores, an exchange's message goes as a note only
+ * from LONG_STREAM_BYTES (a reduction's hand-off from STRAIGHT_ROUND_BYTES, tree_mpi.c): the
+ * reader alone then copies while the sender waits for its word. Through the slots both copy
+ * every byte, each when the scheduler lets it, and a message longer than the three slots hold
+ * (192 KiB up to 16 processes a machine) waits for its reader to empty one, a switch of cores
+ * each time on such a machine (4 x 1 on 2 cores, far, medians of 6 runs alternating with notes
+ * from 512 KiB, libspmd's time: ppermute of 256 KiB 88 -> 58 us, all_to_all of 1 MiB (256 KiB a
+ * message) 178-205 -> 135-140, all_gather of 1 MiB 173 -> 117; of 128 KiB messages, all_to_all of
+ * 512 KiB 103-113 -> 96-101; at 2 x 2, ppermute of 128 and 256 KiB 27 -> 21 and 43 -> 34 us, 4
+ * runs). Notes from 32 KiB had lost (all_gather of 128 KiB-1 MiB 0.09-0.29 of MPI's speed, ppermute
+ * of 64 KiB 0.34, stop 67). */
 static int contested(size_t bytes)
 {
     return bytes > SPMD__COMM_CONTESTED_ABOVE && bytes <= SPMD__COMM_STRAIGHT_ABOVE;

@@ -15,8 +15,8 @@
 void spmd__memory_pool_open(size_t limit_bytes, int first_device, int num_devices);
 
 /**
- * `nbytes` on local device `device_id` (hardware ordinal `hw` of `backend`): a kept block of
- * that device and size, else fresh memory from the backend.
+ * `nbytes` on local device `device_id` (its global id; hardware ordinal `hw` of `backend`): a
+ * kept block of that device and size, else fresh memory from the backend.
  */
 spmd_status spmd__memory_alloc(const spmd__backend *backend, int device_id, int hw, size_t nbytes,
                                void **data);
