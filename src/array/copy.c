@@ -4,6 +4,8 @@
 
 #include <spmd/spec.h>
 
+#include "runtime/base/stream_copy.h"
+
 int64_t spmd__shape_elements(int ndim, const int64_t *shape)
 {
     int64_t n = 1;
@@ -26,7 +28,7 @@ int spmd__copy_rows_host(void *arg, void *dst, size_t dpitch, const void *src, s
 {
     (void)arg;
     for (size_t r = 0; r < height; r++)
-        memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+        spmd__copy_cached((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
     return 0;
 }
 

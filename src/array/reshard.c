@@ -21,6 +21,7 @@
 #include "array/array_impl.h"
 #include "array/copy.h"
 #include "array/reshard_plan.h"
+#include "runtime/base/stream_copy.h"
 
 /* Communicator tag of reshard communicators (meshes use 1..30001, processes 30002). */
 enum { RESHARD_TAG = 30003, MAX_BATCH = 1024 };
@@ -87,9 +88,9 @@ static void copy_region(const job *jb, const spmd_array *from, int i, int j, con
 static void copy_run_part(const job *jb, int j, const copy_run *r, int64_t from, int64_t count)
 {
     size_t elem = jb->elem;
-    memcpy((char *)shard_data(jb->out, j) + (size_t)(r->dst_at + from) * elem,
-           (const char *)shard_data(jb->x, r->shard) + (size_t)(r->src_at + from) * elem,
-           (size_t)count * elem);
+    spmd__copy_cached((char *)shard_data(jb->out, j) + (size_t)(r->dst_at + from) * elem,
+                      (const char *)shard_data(jb->x, r->shard) + (size_t)(r->src_at + from) * elem,
+                      (size_t)count * elem);
 }
 
 /* The jobs of one call, as the device workers see them. */
@@ -691,7 +692,7 @@ static spmd_status copy_shard(spmd_array *out, spmd__shard_slot *s, void *arg)
 {
     const spmd_array *x = arg;
     SPMD_CHECK(spmd__buffer_create(s->device_id, out->shard_bytes, &s->buffer));
-    memcpy(s->buffer->data, shard_data(x, (int)(s - out->shards)), out->shard_bytes);
+    spmd__copy_cached(s->buffer->data, shard_data(x, (int)(s - out->shards)), out->shard_bytes);
     return SPMD_OK;
 }
 

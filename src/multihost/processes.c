@@ -19,6 +19,7 @@
 #include "array/array_impl.h"
 #include "array/copy.h"
 #include "sharding/sharding_impl.h" /* refusing unreduced arrays */
+#include "runtime/base/stream_copy.h"
 
 /* Communicator tag of the process communicator (mesh communicators use 1..30001). */
 enum { PROCESSES_TAG = 30002 };
@@ -400,7 +401,7 @@ static spmd_status gather(const char *fn, const spmd_array *x, int tiled, int ro
             st = root < 0 ? name_the_missing(fn, spmd__comm_allgatherv(comm, mine, packed, counts))
                           : spmd__comm_gatherv(comm, root, mine, packed, counts);
         else if (st == SPMD_OK)
-            memcpy(packed, mine, counts[me]);
+            spmd__copy_cached(packed, mine, counts[me]);
         if (st == SPMD_OK && receives)
             st = unpack_blocks(x, packed, counts, processes, out);
         free(mine);

@@ -13,6 +13,7 @@
 
 #include "array/copy.h"
 #include "shard_map/collective_frame.h"
+#include "runtime/base/stream_copy.h"
 
 /* ---- all_to_all ---- */
 
@@ -395,7 +396,7 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
             st = spmd__group_scratch(g, 2, (size_t)c.nl * in_bytes);
         st = st == SPMD_OK ? spmd__coll_barrier(&c, 0) : spmd__coll_fail(&c, st);
         if (st == SPMD_OK) {
-            memcpy((char *)g->scratch[2] + (size_t)c.li * in_bytes, in->data, in_bytes);
+            spmd__copy_cached((char *)g->scratch[2] + (size_t)c.li * in_bytes, in->data, in_bytes);
             st = spmd__coll_barrier(&c, 0);
         }
         if (st != SPMD_OK) {
@@ -462,8 +463,8 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
      * (medians of 6 runs at 2 x 1 against the copier: 8-512 B 0.59-0.69 -> 0.70-0.79 of MPI). */
     if (straight) {
         if (st == SPMD_OK)
-            memcpy((char *)out->data + (size_t)(c.pos * L.dst_step) * elem,
-                   (const char *)in->data + (size_t)(c.pos * L.src_step) * elem, cbytes);
+            spmd__copy_cached((char *)out->data + (size_t)(c.pos * L.dst_step) * elem,
+                              (const char *)in->data + (size_t)(c.pos * L.src_step) * elem, cbytes);
         if (st == SPMD_OK)
             st = spmd__coll_barrier(&c, 0);
         spmd__coll_members_free(&m);

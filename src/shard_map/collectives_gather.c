@@ -15,6 +15,7 @@
 
 #include "array/copy.h"
 #include "shard_map/collective_frame.h"
+#include "runtime/base/stream_copy.h"
 
 /* ---- where the processes' blocks lie ---- */
 
@@ -206,7 +207,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
         if (st == SPMD_OK)
             st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && c.li != 0)
-            memcpy(out->data, root.data, spmd__block_bytes(out));
+            spmd__copy_cached(out->data, root.data, spmd__block_bytes(out));
         if (st == SPMD_OK && c.nl > 1) /* the first member's output is read until here */
             st = spmd__coll_barrier(&c, 0);
     } else if (!g->comm) {
@@ -222,7 +223,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
         else
             st = spmd__coll_fail(&c, st);
     } else {
-        memcpy((char *)g->scratch[0] + (size_t)c.li * bytes, in->data, bytes);
+        spmd__copy_cached((char *)g->scratch[0] + (size_t)c.li * bytes, in->data, bytes);
         st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
             size_t *counts = rank_table(stack_table, g->num_ranks);
@@ -359,7 +360,7 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
         /* this member's blocks packed in its segment; one all-gather of the segments */
         char *mine = (char *)g->scratch[0] + (size_t)c.li * seg;
         for (int i = 0; i < n; i++) {
-            memcpy(mine, in[i].data, spmd__block_bytes(&in[i]));
+            spmd__copy_cached(mine, in[i].data, spmd__block_bytes(&in[i]));
             mine += spmd__block_bytes(&in[i]);
         }
         st = spmd__coll_barrier(&c, 0);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "shard_map/collective_frame.h"
+#include "runtime/base/stream_copy.h"
 
 /* ---- ppermute ---- */
 
@@ -209,7 +210,7 @@ static spmd_status spmd_pbroadcast_checked(spmd_ctx *ctx, const spmd_block *in, 
             if (st == SPMD_OK) {
                 counts[g->member_rank[from]] = bytes;
                 if (src)
-                    memcpy(g->scratch[0], src, bytes);
+                    spmd__copy_cached(g->scratch[0], src, bytes);
                 spmd__agreement ag = spmd__coll_agreement(&c);
                 spmd__wait w = spmd__coll_cross_wait(&c);
                 st = spmd__coll_crossed(
@@ -224,7 +225,7 @@ static spmd_status spmd_pbroadcast_checked(spmd_ctx *ctx, const spmd_block *in, 
         src = g->scratch[0];
     }
     if (st == SPMD_OK && out->data != src)
-        memcpy(out->data, src, bytes);
+        spmd__copy_cached(out->data, src, bytes);
     if (st == SPMD_OK && c.nl > 1) /* the source's block (or the scratch) is read until here */
         st = spmd__coll_barrier(&c, 0);
     spmd__coll_members_free(&m);
@@ -277,14 +278,14 @@ static spmd_status spmd_ppermute_many_checked(spmd_ctx *ctx, int n, const spmd_b
     if (st != SPMD_OK)
         return spmd__coll_fail_args(ctx, st);
     for (size_t i = 0, at = 0; i < (size_t)n; i++) {
-        memcpy((char *)send.data + at, in[i].data, spmd__block_bytes(&in[i]));
+        spmd__copy_cached((char *)send.data + at, in[i].data, spmd__block_bytes(&in[i]));
         at += spmd__block_bytes(&in[i]);
     }
     ctx->packed_layout = layout | 1;
     st = spmd_ppermute_checked(ctx, &send, &recv, axes, pairs, npairs);
     ctx->packed_layout = 0;
     for (size_t i = 0, at = 0; st == SPMD_OK && i < (size_t)n; i++) {
-        memcpy(out[i].data, (const char *)recv.data + at, spmd__block_bytes(&out[i]));
+        spmd__copy_cached(out[i].data, (const char *)recv.data + at, spmd__block_bytes(&out[i]));
         at += spmd__block_bytes(&out[i]);
     }
     return st;
@@ -340,7 +341,7 @@ static spmd_status spmd_psend_checked(spmd_ctx *ctx, const spmd_block *in, const
     } else {
         SPMD_CHECK(spmd_ctx_alloc(ctx, in->ndim, in->shape, in->dtype, &copy));
     }
-    memcpy(copy.data, in->data, spmd__block_bytes(in));
+    spmd__copy_cached(copy.data, in->data, spmd__block_bytes(in));
     ctx->sends[ctx->pending_sends++] = (spmd__pending_send){copy, key};
     return SPMD_OK;
 }
@@ -416,7 +417,7 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
         in_place |= g->slots[i].in == g->slots[i].out;
     /* Sources are read from copies when a destination overwrites its own input. */
     if (st == SPMD_OK && in_place) {
-        memcpy((char *)g->scratch[0] + (size_t)c.li * bytes, in->data, bytes);
+        spmd__copy_cached((char *)g->scratch[0] + (size_t)c.li * bytes, in->data, bytes);
         st = spmd__coll_barrier(&c, 0);
     }
 #define SOURCE(local)                                                                              \

@@ -10,6 +10,7 @@
 #include "runtime/devices/backend/scalar_ops.h"
 #include "runtime/base/tree.h"
 #include "array/copy.h"
+#include "runtime/base/stream_copy.h"
 
 int spmd__reducible(spmd_dtype dtype)
 {
@@ -143,8 +144,8 @@ void spmd__reduce_many(spmd_dtype dtype, spmd__reduce_op op, void *dst, const vo
     if (n == 1 && !half) { /* a copy, in one piece: memcpy writes it fastest (a block at a time,
                               psum of 1-16 MiB at 2 x 1 took 1-7 % longer) */
         if (dst != srcs[0])
-            memcpy((char *)dst + begin * elem, (const char *)srcs[0] + begin * elem,
-                   (end - begin) * elem);
+            spmd__copy_cached((char *)dst + begin * elem, (const char *)srcs[0] + begin * elem,
+                              (end - begin) * elem);
         return;
     }
     spmd__tree t = spmd__tree_of(n);
@@ -229,8 +230,8 @@ void spmd__reduce_many_to_all(spmd_dtype dtype, spmd__reduce_op op, void *const 
     if (!shifted) { /* no memory for the pointers: a second pass does the same work */
         spmd__reduce_many(dtype, op, dsts[0], srcs, n, begin, end);
         for (int d = 1; d < ndst; d++)
-            memcpy((char *)dsts[d] + begin * elem, (char *)dsts[0] + begin * elem,
-                   (end - begin) * elem);
+            spmd__copy_cached((char *)dsts[d] + begin * elem, (char *)dsts[0] + begin * elem,
+                              (end - begin) * elem);
         return;
     }
     for (size_t b = begin; b < end; b += BLOCK) {
@@ -264,8 +265,8 @@ void spmd__from_accumulator(spmd_dtype dtype, void *dst, const void *acc, size_t
     } else {
         size_t elem = spmd_dtype_size(dtype);
         if (dst != acc)
-            memcpy((char *)dst + begin * elem, (const char *)acc + begin * elem,
-                   (end - begin) * elem);
+            spmd__copy_cached((char *)dst + begin * elem, (const char *)acc + begin * elem,
+                              (end - begin) * elem);
     }
 }
 

@@ -1,4 +1,4 @@
-/* Private: copies whose results bypass the caches. */
+/* Private: copies of large buffers: through the caches in pieces, or around them. */
 #ifndef SPMD_RUNTIME_STREAM_COPY_H
 #define SPMD_RUNTIME_STREAM_COPY_H
 
@@ -16,5 +16,12 @@ void spmd__copy_streaming_fence(void);
  * memcpy. */
 #define SPMD__STREAMING_LEAST_BYTES 256
 void spmd__copy_either(void *dst, const void *src, size_t bytes, int streaming);
+/**
+ * memcpy through the caches, in pieces of at most SPMD__COPY_PIECE_BYTES: glibc copies a piece
+ * with `rep movsb`, where a whole buffer beyond its cut-off (the L2's size on AMD, 1 MiB here)
+ * goes to a loop of vector stores that measured slower (stream_copy.c).
+ */
+#define SPMD__COPY_PIECE_BYTES ((size_t)256 << 10)
+void spmd__copy_cached(void *dst, const void *src, size_t bytes);
 
 #endif /* SPMD_RUNTIME_STREAM_COPY_H */

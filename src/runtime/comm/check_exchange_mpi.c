@@ -479,7 +479,7 @@ spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a
         size_t soff = 0, roff = 0;
         for (int r = 0; r < c->size; r++) {
             if (r == c->rank)
-                memcpy((char *)recv + roff, (const char *)send + soff, send_counts[r]);
+                spmd__copy_cached((char *)recv + roff, (const char *)send + soff, send_counts[r]);
             else {
                 m[ns++] = (spmd__message){r, (char *)send + soff, send_counts[r]};
                 m[c->size + nr++] = (spmd__message){r, (char *)recv + roff, recv_counts[r]};
@@ -505,7 +505,7 @@ spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a
         roff += recv_counts[r];
     }
     if (st == SPMD_OK)
-        memcpy((char *)recv + roff, (const char *)send + soff, send_counts[c->rank]);
+        spmd__copy_cached((char *)recv + roff, (const char *)send + soff, send_counts[c->rank]);
     if (st == SPMD_OK)
         st = check_beside(c, a, w, tag, n, reqs, from, 0, NULL, "all_to_all");
     free(reqs); /* the handles' array: MPI keeps what it still needs of an abandoned request */

@@ -31,6 +31,7 @@
 #include "runtime/comm/comm_mpi_impl.h"
 #include "runtime/comm/host_rings.h"
 #include "runtime/comm/check_mpi_impl.h"
+#include "runtime/base/stream_copy.h"
 
 #define lock spmd__mpi_lock
 #define unlock spmd__mpi_unlock
@@ -1505,7 +1506,7 @@ spmd_status spmd__comm_checked_allgatherv(spmd__comm *c, const spmd__agreement *
     for (int r = 0; r < c->size; r++)
         displ[r + 1] = displ[r] + counts[r];
     if (send)
-        memcpy((char *)recv + displ[c->rank], send, counts[c->rank]);
+        spmd__copy_cached((char *)recv + displ[c->rank], send, counts[c->rank]);
     spmd_status st = SPMD_OK;
     if (c->size == 1) {
         /* nothing to exchange */

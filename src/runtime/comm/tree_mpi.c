@@ -219,7 +219,7 @@ static spmd_status leaf_values(tree_run *r, node *nodes)
         int leaf = r->leaves[k], first = spmd__tree_leaf_first(&r->t, leaf);
         char *v = new_buffer(r);
         SPMD_REQUIRE(v != NULL, SPMD_ERR_OUT_OF_MEMORY, "out of memory");
-        memcpy(v, in->inputs[j], r->bytes);
+        spmd__copy_cached(v, in->inputs[j], r->bytes);
         nodes[k] = (node){leaf, v, NULL, k, 1};
         int mine_first = in->positions[j++] == first;
         if (spmd__tree_leaf_size(&r->t, leaf) == 1)
@@ -394,14 +394,14 @@ static void load_sources(tree_run *r, char *acc, size_t a, size_t b)
 {
     const char *source = r->in->acc_source;
     if (!r->in->nruns && source && source != acc)
-        memcpy(acc + a * r->elem, source + a * r->elem, (b - a) * r->elem);
+        spmd__copy_cached(acc + a * r->elem, source + a * r->elem, (b - a) * r->elem);
     for (int k = 0; k < r->in->nruns; k++) {
         size_t lo = r->run_at[k] > a ? r->run_at[k] : a;
         size_t hi = r->run_at[k + 1] < b ? r->run_at[k + 1] : b;
         size_t skip = (lo - r->run_at[k]) * r->elem;
         if (lo < hi && r->in->sources[k].data != r->in->runs[k].data)
-            memcpy((char *)r->in->runs[k].data + skip, (const char *)r->in->sources[k].data + skip,
-                   (hi - lo) * r->elem);
+            spmd__copy_cached((char *)r->in->runs[k].data + skip,
+                              (const char *)r->in->sources[k].data + skip, (hi - lo) * r->elem);
     }
 }
 
@@ -480,7 +480,7 @@ static void move_runs(tree_run *r, size_t a, size_t b, char *flat, int from_sour
         char *in_run = (char *)runs[k].data + (lo - r->run_at[k]) * r->elem;
         size_t bytes = (hi - lo) * r->elem;
         if (to_runs)
-            memcpy(in_run, flat, bytes);
+            spmd__copy_cached(in_run, flat, bytes);
         else
             spmd__copy_either(flat, in_run, bytes, streaming);
         flat += bytes;
@@ -778,7 +778,7 @@ spmd_status spmd__comm_tree_allreduce_agreed(spmd__comm *c, int tag, const spmd_
     for (int k = level + 1; k <= r.t.levels && st == SPMD_OK; k++)
         st = level_up(&r, nodes, &nn, k);
     if (st == SPMD_OK && nodes[0].value != acc)
-        memcpy(acc, nodes[0].value, r.bytes);
+        spmd__copy_cached(acc, nodes[0].value, r.bytes);
     free(nodes);
     return finish_run(&r, st);
 }
