@@ -32,15 +32,6 @@ int spmd__copy_rows_host(void *arg, void *dst, size_t dpitch, const void *src, s
     return 0;
 }
 
-int spmd__copy_rows_streaming(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
-                              size_t width, size_t height)
-{
-    (void)arg;
-    for (size_t r = 0; r < height; r++) /* rows of a few cache lines: memcpy (copy_either) */
-        spmd__copy_either((char *)dst + r * dpitch, (const char *)src + r * spitch, width, 1);
-    return 0;
-}
-
 int spmd__copy_strided_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size, int ndim,
                             const int64_t *extent, void *dst, const int64_t *dst_strides,
                             const void *src, const int64_t *src_strides)

@@ -5,8 +5,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/base/stream_copy.h" /* spmd__copy_streaming, for the rows below */
-
 /**
  * Copies a region of `extent` elements per dimension from `src` (dense, shape `src_shape`),
  * starting at `src_start`, into `dst` (dense, shape `dst_shape`) at `dst_start`. Trailing
@@ -33,10 +31,6 @@ typedef int (*spmd__copy_rows_fn)(void *arg, void *dst, size_t dpitch, const voi
 /** The rows copied with memcpy (arg unused): a spmd__copy_rows_fn for host memory. */
 int spmd__copy_rows_host(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
                          size_t width, size_t height);
-
-/** spmd__copy_rows_host with non-temporal stores for rows of 256 bytes or more (no fence). */
-int spmd__copy_rows_streaming(void *arg, void *dst, size_t dpitch, const void *src, size_t spitch,
-                              size_t width, size_t height);
 
 /** As spmd__copy_strided / spmd__copy_region, moving the bytes with `rows` (0 or its error). */
 int spmd__copy_strided_with(spmd__copy_rows_fn rows, void *arg, size_t elem_size, int ndim,

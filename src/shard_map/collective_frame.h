@@ -236,7 +236,6 @@ void spmd__coll_members_free(members *m);
 typedef struct copier {
     spmd_ctx *ctx;
     void *queue;
-    int streaming; /* host copies bypass the caches (fenced by spmd__coll_copier_finish) */
 } copier;
 
 copier spmd__coll_copier_for(spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs);

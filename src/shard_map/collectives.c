@@ -862,7 +862,7 @@ void spmd__coll_members_free(members *m)
 
 copier spmd__coll_copier_for(spmd_ctx *ctx, size_t bytes, int n, const void *const *ptrs)
 {
-    copier cp = {ctx, spmd__ctx_kernel_queue(ctx, bytes, n, ptrs), 0};
+    copier cp = {ctx, spmd__ctx_kernel_queue(ctx, bytes, n, ptrs)};
     return cp;
 }
 
@@ -876,16 +876,12 @@ int spmd__coll_copy_rows(void *arg, void *dst, size_t dpitch, const void *src, s
 #else
     (void)cp;
 #endif
-    if (cp->streaming)
-        return spmd__copy_rows_streaming(NULL, dst, dpitch, src, spitch, width, height);
     return spmd__copy_rows_host(NULL, dst, dpitch, src, spitch, width, height);
 }
 
 /* The copies' status (0 or a spmd_status), once they are done. */
 spmd_status spmd__coll_copier_finish(const copier *cp, int rc)
 {
-    if (cp->streaming && !cp->queue)
-        spmd__copy_streaming_fence();
     if (rc != 0 || !cp->queue)
         return (spmd_status)rc;
     return spmd__ctx_sync(cp->ctx);

@@ -472,7 +472,6 @@ static spmd_status spmd_all_to_all_checked(spmd_ctx *ctx, const spmd_block *in, 
     }
     const void *ptrs[2] = {out->data, SOURCE(c.li)};
     copier cp = spmd__coll_copier_for(ctx, spmd__block_bytes(out), 2, ptrs);
-    cp.streaming = spmd__should_stream(spmd__block_bytes(out) * (size_t)c.nl);
     int rc = 0;
     for (int k = 0; st == SPMD_OK && !rc && k < c.n; k++) {
         char *dst = (char *)out->data + (size_t)(m.pos[k] * L.dst_step) * elem;
@@ -662,7 +661,8 @@ spmd_ragged_all_to_all_checked(spmd_ctx *ctx, const spmd_block *operand, const s
         ragged_header h = {v[2 * (size_t)n + j], v[n + j]};
         size_t bytes = (size_t)h.rows * row_bytes;
         memcpy(r, &h, sizeof h);
-        memcpy(r + sizeof h, (const char *)operand->data + (size_t)v[j] * row_bytes, bytes);
+        spmd__copy_cached(r + sizeof h, (const char *)operand->data + (size_t)v[j] * row_bytes,
+                          bytes);
         memset(r + sizeof h + bytes, 0, row - sizeof h - bytes); /* no stray bytes on the wire */
     }
     ctx->packed_layout = layout | 1;
@@ -685,8 +685,8 @@ spmd_ragged_all_to_all_checked(spmd_ctx *ctx, const spmd_block *operand, const s
                                 "send_sizes for this member",
                                 h, (long long)head.rows, me, h, (long long)recv_sizes_v[h]));
         else if (head.rows > 0)
-            memcpy((char *)out->data + (size_t)head.out_offset * row_bytes, r + sizeof head,
-                   (size_t)head.rows * row_bytes);
+            spmd__copy_cached((char *)out->data + (size_t)head.out_offset * row_bytes,
+                              r + sizeof head, (size_t)head.rows * row_bytes);
     }
     free(v);
     return st;

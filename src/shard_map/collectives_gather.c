@@ -131,9 +131,11 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
         return spmd__coll_fail(&c, st);
     /* large gathers between processes of host blocks go straight into the outputs, when each
      * process's blocks are consecutive there (every member finds the same from the same tables) */
-    /* an output past the caches is written past them (measured at 2 x 1: 32 MiB 5.0-5.4 against
-     * 6.2 ms, 64 MiB 8.8-10.3 against 13.0-14.5 ms) */
-    spmd__block_layout layout = {1, bytes, 0, spmd__should_stream(spmd__block_bytes(out)), NULL};
+    /* an output past the caches goes through them all the same: since the copies go in pieces
+     * (runtime/base/stream_copy.h), writing around them lost (2 x 1, CMA, medians of 4 runs
+     * alternating, all_gather 32 / 64 MiB 2.09 / 5.08 -> 2.02 / 4.68 ms; in one process at 2
+     * devices alike; until then it had won, 32 MiB 5.0-5.4 against 6.2 ms) */
+    spmd__block_layout layout = {1, bytes, 0, NULL};
     for (int j = 0; j < a; j++)
         layout.outer *= (size_t)in->shape[j];
     if (layout.outer == 1 && c.nl == 1) /* the process's one block, as fn left it */
@@ -183,10 +185,8 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
          * processes' blocks there in place, and the other members copy the whole of it. */
         spmd_block root = *out;
         root.data = g->slots[0].out;
-        copier host = {ctx, NULL, layout.streaming};
+        copier host = {ctx, NULL};
         (void)place_gathered(&host, &root, in->data, in, a, tiled, c.pos);
-        if (layout.streaming)
-            spmd__copy_streaming_fence(); /* the first member reads it next */
         st = spmd__coll_barrier(&c, 0);
         if (st == SPMD_OK && c.li == 0) {
             size_t *counts = rank_table(stack_table, g->num_ranks);
@@ -213,7 +213,6 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
     } else if (!g->comm) {
         const void *ptrs[2] = {out->data, in->data}; /* peers check their own */
         copier cp = spmd__coll_copier_for(ctx, spmd__block_bytes(out), 2, ptrs);
-        cp.streaming = spmd__should_stream(spmd__block_bytes(out) * (size_t)c.nl);
         int rc = 0;
         for (int k = 0; k < c.n && !rc; k++)
             rc = place_gathered(&cp, out, g->slots[m.local_of[k]].in, in, a, tiled, m.pos[k]);
@@ -249,7 +248,7 @@ static spmd_status spmd_all_gather_checked(spmd_ctx *ctx, const spmd_block *in, 
                 st = spmd__coll_fail(&c, SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory"));
             } else {
                 rank_offsets(g, roff);
-                copier host = {ctx, NULL, 0}; /* the scratch is host memory */
+                copier host = {ctx, NULL}; /* the scratch is host memory */
                 for (int k = 0; k < c.n; k++) {
                     size_t slot = roff[g->member_rank[k]] + (size_t)g->member_index[k];
                     (void)place_gathered(&host, out, (char *)g->scratch[1] + slot * bytes, in, a,
@@ -342,7 +341,7 @@ static spmd_status all_gather_blocks(spmd_ctx *ctx, int n, const spmd_block *in,
         return spmd__coll_fail(&c, st);
     }
     st = spmd__coll_arrive(&c, in, out, NULL);
-    copier host = {ctx, NULL, 0};
+    copier host = {ctx, NULL};
     if (st == SPMD_OK && !g->comm) {
         int rc = 0;
         for (int i = 0; i < n && !rc; i++) {

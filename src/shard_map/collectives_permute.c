@@ -471,7 +471,6 @@ static spmd_status spmd_ppermute_checked(spmd_ctx *ctx, const spmd_block *in, sp
                  SOURCE(m.local_of[m.member_at[s]]) != out->data) {
             const void *ptrs[2] = {out->data, SOURCE(m.local_of[m.member_at[s]])};
             copier cp = spmd__coll_copier_for(ctx, bytes, 2, ptrs);
-            cp.streaming = spmd__should_stream(bytes * (size_t)c.nl);
             st = spmd__coll_copier_finish(
                 &cp, spmd__coll_copy_rows(&cp, out->data, 0, ptrs[1], 0, bytes, 1));
         }

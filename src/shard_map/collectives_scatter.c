@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "shard_map/collective_frame.h"
+#include "runtime/base/stream_copy.h"
 #ifdef SPMD_HAVE_CUDA
 #include "runtime/devices/backend/cuda.h"
 #endif
@@ -100,9 +101,9 @@ static spmd_status device_reduce_chunk(spmd_ctx *ctx, spmd_dtype dtype, void *ou
 static void pack_chunk(size_t acc_elem, void *dst, const void *acc, const chunking *k, int p)
 {
     for (size_t r = 0; r < k->outer; r++)
-        memcpy((char *)dst + r * k->run * acc_elem,
-               (const char *)acc + (r * k->stride + (size_t)p * k->run) * acc_elem,
-               k->run * acc_elem);
+        spmd__copy_cached((char *)dst + r * k->run * acc_elem,
+                          (const char *)acc + (r * k->stride + (size_t)p * k->run) * acc_elem,
+                          k->run * acc_elem);
 }
 
 static spmd_status spmd_psum_scatter_checked(spmd_ctx *ctx, const spmd_block *in, spmd_block *out,

@@ -141,8 +141,8 @@ void spmd__reduce_many(spmd_dtype dtype, spmd__reduce_op op, void *dst, const vo
     spmd_dtype acc_dtype = spmd__accumulator_dtype(dtype);
     size_t acc_elem = spmd_dtype_size(acc_dtype), elem = spmd_dtype_size(dtype);
     int half = spmd__is_half(dtype);
-    if (n == 1 && !half) { /* a copy, in one piece: memcpy writes it fastest (a block at a time,
-                              psum of 1-16 MiB at 2 x 1 took 1-7 % longer) */
+    if (n == 1 && !half) { /* a copy, in one pass (a block at a time, psum of 1-16 MiB at 2 x 1
+                              took 1-7 % longer); the input may overlap dst */
         if (dst != srcs[0])
             spmd__copy_cached((char *)dst + begin * elem, (const char *)srcs[0] + begin * elem,
                               (end - begin) * elem);

@@ -34,9 +34,10 @@ void spmd__reduce_many_to_all(spmd_dtype dtype, spmd__reduce_op op, void *const 
                               int streaming);
 
 /**
- * 1 when results of `bytes` in all (at least the last-level cache) should bypass the caches
- * (non-temporal stores): they would only evict data that is still useful, and skipping the
- * read-for-ownership saves a third of the memory traffic.
+ * 1 when a reduction's results of `bytes` in all (at least the last-level cache) should bypass
+ * the caches (non-temporal stores): they would only evict data that is still useful, and
+ * skipping the read-for-ownership saves a third of the memory traffic. Copies no longer do
+ * (collectives_gather.c says why).
  */
 int spmd__should_stream(size_t bytes);
 

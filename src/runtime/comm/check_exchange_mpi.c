@@ -554,11 +554,6 @@ static void copy_chunk(void *arg, size_t offset, const void *data, size_t bytes)
     memcpy((char *)arg + offset, data, bytes);
 }
 
-static void copy_chunk_streaming(void *arg, size_t offset, const void *data, size_t bytes)
-{
-    spmd__copy_streaming((char *)arg + offset, data, bytes);
-}
-
 /* The stream with the message's peer: its other direction's, or a new one (a few: a machine's
  * peers). */
 static spmd__stream *stream_with(spmd__stream *streams, int *nstreams, int peer)
@@ -592,10 +587,10 @@ static spmd_status mark_streams(spmd__comm *c, int nsend, const spmd__message *s
 }
 
 /* Splits the lists into streams (mark_streams) and the messages that stay with MPI (mpi,
- * whose lists lie in kept); streaming: the streams write past the caches; host: the buffers
+ * whose lists lie in kept); host: the buffers
  * lie in host memory, the sends' unchanged until the exchange ends (a peer may read them). */
 static spmd_status split_streams(spmd__comm *c, int nsend, const spmd__message *sends, int nrecv,
-                                 const spmd__message *recvs, int streaming, int host, int *nstreams,
+                                 const spmd__message *recvs, int host, int *nstreams,
                                  spmd__stream *streams, message_lists *mpi, spmd__message *kept)
 {
     int n = nsend + nrecv, *streamed = malloc((size_t)(n ? n : 1) * sizeof *streamed);
@@ -614,7 +609,7 @@ static spmd_status split_streams(spmd__comm *c, int nsend, const spmd__message *
             s->sbytes = m->bytes;
             s->send_stays = host;
         } else if (s) {
-            s->take = streaming ? copy_chunk_streaming : copy_chunk;
+            s->take = copy_chunk;
             s->arg = m->data;
             s->into = host ? m->data : NULL;
             s->rbytes = m->bytes;
@@ -628,12 +623,11 @@ static spmd_status split_streams(spmd__comm *c, int nsend, const spmd__message *
     return st;
 }
 
-/* spmd__comm_checked_exchange, its errors naming `what`; streaming: what the rings bring is
- * written past the caches (fenced before this returns: other threads read it next). */
+/* spmd__comm_checked_exchange, its errors naming `what`. */
 static spmd_status exchange_streamed(spmd__comm *c, const spmd__agreement *a, int nsend,
                                      const spmd__message *sends, int nrecv,
-                                     const spmd__message *recvs, int streaming, int host,
-                                     const char *what, spmd__wait *w)
+                                     const spmd__message *recvs, int host, const char *what,
+                                     spmd__wait *w)
 {
     int n = nsend + nrecv, nstreams = 0, longer = 0;
     for (int i = 0; i < n; i++) { /* MPI's limit on every message: the same wherever it goes */
@@ -652,13 +646,10 @@ static spmd_status exchange_streamed(spmd__comm *c, const spmd__agreement *a, in
     spmd_status st =
         streams && kept ? SPMD_OK : SPMD_ERROR(SPMD_ERR_OUT_OF_MEMORY, "out of memory");
     if (st == SPMD_OK)
-        st = split_streams(c, nsend, sends, nrecv, recvs, streaming, host, &nstreams, streams, &mpi,
-                           kept);
+        st = split_streams(c, nsend, sends, nrecv, recvs, host, &nstreams, streams, &mpi, kept);
     if (st == SPMD_OK)
         st = exchange_beside(c, a, mpi.nsend + mpi.nrecv, post_message_lists, &mpi, nstreams,
                              streams, what, w);
-    if (streaming)
-        spmd__copy_streaming_fence();
     free(streams);
     free(kept);
     return st;
@@ -668,14 +659,14 @@ spmd_status spmd__comm_checked_exchange(spmd__comm *c, const spmd__agreement *a,
                                         const spmd__message *sends, int nrecv,
                                         const spmd__message *recvs, spmd__wait *w)
 {
-    return exchange_streamed(c, a, nsend, sends, nrecv, recvs, 0, 0, "the ppermute exchange", w);
+    return exchange_streamed(c, a, nsend, sends, nrecv, recvs, 0, "the ppermute exchange", w);
 }
 
 spmd_status spmd__comm_checked_exchange_host(spmd__comm *c, const spmd__agreement *a, int nsend,
                                              const spmd__message *sends, int nrecv,
                                              const spmd__message *recvs, spmd__wait *w)
 {
-    return exchange_streamed(c, a, nsend, sends, nrecv, recvs, 0, 1, "the ppermute exchange", w);
+    return exchange_streamed(c, a, nsend, sends, nrecv, recvs, 1, "the ppermute exchange", w);
 }
 
 /* A large all-gather of whole blocks within one machine, or of two ranks anywhere: each rank's
@@ -704,7 +695,7 @@ static spmd_status allgather_streamed(spmd__comm *c, const spmd__agreement *a, c
         m[n + k++] = (spmd__message){r, mine, counts[c->rank] * unit};
     }
     /* whole blocks of host memory (collectives_gather.c); the caller's untouched meanwhile */
-    spmd_status st = exchange_streamed(c, a, n, m + n, n, m, layout->streaming, 1, "all_gather", w);
+    spmd_status st = exchange_streamed(c, a, n, m + n, n, m, 1, "all_gather", w);
     free(m);
     return st;
 }

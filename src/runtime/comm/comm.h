@@ -297,11 +297,9 @@ spmd_status spmd__comm_checked_alltoallv(spmd__comm *c, const spmd__agreement *a
                                          const size_t *recv_counts, int large, spmd__wait *w);
 
 /** Where a gathered buffer holds its blocks: block b is `outer` runs of `run` bytes, `stride`
- * bytes apart, the first at byte b * run (a tiled or stacked all_gather's output); streaming:
- * the buffer is larger than the caches, and what the rings bring is written past them. */
+ * bytes apart, the first at byte b * run (a tiled or stacked all_gather's output). */
 typedef struct spmd__block_layout {
     size_t outer, run, stride;
-    int streaming;
     /* whole blocks (outer 1): this rank's, as they lie in the caller's input too, unchanged
      * until the all-gather returns; sent from there (their copy in recv may still be the
      * caller's fresh writes), or NULL */

@@ -1,7 +1,10 @@
-/* The copy with non-temporal stores (src/runtime/base/stream_copy.c): every byte lands where
+/* The copies of src/runtime/base/stream_copy.c. With non-temporal stores: every byte lands where
  * memcpy would put it, whatever the destination's alignment (an unaligned head, the 16-byte
- * stores, an unaligned tail) and length, and nothing beside it is touched. */
+ * stores, an unaligned tail) and length, and nothing beside it is touched. In pieces: every
+ * length around a piece's edge, and buffers that overlap either way, land as memmove puts
+ * them (a byte loop checks), nothing beside them touched. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -42,10 +45,56 @@ static void test_every_alignment_and_length(void **state)
             }
 }
 
+/* Source and destination at `shift` bytes from each other in one buffer (0: apart): the result
+ * against a byte-by-byte move of a pristine copy. */
+static void check_cached(unsigned char *buf, unsigned char *want, size_t total, size_t from,
+                         long shift, size_t n)
+{
+    for (size_t i = 0; i < total; i++)
+        buf[i] = want[i] = (unsigned char)(i * 167u + 13u);
+    size_t to = (size_t)((long)from + shift);
+    unsigned char *tmp = malloc(n ? n : 1);
+    assert_non_null(tmp);
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = want[from + i];
+    for (size_t i = 0; i < n; i++)
+        want[to + i] = tmp[i];
+    free(tmp);
+    spmd__copy_cached(buf + to, buf + from, n);
+    if (memcmp(buf, want, total) != 0) {
+        size_t bad = 0;
+        while (buf[bad] == want[bad])
+            bad++;
+        fail_msg("%zu bytes moved by %ld: byte %zu of the buffer is 0x%02x, expected 0x%02x", n,
+                 shift, bad, buf[bad], want[bad]);
+    }
+}
+
+static void test_cached_pieces_and_overlaps(void **state)
+{
+    (void)state;
+    const size_t piece = SPMD__COPY_PIECE_BYTES;
+    const size_t lengths[] = {0, 1, 4095, piece - 1, piece, piece + 1, 3 * piece + 17};
+    const long shifts[] = {-(long)piece - 3, -4096, -1, 1, 4096, (long)piece + 3};
+    size_t total = 2 * (3 * piece + 17) + 4 * piece;
+    unsigned char *buf = malloc(total), *want = malloc(total);
+    assert_non_null(buf);
+    assert_non_null(want);
+    size_t from = 2 * piece; /* room for every shift either way */
+    for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
+        check_cached(buf, want, total, from, (long)(3 * piece + 64), lengths[k]); /* apart */
+        for (size_t j = 0; j < sizeof shifts / sizeof shifts[0]; j++)
+            check_cached(buf, want, total, from, shifts[j], lengths[k]);
+    }
+    free(buf);
+    free(want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_alignment_and_length),
+        cmocka_unit_test(test_cached_pieces_and_overlaps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
