@@ -34,7 +34,8 @@ void spmd__reduce_many_to_all(spmd_dtype dtype, spmd__reduce_op op, void *const 
                               int streaming);
 
 /**
- * 1 when a reduction's results of `bytes` in all (at least the last-level cache) should bypass
+ * 1 when an in-process reduction's results of `bytes` in all (psum, pmean, pmax, pmin; at
+ * least the last-level cache) should bypass
  * the caches (non-temporal stores): they would only evict data that is still useful, and
  * skipping the read-for-ownership saves a third of the memory traffic. Copies no longer do
  * (collectives_gather.c says why).

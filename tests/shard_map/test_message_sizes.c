@@ -12,7 +12,7 @@
  * between the same two processes at once (each must get its own group's data). Large
  * all_to_alls of 2-D blocks, split along their rows or their columns, send boxes that are not
  * contiguous (a streamed message gathers and scatters them chunk by chunk). An all_gather of
- * 32 MiB of output writes what the rings bring past the caches (non-temporal stores). A process
+ * 32 MiB of output (past a last-level cache; written through the caches since stop 84). A process
  * late by 20 ms at 48 and 64 KiB makes its partner wait for the halves. A mesh of the devices in
  * reverse order puts each process's blocks out of process order. Messages of 32-64 KiB, which
  * go either way between two processes of one machine, repeated until both ways ran.
@@ -293,7 +293,7 @@ int main(void)
     static const int64_t reversed_sizes[] = {8, 4096, 12288, 49164};
     for (size_t t = 0; t < sizeof reversed_sizes / sizeof *reversed_sizes; t++)
         check_reversed(reversed_sizes[t]);
-    /* an all_gather whose output (32 MiB) is written past the caches */
+    /* an all_gather whose output (32 MiB) is larger than a last-level cache */
     check_size(n, ((int64_t)32 << 20) / n);
     if (spmd_process_count() > 1 && spmd_local_device_count() > 1)
         for (int rep = 0; rep < 8; rep++)

@@ -43,7 +43,8 @@ void spmd__copy_either(void *dst, const void *src, size_t bytes, int streaming)
  * 260-298 -> 210-232 us. Pieces of 128 KiB and 512 KiB measured alike; 256 KiB stays below the
  * cut-off on an L2 of 512 KiB too. On Intel that cut-off is the non-temporal threshold itself.
  * Beyond that threshold the pieces stay in the caches where glibc's whole copy would go around
- * them: a collective chooses that itself for outputs past the caches (spmd__copy_either). */
+ * them: measured faster for the copy collectives' outputs up to 256 MiB (collectives_gather.c);
+ * the callers that want the stores around the caches say so (spmd__copy_either). */
 void spmd__copy_cached(void *dst, const void *src, size_t bytes)
 {
     char *d = dst;
